@@ -1,0 +1,28 @@
+# `make demo` and `make test` set up .venv (Python 3.12) on a fresh machine, then run.
+# pyenv's python3.12 shim fails unless 3.12 is the active version, so ask pyenv for the prefix first.
+PYTHON312 ?= $(shell p="$$(pyenv prefix 3.12.1 2>/dev/null)/bin/python3.12"; if [ -x "$$p" ]; then echo "$$p"; else command -v python3.12; fi)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(PY):
+	$(PYTHON312) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP): $(PY) pyproject.toml
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/noiseaware demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_dpvi.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

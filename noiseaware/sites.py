@@ -1,0 +1,245 @@
+"""Named model sites ⇄ one flat unconstrained vector θ ∈ R^d.
+
+A model's continuous latent sites (constrained values x_site) are mapped to unconstrained values
+u_site = T_site⁻¹(x_site) with numpyro transforms and concatenated, in site order, into θ of shape (d,).
+Every transform has a name, so the map can be written into a trace and rebuilt from it:
+
+    identity            R → R                   (real, real_vector)
+    exp                 R → (0, ∞)              numpyro's default for positive sites
+    softplus            R → (0, ∞)              the research map for positive sites
+    sigmoid             R → (0, 1)
+    interval(a,b)       R → (a, b)              a + (b − a)·sigmoid(u)
+    greater_than(a)     R → (a, ∞)              a + exp(u)
+    less_than(a)        R → (−∞, a)             a − exp(u)
+    stick_breaking      R^{K−1} → simplex_K     numpyro's default for simplex sites
+    alr                 R^{K−1} → simplex_K     additive log-ratio, softmax([u₁, …, u_{K−1}, 0])
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro.distributions import constraints
+from numpyro.distributions import transforms as T
+
+__all__ = [
+    "AdditiveLogRatioTransform",
+    "SiteSpec",
+    "SiteMap",
+    "transform_from_name",
+    "default_transform_name",
+    "RESEARCH_TRANSFORMS",
+]
+
+
+class AdditiveLogRatioTransform(T.ParameterFreeTransform):
+    """u ∈ R^{K−1} ↦ p = softmax([u, 0]) on the K-simplex; inverse u_k = log(p_k / p_K).
+
+    log|det ∂p_{1:K−1}/∂u| = Σ_{k=1}^{K} log p_k.
+    """
+
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+
+    def __call__(self, x):
+        padded = jnp.concatenate([x, jnp.zeros(x.shape[:-1] + (1,), x.dtype)], axis=-1)
+        return jax.nn.softmax(padded, axis=-1)
+
+    def _inverse(self, y):
+        return jnp.log(y[..., :-1]) - jnp.log(y[..., -1:])
+
+    def log_abs_det_jacobian(self, x, y, intermediates=None):
+        padded = jnp.concatenate([x, jnp.zeros(x.shape[:-1] + (1,), x.dtype)], axis=-1)
+        return jnp.sum(jax.nn.log_softmax(padded, axis=-1), axis=-1)
+
+    def forward_shape(self, shape):
+        return shape[:-1] + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape):
+        return shape[:-1] + (shape[-1] - 1,)
+
+    def tree_flatten(self):
+        return (), ((), dict())
+
+    def __eq__(self, other):
+        return isinstance(other, AdditiveLogRatioTransform)
+
+
+_PLAIN = {
+    "identity": lambda: T.IdentityTransform(),
+    "exp": lambda: T.ExpTransform(),
+    "softplus": lambda: T.SoftplusTransform(),
+    "sigmoid": lambda: T.SigmoidTransform(),
+    "stick_breaking": lambda: T.StickBreakingTransform(),
+    "alr": lambda: AdditiveLogRatioTransform(),
+}
+_BOUNDED = re.compile(r"^(interval|greater_than|less_than)\(([^,()]+)(?:,([^,()]+))?\)$")
+_SIMPLEX_TRANSFORMS = ("stick_breaking", "alr")
+
+RESEARCH_TRANSFORMS = "research"
+"""Transform preset of the research code: softplus for positive sites, additive log-ratio for simplices."""
+
+
+def transform_from_name(name: str) -> T.Transform:
+    """The numpyro transform (unconstrained → constrained) with the given name (see module doc)."""
+    if name in _PLAIN:
+        return _PLAIN[name]()
+    match = _BOUNDED.match(name.replace(" ", ""))
+    if match:
+        kind, a, b = match.group(1), float(match.group(2)), match.group(3)
+        if kind == "interval" and b is not None and float(b) > a:
+            return T.ComposeTransform([T.SigmoidTransform(), T.AffineTransform(a, float(b) - a)])
+        if kind == "greater_than" and b is None:
+            return T.ComposeTransform([T.ExpTransform(), T.AffineTransform(a, 1.0)])
+        if kind == "less_than" and b is None:
+            return T.ComposeTransform([T.ExpTransform(), T.AffineTransform(a, -1.0)])
+    raise ValueError(
+        f"unknown transform {name!r}: use one of {sorted(_PLAIN)}, 'interval(a,b)' with a < b, "
+        "'greater_than(a)' or 'less_than(a)'"
+    )
+
+
+def _base_constraint(support):
+    while isinstance(support, constraints._IndependentConstraint):
+        support = support.base_constraint
+    return support
+
+
+def default_transform_name(support, preset: str = "numpyro") -> str:
+    """Name of the map for a site with this numpyro support: numpyro's `biject_to` or the research preset."""
+    base = _base_constraint(support)
+    research = preset == RESEARCH_TRANSFORMS
+    if isinstance(base, constraints._Real):
+        return "identity"
+    if isinstance(base, constraints._Simplex):
+        return "alr" if research else "stick_breaking"
+    if isinstance(base, constraints._SoftplusPositive):
+        return "softplus"
+    if isinstance(base, constraints._UnitInterval):
+        return "sigmoid"
+    if isinstance(base, constraints._Interval):
+        return f"interval({float(base.lower_bound)!r},{float(base.upper_bound)!r})"
+    if isinstance(base, constraints._GreaterThan) and not isinstance(base, constraints._GreaterThanEq):
+        if float(base.lower_bound) == 0.0:
+            return "softplus" if research else "exp"
+        return f"greater_than({float(base.lower_bound)!r})"
+    if isinstance(base, constraints._LessThan):
+        return f"less_than({float(base.upper_bound)!r})"
+    raise ValueError(
+        f"support {support} has no supported unconstrained map; noiseaware handles real, positive, "
+        "unit-interval, interval, greater-than, less-than and simplex sites"
+    )
+
+
+def _check_preset(preset) -> None:
+    if isinstance(preset, str) and preset not in ("numpyro", RESEARCH_TRANSFORMS):
+        raise ValueError(
+            f"transforms={preset!r} is not a preset: use 'numpyro' (numpyro's biject_to maps), "
+            "'research' (softplus for positive, additive log-ratio for simplex sites) or a dict "
+            "{site name: transform name}"
+        )
+
+
+def choose_transform_name(site: str, support, transforms: str | Mapping[str, str]) -> str:
+    """The transform name for `site`: an explicit per-site entry of `transforms`, else the preset's."""
+    _check_preset(transforms)
+    if isinstance(transforms, Mapping):
+        if site in transforms:
+            name = transforms[site]
+            transform_from_name(name)
+            base = _base_constraint(support)
+            if isinstance(base, constraints._Simplex) != (name in _SIMPLEX_TRANSFORMS):
+                raise ValueError(f"site {site!r} has support {support}; transform {name!r} does not map onto it")
+            return name
+        return default_transform_name(support, transforms.get("*", "numpyro"))
+    return default_transform_name(support, transforms)
+
+
+@dataclass(frozen=True)
+class SiteSpec:
+    """One latent site: its name, its constrained shape and the name of its unconstrained map."""
+
+    name: str
+    shape: tuple[int, ...]
+    transform: str
+
+    @property
+    def unconstrained_shape(self) -> tuple[int, ...]:
+        return tuple(transform_from_name(self.transform).inverse_shape(self.shape))
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.unconstrained_shape)
+
+
+@dataclass(frozen=True)
+class SiteMap:
+    """Ordered latent sites ⇄ flat θ of shape (d,), d = Σ_site prod(unconstrained shape)."""
+
+    sites: tuple[SiteSpec, ...]
+
+    @property
+    def dim(self) -> int:
+        return sum(site.size for site in self.sites)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(site.name for site in self.sites)
+
+    def _slices(self):
+        start = 0
+        for site in self.sites:
+            yield site, slice(start, start + site.size)
+            start += site.size
+
+    def unflatten(self, theta) -> dict:
+        """θ (..., d) → {site: unconstrained value (..., *unconstrained_shape)}."""
+        batch = theta.shape[:-1]
+        return {site.name: theta[..., sl].reshape(batch + site.unconstrained_shape) for site, sl in self._slices()}
+
+    def constrain(self, theta) -> dict:
+        """θ (..., d) → {site: constrained value (..., *shape)} in the model's own space."""
+        return {
+            name: transform_from_name(site.transform)(value)
+            for site, (name, value) in zip(self.sites, self.unflatten(theta).items())
+        }
+
+    def unconstrain(self, values: Mapping) -> jnp.ndarray:
+        """{site: constrained value (..., *shape)} → θ (..., d)."""
+        parts = []
+        for site in self.sites:
+            value = jnp.asarray(values[site.name])
+            u = transform_from_name(site.transform).inv(value)
+            batch = u.shape[: u.ndim - len(site.unconstrained_shape)]
+            parts.append(u.reshape(batch + (site.size,)))
+        return jnp.concatenate(parts, axis=-1)
+
+    def log_abs_det_jacobian(self, theta) -> jnp.ndarray:
+        """Σ_site log|det ∂x_site/∂u_site| at θ (d,): the term that turns p(x) into p̃(θ)."""
+        total = jnp.zeros((), theta.dtype)
+        for site, u in zip(self.sites, self.unflatten(theta).values()):
+            transform = transform_from_name(site.transform)
+            total = total + jnp.sum(transform.log_abs_det_jacobian(u, transform(u)))
+        return total
+
+    def theta_names(self) -> tuple[str, ...]:
+        """One label per coordinate of θ: 'site' for scalars, 'site[i]' / 'site[i,j]' otherwise."""
+        labels = []
+        for site in self.sites:
+            shape = site.unconstrained_shape
+            if shape == ():
+                labels.append(site.name)
+            else:
+                labels.extend(f"{site.name}[{','.join(map(str, idx))}]" for idx in np.ndindex(*shape))
+        return tuple(labels)
+
+    def param_names(self) -> tuple[str, ...]:
+        """Labels of φ = (μ, ρ), shape (2d,): 'mu:<θ label>' then 'rho:<θ label>'."""
+        names = self.theta_names()
+        return tuple(f"mu:{n}" for n in names) + tuple(f"rho:{n}" for n in names)
