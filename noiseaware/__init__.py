@@ -1,3 +1,27 @@
-"""noiseaware: noise-aware differentially private Bayesian inference from DPVI traces."""
+"""noiseaware: noise-aware differentially private Bayesian inference from DPVI traces.
+
+    import noiseaware as na
+    bm = na.models.get("gamma-exponential")
+    theta, data = bm.simulate(0)
+    trace = na.record_dpvi(bm.model, data, epsilon=1.0, key=1, **bm.dpvi_settings)
+    trace.save("m1.nc")
+"""
+
+from . import models
+from .contract import ModelError
+from .dpvi import record_dpvi, record_dpvi_batch
+from .privacy import epsilon_spent, noise_multiplier
+from .trace import Trace, TraceError
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "ModelError",
+    "Trace",
+    "TraceError",
+    "epsilon_spent",
+    "models",
+    "noise_multiplier",
+    "record_dpvi",
+    "record_dpvi_batch",
+]

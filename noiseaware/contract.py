@@ -1,0 +1,232 @@
+"""The model contract: what noiseaware needs from a numpyro model, and the densities derived from it.
+
+A supported model
+
+* has continuous latent sites only, none of them inside the data plate (no local latents);
+* puts its likelihood in a `numpyro.plate` whose size is the number of examples passed to it (never a
+  `subsample_size`: the recorder subsamples itself and numpyro's subsampling would silently rescale);
+* names each observed site after the keyword argument that holds its data; with that keyword set to
+  None the model samples the data (the simulator);
+* takes non-modelled inputs (regression designs) as further keyword arguments;
+* may declare a keyword `n_examples`: it then receives the number of examples in the arrays it is
+  passed (or the simulated data set size), so a model without covariates can size its plate.
+
+From such a model and the site map θ ⇄ sites (noiseaware.sites) we derive, for θ ∈ R^d,
+
+    log p(x_i | θ)   per example (sum of the observed sites' log densities for example i), and
+    log p̃(θ) = Σ_latent log p(x_site | parents) + log|det ∂x/∂θ|   (the prior of the unconstrained θ).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro import handlers
+
+from .sites import SiteMap, SiteSpec, choose_transform_name
+
+__all__ = ["ModelError", "ModelSpec", "inspect_model", "model_arguments"]
+
+N_EXAMPLES_ARG = "n_examples"
+
+
+class ModelError(ValueError):
+    """A numpyro model or its data does not meet the model contract."""
+
+
+def model_arguments(model: Callable) -> tuple[str, ...]:
+    """Names of the keyword arguments a model accepts."""
+    try:
+        params = inspect.signature(model).parameters.values()
+    except (TypeError, ValueError) as err:
+        raise ModelError(f"cannot read the signature of {model!r}: pass a plain Python function") from err
+    return tuple(p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+
+
+def _run(model: Callable, kwargs: Mapping, values: Mapping | None = None, seed=None):
+    """Trace of one execution of `model(**kwargs)`, with latent `values` substituted or a PRNG seed."""
+    fn = model
+    if values is not None:
+        fn = handlers.substitute(fn, data=dict(values))
+    if seed is not None:
+        fn = handlers.seed(fn, rng_seed=seed)
+    return handlers.trace(fn).get_trace(**kwargs)
+
+
+def _plates_of(site) -> dict:
+    return {frame.name: frame.size for frame in site["cond_indep_stack"]}
+
+
+def _check_plates(trace, n: int) -> None:
+    for site in trace.values():
+        if site["type"] == "plate":
+            size, subsample_size = site["args"]
+            if subsample_size is not None and subsample_size != size:
+                raise ModelError(
+                    f"plate {site['name']!r} uses subsample_size={subsample_size}: remove it — the recorder "
+                    "subsamples the data itself (numpyro's subsampling would rescale the likelihood)"
+                )
+        if site["type"] == "param":
+            raise ModelError(
+                f"site {site['name']!r} is a numpyro.param: make it a sample site with a prior, or a constant"
+            )
+
+
+def _latent_sites(trace, observed: Sequence[str], n: int | None) -> list[dict]:
+    latents = []
+    for site in trace.values():
+        if site["type"] != "sample" or site["name"] in observed:
+            continue
+        if site["fn"].support.is_discrete:
+            raise ModelError(f"latent site {site['name']!r} is discrete; DPVI needs continuous latent sites only")
+        if n is not None and n in _plates_of(site).values() and n > 1:
+            raise ModelError(
+                f"latent site {site['name']!r} sits inside the data plate (a local latent variable); "
+                "noiseaware supports global latent sites only"
+            )
+        latents.append(site)
+    return latents
+
+
+def build_site_map(latents: Sequence[dict], transforms, order: Sequence[str] | None) -> SiteMap:
+    """Site map of the latent sites in execution order, or in `order` (a permutation of their names)."""
+    by_name = {site["name"]: site for site in latents}
+    if order is None:
+        order = tuple(by_name)
+    elif sorted(order) != sorted(by_name):
+        raise ModelError(f"sites={tuple(order)} must list each latent site once: the model has {tuple(by_name)}")
+    if not by_name:
+        raise ModelError("the model has no latent sample site: there is nothing to infer")
+    return SiteMap(
+        tuple(
+            SiteSpec(
+                name,
+                tuple(int(k) for k in np.shape(by_name[name]["value"])),
+                choose_transform_name(name, by_name[name]["fn"].support, transforms),
+            )
+            for name in order
+        )
+    )
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A numpyro model checked against its data: what to subsample and how θ maps to its sites.
+
+    observed: observed site names (= data keywords); per_example: keywords whose arrays have leading
+    axis n_examples and are subsampled along it; every other data entry is passed to the model whole.
+    """
+
+    model: Callable
+    site_map: SiteMap
+    observed: tuple[str, ...]
+    per_example: tuple[str, ...]
+    n_examples: int
+    takes_n_examples: bool
+
+    def model_kwargs(self, per_example: Mapping, constants: Mapping, n: int) -> dict:
+        """Keyword arguments for a call on `n` examples."""
+        kwargs = {**constants, **per_example}
+        if self.takes_n_examples:
+            kwargs[N_EXAMPLES_ARG] = n
+        return kwargs
+
+    def split_data(self, data: Mapping) -> tuple[dict, dict]:
+        """data → (per-example arrays, constants)."""
+        per_example = {k: data[k] for k in self.per_example}
+        constants = {k: v for k, v in data.items() if k not in self.per_example}
+        return per_example, constants
+
+    def log_likelihood(self, theta, examples: Mapping, constants: Mapping, n: int):
+        """Σ_i log p(x_i | θ) over the `n` examples in `examples` (arrays with leading axis n); θ (d,)."""
+        values = self.site_map.constrain(theta)
+        trace = _run(self.model, self.model_kwargs(examples, constants, n), values)
+        total = jnp.zeros((), theta.dtype)
+        for name in self.observed:
+            site = trace[name]
+            scale = 1.0 if site["scale"] is None else site["scale"]
+            total = total + scale * jnp.sum(site["fn"].log_prob(site["value"]))
+        return total
+
+    def example_log_likelihood(self, theta, example: Mapping, constants: Mapping):
+        """log p(x_i | θ) for one example (arrays without the example axis); θ (d,)."""
+        return self.log_likelihood(theta, {k: v[None] for k, v in example.items()}, constants, 1)
+
+    def log_prior(self, theta, examples: Mapping, constants: Mapping):
+        """log p̃(θ): the latent sites' log densities plus the log-Jacobian of the site map; θ (d,).
+
+        `examples` only lets the model run (any one example will do); the likelihood is not included.
+        """
+        one = {k: v[:1] for k, v in examples.items()}
+        trace = _run(self.model, self.model_kwargs(one, constants, 1), self.site_map.constrain(theta))
+        total = self.site_map.log_abs_det_jacobian(theta)
+        for name in self.site_map.names:
+            site = trace[name]
+            scale = 1.0 if site["scale"] is None else site["scale"]
+            total = total + scale * jnp.sum(site["fn"].log_prob(site["value"]))
+        return total
+
+
+def _as_arrays(data: Mapping) -> dict:
+    if not isinstance(data, Mapping):
+        raise ModelError(f"data must be a dict of keyword arrays for the model, got {type(data).__name__}")
+    return {k: (v if isinstance(v, jax.Array) else np.asarray(v)) for k, v in data.items()}
+
+
+def inspect_model(
+    model: Callable, data: Mapping, *, transforms="numpyro", sites: Sequence[str] | None = None
+) -> ModelSpec:
+    """Check `model(**data)` against the contract (module doc) and derive its ModelSpec."""
+    data = _as_arrays(data)
+    arguments = model_arguments(model)
+    unknown = sorted(set(data) - set(arguments))
+    if unknown:
+        raise ModelError(f"data keys {unknown} are not arguments of {getattr(model, '__name__', model)}{arguments}")
+    takes_n = N_EXAMPLES_ARG in arguments
+    if takes_n and N_EXAMPLES_ARG in data:
+        raise ModelError(f"do not pass {N_EXAMPLES_ARG!r} in data: noiseaware sets it from the data's length")
+    probe = dict(data)
+    if takes_n:
+        probe[N_EXAMPLES_ARG] = _leading_length(data)
+    try:
+        trace = _run(model, probe, seed=0)
+    except ModelError:
+        raise
+    except Exception as err:
+        raise ModelError(f"the model failed when run on its data: {type(err).__name__}: {err}") from err
+    observed = tuple(name for name, site in trace.items() if site["type"] == "sample" and site["is_observed"])
+    if not observed:
+        raise ModelError("the model has no observed site: pass its data under the observed site's name")
+    for name in observed:
+        if name not in data:
+            raise ModelError(
+                f"observed site {name!r} must take its data from a keyword argument named {name!r}: "
+                f"rename the site or the argument"
+            )
+    lengths = {name: np.shape(data[name])[0] if np.ndim(data[name]) else 0 for name in observed}
+    n = lengths[observed[0]]
+    if n < 1 or any(length != n for length in lengths.values()):
+        raise ModelError(f"observed data must share one leading example axis of length ≥ 1, got {lengths}")
+    _check_plates(trace, n)
+    for name in observed:
+        if n not in _plates_of(trace[name]).values() and n > 1:
+            raise ModelError(
+                f"observed site {name!r} is not inside a numpyro.plate of size {n} (the number of examples); "
+                "wrap the likelihood in `with numpyro.plate('data', n):`"
+            )
+    per_example = tuple(k for k, v in data.items() if np.ndim(v) >= 1 and np.shape(v)[0] == n)
+    latents = _latent_sites(trace, observed, n)
+    return ModelSpec(model, build_site_map(latents, transforms, sites), observed, per_example, int(n), takes_n)
+
+
+def _leading_length(data: Mapping) -> int:
+    """The number of examples to announce to a model that takes `n_examples`: the longest leading axis."""
+    lengths = [np.shape(v)[0] for v in data.values() if np.ndim(v) >= 1]
+    if not lengths:
+        raise ModelError("data holds no array with an example axis: pass the observed data as arrays")
+    return max(lengths)

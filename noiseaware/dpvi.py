@@ -1,0 +1,510 @@
+"""DPVI: DP-SGD on the ELBO of any numpyro model, recorded as a Trace (method.md §1).
+
+Variational family q_φ(θ) = N(μ, diag(softplus(ρ)²)), φ = (μ, ρ) ∈ R^P, P = 2d. Per example
+
+    ℓ_i(φ) = (1/S) Σ_s [ −log p(x_i | θ_s) − (1/N) log p̃(θ_s) ] − (1/N) Σ_j log softplus(ρ_j),
+    θ_s = μ + softplus(ρ) ⊙ ε_s,  ε_s ~ N(0, I_d) shared by all examples of a step,
+
+(the entropy of q_φ analytically), so Σ_i ℓ_i estimates −ELBO up to a constant. One step t:
+Poisson-sample the examples (rate q); h_i = s ⊙ ∇ℓ_i(φ_t), clipped to joint L2 norm C;
+G_t = (Σ_i h_i + ξ_t) ⊘ s with ξ_t ~ N(0, σ²C² I_P); record (φ_t, G_t); φ_{t+1} = φ_t − λ ⊙ G_t
+(or any optax optimizer). κ heuristic: λ = v ⊙ s / (sqrt(T·P)·σ·C) (Abadi et al. 2016;
+Jälkö et al. 2017; Alrawajfeh et al. 2025).
+
+`record_dpvi` is the convenient entry point. Under it, `Recorder` holds the compiled program: its
+`init(key)` and `run(state, data, n_steps)` are pure functions of arrays and keys, so they `vmap`
+over keys and over data sets of equal size (`record_dpvi_batch` does exactly that).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+
+from .contract import ModelSpec, inspect_model
+from .keys import as_key, as_keys
+from .privacy import epsilon_spent, noise_multiplier as calibrate_noise
+from .progress import progress_bar
+from .trace import Trace
+
+__all__ = [
+    "DPVISettings",
+    "Recorder",
+    "DPVIState",
+    "record_dpvi",
+    "record_dpvi_batch",
+    "poisson_chunk",
+    "step_keys",
+    "default_batch_size",
+]
+
+DEFAULT_LR_MULTIPLIER = math.sqrt(2.0)
+DEFAULT_INIT = (0.0, -4.0)
+
+
+class DPVIState(NamedTuple):
+    """Recorder state between steps: φ (P,), the optimizer state and the PRNG key."""
+
+    params: jax.Array
+    opt_state: Any
+    key: jax.Array
+
+
+class Hyper(NamedTuple):
+    """The traced (non-structural) settings of a run; all arrays."""
+
+    sampling_rate: jax.Array  # q, scalar
+    clip: jax.Array  # C, scalar
+    noise_multiplier: jax.Array  # σ, scalar
+    grad_scale: jax.Array  # s, (P,)
+    learning_rate: jax.Array  # λ, (P,) (unused by an optax optimizer)
+
+
+@dataclass(frozen=True)
+class DPVISettings:
+    """Everything that defines a DPVI run, resolved: privacy level, step sizes, batch padding.
+
+    grad_scale, learning_rate, init: (P,) tuples; batch_size: padded size of one gradient chunk
+    (sampled examples beyond it are processed in further chunks, never dropped).
+    """
+
+    steps: int
+    sampling_rate: float
+    clip: float
+    noise_multiplier: float
+    grad_scale: tuple[float, ...]
+    learning_rate: tuple[float, ...]
+    init: tuple[float, ...]
+    mc_draws: int
+    batch_size: int
+    epsilon: float | None
+    delta: float | None
+    accountant: str | None
+
+
+# ---------------------------------------------------------------- Poisson subsampling
+
+
+def _uniform_open(key, shape, dtype):
+    """U ~ Uniform(0, 1) with 64 random bits, so that log U is accurate far into the lower tail."""
+    hi, lo = jax.random.bits(key, (2,) + shape, jnp.uint32)
+    scale = jnp.asarray(2.0**-32, dtype)
+    return (hi.astype(dtype) + (lo.astype(dtype) + 0.5) * scale) * scale
+
+
+def poisson_chunk(key, last, sampling_rate, size: int, n_examples: int):
+    """The next `size` Poisson-sampled example indices after index `last`.
+
+    The gaps between consecutive indices of Bernoulli(q) sampling are i.i.d. Geometric(q) on {1, 2, …},
+    drawn by inversion ⌊log U / log(1 − q)⌋ + 1; returns (indices (size,) int32, mask (size,) bool:
+    index < N). Gaps are capped at N + 1 (an index beyond N is beyond N either way).
+    """
+    dtype = jnp.result_type(float)
+    u = _uniform_open(key, (size,), dtype)
+    gaps = jnp.floor(jnp.log(u) / jnp.log1p(-jnp.asarray(sampling_rate, dtype))) + 1
+    gaps = jnp.minimum(gaps, n_examples + 1).astype(jnp.int32)
+    if size * (n_examples + 1) < 2**31 - 1:
+        offsets = jnp.cumsum(gaps)
+    else:
+        offsets = lax.associative_scan(lambda a, b: jnp.minimum(a + b, n_examples + 1), gaps)
+    indices = last + offsets
+    return indices, indices < n_examples
+
+
+def default_batch_size(n_examples: int, sampling_rate: float) -> int:
+    """Padded chunk size: Nq + 6·sqrt(Nq(1 − q)) rounded up to a multiple of 8, at most N."""
+    mean = n_examples * sampling_rate
+    size = math.ceil(mean + 6.0 * math.sqrt(mean * (1.0 - sampling_rate)) + 1.0)
+    return max(1, min(n_examples, 8 * math.ceil(size / 8)))
+
+
+def step_keys(key):
+    """The PRNG keys of one step: (next state key, subsampling key, Monte Carlo key, noise key)."""
+    return tuple(jax.random.split(key, 4))
+
+
+# ---------------------------------------------------------------- the compiled program
+
+
+@dataclass(frozen=True)
+class _Program:
+    """The structural (hashable, static) part of a run; equal programs share compiled code."""
+
+    spec: ModelSpec
+    mc_draws: int
+    batch_size: int
+    optimizer: optax.GradientTransformation | None
+
+    @property
+    def dim(self) -> int:
+        return self.spec.site_map.dim
+
+    def per_example_gradients(self, params, eps, examples, constants):
+        """g_i = ∇_φ ℓ_i(φ) for a batch: params (P,), eps (S, d), examples (B, …) → (B, P)."""
+        d, n = self.dim, self.spec.n_examples
+        mu, rho = params[:d], params[d:]
+        sd, dsd = jax.nn.softplus(rho), jax.nn.sigmoid(rho)
+        thetas = mu + sd * eps
+        grad_loglik = jax.grad(self.spec.example_log_likelihood)
+        per_draw = jax.vmap(jax.vmap(grad_loglik, (0, None, None)), (None, 0, None))(thetas, examples, constants)
+        grad_prior = jax.vmap(jax.grad(self.spec.log_prior), (0, None, None))(thetas, examples, constants)
+        f = -(per_draw + grad_prior / n)  # ∇_θ f_i(θ_s), (B, S, d)
+        g_mu = jnp.mean(f, axis=1)
+        g_rho = jnp.einsum("bsd,sd->bd", f, eps) / eps.shape[0] * dsd - dsd / sd / n
+        return jnp.concatenate([g_mu, g_rho], axis=-1)
+
+    def clipped_sum(self, hyper: Hyper, params, eps, key, per_example, constants):
+        """Σ over the Poisson sample of clip_C(s ⊙ g_i), (P,): chunks of `batch_size` until the sample ends."""
+        n = self.spec.n_examples
+
+        def chunk(carry):
+            count, last, total = carry
+            indices, mask = poisson_chunk(jax.random.fold_in(key, count), last, hyper.sampling_rate,
+                                          self.batch_size, n)
+            examples = jax.tree.map(lambda a: a[jnp.where(mask, indices, 0)], per_example)
+            h = self.per_example_gradients(params, eps, examples, constants) * hyper.grad_scale
+            norms = jnp.linalg.norm(h, axis=-1, keepdims=True)
+            factor = jnp.minimum(1.0, hyper.clip / jnp.where(norms > 0, norms, 1.0))
+            h = jnp.where(mask[:, None], h * factor, 0.0)
+            return count + 1, indices[-1], total + jnp.sum(h, axis=0)
+
+        init = (jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32), jnp.zeros_like(params))
+        return lax.while_loop(lambda carry: carry[1] < n - 1, chunk, init)[2]
+
+    def step(self, hyper: Hyper, data, state: DPVIState):
+        """One DP-SGD step: (state, (φ_t, G_t))."""
+        per_example, constants = self.spec.split_data(data)
+        params = state.params
+        next_key, key_sample, key_mc, key_noise = step_keys(state.key)
+        eps = jax.random.normal(key_mc, (self.mc_draws, self.dim), params.dtype)
+        total = self.clipped_sum(hyper, params, eps, key_sample, per_example, constants)
+        noise = hyper.noise_multiplier * hyper.clip * jax.random.normal(key_noise, params.shape, params.dtype)
+        grads = (total + noise) / hyper.grad_scale
+        if self.optimizer is None:
+            updates, opt_state = -hyper.learning_rate * grads, state.opt_state
+        else:
+            updates, opt_state = self.optimizer.update(grads, state.opt_state, params)
+        new_params = (params + updates).astype(params.dtype)
+        return DPVIState(new_params, opt_state, next_key), (params, grads)
+
+
+def _scan(program: _Program, hyper: Hyper, data, state: DPVIState, n_steps: int):
+    return lax.scan(lambda s, _: program.step(hyper, data, s), state, None, length=n_steps)
+
+
+_run = jax.jit(_scan, static_argnames=("program", "n_steps"))
+_run_batch = jax.jit(jax.vmap(_scan, in_axes=(None, None, 0, 0, None)), static_argnames=("program", "n_steps"))
+
+
+# ---------------------------------------------------------------- settings
+
+
+def _per_coordinate(value, d: int, name: str) -> tuple[float, ...]:
+    """A scalar, a pair (μ block, ρ block) of scalars or (d,) vectors, or a full (2d,) vector → (2d,)."""
+    P = 2 * d
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(np.size(v) in (1, d) for v in value):
+        out = np.concatenate([np.broadcast_to(np.asarray(v, float).ravel(), (d,)) for v in value])
+    elif np.ndim(value) == 0:
+        out = np.full(P, float(value))
+    else:
+        out = np.asarray(value, float).ravel()
+        if out.shape != (P,):
+            raise ValueError(
+                f"{name} must be a scalar, a pair (μ block, ρ block) of scalars or length-{d} vectors, "
+                f"or a length-{P} vector; got shape {np.shape(value)}"
+            )
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{name} must be finite, got {out}")
+    return tuple(out.tolist())
+
+
+def _positive(value: float, name: str, upper: float | None = None) -> float:
+    value = float(value)
+    if not (math.isfinite(value) and value > 0 and (upper is None or value <= upper)):
+        bound = f" and at most {upper}" if upper is not None else ""
+        raise ValueError(f"{name} must be positive{bound}, got {value}")
+    return value
+
+
+def _privacy(epsilon, delta, noise_multiplier, non_private, sampling_rate, steps, learning_rate, optimizer):
+    """(σ, ε, δ, accountant) from exactly one of: epsilon, noise_multiplier, non_private=True."""
+    if non_private:
+        if epsilon is not None or noise_multiplier not in (None, 0, 0.0):
+            raise ValueError("non_private=True records without noise: do not pass epsilon or noise_multiplier")
+        if learning_rate is None and optimizer is None:
+            raise ValueError(
+                "a non-private run needs an explicit learning_rate (the κ heuristic divides by σ = 0)"
+            )
+        return 0.0, math.inf, None, None
+    if epsilon is not None and noise_multiplier is not None:
+        raise ValueError("pass either epsilon (σ is then calibrated) or noise_multiplier, not both")
+    if noise_multiplier is not None:
+        sigma = float(noise_multiplier)
+        if not (math.isfinite(sigma) and sigma > 0):
+            raise ValueError(
+                f"noise_multiplier must be positive, got {noise_multiplier}; for a non-private reference "
+                "run pass non_private=True with a learning_rate"
+            )
+        return sigma, epsilon_spent(sigma, delta, sampling_rate, steps), delta, "pld"
+    if epsilon is None:
+        raise ValueError(
+            "no privacy level: pass epsilon=… (σ is calibrated by the PLD accountant) or noise_multiplier=…; "
+            "a non-private reference run needs non_private=True and a learning_rate"
+        )
+    return calibrate_noise(epsilon, delta, sampling_rate, steps), float(epsilon), delta, "pld"
+
+
+def resolve_settings(
+    spec: ModelSpec,
+    *,
+    steps: int,
+    sampling_rate: float,
+    clip: float,
+    epsilon: float | None = None,
+    delta: float = 1e-5,
+    noise_multiplier: float | None = None,
+    non_private: bool = False,
+    grad_scale=1.0,
+    lr_multiplier=None,
+    learning_rate=None,
+    init=None,
+    mc_draws: int = 10,
+    batch_size: int | None = None,
+    optimizer=None,
+) -> DPVISettings:
+    """Validate the user's settings and resolve σ, λ (κ heuristic unless given), init and batch padding."""
+    if not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    sampling_rate = _positive(sampling_rate, "sampling_rate", upper=1.0)
+    clip = _positive(clip, "clip")
+    if not isinstance(mc_draws, (int, np.integer)) or mc_draws < 1:
+        raise ValueError(f"mc_draws must be a positive integer, got {mc_draws!r}")
+    if learning_rate is not None and lr_multiplier is not None:
+        raise ValueError("pass either learning_rate (explicit λ) or lr_multiplier (v of the κ heuristic), not both")
+    sigma, eps, dlt, accountant = _privacy(
+        epsilon, delta, noise_multiplier, non_private, sampling_rate, int(steps), learning_rate, optimizer
+    )
+    d = spec.site_map.dim
+    scale = _per_coordinate(grad_scale, d, "grad_scale")
+    if min(scale) <= 0:
+        raise ValueError(f"grad_scale must be positive, got {scale}")
+    if learning_rate is None and sigma > 0:
+        v = np.asarray(_per_coordinate(DEFAULT_LR_MULTIPLIER if lr_multiplier is None else lr_multiplier, d,
+                                       "lr_multiplier"))
+        lr = tuple((v * np.asarray(scale) / (math.sqrt(steps * 2 * d) * sigma * clip)).tolist())
+    else:
+        lr = _per_coordinate(1.0 if learning_rate is None else learning_rate, d, "learning_rate")
+    if min(lr) <= 0:
+        raise ValueError(f"learning rates must be positive, got {lr}")
+    n = spec.n_examples
+    if batch_size is None:
+        batch_size = default_batch_size(n, sampling_rate)
+    elif not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    return DPVISettings(
+        int(steps), sampling_rate, clip, sigma, scale, lr,
+        _per_coordinate(DEFAULT_INIT if init is None else init, d, "init"),
+        int(mc_draws), int(min(batch_size, n)), eps, dlt, accountant,
+    )
+
+
+# ---------------------------------------------------------------- the recorder
+
+
+def _float_dtype(dtype):
+    dtype = jnp.dtype(jnp.result_type(float) if dtype is None else dtype)
+    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        raise ValueError(
+            "dtype=float64 needs 64-bit JAX: call jax.config.update('jax_enable_x64', True) at start-up "
+            "(or run the CLI with --float64)"
+        )
+    if dtype not in (jnp.float32, jnp.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    return dtype
+
+
+@dataclass(frozen=True)
+class Recorder:
+    """A DPVI run, compiled once: `init(key)` → state; `run(state, data, n)` → (state, (φ (n, P), G (n, P)))."""
+
+    program: _Program
+    settings: DPVISettings
+    dtype: Any
+
+    @property
+    def spec(self) -> ModelSpec:
+        return self.program.spec
+
+    def hyper(self) -> Hyper:
+        s, f = self.settings, self.dtype
+        return Hyper(jnp.asarray(s.sampling_rate, f), jnp.asarray(s.clip, f), jnp.asarray(s.noise_multiplier, f),
+                     jnp.asarray(s.grad_scale, f), jnp.asarray(s.learning_rate, f))
+
+    def init(self, key) -> DPVIState:
+        """Initial state φ₀ = init for one PRNG key (vmap over keys for many)."""
+        key = as_key(key)
+        params = jnp.asarray(self.settings.init, self.dtype)
+        opt_state = () if self.program.optimizer is None else self.program.optimizer.init(params)
+        return DPVIState(params, opt_state, key)
+
+    def run(self, state: DPVIState, data: Mapping, n_steps: int):
+        """`n_steps` DP-SGD steps from `state` on `data` (pure, jittable, vmappable; data as from `prepare`).
+
+        Returns (state after the steps, (φ_t (n_steps, P), G_t (n_steps, P))).
+        """
+        return _scan(self.program, self.hyper(), data, state, n_steps)
+
+    def prepare(self, data: Mapping, batched: bool = False) -> dict:
+        """Data cast to the run's float dtype (integer arrays kept) and checked: N examples, all finite.
+
+        batched: data sets stacked along a leading axis (the example axis is then axis 1).
+        """
+        n = self.spec.n_examples
+        out = {k: self._cast(v) for k, v in data.items()}
+        for k in self.spec.per_example:
+            if k not in out or out[k].shape[int(batched)] != n:
+                raise ValueError(f"data[{k!r}] must have {n} examples along axis {int(batched)}")
+        for k, v in out.items():
+            if jnp.issubdtype(v.dtype, jnp.floating) and not bool(jnp.all(jnp.isfinite(v))):
+                raise ValueError(f"data[{k!r}] contains NaN or inf: clean or drop those examples first")
+        return out
+
+    def _cast(self, value):
+        value = jnp.asarray(value)
+        return value.astype(self.dtype) if jnp.issubdtype(value.dtype, jnp.floating) else value
+
+    def to_trace(self, params, grads, final_params, optimizer_name: str | None = None) -> Trace:
+        """A Trace from one run's φ (T, P), G (T, P) and φ_T (P,) with this recorder's settings."""
+        s = self.settings
+        sgd = self.program.optimizer is None
+        return Trace(
+            params=np.asarray(params),
+            grads=np.asarray(grads),
+            noise_multiplier=s.noise_multiplier,
+            clip=s.clip,
+            sampling_rate=s.sampling_rate,
+            n_examples=self.spec.n_examples,
+            grad_scale=np.asarray(s.grad_scale, np.asarray(params).dtype),
+            learning_rate=np.asarray(s.learning_rate, np.asarray(params).dtype) if sgd else None,
+            final_params=np.asarray(final_params),
+            epsilon=s.epsilon,
+            delta=s.delta,
+            accountant=s.accountant,
+            mc_draws=s.mc_draws,
+            optimizer="sgd" if sgd else (optimizer_name or "optax"),
+            param_names=self.spec.site_map.param_names(),
+            sites=self.spec.site_map.sites,
+        )
+
+
+def build_recorder(
+    model: Callable,
+    data: Mapping,
+    *,
+    transforms="numpyro",
+    sites: Sequence[str] | None = None,
+    optimizer: optax.GradientTransformation | None = None,
+    dtype=None,
+    **settings,
+) -> Recorder:
+    """Check the model against the data and resolve the settings (see `record_dpvi`) into a Recorder."""
+    spec = inspect_model(model, data, transforms=transforms, sites=sites)
+    resolved = resolve_settings(spec, optimizer=optimizer, **settings)
+    program = _Program(spec, resolved.mc_draws, resolved.batch_size, optimizer)
+    return Recorder(program, resolved, _float_dtype(dtype))
+
+
+def _chunks(steps: int, parts: int = 20) -> list[int]:
+    size = max(1, math.ceil(steps / parts))
+    return [size] * (steps // size) + ([steps % size] if steps % size else [])
+
+
+def _drive(run, state, steps: int, progress, description: str):
+    """Run `steps` in ≤ 2 distinct chunk sizes (≤ 2 compilations), updating a progress bar between chunks."""
+    params, grads = [], []
+    with progress_bar(steps, description, progress) as bar:
+        for n in _chunks(steps):
+            state, (p, g) = run(state, n)
+            params.append(p)
+            grads.append(g)
+            bar(n)
+    axis = params[0].ndim - 2
+    return state, np.concatenate(params, axis=axis), np.concatenate(grads, axis=axis)
+
+
+def record_dpvi(
+    model: Callable,
+    data: Mapping,
+    *,
+    key,
+    steps: int,
+    sampling_rate: float,
+    clip: float,
+    epsilon: float | None = None,
+    delta: float = 1e-5,
+    noise_multiplier: float | None = None,
+    non_private: bool = False,
+    grad_scale=1.0,
+    lr_multiplier=None,
+    learning_rate=None,
+    init=None,
+    mc_draws: int = 10,
+    optimizer: optax.GradientTransformation | None = None,
+    transforms="numpyro",
+    sites: Sequence[str] | None = None,
+    batch_size: int | None = None,
+    dtype=None,
+    progress: bool | Callable = False,
+) -> Trace:
+    """Run DPVI on `model(**data)` and return its released Trace (module doc has the algorithm).
+
+    Privacy: exactly one of `epsilon` (σ calibrated by the PLD accountant at `delta`),
+    `noise_multiplier`, or `non_private=True` (σ = 0, ε = ∞; needs `learning_rate`).
+    grad_scale s, lr_multiplier v, learning_rate λ, init (μ₀, ρ₀): a scalar, a pair (μ block, ρ block)
+    or a (P,) vector. Defaults: v = √2, init (0, −4), S = 10 draws, SGD. `transforms`: 'numpyro',
+    'research' or {site: transform name}; `sites`: order of the latent sites in θ. `batch_size`: padded
+    chunk of sampled examples (default Nq + 6 sd). `dtype`: float32 (default) or float64 (enable x64).
+    """
+    recorder = build_recorder(
+        model, data, transforms=transforms, sites=sites, optimizer=optimizer, dtype=dtype,
+        steps=steps, sampling_rate=sampling_rate, clip=clip, epsilon=epsilon, delta=delta,
+        noise_multiplier=noise_multiplier, non_private=non_private, grad_scale=grad_scale,
+        lr_multiplier=lr_multiplier, learning_rate=learning_rate, init=init, mc_draws=mc_draws,
+        batch_size=batch_size,
+    )
+    prepared = recorder.prepare(data)
+    hyper = recorder.hyper()
+    state, params, grads = _drive(
+        lambda st, n: _run(recorder.program, hyper, prepared, st, n),
+        recorder.init(key), recorder.settings.steps, progress, "DPVI",
+    )
+    return recorder.to_trace(params, grads, state.params)
+
+
+def record_dpvi_batch(model: Callable, data: Mapping, *, keys, progress: bool | Callable = False,
+                      **kwargs) -> list[Trace]:
+    """`record_dpvi` for M data sets of equal size at once (one vmapped, compiled program).
+
+    data: dict of arrays with a leading axis M (e.g. `jax.vmap(bm.simulate)(keys)[1]`); keys: (M,) PRNG
+    keys (or M int seeds). Returns M traces. The settings are those of `record_dpvi`.
+    """
+    first = jax.tree.map(lambda a: a[0], dict(data))
+    recorder = build_recorder(model, first, **kwargs)
+    keys = as_keys(keys)
+    prepared = recorder.prepare(data, batched=True)
+    if keys.shape[0] != next(iter(prepared.values())).shape[0]:
+        raise ValueError(f"got {keys.shape[0]} keys for {next(iter(prepared.values())).shape[0]} data sets")
+    hyper = recorder.hyper()
+    states, params, grads = _drive(
+        lambda st, n: _run_batch(recorder.program, hyper, prepared, st, n),
+        jax.vmap(recorder.init)(keys), recorder.settings.steps, progress, f"DPVI ×{keys.shape[0]}",
+    )
+    return [recorder.to_trace(params[m], grads[m], states.params[m]) for m in range(params.shape[0])]

@@ -1,0 +1,30 @@
+"""PRNG keys: every `key` argument of noiseaware takes a jax PRNG key or an int seed."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def as_key(key) -> jax.Array:
+    """A typed jax PRNG key from an int seed, a typed key, or a raw uint32 (2,) key."""
+    if isinstance(key, (int, np.integer)):
+        return jax.random.key(int(key))
+    key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key
+    if key.dtype == jnp.uint32 and key.shape[-1:] == (2,):
+        return jax.random.wrap_key_data(key)
+    raise TypeError(f"key must be an int seed or a jax PRNG key, got {type(key).__name__} {getattr(key, 'dtype', '')}")
+
+
+def as_keys(keys) -> jax.Array:
+    """(M,) typed PRNG keys from M int seeds, a typed key array of shape (M,), or raw keys (M, 2)."""
+    if isinstance(keys, (list, tuple)) or (isinstance(keys, np.ndarray) and np.issubdtype(keys.dtype, np.integer)
+                                           and keys.ndim == 1):
+        return jnp.stack([as_key(k) for k in keys])
+    keys = as_key(keys)
+    if keys.ndim != 1:
+        raise ValueError(f"expected a 1-D array of PRNG keys, got shape {keys.shape}")
+    return keys

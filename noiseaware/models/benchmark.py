@@ -1,0 +1,104 @@
+"""BenchmarkModel: a numpyro model with its prior-predictive simulator and its DPVI settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import jax
+
+from ..contract import N_EXAMPLES_ARG, ModelError, _latent_sites, _run, build_site_map, model_arguments
+from ..sites import SiteMap
+
+__all__ = ["BenchmarkModel", "from_numpyro"]
+
+Covariates = Callable[[jax.Array, int], Mapping[str, jax.Array]]
+
+
+@dataclass(frozen=True)
+class BenchmarkModel:
+    """A model under the contract of `noiseaware.contract`, ready for simulation studies.
+
+    model: the numpyro model; n_examples: N of simulated data sets; covariates(key, n) → dict of
+    non-modelled inputs (None when there are none); site_map: θ ⇄ named latent sites;
+    observed: observed site names; dpvi_settings: keyword arguments of `record_dpvi` except the
+    privacy level (steps, sampling_rate, clip, grad_scale, lr_multiplier, init, mc_draws, transforms, sites).
+    """
+
+    name: str
+    model: Callable
+    n_examples: int
+    site_map: SiteMap
+    observed: tuple[str, ...]
+    dpvi_settings: Mapping = field(default_factory=dict)
+    covariates: Covariates | None = None
+    description: str = ""
+
+    @property
+    def dim(self) -> int:
+        """d, the dimension of θ."""
+        return self.site_map.dim
+
+    def _kwargs(self, key, n: int) -> dict:
+        kwargs = dict(self.covariates(key, n)) if self.covariates is not None else {}
+        if N_EXAMPLES_ARG in model_arguments(self.model):
+            kwargs[N_EXAMPLES_ARG] = n
+        return kwargs
+
+    def simulate(self, key) -> tuple[jax.Array, dict]:
+        """θ ~ prior (unconstrained, shape (d,)) and data ~ p(x | θ): a dict of keyword arrays for the model.
+
+        Pure in `key` (an int seed or a PRNG key), so `jax.vmap(bm.simulate)(keys)` simulates many.
+        """
+        key = jax.random.key(key) if isinstance(key, int) else key
+        key_covariates, key_model = jax.random.split(key)
+        kwargs = self._kwargs(key_covariates, self.n_examples)
+        trace = _run(self.model, kwargs, seed=key_model)
+        theta = self.site_map.unconstrain({name: trace[name]["value"] for name in self.site_map.names})
+        data = {k: v for k, v in kwargs.items() if k != N_EXAMPLES_ARG}
+        data.update({name: trace[name]["value"] for name in self.observed})
+        return theta, data
+
+
+def from_numpyro(
+    model: Callable,
+    *,
+    n_examples: int,
+    covariates: Covariates | None = None,
+    name: str | None = None,
+    transforms="numpyro",
+    sites: Sequence[str] | None = None,
+    description: str = "",
+    **dpvi_settings,
+) -> BenchmarkModel:
+    """Wrap any numpyro model (under the model contract) as a BenchmarkModel simulating its prior predictive.
+
+    The observed sites are those named after one of the model's keyword arguments; `covariates(key, n)`
+    supplies non-modelled inputs; `transforms` ('numpyro', 'research' or {site: name}) and `sites` (order)
+    fix the map θ ⇄ sites; the remaining keywords become `dpvi_settings` for `record_dpvi`.
+    """
+    if not isinstance(n_examples, int) or n_examples < 1:
+        raise ModelError(f"n_examples must be a positive integer, got {n_examples!r}")
+    arguments = model_arguments(model)
+    draft = BenchmarkModel(
+        name or getattr(model, "__name__", "model"), model, n_examples, SiteMap(()), (), covariates=covariates
+    )
+    try:
+        trace = _run(model, draft._kwargs(jax.random.key(0), n_examples), seed=0)
+    except Exception as err:
+        raise ModelError(
+            f"the model failed when simulating {n_examples} examples from its prior: {type(err).__name__}: {err}. "
+            f"A model without covariates must size its plate from a keyword argument {N_EXAMPLES_ARG!r}"
+        ) from err
+    observed = tuple(n for n, s in trace.items() if s["type"] == "sample" and n in arguments)
+    if not observed:
+        raise ModelError(
+            "no sample site is named after a keyword argument of the model: name each observed site after "
+            "the argument that holds its data (e.g. `numpyro.sample('y', ..., obs=y)`)"
+        )
+    site_map = build_site_map(_latent_sites(trace, observed, n_examples), transforms, sites)
+    settings = {"transforms": transforms, "sites": None if sites is None else tuple(sites), **dpvi_settings}
+    return BenchmarkModel(
+        draft.name, model, n_examples, site_map, observed, MappingProxyType(settings), covariates, description
+    )

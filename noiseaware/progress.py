@@ -1,0 +1,30 @@
+"""Progress reporting at chunk boundaries of long compiled loops (never inside them)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from tqdm.auto import tqdm
+
+Progress = bool | Callable[[int, int], None]
+
+
+@contextmanager
+def progress_bar(total: int, description: str, progress: Progress) -> Iterator[Callable[[int], None]]:
+    """Yield `advance(n)`: a tqdm bar on stderr when progress is True, calls progress(done, total)
+    when it is a callable, nothing when it is False."""
+    if progress is True:
+        with tqdm(total=total, desc=description, file=sys.stderr, unit="step", dynamic_ncols=True) as bar:
+            yield bar.update
+        return
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        if callable(progress):
+            progress(done, total)
+
+    yield advance

@@ -1,0 +1,231 @@
+"""The command line: account in both directions, record (built-in and user models, .csv/.npz data),
+demo, and one clear `error:` line with exit status 2 for every user error."""
+
+import re
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import noiseaware as na
+from noiseaware.cli import DataError, load_data, main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+QUICK = ("--steps", "200")
+USER_SETTINGS = ("--steps", "200", "--sampling-rate", "0.1", "--clip", "2", "--grad-scale", "1", "100")
+
+
+def run(capsys, *argv):
+    """(exit status, stdout, stderr) of `noiseaware argv…` run in-process."""
+    status = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def single_error(capsys, *argv) -> str:
+    """Run a command that must fail; return its one `error:` line."""
+    status, _, err = run(capsys, *argv)
+    assert status == 2
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def number_after(label: str, text: str) -> float:
+    match = re.search(re.escape(label) + r"\s+([0-9.e+-]+)", text)
+    assert match, text
+    return float(match.group(1))
+
+
+def logistic_data(n=120, seed=0):
+    """A small logistic-regression data set: X (n, 3) float, y (n,) int."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, (n, 3))
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-X @ np.array([1.0, -2.0, 0.5])))).astype(np.int64)
+    return X, y
+
+
+def write_csv(path: Path, header, rows) -> Path:
+    path.write_text("\n".join([",".join(header), *(",".join(map(str, row)) for row in rows)]) + "\n")
+    return path
+
+
+# ---------------------------------------------------------------- account and --version
+
+
+def test_version(capsys):
+    status, out, _ = run(capsys, "--version")
+    assert status == 0 and out.strip() == f"noiseaware {na.__version__}"
+
+
+def test_account_sigma_for_epsilon_is_the_tight_value(capsys):
+    status, out, _ = run(capsys, "account", "--epsilon", "1")
+    assert status == 0
+    assert number_after("σ for ε = 1", out) == pytest.approx(37.33, rel=0.005)
+    assert number_after("steps T", out) == 10_000 and number_after("sampling rate q", out) == 0.1
+
+
+def test_account_epsilon_for_sigma_and_several_at_once(capsys):
+    status, out, _ = run(capsys, "account", "--noise-multiplier", "37.81", "360", "--steps", "1000")
+    assert status == 0
+    for sigma in (37.81, 360):
+        assert number_after(f"ε for σ = {sigma:g}", out) == pytest.approx(
+            na.epsilon_spent(sigma, 1e-5, 0.1, 1000), rel=1e-4)
+
+
+# ---------------------------------------------------------------- record: built-in models
+
+
+@pytest.mark.parametrize("suffix", [".nc", ".npz"])
+def test_record_builtin_model_saves_a_trace_with_its_preset(capsys, tmp_path, suffix):
+    out = tmp_path / f"m1{suffix}"
+    status, stdout, _ = run(capsys, "record", "--model", "M1", "--epsilon", "1", "--out", out, "--n-examples", "500",
+                            *QUICK)
+    assert status == 0
+    trace = na.Trace.load(out)
+    assert (trace.steps, trace.n_examples, trace.clip, trace.sampling_rate) == (200, 500, 2.0, 0.1)
+    assert trace.grad_scale.tolist() == [1.0, 100.0] and trace.params[0].tolist() == [0.0, -4.0]
+    assert (trace.epsilon, trace.delta, trace.mc_draws) == (1.0, 1e-5, 10)
+    assert trace.noise_multiplier == pytest.approx(na.noise_multiplier(1.0, 1e-5, 0.1, 200))
+    assert [site.transform for site in trace.sites] == ["softplus"]
+    assert "noiseaware trace" in stdout and "true θ of the simulation" in stdout and str(out) in stdout
+
+
+def test_record_options_override_the_preset(capsys, tmp_path):
+    out = tmp_path / "m2.npz"
+    status, _, _ = run(capsys, "record", "--model", "beta-bernoulli", "--noise-multiplier", "5", "--out", out,
+                       "--n-examples", "400", "--clip", "3", "--mc-draws", "4", "--init", "0.5", "-3",
+                       "--learning-rate", "0.001", "0.01", "--delta", "1e-6", *QUICK)
+    assert status == 0
+    trace = na.Trace.load(out)
+    assert (trace.clip, trace.mc_draws, trace.noise_multiplier, trace.delta) == (3.0, 4, 5.0, 1e-6)
+    assert trace.epsilon == pytest.approx(na.epsilon_spent(5.0, 1e-6, 0.1, 200))
+    assert trace.params[0].tolist() == [0.5, -3.0]
+    np.testing.assert_allclose(trace.learning_rate, [0.001, 0.01], rtol=1e-6)
+
+
+def test_record_float64(capsys, tmp_path):
+    out = tmp_path / "m1.nc"
+    status, _, _ = run(capsys, "record", "--model", "M1", "--noise-multiplier", "5", "--out", out,
+                       "--n-examples", "300", "--float64", *QUICK)
+    assert status == 0
+    assert na.Trace.load(out).params.dtype == np.float64
+    assert not jax.config.jax_enable_x64  # restored for the rest of the process
+
+
+# ---------------------------------------------------------------- record: a user's model and data files
+
+
+@pytest.fixture
+def user_model_dir(monkeypatch):
+    """Run from tests/fixtures, as a user runs from the directory holding their model module."""
+    monkeypatch.chdir(FIXTURES)
+
+
+def record_user_model(capsys, data_path: Path, out: Path) -> na.Trace:
+    status, stdout, err = run(capsys, "record", "--model", "user_models:logistic", "--data", data_path,
+                              "--noise-multiplier", "5", "--out", out, *USER_SETTINGS)
+    assert status == 0, err
+    assert "true θ" not in stdout
+    return na.Trace.load(out)
+
+
+def test_record_user_model_from_csv_and_npz_gives_the_same_trace(capsys, tmp_path, user_model_dir):
+    X, y = logistic_data()
+    header = ["X[0]", "X[1]", "X[2]", "y"]
+    rows = [[*map(repr, x.tolist()), int(label)] for x, label in zip(X, y)]
+    from_csv = record_user_model(capsys, write_csv(tmp_path / "data.csv", header, rows), tmp_path / "csv.nc")
+    np.savez(tmp_path / "data.npz", X=X, y=y)
+    from_npz = record_user_model(capsys, tmp_path / "data.npz", tmp_path / "npz.nc")
+    assert (from_csv.n_examples, from_csv.dim, from_csv.site_map.names) == (len(y), 3, ("w",))
+    assert from_csv.grad_scale.tolist() == [1.0] * 3 + [100.0] * 3
+    np.testing.assert_array_equal(from_csv.params, from_npz.params)
+    np.testing.assert_array_equal(from_csv.grads, from_npz.grads)
+
+
+def test_builtin_model_records_on_user_data(capsys, tmp_path):
+    data = write_csv(tmp_path / "x.csv", ["x"], [[v] for v in np.random.default_rng(1).exponential(0.25, 300)])
+    status, stdout, _ = run(capsys, "record", "--model", "gamma-exponential", "--data", data,
+                            "--noise-multiplier", "5", "--out", tmp_path / "m1.nc", *QUICK)
+    assert status == 0 and "true θ" not in stdout
+    assert na.Trace.load(tmp_path / "m1.nc").n_examples == 300
+
+
+def test_read_csv_stacks_indexed_columns_in_index_order_and_keeps_integers(tmp_path):
+    path = write_csv(tmp_path / "d.csv", ["Z.1", "y", "Z.0", "w"], [[1.5, 1, 2, 0.5], [2.5, 0, 3, -1]])
+    data = load_data(path)
+    assert list(data) == ["y", "w", "Z"]
+    np.testing.assert_array_equal(data["Z"], [[2.0, 1.5], [3.0, 2.5]])
+    assert data["y"].dtype == np.int64 and data["y"].tolist() == [1, 0]
+    assert data["w"].dtype == np.float64
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("x,y\n1,2\n3\n", "line 3: 1 field(s)"),
+        ("x,y\n1,2\n3,abc\n", "line 3, column 'y': 'abc' is not a number"),
+        ("x,y\n1,2\n,4\n", "'' is not a number"),
+        ("X[0],X[2],y\n1,2,3\n", "indices [0, 2]"),
+        ("x,x\n1,2\n", "more than once"),
+        ("x\n", "no data rows"),
+    ],
+)
+def test_malformed_csv_is_one_clear_error(capsys, tmp_path, user_model_dir, text, message):
+    (tmp_path / "bad.csv").write_text(text)
+    line = single_error(capsys, "record", "--model", "user_models:logistic", "--data", tmp_path / "bad.csv",
+                        "--epsilon", "1", "--out", tmp_path / "t.nc", *USER_SETTINGS)
+    assert message in line
+    with pytest.raises(DataError):
+        load_data(tmp_path / "bad.csv")
+
+
+# ---------------------------------------------------------------- record: user errors
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (("--model", "M9", "--epsilon", "1"), "unknown model 'M9'"),
+        (("--model", "M1", "--epsilon", "1", "--noise-multiplier", "3"), "not allowed with argument --epsilon"),
+        (("--model", "M1"), "one of the arguments --epsilon --noise-multiplier --non-private is required"),
+        (("--model", "M1", "--non-private"), "--non-private needs --learning-rate"),
+        (("--model", "M1", "--epsilon", "-1"), "epsilon must be a finite number > 0"),
+        (("--model", "M1", "--epsilon", "1", "--grad-scale", "1", "2", "3"), "one value"),
+        (("--model", "user_models:logistic", "--epsilon", "1", "--data", "missing.csv", "--steps", "9",
+          "--sampling-rate", "0.1", "--clip", "1"), "no such file"),
+        (("--model", "user_models:logistic", "--epsilon", "1", "--data", "x.npz"),
+         "pass --steps, --sampling-rate, --clip"),
+        (("--model", "user_models:logistic", "--epsilon", "1"), "needs data"),
+        (("--model", "no_such_module:f", "--epsilon", "1"), "cannot import no_such_module"),
+        (("--model", "user_models:nothing", "--epsilon", "1"), "has no function 'nothing'"),
+    ],
+)
+def test_record_user_errors(capsys, tmp_path, user_model_dir, argv, message):
+    assert message in single_error(capsys, "record", *argv, "--out", tmp_path / "t.nc")
+
+
+def test_record_checks_the_output_path_before_running(capsys, tmp_path):
+    assert "ends in .nc" in single_error(capsys, "record", "--model", "M1", "--epsilon", "1", "--out",
+                                         tmp_path / "t.txt")
+    assert "does not exist" in single_error(capsys, "record", "--model", "M1", "--epsilon", "1", "--out",
+                                            tmp_path / "missing" / "t.nc")
+
+
+def test_missing_command_is_a_usage_error(capsys):
+    assert "required: command" in single_error(capsys)
+
+
+# ---------------------------------------------------------------- demo
+
+
+def test_demo_writes_the_trace_and_the_plot(capsys, tmp_path):
+    status, out, _ = run(capsys, "demo", "--out", tmp_path / "demo", *QUICK)
+    assert status == 0
+    trace = na.Trace.load(tmp_path / "demo" / "m1-trace.nc")
+    assert trace.steps == 200 and trace.n_examples == 5000 and trace.epsilon == 1.0
+    assert (tmp_path / "demo" / "m1-trace.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for row in ("true λ", "exact posterior Gamma(8 + N, 2 + Σx)", "DPVI last iterate"):
+        assert row in out
