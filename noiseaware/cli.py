@@ -422,7 +422,7 @@ def read_csv(path: Path) -> dict[str, np.ndarray]:
     Integer-looking columns become int arrays, others float. Columns `X[0]`, `X[1]`, … (or `X.0`, `X.1`, …)
     are stacked in index order into one 2-D array `X` (N, k).
     """
-    with open(path, newline="") as file:
+    with open(path, newline="", encoding="utf-8-sig") as file:  # utf-8-sig: drop a spreadsheet's BOM
         lines = [(line, row) for line, row in _rows(path, csv.reader(file)) if row]
     if not lines:
         raise DataError(f"{path} is empty; the first row must name the columns")

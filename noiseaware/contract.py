@@ -30,7 +30,7 @@ from numpyro import handlers
 
 from .sites import SiteMap, SiteSpec, choose_transform_name
 
-__all__ = ["ModelError", "ModelSpec", "inspect_model", "model_arguments"]
+__all__ = ["ModelError", "ModelSpec", "build_site_map", "inspect_model", "latent_sites", "model_arguments", "run_model"]
 
 N_EXAMPLES_ARG = "n_examples"
 
@@ -48,7 +48,7 @@ def model_arguments(model: Callable) -> tuple[str, ...]:
     return tuple(p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
 
 
-def _run(model: Callable, kwargs: Mapping, values: Mapping | None = None, seed=None):
+def run_model(model: Callable, kwargs: Mapping, values: Mapping | None = None, seed=None):
     """Trace of one execution of `model(**kwargs)`, with latent `values` substituted or a PRNG seed."""
     fn = model
     if values is not None:
@@ -77,7 +77,7 @@ def _check_plates(trace, n: int) -> None:
             )
 
 
-def _latent_sites(trace, observed: Sequence[str], n: int | None) -> list[dict]:
+def latent_sites(trace, observed: Sequence[str], n: int | None) -> list[dict]:
     latents = []
     for site in trace.values():
         if site["type"] != "sample" or site["name"] in observed:
@@ -145,7 +145,7 @@ class ModelSpec:
     def log_likelihood(self, theta, examples: Mapping, constants: Mapping, n: int):
         """Σ_i log p(x_i | θ) over the `n` examples in `examples` (arrays with leading axis n); θ (d,)."""
         values = self.site_map.constrain(theta)
-        trace = _run(self.model, self.model_kwargs(examples, constants, n), values)
+        trace = run_model(self.model, self.model_kwargs(examples, constants, n), values)
         total = jnp.zeros((), theta.dtype)
         for name in self.observed:
             site = trace[name]
@@ -163,7 +163,7 @@ class ModelSpec:
         `examples` only lets the model run (any one example will do); the likelihood is not included.
         """
         one = {k: v[:1] for k, v in examples.items()}
-        trace = _run(self.model, self.model_kwargs(one, constants, 1), self.site_map.constrain(theta))
+        trace = run_model(self.model, self.model_kwargs(one, constants, 1), self.site_map.constrain(theta))
         total = self.site_map.log_abs_det_jacobian(theta)
         for name in self.site_map.names:
             site = trace[name]
@@ -194,7 +194,7 @@ def inspect_model(
     if takes_n:
         probe[N_EXAMPLES_ARG] = _leading_length(data)
     try:
-        trace = _run(model, probe, seed=0)
+        trace = run_model(model, probe, seed=0)
     except ModelError:
         raise
     except Exception as err:
@@ -220,7 +220,7 @@ def inspect_model(
                 "wrap the likelihood in `with numpyro.plate('data', n):`"
             )
     per_example = tuple(k for k, v in data.items() if np.ndim(v) >= 1 and np.shape(v)[0] == n)
-    latents = _latent_sites(trace, observed, n)
+    latents = latent_sites(trace, observed, n)
     return ModelSpec(model, build_site_map(latents, transforms, sites), observed, per_example, int(n), takes_n)
 
 

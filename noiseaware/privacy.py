@@ -26,6 +26,7 @@ _RELATIVE_INTERVAL = 1e-4  # PLD grid spacing relative to ε
 _COARSE_RELATIVE_INTERVAL = 1e-3  # first pass: grid spacing relative to a rough magnitude of ε
 _INTERVAL_SLACK = 1.1  # refine until the grid spacing is within 10 % of 1e-4·ε
 _MIN_INTERVAL = 1e-8  # finest grid spacing: keeps the cost bounded when ε is tiny
+_MAX_INTERVAL = 100.0  # coarsest grid spacing: the library computes exp(spacing)
 _SIGMA_STEP = 2.0  # bracket expansion factor
 _SIGMA_MIN = 1e-2  # the bracket search gives up below this σ ...
 _SIGMA_MAX = 1e7  # ... and above this one
@@ -39,7 +40,7 @@ def epsilon_spent(noise_multiplier: float, delta: float, sampling_rate: float, s
     neighbours) and returns the PLD accountant's pessimistic ε at ``delta`` (an upper bound on the
     exact ε), discretised at ≈ 1e-4·ε: a coarse pass at 1e-3 × a closed-form magnitude of ε learns
     ε roughly, then finer passes (usually one) refine it until the grid spacing is within 10 % of
-    1e-4·ε (or ``_MIN_INTERVAL``).
+    1e-4·ε (clipped to [``_MIN_INTERVAL``, ``_MAX_INTERVAL``]).
 
     Args: Python floats (``steps`` an integer). σ = 0 (no noise) gives ``math.inf``.
     Returns: ε as a float ≥ 0.
@@ -51,10 +52,14 @@ def epsilon_spent(noise_multiplier: float, delta: float, sampling_rate: float, s
     if noise_multiplier == 0:
         return math.inf
     scale = _epsilon_scale(noise_multiplier, delta, sampling_rate, steps)
-    interval = _interval(_COARSE_RELATIVE_INTERVAL * scale)
+    step_spread = sampling_rate / noise_multiplier
+    interval = _interval(_COARSE_RELATIVE_INTERVAL * scale, step_spread)
     epsilon = _pld_epsilon(noise_multiplier, delta, sampling_rate, steps, interval)
-    while 0 < epsilon < math.inf and interval > _INTERVAL_SLACK * _interval(_RELATIVE_INTERVAL * epsilon):
-        interval = _interval(_RELATIVE_INTERVAL * epsilon)
+    while 0 < epsilon < math.inf:
+        fine = _interval(_RELATIVE_INTERVAL * epsilon, step_spread)
+        if interval <= _INTERVAL_SLACK * fine:
+            return epsilon
+        interval = fine
         epsilon = _pld_epsilon(noise_multiplier, delta, sampling_rate, steps, interval)
     return epsilon
 
@@ -149,8 +154,13 @@ def _pld_epsilon(sigma: float, delta: float, q: float, steps: int, interval: flo
     return float(accountant.get_epsilon(delta))
 
 
-def _interval(spacing: float) -> float:
-    return max(spacing, _MIN_INTERVAL)
+def _interval(spacing: float, step_spread: float) -> float:
+    """``spacing`` clipped to [_MIN_INTERVAL, _MAX_INTERVAL], and at most ``step_spread`` = q/σ.
+
+    q/σ is the spread of one step's privacy loss at large σ; a coarser grid puts a step in a
+    single cell, and the library then composes it T times one by one.
+    """
+    return min(max(spacing, _MIN_INTERVAL), _MAX_INTERVAL, step_spread)
 
 
 def _check_epsilon(epsilon: float) -> None:

@@ -18,6 +18,7 @@ import pytest
 from scipy import special, stats
 
 import noiseaware
+import noiseaware.dpvi
 from noiseaware.contract import ModelError
 from noiseaware.dpvi import build_recorder, poisson_chunk, record_dpvi, record_dpvi_batch, step_keys
 from noiseaware.keys import as_key
@@ -47,11 +48,14 @@ def sigmoid(v):
     return 1.0 / (1.0 + np.exp(-v))
 
 
+_poisson_chunk = jax.jit(poisson_chunk, static_argnums=(3, 4))
+
+
 def sampled_indices(key, q, batch_size, n):
     """The Poisson sample of one step, chunk by chunk as the recorder's while loop draws it."""
     out, last, c = [], -1, 0
     while last < n - 1:
-        indices, mask = poisson_chunk(jax.random.fold_in(key, c), jnp.int32(last), jnp.float32(q), batch_size, n)
+        indices, mask = _poisson_chunk(jax.random.fold_in(key, c), jnp.int32(last), jnp.float32(q), batch_size, n)
         indices, mask = np.asarray(indices), np.asarray(mask)
         out.extend(int(i) for i in indices[mask])
         last, c = int(indices[-1]), c + 1
@@ -209,7 +213,7 @@ def test_closed_form_gradient_with_two_sites_and_site_order():
 
 def _hand_written_per_example_grads(log_lik, log_prior, n, phi, eps, examples):
     """∇_φ of ℓ_i(φ) = mean_s[−log p(x_i|θ_s) − log p̃(θ_s)/N] − Σ_j log softplus(ρ_j)/N, θ_s = μ + softplus(ρ)ε_s,
-    for each example (leading axis of `examples`)."""
+    for each example (leading axis of `examples`); traceable."""
     d = eps.shape[1]
 
     def loss(phi, example):
@@ -219,7 +223,7 @@ def _hand_written_per_example_grads(log_lik, log_prior, n, phi, eps, examples):
         f = jax.vmap(lambda th: -log_lik(th, example) - log_prior(th) / n)(thetas)
         return jnp.mean(f) - jnp.sum(jnp.log(sd)) / n
 
-    return np.asarray(jax.jit(jax.vmap(jax.grad(loss), (None, 0)))(phi, examples))
+    return jax.vmap(jax.grad(loss), (None, 0))(phi, examples)
 
 
 def test_m1_log_prior_and_per_example_gradients_match_hand_written_density():
@@ -229,17 +233,9 @@ def test_m1_log_prior_and_per_example_gradients_match_hand_written_density():
     data = {"x": np.asarray(sim["x"][:n])}
     recorder = build_recorder(bm.model, data, steps=10, sampling_rate=1.0, clip=1.0, noise_multiplier=1.0,
                               learning_rate=0.1, transforms="research")
-    assert recorder.spec.site_map.sites[0].transform == "softplus"
-    examples, constants = recorder.spec.split_data(recorder.prepare(data))
-    thetas = np.array([-1.3, 0.2, 1.4, 2.5])
-    lam = softplus(thetas)
-    expected = stats.gamma.logpdf(lam, 8.0, scale=1 / 2.0) + np.log(sigmoid(thetas))
-    log_prior_fn = jax.jit(jax.vmap(recorder.spec.log_prior, (0, None, None)))
-    got = np.asarray(log_prior_fn(jnp.asarray(thetas[:, None], jnp.float32), examples, constants))
-    np.testing.assert_allclose(got, expected, rtol=1e-5)
-    loglik_fn = jax.jit(jax.vmap(recorder.spec.example_log_likelihood, (0, None, None)))
-    loglik = np.asarray(loglik_fn(jnp.asarray(thetas[:, None], jnp.float32), {"x": examples["x"][3]}, constants))
-    np.testing.assert_allclose(loglik, np.log(lam) - lam * float(data["x"][3]), rtol=1e-5)
+    spec = recorder.spec
+    assert spec.site_map.sites[0].transform == "softplus"
+    examples, constants = spec.split_data(recorder.prepare(data))
 
     def log_lik(th, ex):
         lam = jax.nn.softplus(th[0])
@@ -249,12 +245,23 @@ def test_m1_log_prior_and_per_example_gradients_match_hand_written_density():
         lam = jax.nn.softplus(th[0])
         return 8 * jnp.log(2.0) - special.gammaln(8.0) + 7 * jnp.log(lam) - 2 * lam + jax.nn.log_sigmoid(th[0])
 
+    @jax.jit
+    def compute(thetas, phi, eps):
+        prior = jax.vmap(spec.log_prior, (0, None, None))(thetas, examples, constants)
+        loglik = jax.vmap(spec.example_log_likelihood, (0, None, None))(thetas, {"x": examples["x"][3]}, constants)
+        g = recorder.program.per_example_gradients(phi, eps, examples, constants)
+        return prior, loglik, g, _hand_written_per_example_grads(log_lik, log_prior, n, phi, eps, examples["x"])
+
+    thetas = np.array([-1.3, 0.2, 1.4, 2.5])
     eps = jnp.array([[0.3], [-1.2], [0.8], [1.7]], jnp.float32)
     phi = jnp.array([1.1, -0.7], jnp.float32)
-    g = np.asarray(jax.jit(recorder.program.per_example_gradients)(phi, eps, examples, constants))
-    expected = _hand_written_per_example_grads(log_lik, log_prior, n, phi, eps, examples["x"])
-    assert g.shape == expected.shape == (n, 2)
-    np.testing.assert_allclose(g, expected, rtol=1e-4, atol=1e-6)
+    prior, loglik, g, expected_g = compute(jnp.asarray(thetas[:, None], jnp.float32), phi, eps)
+    lam = softplus(thetas)
+    # log p̃(θ) = log Gamma(softplus(θ); shape 8, rate 2) + log softplus'(θ)
+    np.testing.assert_allclose(prior, stats.gamma.logpdf(lam, 8.0, scale=1 / 2.0) + np.log(sigmoid(thetas)), rtol=1e-5)
+    np.testing.assert_allclose(loglik, np.log(lam) - lam * float(data["x"][3]), rtol=1e-5)
+    assert g.shape == expected_g.shape == (n, 2)
+    np.testing.assert_allclose(g, expected_g, rtol=1e-4, atol=1e-6)
 
 
 def test_logistic_regression_per_example_gradients_match_hand_written_density():
@@ -264,16 +271,9 @@ def test_logistic_regression_per_example_gradients_match_hand_written_density():
     data = {"X": np.asarray(sim["X"][:n]), "y": np.asarray(sim["y"][:n])}
     recorder = build_recorder(bm.model, data, steps=10, sampling_rate=1.0, clip=1.0, noise_multiplier=1.0,
                               learning_rate=0.1)
-    assert recorder.spec.per_example == ("X", "y")
-    examples, constants = recorder.spec.split_data(recorder.prepare(data))
-    theta = jnp.array([0.5, -1.0, 2.0], jnp.float32)
-    grad_loglik = jax.jit(jax.vmap(jax.grad(recorder.spec.example_log_likelihood), (None, 0, None)))
-    got = np.asarray(grad_loglik(theta, examples, constants))
-    X, y = data["X"].astype(np.float64), data["y"].astype(np.float64)
-    expected = (y - sigmoid(X @ np.asarray(theta, np.float64)))[:, None] * X
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(float(recorder.spec.log_prior(theta, examples, constants)),
-                               stats.norm.logpdf(np.asarray(theta, np.float64)).sum(), rtol=1e-6)
+    spec = recorder.spec
+    assert spec.per_example == ("X", "y")
+    examples, constants = spec.split_data(recorder.prepare(data))
 
     def log_lik(th, ex):
         logit = ex["X"] @ th
@@ -282,13 +282,24 @@ def test_logistic_regression_per_example_gradients_match_hand_written_density():
     def log_prior(th):
         return -0.5 * jnp.sum(th**2) - 1.5 * jnp.log(2 * jnp.pi)
 
+    @jax.jit
+    def compute(theta, phi, eps):
+        grad_loglik = jax.vmap(jax.grad(spec.example_log_likelihood), (None, 0, None))(theta, examples, constants)
+        prior = spec.log_prior(theta, examples, constants)
+        g = recorder.program.per_example_gradients(phi, eps, examples, constants)
+        float_examples = {"X": examples["X"], "y": examples["y"].astype(jnp.float32)}
+        return grad_loglik, prior, g, _hand_written_per_example_grads(log_lik, log_prior, n, phi, eps, float_examples)
+
+    theta = np.array([0.5, -1.0, 2.0])
     eps = jnp.asarray(np.random.default_rng(7).normal(size=(4, 3)), jnp.float32)
     phi = jnp.array([0.5, -1.0, 2.0, -0.3, -1.5, 0.4], jnp.float32)
-    g = np.asarray(jax.jit(recorder.program.per_example_gradients)(phi, eps, examples, constants))
-    expected = _hand_written_per_example_grads(log_lik, log_prior, n, phi, eps,
-                                               {"X": examples["X"], "y": examples["y"].astype(jnp.float32)})
-    assert g.shape == expected.shape == (n, 6)
-    np.testing.assert_allclose(g, expected, rtol=1e-4, atol=1e-6)
+    grad_loglik, prior, g, expected_g = compute(jnp.asarray(theta, jnp.float32), phi, eps)
+    # ∂ log p(y_i | x_i, θ)/∂θ = (y_i − sigmoid(x_i·θ)) x_i
+    X, y = data["X"].astype(np.float64), data["y"].astype(np.float64)
+    np.testing.assert_allclose(grad_loglik, (y - sigmoid(X @ theta))[:, None] * X, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float(prior), stats.norm.logpdf(theta).sum(), rtol=1e-6)
+    assert g.shape == expected_g.shape == (n, 6)
+    np.testing.assert_allclose(g, expected_g, rtol=1e-4, atol=1e-6)
 
 
 # ---------------------------------------------------------------- 4. the recorded noise has sd σC/s
@@ -299,7 +310,7 @@ def test_recorded_gradient_noise_has_sd_sigma_c_over_s():
     s = np.array([1.0, 10.0])
     data = normal_data(n, seed=8)
     common = dict(steps=steps, sampling_rate=1.0, clip=C, grad_scale=tuple(s), init=(0.5, -30.0), mc_draws=1)
-    clean = record_dpvi(normal_model, data, key=1, non_private=True, learning_rate=1e-12, **{**common, "steps": 5})
+    clean = record_dpvi(normal_model, data, key=1, non_private=True, learning_rate=1e-12, **common)
     # sd = softplus(−30) ≈ 1e-13: the clean gradient is the same at every step
     np.testing.assert_array_equal(clean.grads, np.broadcast_to(clean.grads[0], clean.grads.shape))
     g_clean = clean.grads[0].astype(np.float64)
@@ -336,12 +347,14 @@ def _binomial_moment_checks(counts, n, q):
 def test_poisson_chunk_counts_are_binomial_and_indices_uniform():
     n, q, m = 200, 0.1, 4000
     keys = jax.random.split(jax.random.key(11), m)
-    indices, mask = jax.vmap(lambda k: poisson_chunk(k, -1, q, n, n))(keys)
+    indices, mask = jax.jit(jax.vmap(lambda k: poisson_chunk(k, -1, q, n, n)))(keys)
     indices, mask = np.asarray(indices), np.asarray(mask)
     assert indices.shape == (m, n) and mask.shape == (m, n)
-    # the mask is "index < N", and indices increase strictly: no duplicates, sorted, within [0, N)
+    # the mask is "index < N" and a prefix; the sampled indices increase strictly (no duplicates, sorted)
     np.testing.assert_array_equal(mask, indices < n)
-    assert np.all(np.diff(indices, axis=1) >= 1)
+    assert np.all(mask[:, :-1] >= mask[:, 1:])
+    assert np.all(np.diff(indices, axis=1) >= 0)
+    assert np.all((np.diff(indices, axis=1) >= 1) | ~mask[:, 1:])
     assert indices.min() >= 0
     # one chunk of size N always reaches past the end
     assert np.all(indices[:, -1] >= n - 1)
@@ -360,10 +373,8 @@ def test_poisson_chunk_counts_are_binomial_and_indices_uniform():
     p_value = stats.chisquare(obs, exp).pvalue
     assert p_value > 1e-3, p_value
     # each index is included with probability q
-    freq = np.zeros(n)
-    for row, keep in zip(indices, mask):
-        freq[row[keep]] += 1
-    freq /= m
+    freq = np.bincount(indices[mask], minlength=n) / m
+    assert freq.shape == (n,)
     assert np.max(np.abs(freq - q)) < 5 * math.sqrt(q * (1 - q) / m), np.max(np.abs(freq - q))
 
 
@@ -397,25 +408,32 @@ def test_multi_chunk_poisson_sample_has_the_same_count_distribution():
 # ---------------------------------------------------------------- 6. vmap over keys and data sets
 
 
-def _small_m1(n=100):
-    return from_numpyro(gamma_exponential, n_examples=n, transforms="research", steps=40, sampling_rate=0.2,
-                        clip=2.0, grad_scale=(1.0, 100.0), init=(0.0, -4.0), mc_draws=4)
+# A small M1 shared by the vmap and the convergence tests: one compiled single-run program for both
+M1_N, M1_STEPS = 200, 1000
+
+
+def _small_m1():
+    return from_numpyro(gamma_exponential, n_examples=M1_N, transforms="research", steps=M1_STEPS,
+                        sampling_rate=0.2, clip=2.0, grad_scale=(1.0, 100.0), init=(0.0, -4.0), mc_draws=4,
+                        batch_size=64)
 
 
 def test_record_dpvi_batch_equals_record_dpvi_per_data_set():
     bm = _small_m1()
     keys = jax.random.split(jax.random.key(21), 3)
     _, data = jax.vmap(bm.simulate)(keys)
-    assert data["x"].shape == (3, 100)
+    assert data["x"].shape == (3, M1_N)
     seeds = [5, 6, 7]
     traces = record_dpvi_batch(bm.model, data, keys=seeds, noise_multiplier=5.0, **bm.dpvi_settings)
     assert len(traces) == 3
     for m, trace in enumerate(traces):
         single = record_dpvi(bm.model, {"x": data["x"][m]}, key=seeds[m], noise_multiplier=5.0, **bm.dpvi_settings)
-        assert trace.params.shape == (40, 2)
-        np.testing.assert_allclose(trace.params, single.params, rtol=1e-5, atol=1e-6)
+        assert trace.params.shape == (M1_STEPS, 2)
+        np.testing.assert_allclose(trace.params, single.params, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(trace.grads, single.grads, rtol=1e-5, atol=1e-4)
-        np.testing.assert_allclose(trace.final_params, single.final_params, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(trace.final_params, single.final_params, rtol=1e-5, atol=1e-5)
+        assert trace.noise_multiplier == single.noise_multiplier == 5.0
+        np.testing.assert_array_equal(trace.learning_rate, single.learning_rate)
     assert not np.allclose(traces[0].grads, traces[1].grads)
 
 
@@ -434,23 +452,27 @@ def test_same_key_same_trace_different_key_different_trace():
 # ---------------------------------------------------------------- 7. settings
 
 
+SMALL_DATA = normal_data(30)
+SMALL = dict(mc_draws=4, batch_size=16)  # with steps ≤ 20 these runs share one compiled program
+
+
 def test_kappa_learning_rate():
-    data = normal_data(30)
-    steps, sigma, C = 40, 3.0, 1.5
+    steps, sigma, C = 20, 3.0, 1.5
     s, v = np.array([1.0, 50.0]), np.array([0.7, 2.5])
-    recorder = build_recorder(normal_model, data, steps=steps, sampling_rate=0.2, clip=C, noise_multiplier=sigma,
-                              grad_scale=tuple(s), lr_multiplier=tuple(v))
+    settings = dict(steps=steps, sampling_rate=0.2, clip=C, noise_multiplier=sigma, grad_scale=tuple(s), **SMALL)
+    recorder = build_recorder(normal_model, SMALL_DATA, lr_multiplier=tuple(v), **settings)
     expected = v * s / (math.sqrt(steps * 2) * sigma * C)
     np.testing.assert_allclose(recorder.settings.learning_rate, expected, rtol=1e-13)
-    default = build_recorder(normal_model, data, steps=steps, sampling_rate=0.2, clip=C, noise_multiplier=sigma,
-                             grad_scale=tuple(s))
+    default = build_recorder(normal_model, SMALL_DATA, **settings)
     np.testing.assert_allclose(default.settings.learning_rate, math.sqrt(2) * s / (math.sqrt(steps * 2) * sigma * C),
                                rtol=1e-13)
-    trace = record_dpvi(normal_model, data, key=0, steps=steps, sampling_rate=0.2, clip=C, noise_multiplier=sigma,
-                        grad_scale=tuple(s), lr_multiplier=tuple(v))
+    trace = record_dpvi(normal_model, SMALL_DATA, key=0, lr_multiplier=tuple(v), init=(0.25, -2.0), **settings)
     np.testing.assert_allclose(trace.learning_rate, expected, rtol=1e-6)
+    np.testing.assert_array_equal(trace.params[0], np.float32([0.25, -2.0]))
     # plain SGD with those step sizes
     np.testing.assert_allclose(trace.params[1:], trace.params[:-1] - trace.learning_rate * trace.grads[:-1],
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(trace.final_params, trace.params[-1] - trace.learning_rate * trace.grads[-1],
                                rtol=1e-5, atol=1e-6)
 
 
@@ -462,39 +484,33 @@ def test_per_coordinate_settings_accept_scalar_pair_and_vector(name):
     field = {"grad_scale": "grad_scale", "lr_multiplier": "learning_rate", "init": "init"}[name]
     got = {}
     for label, value in [("scalar", 2.0), ("pair", (2.0, 5.0)), ("vector", (2.0, 3.0, 5.0, 7.0)),
-                         ("pair of blocks", ((2.0, 3.0), (5.0, 7.0)))]:
+                         ("array", np.array([2.0, 3.0, 5.0, 7.0])), ("pair of blocks", ((2.0, 3.0), (5.0, 7.0)))]:
         recorder = build_recorder(vector_normal_model, {"x": x}, **base, **{name: value})
         got[label] = np.asarray(getattr(recorder.settings, field))
     if name == "lr_multiplier":
-        kappa = 1.0 / (math.sqrt(10 * 4) * 1.0 * 1.0)  # s = 1
+        kappa = 1.0 / (math.sqrt(10 * 4) * 1.0 * 1.0)  # s = 1, σ = 1, C = 1
         got = {k: v / kappa for k, v in got.items()}
     np.testing.assert_allclose(got["scalar"], [2, 2, 2, 2], rtol=1e-12)
     np.testing.assert_allclose(got["pair"], [2, 2, 5, 5], rtol=1e-12)
     np.testing.assert_allclose(got["vector"], [2, 3, 5, 7], rtol=1e-12)
+    np.testing.assert_allclose(got["array"], [2, 3, 5, 7], rtol=1e-12)
     np.testing.assert_allclose(got["pair of blocks"], [2, 3, 5, 7], rtol=1e-12)
 
 
-def test_init_is_the_first_recorded_row():
-    x = np.asarray(np.random.default_rng(0).normal(size=(20, 2)), np.float32)
-    trace = record_dpvi(vector_normal_model, {"x": x}, key=0, steps=3, sampling_rate=0.5, clip=1.0,
-                        noise_multiplier=1.0, init=(0.25, -0.5, -2.0, -3.0))
-    np.testing.assert_array_equal(trace.params[0], np.float32([0.25, -0.5, -2.0, -3.0]))
-
-
 def test_optax_optimizer():
-    data = normal_data(30)
     optimizer = optax.adam(1e-2)
-    trace = record_dpvi(normal_model, data, key=3, steps=20, sampling_rate=0.3, clip=1.0, noise_multiplier=1.0,
-                        optimizer=optimizer, init=(0.1, -1.0))
+    trace = record_dpvi(normal_model, SMALL_DATA, key=3, steps=20, sampling_rate=0.3, clip=1.0, noise_multiplier=1.0,
+                        optimizer=optimizer, init=(0.1, -1.0), **SMALL)
     assert trace.optimizer == "optax"
     assert trace.learning_rate is None
     assert trace.final_params is not None and trace.final_params.shape == (2,)
     # the recorded pairs are an Adam trajectory: replay Adam on the recorded gradients
     params = jnp.asarray(trace.params[0])
     state = optimizer.init(params)
+    update = jax.jit(optimizer.update)
     for t in range(20):
         np.testing.assert_allclose(trace.params[t], params, rtol=1e-5, atol=1e-6)
-        updates, state = optimizer.update(jnp.asarray(trace.grads[t]), state, params)
+        updates, state = update(jnp.asarray(trace.grads[t]), state, params)
         params = optax.apply_updates(params, updates)
     np.testing.assert_allclose(trace.final_params, params, rtol=1e-5, atol=1e-6)
     # Adam moves by ≈ lr per step, not by λ·G
@@ -502,49 +518,60 @@ def test_optax_optimizer():
 
 
 def test_non_private_run_records_sigma_zero_and_infinite_epsilon():
-    data = normal_data(30)
-    trace = record_dpvi(normal_model, data, key=0, steps=5, sampling_rate=1.0, clip=100.0, non_private=True,
-                        learning_rate=0.01)
+    kwargs = dict(steps=5, sampling_rate=1.0, clip=100.0, learning_rate=(0.01, 0.002), init=(0.3, -1.0))
+    trace = record_dpvi(normal_model, SMALL_DATA, key=5, non_private=True, **kwargs, **SMALL)
     assert trace.noise_multiplier == 0.0
     assert trace.epsilon == math.inf
-    assert trace.accountant is None
-    np.testing.assert_allclose(trace.learning_rate, [0.01, 0.01])
-    # without noise the run is a deterministic function of the key
-    again = record_dpvi(normal_model, data, key=0, steps=5, sampling_rate=1.0, clip=100.0, non_private=True,
-                        learning_rate=0.01)
-    np.testing.assert_array_equal(trace.grads, again.grads)
+    assert trace.delta is None and trace.accountant is None
+    np.testing.assert_allclose(trace.learning_rate, [0.01, 0.002])
+    # exactly the reference loop with σ = 0 (every example, no clipping, no noise)
+    params, grads, final, counts, clipped = reference_normal_dpvi(
+        SMALL_DATA["x"], key=5, steps=5, q=1.0, batch_size=16, S=4, C=100.0, s=(1.0, 1.0), sigma=0.0,
+        lr=(0.01, 0.002), init=(0.3, -1.0))
+    assert counts == [30] * 5 and clipped == 0
+    np.testing.assert_allclose(trace.params, params, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(trace.grads, grads, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(trace.final_params, final, rtol=1e-5, atol=1e-6)
 
 
-def test_epsilon_calibrates_sigma_with_the_pld_accountant():
-    data = normal_data(30)
+def test_epsilon_calibrates_sigma_with_the_pld_accountant(monkeypatch):
     q, steps = 0.3, 10
-    trace = record_dpvi(normal_model, data, key=0, steps=steps, sampling_rate=q, clip=1.0, epsilon=1.0)
-    assert trace.noise_multiplier == pytest.approx(noiseaware.noise_multiplier(1.0, 1e-5, q, steps), rel=1e-12)
-    assert trace.noise_multiplier > 0
+    calls = []
+
+    def spy(*args):  # the public accountant, called once (a calibration takes seconds)
+        calls.append((args, noiseaware.noise_multiplier(*args)))
+        return calls[-1][1]
+
+    monkeypatch.setattr(noiseaware.dpvi, "calibrate_noise", spy)
+    trace = record_dpvi(normal_model, SMALL_DATA, key=0, steps=steps, sampling_rate=q, clip=1.0, epsilon=1.0, **SMALL)
+    assert len(calls) == 1 and calls[0][0] == (1.0, 1e-5, q, steps)
+    assert trace.noise_multiplier == calls[0][1] > 0
+    # σ is calibrated: it spends ε = 1 (to the accountant's precision)
+    assert noiseaware.epsilon_spent(trace.noise_multiplier, 1e-5, q, steps) == pytest.approx(1.0, rel=2e-3)
     assert trace.epsilon == 1.0 and trace.delta == 1e-5 and trace.accountant == "pld"
-    explicit = record_dpvi(normal_model, data, key=0, steps=steps, sampling_rate=q, clip=1.0, noise_multiplier=2.0)
-    assert explicit.epsilon == pytest.approx(noiseaware.epsilon_spent(2.0, 1e-5, q, steps), rel=1e-12)
-    assert explicit.accountant == "pld"
+    explicit = record_dpvi(normal_model, SMALL_DATA, key=0, steps=steps, sampling_rate=q, clip=1.0,
+                           noise_multiplier=2.0, delta=1e-6, **SMALL)
+    assert explicit.noise_multiplier == 2.0 and explicit.delta == 1e-6 and explicit.accountant == "pld"
+    assert explicit.epsilon == pytest.approx(noiseaware.epsilon_spent(2.0, 1e-6, q, steps), rel=1e-12)
 
 
 # ---------------------------------------------------------------- 8. convergence (sign conventions end to end)
 
 
 def test_non_private_dpvi_converges_to_the_m1_posterior():
-    n = 1000
-    bm = from_numpyro(gamma_exponential, n_examples=n, transforms="research")
+    bm = _small_m1()
     _, data = bm.simulate(31)
+    n = M1_N
     x = np.asarray(data["x"], np.float64)
-    shape, rate = 8.0 + n, 2.0 + x.sum()
+    shape, rate = 8.0 + n, 2.0 + x.sum()  # the exact posterior of λ is Gamma(8 + N, 2 + Σx)
     lam_mean, lam_sd = shape / rate, math.sqrt(shape) / rate
     mu_target = float(np.log(np.expm1(lam_mean)))  # softplus⁻¹(E[λ])
     theta_sd = lam_sd / sigmoid(mu_target)  # delta method, dλ/dθ = sigmoid(θ)
-    steps = 1500
-    trace = record_dpvi(bm.model, data, key=32, steps=steps, sampling_rate=0.1, clip=1e3, non_private=True,
-                        learning_rate=(0.01, 0.2), init=(0.0, -4.0), mc_draws=10, transforms="research")
+    settings = {**bm.dpvi_settings, "clip": 1e3}  # no clipping
+    trace = record_dpvi(bm.model, data, key=32, non_private=True, learning_rate=(0.04, 0.2), **settings)
     mu_final, rho_final = trace.final_params
     assert abs(mu_final - mu_target) < 3 * theta_sd, (mu_final, mu_target, theta_sd)
-    tail = trace.params[steps // 2 :]
+    tail = trace.params[M1_STEPS // 2 :]
     assert abs(tail[:, 0].mean() - mu_target) < 0.5 * theta_sd, (tail[:, 0].mean(), mu_target, theta_sd)
     # the variational sd approaches the posterior sd (a sign error in the ρ gradient would send it to 0 or ∞)
     sd_tail = softplus(tail[:, 1].astype(np.float64)).mean()
@@ -646,8 +673,8 @@ def param_model(x=None, n_examples=None):
         numpyro.sample("x", dist.Normal(theta, scale), obs=x)
 
 
-def lkj_model(x=None, n_examples=None):
-    numpyro.sample("L", dist.LKJCholesky(2, 1.0))
+def unsupported_support_model(x=None, n_examples=None):
+    numpyro.sample("z", dist.ZeroSumNormal(1.0, event_shape=(3,)))  # support zero_sum (as LKJCholesky's)
     theta = numpyro.sample("theta", dist.Normal(0.0, 1.0))
     with numpyro.plate("data", n_examples):
         numpyro.sample("x", dist.Normal(theta, 1.0), obs=x)
@@ -671,12 +698,12 @@ def no_plate_model(x=None, n_examples=None):
         (misnamed_model, {"values": DATA["x"]}, "keyword argument named 'x'"),
         (param_model, DATA, "numpyro.param"),
         (normal_model, {**DATA, "extra": np.ones(20)}, r"\['extra'\] are not arguments"),
-        (lkj_model, DATA, "no supported unconstrained map"),
+        (unsupported_support_model, DATA, "no supported unconstrained map"),
         (unobserved_model, DATA, "no observed site"),
         (no_plate_model, DATA, "not inside a numpyro.plate"),
         (normal_model, {**DATA, "n_examples": 20}, "do not pass 'n_examples'"),
     ],
-    ids=["discrete", "local", "subsample", "misnamed", "param", "unknown-key", "lkj", "unobserved", "no-plate",
+    ids=["discrete", "local", "subsample", "misnamed", "param", "unknown-key", "unsupported-support", "unobserved", "no-plate",
          "n_examples"],
 )
 def test_model_contract_violations_raise_model_error(model, data, match):
@@ -699,9 +726,9 @@ NPZ_FIELDS = {
 
 
 def test_trace_holds_only_released_quantities(tmp_path):
-    n, steps = 23, 7
-    data = normal_data(n, seed=40)
-    trace = record_dpvi(normal_model, data, key=41, steps=steps, sampling_rate=0.5, clip=1.0, noise_multiplier=1.0)
+    n, steps, data = 30, 7, SMALL_DATA
+    trace = record_dpvi(normal_model, data, key=41, steps=steps, sampling_rate=0.5, clip=1.0, noise_multiplier=1.0,
+                        **SMALL)
     assert isinstance(trace, Trace)
     assert {f.name for f in dataclasses.fields(trace)} == TRACE_FIELDS
     assert not hasattr(trace, "__dict__")  or set(vars(trace)) <= TRACE_FIELDS

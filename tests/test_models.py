@@ -1,6 +1,8 @@
 """Benchmark models: simulators, research transforms and presets (docs/experiments.md), prior and
 likelihood of the simulated data, `get`, `from_numpyro` and a short DPVI run per built-in."""
 
+import dataclasses
+import functools
 import math
 
 import jax
@@ -44,6 +46,25 @@ PRESETS = {
 }
 
 
+# One vmapped simulation batch per model, shared by the tests. Vmapping the samplers is costly at the
+# full N (and compiles once per shape), so the batches use the same model with fewer examples:
+# name → (number of simulations M, examples per simulation)
+SIMS = {"gamma-exponential": (2000, 200), "beta-bernoulli": (2000, 200), "dirichlet-categorical": (1000, 200),
+        "linreg-10d": (1000, 20), "logistic-3d": (3, 50), "adult-logistic": (2, 50)}
+
+
+def small(name):
+    """The built-in with fewer examples per simulated data set (same model, map and presets)."""
+    return dataclasses.replace(get(name), n_examples=SIMS[name][1])
+
+
+@functools.cache
+def simulations(name):
+    keys = jax.random.split(jax.random.key(100 + sorted(SIMS).index(name)), SIMS[name][0])
+    thetas, data = jax.vmap(small(name).simulate)(keys)
+    return keys, thetas, data
+
+
 def test_names_are_the_six_builtins():
     assert set(names()) == set(SHAPES)
     assert len(names()) == 6
@@ -64,15 +85,17 @@ def test_builtin_simulates(name):
     np.testing.assert_array_equal(theta, theta_k)
     theta_other, _ = bm.simulate(4)
     assert not np.allclose(theta, theta_other)
-    # jax.vmap over keys
-    keys = jax.random.split(jax.random.key(5), 3)
-    thetas, batch = jax.vmap(bm.simulate)(keys)
-    assert thetas.shape == (3, d)
-    assert {k: v.shape for k, v in batch.items()} == {k: (3,) + s for k, s in shapes.items()}
-    theta1, data1 = bm.simulate(keys[1])
-    np.testing.assert_allclose(thetas[1], theta1, rtol=1e-6)
-    for k in shapes:
-        np.testing.assert_allclose(batch[k][1], data1[k], rtol=1e-6)
+    # jax.vmap over keys (with fewer examples per data set, see SIMS)
+    keys, thetas, batch = simulations(name)
+    m, n = SIMS[name]
+    assert thetas.shape == (m, d)
+    assert {k: v.shape for k, v in batch.items()} == {k: (m, n) + s[1:] for k, s in shapes.items()}
+    assert np.all(np.isfinite(thetas)) and not np.allclose(thetas[0], thetas[1])
+    if name in ("gamma-exponential", "logistic-3d"):  # vmapped = one by one (the simulator is generic code)
+        theta1, data1 = small(name).simulate(keys[1])
+        np.testing.assert_allclose(thetas[1], theta1, rtol=1e-6)
+        for k in shapes:
+            np.testing.assert_allclose(batch[k][1], data1[k], rtol=1e-6)
     # values in the likelihood's support
     if name == "gamma-exponential":
         assert np.all(np.asarray(data["x"]) > 0)
@@ -128,38 +151,34 @@ def test_get_aliases_and_unknown_names():
 
 # ---------------------------------------------------------------- simulated θ follow the prior, data the likelihood
 
-M_PRIOR = 2000
-
-
 def _z_mean_ok(values, mean, sd, m):
     return abs(float(np.mean(values)) - mean) < 5 * sd / math.sqrt(m)
 
 
 def test_m1_prior_and_likelihood():
-    bm = get("M1")
-    thetas, data = jax.vmap(bm.simulate)(jax.random.split(jax.random.key(101), M_PRIOR))
+    _, thetas, data = simulations("gamma-exponential")
+    m, n = SIMS["gamma-exponential"]
     lam = np.asarray(jax.nn.softplus(thetas[:, 0]), np.float64)
-    assert _z_mean_ok(lam, 4.0, math.sqrt(8) / 2, M_PRIOR), lam.mean()  # Gamma(8, rate 2)
+    assert _z_mean_ok(lam, 4.0, math.sqrt(8) / 2, m), lam.mean()  # Gamma(8, rate 2)
     assert abs(lam.var() - 2.0) < 0.25, lam.var()  # var 8/4 = 2; SE of the variance ≈ 0.08
-    # x_i ~ Exponential(λ): the sample mean is 1/λ with sd 1/(λ sqrt(N))
-    z = (np.asarray(data["x"], np.float64).mean(1) - 1 / lam) / (1 / (lam * math.sqrt(N)))
-    assert abs(z.mean()) < 5 / math.sqrt(M_PRIOR) and abs(z.var() - 1) < 5 * math.sqrt(2 / M_PRIOR), (z.mean(), z.var())
+    # x_i ~ Exponential(λ): the sample mean is 1/λ with sd 1/(λ sqrt(n))
+    z = (np.asarray(data["x"], np.float64).mean(1) - 1 / lam) / (1 / (lam * math.sqrt(n)))
+    assert abs(z.mean()) < 5 / math.sqrt(m) and abs(z.var() - 1) < 5 * math.sqrt(2 / m), (z.mean(), z.var())
 
 
 def test_m2_prior_and_likelihood():
-    bm = get("M2")
-    thetas, data = jax.vmap(bm.simulate)(jax.random.split(jax.random.key(102), M_PRIOR))
+    _, thetas, data = simulations("beta-bernoulli")
+    m, n = SIMS["beta-bernoulli"]
     p = np.asarray(jax.nn.sigmoid(thetas[:, 0]), np.float64)
-    assert _z_mean_ok(p, 0.5, math.sqrt(100 / (400 * 21)), M_PRIOR), p.mean()  # Beta(10, 10)
+    assert _z_mean_ok(p, 0.5, math.sqrt(100 / (400 * 21)), m), p.mean()  # Beta(10, 10)
     np.testing.assert_allclose(p.var(), 100 / (400 * 21), rtol=0.2)
-    z = (np.asarray(data["x"], np.float64).mean(1) - p) / np.sqrt(p * (1 - p) / N)
-    assert abs(z.mean()) < 5 / math.sqrt(M_PRIOR) and abs(z.var() - 1) < 5 * math.sqrt(2 / M_PRIOR), (z.mean(), z.var())
+    z = (np.asarray(data["x"], np.float64).mean(1) - p) / np.sqrt(p * (1 - p) / n)
+    assert abs(z.mean()) < 5 / math.sqrt(m) and abs(z.var() - 1) < 5 * math.sqrt(2 / m), (z.mean(), z.var())
 
 
 def test_m3_prior_and_likelihood():
-    bm = get("M3")
-    m = 1000
-    thetas, data = jax.vmap(bm.simulate)(jax.random.split(jax.random.key(103), m))
+    _, thetas, data = simulations("dirichlet-categorical")
+    m, n = SIMS["dirichlet-categorical"]
     assert thetas.shape == (m, 2)
     p = np.asarray(jax.nn.softmax(jnp.concatenate([thetas, jnp.zeros((m, 1))], axis=1), axis=1), np.float64)
     sd = math.sqrt(5 * 10 / (15**2 * 16))  # Dirichlet(5, 5, 5) marginal sd
@@ -168,17 +187,18 @@ def test_m3_prior_and_likelihood():
     x = np.asarray(data["x"])
     for k in range(3):
         freq = (x == k).mean(1)
-        z = (freq - p[:, k]) / np.sqrt(p[:, k] * (1 - p[:, k]) / N)
+        z = (freq - p[:, k]) / np.sqrt(p[:, k] * (1 - p[:, k]) / n)
         assert abs(z.mean()) < 5 / math.sqrt(m) and abs(z.var() - 1) < 5 * math.sqrt(2 / m), (k, z.mean(), z.var())
 
 
 def test_linreg_prior_and_likelihood():
     bm = get("linreg-10d")
-    thetas, _ = jax.vmap(bm.simulate)(jax.random.split(jax.random.key(104), 500))
+    _, thetas, _ = simulations("linreg-10d")
+    m = SIMS["linreg-10d"][0]
     sigma2 = np.asarray(jax.nn.softplus(thetas[:, 11]), np.float64)
     # σ² ~ InvGamma(20, 0.5): mean 0.5/19, sd mean/sqrt(18)
     mean = 0.5 / 19
-    assert _z_mean_ok(sigma2, mean, mean / math.sqrt(18), 500), sigma2.mean()
+    assert _z_mean_ok(sigma2, mean, mean / math.sqrt(18), m), sigma2.mean()
     # w | σ² ~ N(0, 4σ²): w / (2σ) is standard normal
     w_std = np.asarray(thetas[:, :11], np.float64) / (2 * np.sqrt(sigma2))[:, None]
     assert abs(w_std.mean()) < 5 / math.sqrt(w_std.size) and abs(w_std.var() - 1) < 0.1
@@ -224,10 +244,10 @@ def design(key, n):
     return {"X": jax.random.normal(key, (n, 2))}
 
 
-def counts(x=None, n_examples=None):
-    rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+def waiting_times(x=None, n_examples=None):
+    rate = numpyro.sample("rate", dist.LogNormal(0.0, 1.0))
     with numpyro.plate("data", n_examples):
-        numpyro.sample("x", dist.Poisson(rate), obs=x)
+        numpyro.sample("x", dist.Exponential(rate), obs=x)
 
 
 def test_from_numpyro_with_covariates():
@@ -249,14 +269,14 @@ def test_from_numpyro_with_covariates():
                          sites=("s", "w"))
     assert other.site_map.sites == (SiteSpec("s", (), "softplus"), SiteSpec("w", (2,), "identity"))
     assert other.dpvi_settings["sites"] == ("s", "w")
-    # the simulated data set is accepted by the recorder as it is
-    trace = record_dpvi(bm.model, data, key=0, noise_multiplier=1.0, **bm.dpvi_settings)
-    assert trace.params.shape == (20, 6) and trace.n_examples == 40
-    assert tuple(s.name for s in trace.sites) == ("w", "s")
+    # the simulated data set is accepted by the recorder as it is (the built-ins' smoke runs below record)
+    recorder = build_recorder(bm.model, data, noise_multiplier=1.0, **bm.dpvi_settings)
+    assert recorder.spec.n_examples == 40 and recorder.spec.per_example == ("X", "y")
+    assert recorder.spec.site_map == bm.site_map and recorder.settings.steps == 20
 
 
 def test_from_numpyro_with_n_examples():
-    bm = from_numpyro(counts, n_examples=30)
+    bm = from_numpyro(waiting_times, n_examples=30)
     theta, data = bm.simulate(2)
     assert bm.observed == ("x",) and theta.shape == (1,) and set(data) == {"x"}  # n_examples is not data
     assert data["x"].shape == (30,)
@@ -277,9 +297,9 @@ def test_from_numpyro_errors():
     with pytest.raises(ModelError, match="no sample site is named after a keyword argument"):
         from_numpyro(no_observed, n_examples=10)
     with pytest.raises(ModelError, match="n_examples must be a positive integer"):
-        from_numpyro(counts, n_examples=0)
+        from_numpyro(waiting_times, n_examples=0)
     with pytest.raises(ModelError, match="n_examples must be a positive integer"):
-        from_numpyro(counts, n_examples=2.5)
+        from_numpyro(waiting_times, n_examples=2.5)
 
 
 # ---------------------------------------------------------------- a short DPVI run per built-in

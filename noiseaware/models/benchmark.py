@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import jax
 
-from ..contract import N_EXAMPLES_ARG, ModelError, _latent_sites, _run, build_site_map, model_arguments
+from ..contract import N_EXAMPLES_ARG, ModelError, build_site_map, latent_sites, model_arguments, run_model
+from ..keys import as_key
 from ..sites import SiteMap
 
 __all__ = ["BenchmarkModel", "from_numpyro"]
 
 Covariates = Callable[[jax.Array, int], Mapping[str, jax.Array]]
+_SIMULATION_STREAM = 0x53494D  # "SIM": separates simulation randomness from a recorder given the same seed
 
 
 @dataclass(frozen=True)
@@ -50,11 +53,13 @@ class BenchmarkModel:
         """θ ~ prior (unconstrained, shape (d,)) and data ~ p(x | θ): a dict of keyword arrays for the model.
 
         Pure in `key` (an int seed or a PRNG key), so `jax.vmap(bm.simulate)(keys)` simulates many.
+        The key is folded with a constant first, so the same seed given to `record_dpvi` draws
+        independent randomness.
         """
-        key = jax.random.key(key) if isinstance(key, int) else key
+        key = jax.random.fold_in(as_key(key), _SIMULATION_STREAM)
         key_covariates, key_model = jax.random.split(key)
         kwargs = self._kwargs(key_covariates, self.n_examples)
-        trace = _run(self.model, kwargs, seed=key_model)
+        trace = run_model(self.model, kwargs, seed=key_model)
         theta = self.site_map.unconstrain({name: trace[name]["value"] for name in self.site_map.names})
         data = {k: v for k, v in kwargs.items() if k != N_EXAMPLES_ARG}
         data.update({name: trace[name]["value"] for name in self.observed})
@@ -78,14 +83,14 @@ def from_numpyro(
     supplies non-modelled inputs; `transforms` ('numpyro', 'research' or {site: name}) and `sites` (order)
     fix the map θ ⇄ sites; the remaining keywords become `dpvi_settings` for `record_dpvi`.
     """
-    if not isinstance(n_examples, int) or n_examples < 1:
+    if isinstance(n_examples, bool) or not isinstance(n_examples, numbers.Integral) or n_examples < 1:
         raise ModelError(f"n_examples must be a positive integer, got {n_examples!r}")
     arguments = model_arguments(model)
     draft = BenchmarkModel(
         name or getattr(model, "__name__", "model"), model, n_examples, SiteMap(()), (), covariates=covariates
     )
     try:
-        trace = _run(model, draft._kwargs(jax.random.key(0), n_examples), seed=0)
+        trace = run_model(model, draft._kwargs(jax.random.key(0), n_examples), seed=0)
     except Exception as err:
         raise ModelError(
             f"the model failed when simulating {n_examples} examples from its prior: {type(err).__name__}: {err}. "
@@ -97,8 +102,8 @@ def from_numpyro(
             "no sample site is named after a keyword argument of the model: name each observed site after "
             "the argument that holds its data (e.g. `numpyro.sample('y', ..., obs=y)`)"
         )
-    site_map = build_site_map(_latent_sites(trace, observed, n_examples), transforms, sites)
+    site_map = build_site_map(latent_sites(trace, observed, n_examples), transforms, sites)
     settings = {"transforms": transforms, "sites": None if sites is None else tuple(sites), **dpvi_settings}
     return BenchmarkModel(
-        draft.name, model, n_examples, site_map, observed, MappingProxyType(settings), covariates, description
+        draft.name, model, int(n_examples), site_map, observed, MappingProxyType(settings), covariates, description
     )
