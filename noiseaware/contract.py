@@ -102,16 +102,15 @@ def build_site_map(latents: Sequence[dict], transforms, order: Sequence[str] | N
         raise ModelError(f"sites={tuple(order)} must list each latent site once: the model has {tuple(by_name)}")
     if not by_name:
         raise ModelError("the model has no latent sample site: there is nothing to infer")
-    return SiteMap(
-        tuple(
-            SiteSpec(
-                name,
-                tuple(int(k) for k in np.shape(by_name[name]["value"])),
-                choose_transform_name(name, by_name[name]["fn"].support, transforms),
-            )
-            for name in order
-        )
-    )
+    return SiteMap(tuple(_site_spec(by_name[name], transforms) for name in order))
+
+
+def _site_spec(site: dict, transforms) -> SiteSpec:
+    try:
+        transform = choose_transform_name(site["name"], site["fn"].support, transforms)
+    except ValueError as err:
+        raise ModelError(f"latent site {site['name']!r}: {err}") from err
+    return SiteSpec(site["name"], tuple(int(k) for k in np.shape(site["value"])), transform)
 
 
 @dataclass(frozen=True)

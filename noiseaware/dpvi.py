@@ -146,8 +146,11 @@ class _Program:
     def dim(self) -> int:
         return self.spec.site_map.dim
 
-    def per_example_gradients(self, params, eps, examples, constants):
-        """g_i = ∇_φ ℓ_i(φ) for a batch: params (P,), eps (S, d), examples (B, …) → (B, P)."""
+    def gradient_blocks(self, params, eps, examples, constants):
+        """g_i = ∇_φ ℓ_i(φ) as its μ and ρ blocks: params (P,), eps (S, d), examples (B, …) → 2 × (B, d).
+
+        The blocks stay apart on the hot path: concatenating them there makes XLA duplicate the work.
+        """
         d, n = self.dim, self.spec.n_examples
         mu, rho = params[:d], params[d:]
         sd, dsd = jax.nn.softplus(rho), jax.nn.sigmoid(rho)
@@ -160,26 +163,34 @@ class _Program:
         draws = range(eps.shape[0])
         g_mu = -sum(per_draw[s] for s in draws) / len(draws) - jnp.mean(grad_prior, 0) / n
         g_eps = -sum(per_draw[s] * eps[s] for s in draws) / len(draws) - jnp.mean(grad_prior * eps, 0) / n
-        g_rho = g_eps * dsd - dsd / sd / n
-        return jnp.concatenate([g_mu, g_rho], axis=-1)
+        return g_mu, g_eps * dsd - dsd / sd / n
+
+    def per_example_gradients(self, params, eps, examples, constants):
+        """g_i = ∇_φ ℓ_i(φ) for a batch: params (P,), eps (S, d), examples (B, …) → (B, P)."""
+        return jnp.concatenate(self.gradient_blocks(params, eps, examples, constants), axis=-1)
 
     def clipped_sum(self, hyper: Hyper, params, eps, key, per_example, constants):
         """Σ over the Poisson sample of clip_C(s ⊙ g_i), (P,): chunks of `batch_size` until the sample ends."""
-        n = self.spec.n_examples
+        n, d = self.spec.n_examples, self.dim
+        scale_mu, scale_rho = hyper.grad_scale[:d], hyper.grad_scale[d:]
 
         def chunk(carry):
-            count, last, total = carry
+            count, last, total_mu, total_rho = carry
             indices, mask = poisson_chunk(jax.random.fold_in(key, count), last, hyper.sampling_rate,
                                           self.batch_size, n)
             examples = jax.tree.map(lambda a: a[jnp.where(mask, indices, 0)], per_example)
-            h = self.per_example_gradients(params, eps, examples, constants) * hyper.grad_scale
-            norms = jnp.linalg.norm(h, axis=-1, keepdims=True)
-            factor = jnp.minimum(1.0, hyper.clip / jnp.where(norms > 0, norms, 1.0))
-            h = jnp.where(mask[:, None], h * factor, 0.0)
-            return count + 1, indices[-1], total + jnp.sum(h, axis=0)
+            # The barrier materialises the gradients once; without it XLA fuses their computation into
+            # each consumer below and repeats the pass over the (S, B, d) per-draw gradients.
+            g_mu, g_rho = lax.optimization_barrier(self.gradient_blocks(params, eps, examples, constants))
+            h_mu, h_rho = g_mu * scale_mu, g_rho * scale_rho
+            norms = jnp.sqrt(jnp.sum(h_mu**2, axis=-1) + jnp.sum(h_rho**2, axis=-1))
+            factor = jnp.where(mask, jnp.minimum(1.0, hyper.clip / jnp.where(norms > 0, norms, 1.0)), 0.0)
+            return (count + 1, indices[-1], total_mu + factor @ h_mu, total_rho + factor @ h_rho)
 
-        init = (jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32), jnp.zeros_like(params))
-        return lax.while_loop(lambda carry: carry[1] < n - 1, chunk, init)[2]
+        zeros = jnp.zeros((d,), params.dtype)
+        init = (jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32), zeros, zeros)
+        _, _, total_mu, total_rho = lax.while_loop(lambda carry: carry[1] < n - 1, chunk, init)
+        return jnp.concatenate([total_mu, total_rho])
 
     def step(self, hyper: Hyper, data, state: DPVIState):
         """One DP-SGD step: (state, (φ_t, G_t))."""
@@ -255,7 +266,10 @@ def _privacy(epsilon, delta, noise_multiplier, non_private, sampling_rate, steps
                 f"noise_multiplier must be positive, got {noise_multiplier}; for a non-private reference "
                 "run pass non_private=True with a learning_rate"
             )
-        return sigma, epsilon_spent(sigma, delta, sampling_rate, steps), delta, "pld"
+        epsilon = epsilon_spent(sigma, delta, sampling_rate, steps)
+        if not math.isfinite(epsilon):
+            raise ValueError(f"noise_multiplier={sigma} gives no finite ε at δ={delta}: increase the noise")
+        return sigma, epsilon, delta, "pld"
     if epsilon is None:
         raise ValueError(
             "no privacy level: pass epsilon=… (σ is calibrated by the PLD accountant) or noise_multiplier=…; "
@@ -369,14 +383,12 @@ class Recorder:
 
         batched: data sets stacked along a leading axis (the example axis is then axis 1).
         """
+        check_finite(data)
         n = self.spec.n_examples
         out = {k: self._cast(v) for k, v in data.items()}
         for k in self.spec.per_example:
             if k not in out or out[k].shape[int(batched)] != n:
                 raise ValueError(f"data[{k!r}] must have {n} examples along axis {int(batched)}")
-        for k, v in out.items():
-            if jnp.issubdtype(v.dtype, jnp.floating) and not bool(jnp.all(jnp.isfinite(v))):
-                raise ValueError(f"data[{k!r}] contains NaN or inf: clean or drop those examples first")
         return out
 
     def _cast(self, value):
@@ -418,10 +430,19 @@ def build_recorder(
     **settings,
 ) -> Recorder:
     """Check the model against the data and resolve the settings (see `record_dpvi`) into a Recorder."""
+    check_finite(data)
     spec = inspect_model(model, data, transforms=transforms, sites=sites)
     resolved = resolve_settings(spec, optimizer=optimizer, **settings)
     program = _Program(spec, resolved.mc_draws, resolved.batch_size, optimizer)
     return Recorder(program, resolved, _float_dtype(dtype))
+
+
+def check_finite(data: Mapping) -> None:
+    """Raise a ValueError naming the first data entry that holds NaN or inf."""
+    for k, v in data.items():
+        v = np.asarray(v)
+        if np.issubdtype(v.dtype, np.floating) and not np.all(np.isfinite(v)):
+            raise ValueError(f"data[{k!r}] contains NaN or inf: clean or drop those examples first")
 
 
 def _chunks(steps: int, parts: int = 20) -> list[int]:

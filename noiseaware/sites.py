@@ -129,7 +129,7 @@ def default_transform_name(support, preset: str = "numpyro") -> str:
         if float(base.lower_bound) == 0.0:
             return "softplus" if research else "exp"
         return f"greater_than({float(base.lower_bound)!r})"
-    if isinstance(base, constraints._LessThan):
+    if isinstance(base, constraints._LessThan) and not isinstance(base, constraints._LessThanEq):
         return f"less_than({float(base.upper_bound)!r})"
     raise ValueError(
         f"support {support} has no supported unconstrained map; noiseaware handles real, positive, "
