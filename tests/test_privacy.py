@@ -1,0 +1,144 @@
+"""Tests for noiseaware.privacy: the PLD accountant's ε(σ) and its inverse σ(ε)."""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting
+import pytest
+from dp_accounting.rdp import RdpAccountant
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from scipy.optimize import brentq
+from scipy.special import log_ndtr, ndtr
+
+from noiseaware.privacy import epsilon_spent, noise_multiplier
+
+DELTA, Q, T = 1e-5, 0.1, 10_000  # the paper's setting (experiments.md)
+
+# (ε, σ): the smallest σ with ε(σ) ≤ target, from a fine PLD (the smallest lies a hair above σ).
+TIGHT = [(1.0, 37.33), (0.3, 112.4), (0.1, 307.5)]
+# (ε target, σ used by the research code, ε at that σ from an independent PRV accountant:
+# prv_accountant 0.2.0, PRVAccountant(eps_error=1e-4, delta_error=1e-10).compute_epsilon's estimate).
+RESEARCH = [(1.0, 37.81, 0.98600), (0.3, 117.5, 0.28583), (0.1, 360.0, 0.084134)]
+
+
+@pytest.fixture(scope="module")
+def tight_sigmas() -> dict[float, float]:
+    return {eps: noise_multiplier(eps, DELTA, Q, T) for eps, _ in TIGHT}
+
+
+@pytest.mark.parametrize(("epsilon", "quoted"), TIGHT)
+def test_noise_multiplier_matches_known_values(tight_sigmas, epsilon, quoted):
+    sigma = tight_sigmas[epsilon]
+    assert sigma == pytest.approx(quoted, rel=0.005)
+    assert epsilon_spent(quoted, DELTA, Q, T) > epsilon  # so the smallest σ lies above `quoted`
+    assert sigma > quoted
+
+
+@pytest.mark.parametrize(("epsilon", "quoted"), TIGHT)
+def test_noise_multiplier_is_private_and_tight(tight_sigmas, epsilon, quoted):
+    sigma = tight_sigmas[epsilon]
+    assert epsilon_spent(sigma, DELTA, Q, T) <= epsilon
+    assert epsilon_spent(sigma * (1 - 0.005), DELTA, Q, T) > epsilon
+
+
+@pytest.mark.parametrize(("epsilon", "sigma", "prv_epsilon"), RESEARCH)
+def test_research_sigmas_are_private_and_match_prv(epsilon, sigma, prv_epsilon):
+    spent = epsilon_spent(sigma, DELTA, Q, T)
+    assert spent < epsilon
+    assert spent == pytest.approx(prv_epsilon, rel=5e-4)
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "q", "steps", "tolerance"),
+    [(1.0, 1e-5, 0.01, 1000, 0.005), (1.0, 1e-5, 1.0, 1, 0.005), (2.0, 1e-6, 0.05, 500, 0.001)],
+)
+def test_round_trip(epsilon, delta, q, steps, tolerance):
+    sigma = noise_multiplier(epsilon, delta, q, steps, tolerance=tolerance)
+    spent = epsilon_spent(sigma, delta, q, steps)
+    assert spent <= epsilon
+    assert spent >= epsilon * (1 - 0.01)
+    assert epsilon_spent(sigma * (1 - tolerance / 2), delta, q, steps) > epsilon  # documented: half the tolerance
+
+
+@pytest.mark.parametrize(
+    ("q", "steps", "sigmas"),
+    [(Q, T, [10.0, 20.0, 37.33, 60.0, 112.4, 200.0, 307.5, 500.0]), (1.0, 1, [0.5, 1.0, 2.0, 5.0, 20.0])],
+)
+def test_epsilon_decreases_in_sigma(q, steps, sigmas):
+    epsilons = [epsilon_spent(sigma, DELTA, q, steps) for sigma in sigmas]
+    assert all(a > b for a, b in zip(epsilons, epsilons[1:])), epsilons
+
+
+@pytest.mark.parametrize("sigma", [sigma for _, sigma in TIGHT])
+def test_rdp_upper_bounds_pld(sigma):
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(Q, dp_accounting.GaussianDpEvent(sigma)), T
+    )
+    rdp = RdpAccountant().compose(event).get_epsilon(DELTA)
+    pld = epsilon_spent(sigma, DELTA, Q, T)
+    assert pld <= rdp <= 1.5 * pld
+
+
+def _exact_gaussian_epsilon(sigma: float, delta: float) -> float:
+    """ε of the Gaussian mechanism (sensitivity 1) at δ, solving Balle & Wang (2018), Thm 8:
+    δ(ε) = Φ(1/(2σ) − εσ) − e^ε Φ(−1/(2σ) − εσ)."""
+
+    def excess(eps: float) -> float:
+        a, b = 1 / (2 * sigma) - eps * sigma, -1 / (2 * sigma) - eps * sigma
+        return ndtr(a) - math.exp(eps + log_ndtr(b)) - delta
+
+    return brentq(excess, 0.0, 100.0, xtol=1e-14, rtol=1e-12)
+
+
+@settings(max_examples=10, deadline=None)
+@given(sigma=st.floats(0.5, 30.0), delta=st.floats(1e-8, 1e-3))
+@example(sigma=1.0, delta=1e-5)
+@example(sigma=37.33, delta=1e-5)
+def test_single_gaussian_matches_closed_form(sigma, delta):
+    exact = _exact_gaussian_epsilon(sigma, delta)
+    spent = epsilon_spent(sigma, delta, 1.0, 1)
+    assert spent == pytest.approx(exact, rel=1e-3)
+    assert spent >= exact * (1 - 1e-4)  # pessimistic: not below the exact ε beyond the grid
+
+
+def test_no_noise_spends_infinite_epsilon():
+    assert epsilon_spent(0.0, DELTA, Q, T) == math.inf
+    assert epsilon_spent(0, DELTA, 1.0, 1) == math.inf
+
+
+def test_unreachable_epsilon_raises():
+    with pytest.raises(ValueError, match=r"epsilon=1e-07 is not reached by any noise multiplier"):
+        noise_multiplier(1e-7, DELTA, 1.0, 100_000)
+    with pytest.raises(ValueError, match=r"epsilon=10000.0 is met by every noise multiplier"):
+        noise_multiplier(1e4, DELTA, 1.0, 1)
+
+
+GOOD = {"delta": DELTA, "sampling_rate": Q, "steps": T}
+BAD_COMMON = [
+    ("delta", 0.0), ("delta", 1.0), ("delta", -1e-5), ("delta", math.nan),
+    ("sampling_rate", 0.0), ("sampling_rate", 1.5), ("sampling_rate", math.nan),
+    ("steps", 0), ("steps", -3), ("steps", 100.0), ("steps", 2.5), ("steps", True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("epsilon", 0.0), ("epsilon", -1.0), ("epsilon", math.inf), ("epsilon", math.nan), ("tolerance", 0.0),
+     ("tolerance", 1.0), *BAD_COMMON],
+)  # fmt: skip
+def test_noise_multiplier_rejects_bad_input(name, value):
+    kwargs = {"epsilon": 1.0, **GOOD, name: value}
+    with pytest.raises(ValueError, match=rf"^{name} must .* got {name}="):
+        noise_multiplier(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("noise_multiplier", -1.0), ("noise_multiplier", math.inf), ("noise_multiplier", math.nan), *BAD_COMMON],
+)
+def test_epsilon_spent_rejects_bad_input(name, value):
+    kwargs = {"noise_multiplier": 1.0, **GOOD, name: value}
+    with pytest.raises(ValueError, match=rf"^{name} must .* got {name}="):
+        epsilon_spent(**kwargs)
