@@ -143,18 +143,24 @@ class ModelSpec:
 
     def log_likelihood(self, theta, examples: Mapping, constants: Mapping, n: int):
         """Σ_i log p(x_i | θ) over the `n` examples in `examples` (arrays with leading axis n); θ (d,)."""
-        values = self.site_map.constrain(theta)
-        trace = run_model(self.model, self.model_kwargs(examples, constants, n), values)
-        total = jnp.zeros((), theta.dtype)
-        for name in self.observed:
-            site = trace[name]
-            scale = 1.0 if site["scale"] is None else site["scale"]
-            total = total + scale * jnp.sum(site["fn"].log_prob(site["value"]))
-        return total
+        return self._log_likelihood(self.site_map.constrain(theta), examples, constants, n)
+
+    def site_log_likelihood(self, unconstrained: Mapping, example: Mapping, constants: Mapping):
+        """log p(x_i | θ) for one example (arrays without the example axis), θ as {site: unconstrained value}.
+
+        Differentiating per site (rather than through the flat θ) keeps the per-draw, per-example
+        gradients free of the slicing and padding that flattening adds to them.
+        """
+        one = {k: v[None] for k, v in example.items()}
+        return self._log_likelihood(self.site_map.constrain_sites(unconstrained), one, constants, 1)
 
     def example_log_likelihood(self, theta, example: Mapping, constants: Mapping):
         """log p(x_i | θ) for one example (arrays without the example axis); θ (d,)."""
-        return self.log_likelihood(theta, {k: v[None] for k, v in example.items()}, constants, 1)
+        return self.site_log_likelihood(self.site_map.unflatten(theta), example, constants)
+
+    def _log_likelihood(self, values: Mapping, examples: Mapping, constants: Mapping, n: int):
+        trace = run_model(self.model, self.model_kwargs(examples, constants, n), values)
+        return sum(_site_log_density(trace[name]) for name in self.observed)
 
     def log_prior(self, theta, examples: Mapping, constants: Mapping):
         """log p̃(θ): the latent sites' log densities plus the log-Jacobian of the site map; θ (d,).
@@ -163,12 +169,15 @@ class ModelSpec:
         """
         one = {k: v[:1] for k, v in examples.items()}
         trace = run_model(self.model, self.model_kwargs(one, constants, 1), self.site_map.constrain(theta))
-        total = self.site_map.log_abs_det_jacobian(theta)
-        for name in self.site_map.names:
-            site = trace[name]
-            scale = 1.0 if site["scale"] is None else site["scale"]
-            total = total + scale * jnp.sum(site["fn"].log_prob(site["value"]))
-        return total
+        return self.site_map.log_abs_det_jacobian(theta) + sum(
+            _site_log_density(trace[name]) for name in self.site_map.names
+        )
+
+
+def _site_log_density(site: dict):
+    """The summed log density of one traced sample site, times its numpyro scale."""
+    scale = 1.0 if site["scale"] is None else site["scale"]
+    return scale * jnp.sum(site["fn"].log_prob(site["value"]))
 
 
 def _as_arrays(data: Mapping) -> dict:

@@ -203,22 +203,27 @@ class SiteMap:
         batch = theta.shape[:-1]
         return {site.name: theta[..., sl].reshape(batch + site.unconstrained_shape) for site, sl in self._slices()}
 
+    def flatten(self, unconstrained: Mapping) -> jnp.ndarray:
+        """{site: unconstrained value (..., *unconstrained_shape)} → θ (..., d); inverse of `unflatten`."""
+        parts = []
+        for site in self.sites:
+            u = jnp.asarray(unconstrained[site.name])
+            parts.append(u.reshape(u.shape[: u.ndim - len(site.unconstrained_shape)] + (site.size,)))
+        return jnp.concatenate(parts, axis=-1)
+
+    def constrain_sites(self, unconstrained: Mapping) -> dict:
+        """{site: unconstrained value} → {site: constrained value} in the model's own space."""
+        return {site.name: transform_from_name(site.transform)(unconstrained[site.name]) for site in self.sites}
+
     def constrain(self, theta) -> dict:
         """θ (..., d) → {site: constrained value (..., *shape)} in the model's own space."""
-        return {
-            name: transform_from_name(site.transform)(value)
-            for site, (name, value) in zip(self.sites, self.unflatten(theta).items())
-        }
+        return self.constrain_sites(self.unflatten(theta))
 
     def unconstrain(self, values: Mapping) -> jnp.ndarray:
         """{site: constrained value (..., *shape)} → θ (..., d)."""
-        parts = []
-        for site in self.sites:
-            value = jnp.asarray(values[site.name])
-            u = transform_from_name(site.transform).inv(value)
-            batch = u.shape[: u.ndim - len(site.unconstrained_shape)]
-            parts.append(u.reshape(batch + (site.size,)))
-        return jnp.concatenate(parts, axis=-1)
+        return self.flatten(
+            {site.name: transform_from_name(site.transform).inv(jnp.asarray(values[site.name])) for site in self.sites}
+        )
 
     def log_abs_det_jacobian(self, theta) -> jnp.ndarray:
         """Σ_site log|det ∂x_site/∂u_site| at θ (d,): the term that turns p(x) into p̃(θ)."""
