@@ -30,7 +30,7 @@ from numpyro import handlers
 
 from .sites import SiteMap, SiteSpec, choose_transform_name
 
-__all__ = ["ModelError", "ModelSpec", "build_site_map", "inspect_model", "latent_sites", "model_arguments", "run_model"]
+__all__ = ["ModelError", "ModelSpec", "as_data", "build_site_map", "inspect_model", "latent_sites", "model_arguments", "run_model"]
 
 N_EXAMPLES_ARG = "n_examples"
 
@@ -62,7 +62,7 @@ def _plates_of(site) -> dict:
     return {frame.name: frame.size for frame in site["cond_indep_stack"]}
 
 
-def _check_plates(trace, n: int) -> None:
+def _check_plates(trace) -> None:
     for site in trace.values():
         if site["type"] == "plate":
             size, subsample_size = site["args"]
@@ -77,14 +77,20 @@ def _check_plates(trace, n: int) -> None:
             )
 
 
-def latent_sites(trace, observed: Sequence[str], n: int | None) -> list[dict]:
+def latent_sites(trace, observed: Sequence[str], n: int) -> list[dict]:
+    """The trace's latent sample sites (all sites but the observed ones), checked: continuous and global.
+
+    The data plates are the plates of size n (the number of examples) around the observed sites; a
+    latent site inside one of them is local to the examples, which DPVI here does not support.
+    """
+    data_plates = {name for o in observed for name, size in _plates_of(trace[o]).items() if size == n}
     latents = []
     for site in trace.values():
         if site["type"] != "sample" or site["name"] in observed:
             continue
         if site["fn"].support.is_discrete:
             raise ModelError(f"latent site {site['name']!r} is discrete; DPVI needs continuous latent sites only")
-        if n is not None and n in _plates_of(site).values() and n > 1:
+        if data_plates & set(_plates_of(site)):
             raise ModelError(
                 f"latent site {site['name']!r} sits inside the data plate (a local latent variable); "
                 "noiseaware supports global latent sites only"
@@ -96,6 +102,10 @@ def latent_sites(trace, observed: Sequence[str], n: int | None) -> list[dict]:
 def build_site_map(latents: Sequence[dict], transforms, order: Sequence[str] | None) -> SiteMap:
     """Site map of the latent sites in execution order, or in `order` (a permutation of their names)."""
     by_name = {site["name"]: site for site in latents}
+    if isinstance(transforms, Mapping):
+        unknown = sorted(set(transforms) - set(by_name) - {"*"})
+        if unknown:
+            raise ModelError(f"transforms names {unknown}, which are not latent sites of the model {tuple(by_name)}")
     if order is None:
         order = tuple(by_name)
     elif sorted(order) != sorted(by_name):
@@ -141,10 +151,6 @@ class ModelSpec:
         constants = {k: v for k, v in data.items() if k not in self.per_example}
         return per_example, constants
 
-    def log_likelihood(self, theta, examples: Mapping, constants: Mapping, n: int):
-        """Σ_i log p(x_i | θ) over the `n` examples in `examples` (arrays with leading axis n); θ (d,)."""
-        return self._log_likelihood(self.site_map.constrain(theta), examples, constants, n)
-
     def site_log_likelihood(self, unconstrained: Mapping, example: Mapping, constants: Mapping):
         """log p(x_i | θ) for one example (arrays without the example axis), θ as {site: unconstrained value}.
 
@@ -152,15 +158,22 @@ class ModelSpec:
         gradients free of the slicing and padding that flattening adds to them.
         """
         one = {k: v[None] for k, v in example.items()}
-        return self._log_likelihood(self.site_map.constrain_sites(unconstrained), one, constants, 1)
+        trace = run_model(self.model, self.model_kwargs(one, constants, 1), self.site_map.constrain_sites(unconstrained))
+        total = 0.0
+        for name in self.observed:
+            log_density = _site_log_density(trace[name], summed=False)
+            if np.shape(log_density)[:1] != (1,):
+                raise ModelError(
+                    f"observed site {name!r} has a log density of shape {np.shape(log_density)} for one example: "
+                    "size the data plate from the data (len(x), or the n_examples argument), not a constant"
+                )
+            total = total + jnp.sum(log_density)
+        return total
 
     def example_log_likelihood(self, theta, example: Mapping, constants: Mapping):
         """log p(x_i | θ) for one example (arrays without the example axis); θ (d,)."""
         return self.site_log_likelihood(self.site_map.unflatten(theta), example, constants)
 
-    def _log_likelihood(self, values: Mapping, examples: Mapping, constants: Mapping, n: int):
-        trace = run_model(self.model, self.model_kwargs(examples, constants, n), values)
-        return sum(_site_log_density(trace[name]) for name in self.observed)
 
     def log_prior(self, theta, examples: Mapping, constants: Mapping):
         """log p̃(θ): the latent sites' log densities plus the log-Jacobian of the site map; θ (d,).
@@ -174,13 +187,15 @@ class ModelSpec:
         )
 
 
-def _site_log_density(site: dict):
-    """The summed log density of one traced sample site, times its numpyro scale."""
+def _site_log_density(site: dict, summed: bool = True):
+    """The log density of one traced sample site times its numpyro scale, summed unless `summed=False`."""
     scale = 1.0 if site["scale"] is None else site["scale"]
-    return scale * jnp.sum(site["fn"].log_prob(site["value"]))
+    log_density = scale * site["fn"].log_prob(site["value"])
+    return jnp.sum(log_density) if summed else log_density
 
 
-def _as_arrays(data: Mapping) -> dict:
+def as_data(data: Mapping) -> dict:
+    """The model's keyword data as a dict of arrays; a clear error for anything else."""
     if not isinstance(data, Mapping):
         raise ModelError(f"data must be a dict of keyword arrays for the model, got {type(data).__name__}")
     return {k: (v if isinstance(v, jax.Array) else np.asarray(v)) for k, v in data.items()}
@@ -190,7 +205,7 @@ def inspect_model(
     model: Callable, data: Mapping, *, transforms="numpyro", sites: Sequence[str] | None = None
 ) -> ModelSpec:
     """Check `model(**data)` against the contract (module doc) and derive its ModelSpec."""
-    data = _as_arrays(data)
+    data = as_data(data)
     arguments = model_arguments(model)
     unknown = sorted(set(data) - set(arguments))
     if unknown:
@@ -220,7 +235,7 @@ def inspect_model(
     n = lengths[observed[0]]
     if n < 1 or any(length != n for length in lengths.values()):
         raise ModelError(f"observed data must share one leading example axis of length ≥ 1, got {lengths}")
-    _check_plates(trace, n)
+    _check_plates(trace)
     for name in observed:
         if n not in _plates_of(trace[name]).values() and n > 1:
             raise ModelError(
@@ -229,7 +244,12 @@ def inspect_model(
             )
     per_example = tuple(k for k, v in data.items() if np.ndim(v) >= 1 and np.shape(v)[0] == n)
     latents = latent_sites(trace, observed, n)
-    return ModelSpec(model, build_site_map(latents, transforms, sites), observed, per_example, int(n), takes_n)
+    spec = ModelSpec(model, build_site_map(latents, transforms, sites), observed, per_example, int(n), takes_n)
+    example, constants = spec.split_data(data)
+    spec.site_log_likelihood(  # one example at θ = 0: checks the plate follows the data's length
+        spec.site_map.unflatten(jnp.zeros(spec.site_map.dim)), {k: v[0] for k, v in example.items()}, constants
+    )
+    return spec
 
 
 def _leading_length(data: Mapping) -> int:

@@ -19,6 +19,7 @@ over keys and over data sets of equal size (`record_dpvi_batch` does exactly tha
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -29,7 +30,7 @@ import numpy as np
 import optax
 from jax import lax
 
-from .contract import ModelSpec, inspect_model
+from .contract import ModelSpec, as_data, inspect_model
 from .keys import as_key, as_keys
 from .privacy import epsilon_spent, noise_multiplier as calibrate_noise
 from .progress import progress_bar
@@ -37,13 +38,15 @@ from .trace import Trace
 
 __all__ = [
     "DPVISettings",
-    "Recorder",
     "DPVIState",
+    "Recorder",
+    "build_recorder",
+    "default_batch_size",
+    "poisson_chunk",
     "record_dpvi",
     "record_dpvi_batch",
-    "poisson_chunk",
+    "resolve_settings",
     "step_keys",
-    "default_batch_size",
 ]
 
 DEFAULT_LR_MULTIPLIER = math.sqrt(2.0)
@@ -186,13 +189,15 @@ class _Program:
             indices, mask = poisson_chunk(jax.random.fold_in(key, count), last, hyper.sampling_rate,
                                           self.batch_size, n)
             examples = jax.tree.map(lambda a: a[jnp.where(mask, indices, 0)], per_example)
-            # The barrier materialises the gradients once; without it XLA fuses their computation into
-            # each consumer below and repeats the pass over the (S, B, d) per-draw gradients.
-            g_mu, g_rho = lax.optimization_barrier(self.gradient_blocks(params, eps, examples, constants))
+            g_mu, g_rho = self.gradient_blocks(params, eps, examples, constants)
             h_mu, h_rho = g_mu * scale_mu, g_rho * scale_rho
             norms = jnp.sqrt(jnp.sum(h_mu**2, axis=-1) + jnp.sum(h_rho**2, axis=-1))
-            factor = jnp.where(mask, jnp.minimum(1.0, hyper.clip / jnp.where(norms > 0, norms, 1.0)), 0.0)
-            return (count + 1, indices[-1], total_mu + factor @ h_mu, total_rho + factor @ h_rho)
+            # Padded slots and non-finite per-example gradients contribute exactly zero (a select, not
+            # 0 × NaN): each example's contribution stays bounded by C whatever the model returns.
+            keep = mask & jnp.isfinite(norms)
+            factor = jnp.where(keep, jnp.minimum(1.0, hyper.clip / jnp.where(norms > 0, norms, 1.0)), 0.0)
+            h_mu, h_rho = jnp.where(keep[:, None], h_mu, 0.0), jnp.where(keep[:, None], h_rho, 0.0)
+            return count + 1, indices[-1], total_mu + factor @ h_mu, total_rho + factor @ h_rho
 
         zeros = jnp.zeros((d,), params.dtype)
         init = (jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32), zeros, zeros)
@@ -244,6 +249,11 @@ def _per_coordinate(value, d: int, name: str) -> tuple[float, ...]:
     if not np.all(np.isfinite(out)):
         raise ValueError(f"{name} must be finite, got {out}")
     return tuple(out.tolist())
+
+
+def _is_count(value) -> bool:
+    """A positive integer (bools excluded)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 1
 
 
 def _positive(value: float, name: str, upper: float | None = None) -> float:
@@ -304,15 +314,19 @@ def resolve_settings(
     optimizer=None,
 ) -> DPVISettings:
     """Validate the user's settings and resolve σ, λ (κ heuristic unless given), init and batch padding."""
-    if not isinstance(steps, (int, np.integer)) or steps < 1:
+    if not _is_count(steps):
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     sampling_rate = _positive(sampling_rate, "sampling_rate", upper=1.0)
     clip = _positive(clip, "clip")
-    if not isinstance(mc_draws, (int, np.integer)) or mc_draws < 1:
+    if not _is_count(mc_draws):
         raise ValueError(f"mc_draws must be a positive integer, got {mc_draws!r}")
     if learning_rate is not None and lr_multiplier is not None:
         raise ValueError("pass either learning_rate (explicit λ) or lr_multiplier (v of the κ heuristic), not both")
-    sigma, eps, dlt, accountant = _privacy(
+    if optimizer is not None and (learning_rate is not None or lr_multiplier is not None):
+        raise ValueError("learning_rate and lr_multiplier have no effect with an optax optimizer: set its step size there")
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
+        raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
+    sigma, spent, dlt, accountant = _privacy(
         epsilon, delta, noise_multiplier, non_private, sampling_rate, int(steps), learning_rate, optimizer
     )
     d = spec.site_map.dim
@@ -330,12 +344,12 @@ def resolve_settings(
     n = spec.n_examples
     if batch_size is None:
         batch_size = default_batch_size(n, sampling_rate)
-    elif not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+    elif not _is_count(batch_size):
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     return DPVISettings(
         int(steps), sampling_rate, clip, sigma, scale, lr,
         _per_coordinate(DEFAULT_INIT if init is None else init, d, "init"),
-        int(mc_draws), int(min(batch_size, n)), eps, dlt, accountant,
+        int(mc_draws), int(min(batch_size, n)), spent, dlt, accountant,
     )
 
 
@@ -437,6 +451,7 @@ def build_recorder(
     **settings,
 ) -> Recorder:
     """Check the model against the data and resolve the settings (see `record_dpvi`) into a Recorder."""
+    data = as_data(data)
     check_finite(data)
     spec = inspect_model(model, data, transforms=transforms, sites=sites)
     resolved = resolve_settings(spec, optimizer=optimizer, **settings)

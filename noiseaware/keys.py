@@ -9,7 +9,9 @@ import numpy as np
 
 def as_key(key) -> jax.Array:
     """A typed jax PRNG key from an int seed, a typed key, or a raw uint32 (2,) key."""
-    if isinstance(key, (int, np.integer)):
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if not 0 <= int(key) < 2**63:
+            raise ValueError(f"an int seed must lie in [0, 2**63), got {key}")
         return jax.random.key(int(key))
     key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):

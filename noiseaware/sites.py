@@ -80,7 +80,6 @@ _PLAIN = {
     "alr": lambda: AdditiveLogRatioTransform(),
 }
 _BOUNDED = re.compile(r"^(interval|greater_than|less_than)\(([^,()]+)(?:,([^,()]+))?\)$")
-_SIMPLEX_TRANSFORMS = ("stick_breaking", "alr")
 
 RESEARCH_TRANSFORMS = "research"
 """Transform preset of the research code: softplus for positive sites, additive log-ratio for simplices."""
@@ -105,6 +104,24 @@ def transform_from_name(name: str) -> T.Transform:
     )
 
 
+def _codomain(name: str) -> tuple:
+    """What the named transform maps onto, as a comparable key: ('real',), ('simplex',),
+    ('interval', a, b), ('greater_than', a) or ('less_than', a)."""
+    transform_from_name(name)
+    plain = {"identity": ("real",), "exp": ("greater_than", 0.0), "softplus": ("greater_than", 0.0),
+             "sigmoid": ("interval", 0.0, 1.0), "stick_breaking": ("simplex",), "alr": ("simplex",)}
+    if name in plain:
+        return plain[name]
+    kind, *bounds = _BOUNDED.match(name.replace(" ", "")).groups()
+    return (kind, *(float(b) for b in bounds if b is not None))
+
+
+def _bound(value) -> float:
+    if np.ndim(value) > 0:
+        raise ValueError("per-element bounds are not supported: give the site scalar bounds")
+    return float(value)
+
+
 def _base_constraint(support):
     while isinstance(support, constraints._IndependentConstraint):
         support = support.base_constraint
@@ -124,13 +141,13 @@ def default_transform_name(support, preset: str = "numpyro") -> str:
     if isinstance(base, constraints._UnitInterval):
         return "sigmoid"
     if isinstance(base, constraints._Interval):
-        return f"interval({float(base.lower_bound)!r},{float(base.upper_bound)!r})"
+        return f"interval({_bound(base.lower_bound)!r},{_bound(base.upper_bound)!r})"
     if isinstance(base, constraints._GreaterThan) and not isinstance(base, constraints._GreaterThanEq):
-        if float(base.lower_bound) == 0.0:
+        if _bound(base.lower_bound) == 0.0:
             return "softplus" if research else "exp"
-        return f"greater_than({float(base.lower_bound)!r})"
+        return f"greater_than({_bound(base.lower_bound)!r})"
     if isinstance(base, constraints._LessThan) and not isinstance(base, constraints._LessThanEq):
-        return f"less_than({float(base.upper_bound)!r})"
+        return f"less_than({_bound(base.upper_bound)!r})"
     raise ValueError(
         f"support {support} has no supported unconstrained map; noiseaware handles real, positive, "
         "unit-interval, interval, greater-than, less-than and simplex sites"
@@ -138,7 +155,7 @@ def default_transform_name(support, preset: str = "numpyro") -> str:
 
 
 def _check_preset(preset) -> None:
-    if isinstance(preset, str) and preset not in ("numpyro", RESEARCH_TRANSFORMS):
+    if not isinstance(preset, Mapping) and preset not in ("numpyro", RESEARCH_TRANSFORMS):
         raise ValueError(
             f"transforms={preset!r} is not a preset: use 'numpyro' (numpyro's biject_to maps), "
             "'research' (softplus for positive, additive log-ratio for simplex sites) or a dict "
@@ -149,16 +166,18 @@ def _check_preset(preset) -> None:
 def choose_transform_name(site: str, support, transforms: str | Mapping[str, str]) -> str:
     """The transform name for `site`: an explicit per-site entry of `transforms`, else the preset's."""
     _check_preset(transforms)
-    if isinstance(transforms, Mapping):
-        if site in transforms:
-            name = transforms[site]
-            transform_from_name(name)
-            base = _base_constraint(support)
-            if isinstance(base, constraints._Simplex) != (name in _SIMPLEX_TRANSFORMS):
-                raise ValueError(f"site {site!r} has support {support}; transform {name!r} does not map onto it")
-            return name
-        return default_transform_name(support, transforms.get("*", "numpyro"))
-    return default_transform_name(support, transforms)
+    if not isinstance(transforms, Mapping):
+        return default_transform_name(support, transforms)
+    preset = transforms.get("*", "numpyro")
+    _check_preset(preset)
+    if isinstance(preset, Mapping):
+        raise ValueError("transforms['*'] names the preset for the other sites: 'numpyro' or 'research'")
+    if site not in transforms:
+        return default_transform_name(support, preset)
+    name = transforms[site]
+    if _codomain(name) != _codomain(default_transform_name(support)):
+        raise ValueError(f"site {site!r} has support {support}; transform {name!r} does not map onto it")
+    return name
 
 
 @dataclass(frozen=True)

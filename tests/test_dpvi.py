@@ -621,6 +621,13 @@ DATA = normal_data(20)
         (dict(noise_multiplier=1.0, learning_rate=-0.1), "learning rates must be positive"),
         (dict(noise_multiplier=1.0, dtype="float64"), "jax_enable_x64"),
         (dict(noise_multiplier=1.0, dtype="int32"), "float32 or float64"),
+        (dict(noise_multiplier=1.0, steps=True), "steps must be a positive integer"),
+        (dict(noise_multiplier=1.0, mc_draws=True), "mc_draws must be a positive integer"),
+        (dict(noise_multiplier=1.0, batch_size=True), "batch_size must be a positive integer"),
+        (dict(epsilon=1.0, delta=None), "delta must be a number"),
+        (dict(noise_multiplier=1.0, optimizer=optax.adam(1e-2), learning_rate=0.1), "no effect with an optax"),
+        (dict(noise_multiplier=1.0, optimizer=optax.adam(1e-2), lr_multiplier=1.0), "no effect with an optax"),
+        (dict(noise_multiplier=1.0, key=2**70), r"seed must lie in \[0, 2\*\*63\)"),
     ],
 )
 def test_bad_settings_raise(kwargs, match):
@@ -692,6 +699,18 @@ def unsupported_support_model(x=None, n_examples=None):
         numpyro.sample("x", dist.Normal(theta, 1.0), obs=x)
 
 
+def constant_plate_model(x=None, size=20):
+    theta = numpyro.sample("theta", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", size):  # sized by a constant, not by the data passed in
+        numpyro.sample("x", dist.Normal(theta, 1.0), obs=x)
+
+
+def vector_bounds_model(x=None, n_examples=None):
+    a = numpyro.sample("a", dist.Uniform(jnp.zeros(2), jnp.ones(2)).to_event(1))
+    with numpyro.plate("data", n_examples):
+        numpyro.sample("x", dist.Normal(a.sum(), 1.0), obs=x)
+
+
 def unobserved_model(x=None, n_examples=None):
     numpyro.sample("theta", dist.Normal(0.0, 1.0))
 
@@ -714,13 +733,45 @@ def no_plate_model(x=None, n_examples=None):
         (unobserved_model, DATA, "no observed site"),
         (no_plate_model, DATA, "not inside a numpyro.plate"),
         (normal_model, {**DATA, "n_examples": 20}, "do not pass 'n_examples'"),
+        (constant_plate_model, DATA, "size the data plate from the data"),
+        (vector_bounds_model, DATA, "per-element bounds"),
+        (normal_model, [DATA["x"]], "must be a dict of keyword arrays"),
     ],
     ids=["discrete", "local", "subsample", "misnamed", "param", "unknown-key", "unsupported-support", "unobserved",
-         "no-plate", "n_examples"],
+         "no-plate", "n_examples", "constant-plate", "vector-bounds", "not-a-dict"],
 )
 def test_model_contract_violations_raise_model_error(model, data, match):
     with pytest.raises(ModelError, match=match):
         record_dpvi(model, data, **BASE, noise_multiplier=1.0)
+
+
+@pytest.mark.parametrize(
+    "transforms,match",
+    [
+        ({"theta": "exp"}, "does not map onto it"),
+        ({"theta": "sigmoid"}, "does not map onto it"),
+        ({"thetta": "identity"}, r"\['thetta'\], which are not latent sites"),
+        ({"*": "reserch"}, "not a preset"),
+        ("reserch", "not a preset"),
+    ],
+)
+def test_bad_transforms_raise_model_error(transforms, match):
+    with pytest.raises(ModelError, match=match):
+        record_dpvi(normal_model, DATA, **BASE, noise_multiplier=1.0, transforms=transforms)
+
+
+def root_model(x=None, n_examples=None):
+    theta = numpyro.sample("theta", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", n_examples):
+        # finite everywhere, but at x = 0 the gradient is 0/0 = NaN
+        numpyro.sample("x", dist.Normal(jnp.sqrt(theta**2 * jnp.abs(x)), 1.0), obs=x)
+
+
+def test_non_finite_per_example_gradients_contribute_zero():
+    x = np.asarray(DATA["x"]).copy()
+    x[0] = 0.0
+    trace = record_dpvi(root_model, {"x": x}, **{**BASE, "sampling_rate": 1.0}, noise_multiplier=1.0)
+    assert np.all(np.isfinite(trace.grads)) and np.all(np.isfinite(trace.params))
 
 
 # ---------------------------------------------------------------- 10. privacy invariant

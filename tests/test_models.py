@@ -313,6 +313,14 @@ def test_from_numpyro_errors():
         from_numpyro(waiting_times, n_examples=0)
     with pytest.raises(ModelError, match="n_examples must be a positive integer"):
         from_numpyro(waiting_times, n_examples=2.5)
+    with pytest.raises(ModelError, match=r"without the privacy level or key; pass \['epsilon'\]"):
+        from_numpyro(waiting_times, n_examples=10, epsilon=1.0)
+
+
+def test_from_numpyro_accepts_numpy_integers_and_simulate_numpy_seeds():
+    bm = from_numpyro(waiting_times, n_examples=np.int64(10))
+    assert bm.n_examples == 10 and type(bm.n_examples) is int
+    np.testing.assert_array_equal(bm.simulate(np.int64(3))[0], bm.simulate(3)[0])
 
 
 # ---------------------------------------------------------------- a short DPVI run per built-in

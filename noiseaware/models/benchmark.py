@@ -83,6 +83,12 @@ def from_numpyro(
     supplies non-modelled inputs; `transforms` ('numpyro', 'research' or {site: name}) and `sites` (order)
     fix the map θ ⇄ sites; the remaining keywords become `dpvi_settings` for `record_dpvi`.
     """
+    privacy = sorted(set(dpvi_settings) & {"epsilon", "delta", "noise_multiplier", "non_private", "key"})
+    if privacy:
+        raise ModelError(
+            f"from_numpyro takes the DPVI settings without the privacy level or key; pass {privacy} to "
+            "record_dpvi instead"
+        )
     if isinstance(n_examples, bool) or not isinstance(n_examples, numbers.Integral) or n_examples < 1:
         raise ModelError(f"n_examples must be a positive integer, got {n_examples!r}")
     arguments = model_arguments(model)

@@ -28,9 +28,13 @@ ADULT_DIM = 57
 ADULT_CATEGORIES = (7, 16, 7, 14, 5, 2)
 
 
+GAMMA_PRIOR = (8.0, 2.0)
+"""M1's prior on λ: Gamma(shape, rate); its exact posterior is Gamma(shape + N, rate + Σx)."""
+
+
 def gamma_exponential(x=None, n_examples=None):
     """M1: λ ~ Gamma(shape 8, rate 2); x_i ~ Exponential(rate λ)."""
-    rate = numpyro.sample("rate", dist.Gamma(8.0, 2.0))
+    rate = numpyro.sample("rate", dist.Gamma(*GAMMA_PRIOR))
     with numpyro.plate("data", n_examples):
         numpyro.sample("x", dist.Exponential(rate), obs=x)
 
