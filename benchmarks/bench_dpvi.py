@@ -45,8 +45,10 @@ def _compile_seconds(bm, data, *, batched: bool, **settings) -> float:
     example = jax.tree.map(lambda a: a[0], data) if batched else data
     recorder = build_recorder(bm.model, example, noise_multiplier=RESEARCH_SIGMA_EPS1, **settings)
     prepared = recorder.prepare(data, batched=batched)
-    runs = len(jax.tree.leaves(data)[0])
-    state = jax.vmap(recorder.init)(jax.random.split(jax.random.key(0), runs)) if batched else recorder.init(0)
+    if batched:
+        state = jax.vmap(recorder.init)(jax.random.split(jax.random.key(0), len(jax.tree.leaves(data)[0])))
+    else:
+        state = recorder.init(0)
     program = _run_batch if batched else _run
     start = time.perf_counter()
     for n in sorted(set(_chunks(recorder.settings.steps))):
@@ -54,7 +56,7 @@ def _compile_seconds(bm, data, *, batched: bool, **settings) -> float:
     return time.perf_counter() - start
 
 
-def run_case(name: str, seed: int) -> dict:
+def run_case(name: str, seed: int, command: str) -> dict:
     """Compile and run times of one case, with its settings."""
     case = CASES[name]
     bm = na.models.get(case["model"])
@@ -87,6 +89,8 @@ def run_case(name: str, seed: int) -> dict:
         "sigma_source": "research (epsilon = 1.0)",
         "seed": seed,
         "date": time.strftime("%Y-%m-%d %H:%M"),
+        "command": command,
+        "machine": _machine(),
         "compile_s": round(compile_s, 3),
         "run_s": round(second, 3),
         "target_s": case["target_s"],
@@ -121,23 +125,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "bench_dpvi.json")
     args = parser.parse_args()
+    unknown = sorted(set(args.cases.split(",")) - set(CASES))
+    if unknown:
+        parser.error(f"unknown cases {unknown}: choose from {', '.join(CASES)}")
+    command = "python benchmarks/bench_dpvi.py --cases " + args.cases
     results = {}
     print(f"{'case':<12} {'compile s':>10} {'run s':>9} {'target s':>9} {'research s':>11} {'speed-up':>9}  ok")
     for name in args.cases.split(","):
-        r = run_case(name, args.seed)
+        r = run_case(name, args.seed, command)
         results[name] = r
         print(f"{name:<12} {r['compile_s']:>10.2f} {r['run_s']:>9.2f} {r['target_s']:>9.0f} "
               f"{r['research_code_s_reported']:>11.0f} {r['speedup_vs_research']:>8.0f}×  "
               f"{'yes' if r['meets_target'] else 'NO'}")
-    payload = {
-        "command": "python benchmarks/bench_dpvi.py --cases " + args.cases,
-        "machine": _machine(),
-        "results": results,
-    }
-    if args.out.exists():
-        previous = json.loads(args.out.read_text())
-        payload["results"] = {**previous.get("results", {}), **results}
-    _write_json(args.out, payload)
+    previous = json.loads(args.out.read_text()).get("results", {}) if args.out.exists() else {}
+    _write_json(args.out, {"results": {**previous, **results}})
     print(f"wrote {args.out}")
 
 

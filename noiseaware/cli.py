@@ -7,6 +7,10 @@
         --steps 10000 --sampling-rate 0.01 --clip 2 --out adult.nc
     noiseaware demo                                   # M1 end to end: trace, summary, plot
 
+Simulated runs default to seed 0, for reproducibility. A run on real data (--data) draws a secret random
+seed that is never printed or saved: the DP noise is a function of the seed, so anyone who knows it can
+subtract the noise from the trace.
+
 User errors (a bad option, model, data file or setting) print one line `error: …` on stderr and exit
 with status 2; `main(argv)` returns the exit status instead of exiting, so it can be called in-process.
 """
@@ -18,6 +22,7 @@ import csv
 import importlib
 import math
 import re
+import secrets
 import sys
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,11 +33,14 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy.special import expit
 
 from . import __version__, models
 from .dpvi import record_dpvi
+from .keys import as_key
+from .models.builtin import GAMMA_PRIOR
 from .privacy import epsilon_spent, noise_multiplier
-from .trace import BURN_IN, Trace
+from .trace import BURN_IN, Trace, text_table
 
 __all__ = ["DataError", "build_parser", "load_data", "main"]
 
@@ -47,8 +55,11 @@ SETTING_OPTIONS = ("steps", "sampling_rate", "clip", "mc_draws", "grad_scale", "
 BLOCK_OPTIONS = ("grad_scale", "lr_multiplier", "learning_rate")
 """Options taking one value (all coordinates) or two (μ block, ρ block)."""
 DEMO_MODEL = "gamma-exponential"
-PRIOR_SHAPE, PRIOR_RATE = 8.0, 2.0
-"""M1's prior λ ~ Gamma(8, 2): the exact posterior after x₁..x_N is Gamma(8 + N, 2 + Σx)."""
+SIMULATION_SEED = 0
+"""The default seed of simulated runs (reproducible); real data get a secret random seed instead."""
+SEED_BITS = 63
+KNOWN_SEED_WARNING = ("warning: --seed with --data: anyone who knows this seed can regenerate the DP noise and "
+                      "remove it from the trace; use a fixed seed on real data only for testing")
 
 _INDEXED_COLUMN = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?:\[(?P<bracket>\d+)\]|\.(?P<dot>\d+))$")
 _INTEGER = re.compile(r"^[+-]?\d+$")
@@ -135,9 +146,21 @@ def _add_dp_sgd_options(parser, defaults: bool) -> None:
                         help="DP-SGD steps T" + (" (default: %(default)d)" if defaults else preset))
 
 
-def _add_seed(parser) -> None:
-    parser.add_argument("--seed", type=int, default=0,
-                        help="split into the simulation key and the DPVI key (default: %(default)d)")
+def _add_seed(parser, default: int | None, default_help: str) -> None:
+    parser.add_argument("--seed", type=_seed, default=default, metavar="SEED",
+                        help=f"integer in [0, 2^{SEED_BITS}), split into the simulation key and the DPVI key "
+                        f"({default_help})")
+
+
+def _seed(text: str) -> int:
+    """--seed: an integer in [0, 2^63), all of whose bits enter the keys."""
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = None
+    if seed is None or not 0 <= seed < 2**SEED_BITS:
+        raise argparse.ArgumentTypeError(f"invalid seed {text!r}: give an integer in [0, 2^{SEED_BITS})")
+    return seed
 
 
 def _add_account(commands) -> None:
@@ -171,7 +194,9 @@ def _add_record(commands) -> None:
     level.add_argument("--noise-multiplier", type=float, metavar="S", help="σ; ε is reported by the accountant")
     level.add_argument("--non-private", action="store_true",
                        help="σ = 0, a non-private reference run (needs --learning-rate)")
-    _add_seed(parser)
+    _add_seed(parser, None, f"default: {SIMULATION_SEED} for simulated data; with --data a secret random seed, "
+              "never printed or saved, since anyone who knows the seed can remove the DP noise: give --seed "
+              "with --data only for testing")
     _add_dp_sgd_options(parser, defaults=False)
     parser.add_argument("--clip", type=float, metavar="C", help="clipping norm C")
     parser.add_argument("--mc-draws", type=int, metavar="DRAWS", help="Monte Carlo draws S per step")
@@ -197,7 +222,7 @@ def _add_demo(commands) -> None:
         "with the exact non-private posterior.",
     )
     parser.add_argument("--epsilon", type=float, default=1.0, metavar="E", help="ε (default: %(default)g)")
-    _add_seed(parser)
+    _add_seed(parser, SIMULATION_SEED, "default: %(default)d; the data are simulated")
     parser.add_argument("--out", default="noiseaware-demo", metavar="DIR",
                         help="output directory (default: ./%(default)s)")
     parser.add_argument("--steps", type=int, metavar="T",
@@ -216,19 +241,8 @@ def _account(args) -> int:
     else:
         rows += [(f"ε for σ = {s:g}", f"{epsilon_spent(s, args.delta, args.sampling_rate, args.steps):.5g}")
                  for s in args.noise_multiplier]
-    print(_table(("setting", "value"), rows, numeric=False))
+    print(text_table(("setting", "value"), rows, numeric=False))
     return 0
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: bool = True) -> str:
-    """A plain text table: the first column left-aligned, the others right-aligned when `numeric`."""
-    cells = [tuple(header), *map(tuple, rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    align = str.rjust if numeric else str.ljust
-    return "\n".join(
-        "  ".join([row[0].ljust(widths[0]), *(align(c, w) for c, w in zip(row[1:], widths[1:]))]).rstrip()
-        for row in cells
-    )
 
 
 # ---------------------------------------------------------------- record
@@ -246,7 +260,7 @@ class _Job:
 
 def _record(args) -> int:
     out = _output_path(args.out)
-    key_simulation, key_dpvi = _keys(args.seed)
+    key_simulation, key_dpvi = _keys(_record_seed(args))
     job = _user_job(args) if ":" in args.model else _builtin_job(args, key_simulation)
     trace = record_dpvi(job.model, job.data, key=key_dpvi, progress=True, dtype=_dtype(args), **_privacy(args),
                         **job.settings)
@@ -269,9 +283,19 @@ def _output_path(name: str) -> Path:
     return path
 
 
+def _record_seed(args) -> int:
+    """--seed, or the default: 0 for simulated data, a secret random seed (never shown) for real data."""
+    if args.data is None:
+        return SIMULATION_SEED if args.seed is None else args.seed
+    if args.seed is None:
+        return secrets.randbits(SEED_BITS)
+    print(KNOWN_SEED_WARNING, file=sys.stderr)
+    return args.seed
+
+
 def _keys(seed: int) -> tuple[jax.Array, jax.Array]:
-    """Independent keys for the simulation and the DPVI run from one seed."""
-    key_simulation, key_dpvi = jax.random.split(jax.random.key(seed))
+    """Independent keys for the simulation and the DPVI run from one seed < 2^63 (all its bits kept)."""
+    key_simulation, key_dpvi = jax.random.split(as_key(seed))
     return key_simulation, key_dpvi
 
 
@@ -329,8 +353,9 @@ def _resized(bm: models.BenchmarkModel, args) -> models.BenchmarkModel:
     settings = dict(bm.dpvi_settings)
     if args.transforms is not None:
         settings["transforms"] = args.transforms
-    return models.from_numpyro(bm.model, n_examples=args.n_examples or bm.n_examples, covariates=bm.covariates,
-                               name=bm.name, description=bm.description, **settings)
+    n_examples = bm.n_examples if args.n_examples is None else args.n_examples
+    return models.from_numpyro(bm.model, n_examples=n_examples, covariates=bm.covariates, name=bm.name,
+                               description=bm.description, **settings)
 
 
 def _builtin(name: str) -> models.BenchmarkModel:
@@ -384,7 +409,7 @@ def _truth_report(bm: models.BenchmarkModel, theta) -> str:
     sites = [f"  {name} = {np.array2string(np.asarray(value), precision=4, max_line_width=sys.maxsize)}"
              for name, value in bm.site_map.constrain(jnp.asarray(theta)).items()]
     return "\n".join(["true θ of the simulation (printed only; it is not part of the trace)",
-                      _table(("θ", "unconstrained"), rows), "in the model's space:", *sites])
+                      text_table(("θ", "unconstrained"), rows), "in the model's space:", *sites])
 
 
 # ---------------------------------------------------------------- data files
@@ -518,27 +543,22 @@ def _demo(args) -> int:
     return 0
 
 
-def _softplus(x: float) -> float:
-    return float(np.logaddexp(0.0, x))
-
-
-def _sigmoid(x: float) -> float:
-    return float(1.0 / (1.0 + np.exp(-x)))
-
-
 def _m1_comparison(trace: Trace, theta: float, x: np.ndarray) -> str:
     """True λ, the exact non-private posterior and the DPVI last iterate (mean and sd of λ)."""
-    shape, rate = PRIOR_SHAPE + x.size, PRIOR_RATE + float(x.sum())
+    prior_shape, prior_rate = GAMMA_PRIOR
+    shape, rate = prior_shape + x.size, prior_rate + float(x.sum())
     mu, rho = trace.final_iterate()
-    sd_lambda = _sigmoid(mu) * _softplus(rho)  # delta method: dλ/dθ = sigmoid(θ) for λ = softplus(θ)
+    sd_lambda = expit(mu) * np.logaddexp(0.0, rho)  # delta method: dλ/dθ = sigmoid(θ) for λ = softplus(θ)
     rows = [
-        ("true λ (simulated)", f"{_softplus(theta):.4f}", ""),
-        ("exact posterior Gamma(8 + N, 2 + Σx), non-private", f"{shape / rate:.4f}", f"{math.sqrt(shape) / rate:.4f}"),
-        (f"DPVI last iterate softplus(μ_T), ε = {trace.epsilon:g}", f"{_softplus(mu):.4f}", f"{sd_lambda:.4f}"),
+        ("true λ (simulated)", f"{np.logaddexp(0.0, theta):.4f}", ""),
+        (f"exact posterior Gamma({prior_shape:g} + N, {prior_rate:g} + Σx), non-private", f"{shape / rate:.4f}",
+         f"{math.sqrt(shape) / rate:.4f}"),
+        (f"DPVI last iterate softplus(μ_T), ε = {trace.epsilon:g}", f"{np.logaddexp(0.0, mu):.4f}",
+         f"{sd_lambda:.4f}"),
     ]
     note = ("The last iterate ignores the DP noise in the trace (its sd is by the delta method); noise-aware "
             "posteriors fitted to the trace come in a later release.")
-    return "\n".join([_table(("λ = rate of the exponential", "mean", "sd"), rows), note])
+    return "\n".join([text_table(("λ = rate of the exponential", "mean", "sd"), rows), note])
 
 
 def _plot_trace(trace: Trace, theta: float, path: Path) -> None:

@@ -10,9 +10,13 @@ import numpy as np
 def as_key(key) -> jax.Array:
     """A typed jax PRNG key from an int seed, a typed key, or a raw uint32 (2,) key."""
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        if not 0 <= int(key) < 2**63:
+        seed = int(key)
+        if not 0 <= seed < 2**63:
             raise ValueError(f"an int seed must lie in [0, 2**63), got {key}")
-        return jax.random.key(int(key))
+        # The seed's high and low 32 bits, as jax.random.key makes them with 64-bit JAX; without it
+        # jax.random.key keeps only the low 32 bits, which would leave a random 63-bit seed guessable.
+        words = np.array([seed >> 32, seed & 0xFFFF_FFFF], np.uint32)
+        return jax.random.wrap_key_data(words, impl="threefry2x32")
     key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         return key

@@ -25,7 +25,7 @@ import h5netcdf
 import h5py
 import numpy as np
 
-from noiseaware.sites import SiteMap, SiteSpec
+from noiseaware.sites import SiteMap, SiteSpec, transform_from_name
 
 __all__ = ["Trace", "TraceError", "SCHEMA", "SCHEMA_VERSION", "VARIATIONAL_FAMILIES"]
 
@@ -189,7 +189,7 @@ class Trace:
     def summary(self) -> str:
         """A readable multi-line table: the settings, then per θ coordinate the final μ and sd, the
         post-burn-in mean of μ, and the sd of G over the last 80 % next to the DP noise sd σC/s."""
-        return "\n".join(_settings_lines(self) + [""] + _coordinate_table(self))
+        return "\n".join([*_settings_lines(self), "", _coordinate_table(self)])
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the trace to `path` (.nc or .npz) atomically: a failed write leaves the target untouched."""
@@ -444,11 +444,24 @@ def _site(site) -> SiteSpec:
         raise TraceError(f"sites holds {site!r}; pass noiseaware.sites.SiteSpec(name, shape, transform) entries")
     try:
         spec = SiteSpec(str(site.name), tuple(int(k) for k in site.shape), str(site.transform))
-        if spec.size < 1:
-            raise ValueError("it has no unconstrained coordinates")
-    except (ValueError, TypeError, IndexError) as error:
+        if any(k < 0 for k in spec.shape):
+            raise ValueError(f"its shape {spec.shape} has a negative size")
+        transform_from_name(spec.transform)
+    except (ValueError, TypeError) as error:
         raise TraceError(f"site {site.name!r} in sites is invalid ({error}); fix its shape or transform") from None
+    if _unconstrained_size(spec) < 1:
+        raise TraceError(f"site {spec.name!r} in sites has no unconstrained coordinates; fix its shape or transform")
     return spec
+
+
+def _unconstrained_size(spec: SiteSpec) -> int:
+    """The number of θ coordinates of a site with a known transform; a simplex map on a scalar is an error."""
+    try:
+        return spec.size
+    except (IndexError, ValueError):  # the transform's inverse_shape needs a last axis
+        raise TraceError(
+            f"site {spec.name!r}: transform {spec.transform!r} needs a vector shape, got {spec.shape}"
+        ) from None
 
 
 def _param_names(value, n_params: int, sites: tuple[SiteSpec, ...] | None) -> tuple[str, ...]:
@@ -584,7 +597,7 @@ def _shape(site: str, text: str) -> tuple[int, ...]:
         shape = json.loads(text)
     except json.JSONDecodeError:
         shape = None
-    if not isinstance(shape, list) or not all(isinstance(k, int) and k >= 0 for k in shape):
+    if not isinstance(shape, list) or not all(type(k) is int and k >= 0 for k in shape):  # not true/false
         raise TraceError(
             f"site_shapes entry {text!r} of site {site!r} must be a JSON list of sizes such as '[]' or '[3]'"
         )
@@ -729,7 +742,7 @@ def _settings_lines(trace: Trace) -> list[str]:
     return [title] + [f"  {label:<{width}}  {text}" for label, text in rows]
 
 
-def _coordinate_table(trace: Trace) -> list[str]:
+def _coordinate_table(trace: Trace) -> str:
     """One row per θ coordinate j: final μ_j and softplus(ρ_j), post-burn-in mean of μ_j, sd of G vs σC/s."""
     try:
         final, source = trace.final_iterate(), "φ_T"
@@ -743,14 +756,19 @@ def _coordinate_table(trace: Trace) -> list[str]:
         "sd G_μ", "noise sd_μ", "sd G_ρ", "noise sd_ρ",
     )  # fmt: skip
     columns = (final[:d], final_sd, mean_mu, grad_sd[:d], noise_sd[:d], grad_sd[d:], noise_sd[d:])
-    cells = [header] + [
+    rows = [
         (label.removeprefix("mu:"), *(f"{float(column[j]):.4g}" for column in columns))
         for j, label in enumerate(trace.param_names[:d])
     ]
+    return text_table(header, rows)
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: bool = True) -> str:
+    """A plain text table: the first column left-aligned, the others right-aligned when `numeric`."""
+    cells = [tuple(header), *map(tuple, rows)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return [_table_row(row, widths) for row in cells]
-
-
-def _table_row(cells: Sequence[str], widths: Sequence[int]) -> str:
-    """The first cell left-aligned, the numbers right-aligned."""
-    return "  ".join([cells[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(cells[1:], widths[1:]))])
+    align = str.rjust if numeric else str.ljust
+    return "\n".join(
+        "  ".join([row[0].ljust(widths[0]), *(align(c, w) for c, w in zip(row[1:], widths[1:]))]).rstrip()
+        for row in cells
+    )

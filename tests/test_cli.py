@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import noiseaware as na
-from noiseaware.cli import DataError, load_data, main
+from noiseaware.cli import KNOWN_SEED_WARNING, DataError, load_data, main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUICK = ("--steps", "200")
@@ -50,6 +50,23 @@ def logistic_data(n=120, seed=0):
 def write_csv(path: Path, header, rows) -> Path:
     path.write_text("\n".join([",".join(header), *(",".join(map(str, row)) for row in rows)]) + "\n")
     return path
+
+
+def exponential_csv(path: Path, n=500) -> Path:
+    """Data for M1 (gamma-exponential): a column x of n exponential draws."""
+    return write_csv(path, ["x"], [[v] for v in np.random.default_rng(1).exponential(0.25, n)])
+
+
+def record_m1(capsys, out: Path, *argv) -> tuple[na.Trace, str, str]:
+    """(trace, stdout, stderr) of a short M1 recording with σ = 5 and further options `argv`."""
+    status, stdout, err = run(capsys, "record", "--model", "M1", "--noise-multiplier", "5", "--steps", "20",
+                              "--out", out, *argv)
+    assert status == 0, err
+    return na.Trace.load(out), stdout, err
+
+
+def same_trace(a: na.Trace, b: na.Trace) -> bool:
+    return np.array_equal(a.params, b.params) and np.array_equal(a.grads, b.grads)
 
 
 # ---------------------------------------------------------------- account and --version
@@ -126,10 +143,12 @@ def user_model_dir(monkeypatch):
 
 
 def record_user_model(capsys, data_path: Path, out: Path) -> na.Trace:
+    """A recording with a fixed seed, so that two data files can be compared: the test use it warns about."""
     status, stdout, err = run(capsys, "record", "--model", "user_models:logistic", "--data", data_path,
-                              "--noise-multiplier", "5", "--out", out, *USER_SETTINGS)
+                              "--noise-multiplier", "5", "--seed", "7", "--out", out, *USER_SETTINGS)
     assert status == 0, err
     assert "true θ" not in stdout
+    assert err.count(KNOWN_SEED_WARNING) == 1
     return na.Trace.load(out)
 
 
@@ -147,11 +166,59 @@ def test_record_user_model_from_csv_and_npz_gives_the_same_trace(capsys, tmp_pat
 
 
 def test_builtin_model_records_on_user_data(capsys, tmp_path):
-    data = write_csv(tmp_path / "x.csv", ["x"], [[v] for v in np.random.default_rng(1).exponential(0.25, 500)])
+    data = exponential_csv(tmp_path / "x.csv")
     status, stdout, _ = run(capsys, "record", "--model", "gamma-exponential", "--data", data,
                             "--noise-multiplier", "5", "--out", tmp_path / "m1.nc", *QUICK)
     assert status == 0 and "true θ" not in stdout
     assert na.Trace.load(tmp_path / "m1.nc").n_examples == 500
+
+
+# ---------------------------------------------------------------- record: seeds
+
+
+SECRET_SEED = 2**40 + 12_345
+
+
+def test_real_data_get_a_secret_random_seed_that_is_never_shown(capsys, tmp_path, monkeypatch):
+    data = exponential_csv(tmp_path / "x.csv")
+    requested_bits = []
+    monkeypatch.setattr("noiseaware.cli.secrets.randbits", lambda bits: requested_bits.append(bits) or SECRET_SEED)
+    secret, out, err = record_m1(capsys, tmp_path / "secret.nc", "--data", data)
+    assert requested_bits == [63]
+    assert str(SECRET_SEED) not in out + err and "warning" not in err
+    known, _, err = record_m1(capsys, tmp_path / "known.nc", "--data", data, "--seed", SECRET_SEED)
+    assert same_trace(secret, known)
+    assert err.count(KNOWN_SEED_WARNING) == 1
+
+
+def test_two_runs_on_real_data_without_a_seed_differ(capsys, tmp_path):
+    data = exponential_csv(tmp_path / "x.csv")
+    first, _, _ = record_m1(capsys, tmp_path / "first.nc", "--data", data)
+    second, _, _ = record_m1(capsys, tmp_path / "second.nc", "--data", data)
+    assert not np.array_equal(first.grads, second.grads)
+
+
+def test_simulated_data_default_to_seed_0_and_a_seed_keeps_all_its_bits(capsys, tmp_path):
+    default, _, err = record_m1(capsys, tmp_path / "default.nc", "--n-examples", "300")
+    zero, _, _ = record_m1(capsys, tmp_path / "zero.nc", "--n-examples", "300", "--seed", "0")
+    low, _, _ = record_m1(capsys, tmp_path / "low.nc", "--n-examples", "300", "--seed", "5")
+    high, _, _ = record_m1(capsys, tmp_path / "high.nc", "--n-examples", "300", "--seed", 2**32 + 5)
+    assert same_trace(default, zero) and "warning" not in err
+    assert not same_trace(low, high)  # jax.random.key drops the high 32 bits without 64-bit JAX
+
+
+@pytest.mark.parametrize("command", ["record", "demo"])
+@pytest.mark.parametrize("seed", ["1e30", str(2**63), "-1", "seven"])
+def test_a_bad_seed_is_a_usage_error(capsys, tmp_path, command, seed):
+    argv = ("--model", "M1", "--epsilon", "1") if command == "record" else ()
+    line = single_error(capsys, command, *argv, "--seed", seed, "--out", tmp_path / "t.nc")
+    assert f"argument --seed: invalid seed {seed!r}: give an integer in [0, 2^63)" in line
+
+
+def test_record_help_explains_the_seed_of_real_data(capsys):
+    status, out, _ = run(capsys, "record", "--help")
+    assert status == 0
+    assert "with --data a secret random seed, never printed or saved" in " ".join(out.split())
 
 
 def test_read_csv_stacks_indexed_columns_in_index_order_and_keeps_integers(tmp_path):
@@ -195,6 +262,7 @@ def test_malformed_csv_is_one_clear_error(capsys, tmp_path, user_model_dir, text
         (("--model", "M1", "--non-private"), "--non-private needs --learning-rate"),
         (("--model", "M1", "--epsilon", "-1"), "epsilon must be a finite number > 0"),
         (("--model", "M1", "--epsilon", "1", "--grad-scale", "1", "2", "3"), "one value"),
+        (("--model", "M1", "--epsilon", "1", "--n-examples", "0"), "n_examples must be a positive integer, got 0"),
         (("--model", "user_models:logistic", "--epsilon", "1", "--data", "missing.csv", "--steps", "9",
           "--sampling-rate", "0.1", "--clip", "1"), "no such file"),
         (("--model", "user_models:logistic", "--epsilon", "1", "--data", "x.npz"),

@@ -396,6 +396,12 @@ BAD_INPUTS = {
     "param_names repeated": (dict(param_names=("a", "b", "a", "c")), r"param_names repeats \['a'\]"),
     "sites inconsistent with d": (dict(sites=(SiteSpec("w", (3,), "identity"),)), r"sites cover 3 .* d = P/2 = 2"),
     "site with unknown transform": (dict(sites=(SiteSpec("w", (2,), "tanh"),)), r"site 'w' in sites is invalid"),
+    "simplex map on a scalar site": (dict(sites=(SiteSpec("p", (), "alr"),)),
+                                     r"site 'p': transform 'alr' needs a vector shape, got \(\)"),
+    "site with negative sizes": (dict(sites=(SiteSpec("w", (-1, -2), "identity"),)),
+                                 r"site 'w' in sites is invalid \(its shape \(-1, -2\) has a negative size\)"),
+    "site without coordinates": (dict(sites=(SiteSpec("p", (1,), "alr"), SiteSpec("w", (2,), "identity"))),
+                                 r"site 'p' in sites has no unconstrained coordinates"),
     "unknown variational family": (dict(variational_family="full-rank"), r"variational_family is 'full-rank'"),
     "empty accountant": (dict(accountant=""), r"accountant is ''; it must be a non-empty string"),
 }
@@ -474,6 +480,20 @@ def test_a_steps_field_must_match_the_rows(tmp_path):
 def test_incomplete_site_fields_are_rejected(tmp_path):
     path = write_npz(tmp_path / "t.npz", site_names=["theta"])
     with pytest.raises(TraceError, match=r"site_names, site_shapes, site_transforms come together"):
+        Trace.load(path)
+
+
+@pytest.mark.parametrize(
+    ("shape", "transform", "match"),
+    [
+        ("[true]", "identity", r"site_shapes entry '\[true\]' of site 'p' must be a JSON list of sizes"),
+        ("[-1]", "identity", r"site_shapes entry '\[-1\]' of site 'p' must be a JSON list of sizes"),
+        ("[]", "alr", r"t.npz: site 'p': transform 'alr' needs a vector shape, got \(\)"),
+    ],
+)
+def test_a_bad_site_shape_in_a_file_is_named(tmp_path, shape, transform, match):
+    path = write_npz(tmp_path / "t.npz", site_names=["p"], site_shapes=[shape], site_transforms=[transform])
+    with pytest.raises(TraceError, match=match):
         Trace.load(path)
 
 

@@ -1,0 +1,28 @@
+"""Seeds and keys: every bit of an int seed reaches the PRNG key."""
+
+import jax
+import numpy as np
+import pytest
+
+from noiseaware.keys import as_key, as_keys
+
+
+def test_small_seeds_give_jax_random_key():
+    np.testing.assert_array_equal(jax.random.key_data(as_key(7)), jax.random.key_data(jax.random.key(7)))
+
+
+def test_all_63_bits_of_a_seed_are_kept():
+    data = {int(np.asarray(jax.random.key_data(as_key(s))).view(np.uint64)[0]) for s in (5, 2**32 + 5, 2**62 + 5)}
+    assert len(data) == 3
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63, True])
+def test_bad_seeds_raise(seed):
+    with pytest.raises((ValueError, TypeError)):
+        as_key(seed)
+
+
+def test_as_keys_from_seeds_and_keys():
+    keys = as_keys([1, 2, 3])
+    assert keys.shape == (3,)
+    assert as_keys(jax.random.split(jax.random.key(0), 4)).shape == (4,)
