@@ -416,7 +416,7 @@ class Recorder:
         value = jnp.asarray(value)
         return value.astype(self.dtype) if jnp.issubdtype(value.dtype, jnp.floating) else value
 
-    def to_trace(self, params, grads, final_params, optimizer_name: str | None = None) -> Trace:
+    def to_trace(self, params, grads, final_params) -> Trace:
         """A Trace from one run's φ (T, P), G (T, P) and φ_T (P,) with this recorder's settings."""
         s = self.settings
         sgd = self.program.optimizer is None
@@ -434,7 +434,7 @@ class Recorder:
             delta=s.delta,
             accountant=s.accountant,
             mc_draws=s.mc_draws,
-            optimizer="sgd" if sgd else (optimizer_name or "optax"),
+            optimizer="sgd" if sgd else "optax",
             param_names=self.spec.site_map.param_names(),
             sites=self.spec.site_map.sites,
         )
