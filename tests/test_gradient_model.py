@@ -1,0 +1,78 @@
+"""The gradient model's sufficient statistics against direct sums over the trace, and on OU traces."""
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from noiseaware.gradient_model import log_likelihood, slope_estimates, trace_statistics
+from noiseaware.trace import Trace
+
+Q, N, SIGMA, CLIP = 0.1, 1000, 5.0, 2.0
+SCALE = np.array([1.0, 1.0, 50.0, 50.0])
+
+
+def ou_trace(steps=4000, optimum=(0.5, -1.0, -3.0, -2.0), hessian=(40.0, 400.0, 20.0, 5.0), lr=1e-3, seed=0):
+    """A trace drawn exactly from the gradient model: G_t = q A (φ_t − φ*) + ξ_t ⊘ s, φ_{t+1} = φ_t − λ G_t."""
+    rng = np.random.default_rng(seed)
+    optimum, hessian = np.asarray(optimum), np.asarray(hessian)
+    noise_sd = SIGMA * CLIP / SCALE
+    phi = np.zeros_like(optimum)
+    params, grads = [], []
+    for _ in range(steps):
+        g = Q * hessian * (phi - optimum) + noise_sd * rng.standard_normal(phi.shape)
+        params.append(phi.copy())
+        grads.append(g)
+        phi = phi - lr * SCALE * g
+    return Trace.from_arrays(np.array(params), np.array(grads), noise_multiplier=SIGMA, clip=CLIP,
+                             sampling_rate=Q, n_examples=N, grad_scale=SCALE, learning_rate=lr * SCALE)
+
+
+def test_log_likelihood_from_sums_equals_the_direct_sum():
+    trace = ou_trace(steps=500)
+    stats = trace_statistics(trace, burn_in=0.2)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        optimum = rng.normal(size=4)
+        hessian = rng.uniform(1.0, 50.0, size=4)
+        extra = rng.uniform(0.0, 2.0, size=4)
+        params, grads = trace.params[100:], trace.grads[100:]
+        direct = scipy_stats.norm.logpdf(
+            grads, Q * hessian * (params - optimum), np.sqrt(trace.noise_sd**2 + extra)
+        ).sum(axis=0)
+        np.testing.assert_allclose(np.asarray(log_likelihood(stats, optimum, hessian, extra)), direct, rtol=2e-5)
+
+
+def test_statistics_use_only_the_post_burn_in_steps_centred_at_their_mean():
+    trace = ou_trace(steps=100)
+    stats = trace_statistics(trace, burn_in=0.25)
+    assert stats.count == 75
+    np.testing.assert_allclose(stats.centre, trace.params[25:].mean(axis=0))
+    np.testing.assert_allclose(stats.sum_phi, 0.0, atol=1e-9)
+    np.testing.assert_allclose(stats.noise_var, (SIGMA * CLIP / SCALE) ** 2)
+
+
+def test_slope_is_ols_through_the_centre_and_recovers_the_hessian():
+    trace = ou_trace(steps=20000)
+    stats = trace_statistics(trace)
+    slope, se = slope_estimates(stats)
+    phi = trace.params[4000:] - trace.params[4000:].mean(axis=0)
+    for j in range(4):
+        ols = np.linalg.lstsq(phi[:, j : j + 1], trace.grads[4000:, j], rcond=None)[0][0]
+        assert slope[j] == pytest.approx(abs(ols) / Q, rel=1e-9)
+    # the OU trace was drawn with A = (40, 400, 20, 5): â is within 5 standard errors of it
+    assert np.all(np.abs(slope - np.array([40.0, 400.0, 20.0, 5.0])) < 5 * se)
+
+
+def test_bad_inputs_raise():
+    trace = ou_trace(steps=10)
+    with pytest.raises(ValueError, match="burn_in must be a fraction"):
+        trace_statistics(trace, burn_in=1.0)
+    with pytest.raises(ValueError, match="leaving 1 after a burn-in"):
+        trace_statistics(Trace.from_arrays(trace.params[:5], trace.grads[:5], noise_multiplier=SIGMA, clip=CLIP,
+                                           sampling_rate=Q, n_examples=N), burn_in=0.8)
+    frozen = trace.params.copy()
+    frozen[:, 1] = 0.3
+    stats = trace_statistics(Trace.from_arrays(frozen, trace.grads, noise_multiplier=SIGMA, clip=CLIP,
+                                               sampling_rate=Q, n_examples=N))
+    with pytest.raises(ValueError, match=r"parameters \[1\] never move"):
+        slope_estimates(stats)
