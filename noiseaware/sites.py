@@ -85,35 +85,37 @@ RESEARCH_TRANSFORMS = "research"
 """Transform preset of the research code: softplus for positive sites, additive log-ratio for simplices."""
 
 
-def transform_from_name(name: str) -> T.Transform:
-    """The numpyro transform (unconstrained → constrained) with the given name (see module doc)."""
-    if name in _PLAIN:
-        return _PLAIN[name]()
+_PLAIN_CODOMAINS = {"identity": ("real",), "exp": ("greater_than", 0.0), "softplus": ("greater_than", 0.0),
+                    "sigmoid": ("interval", 0.0, 1.0), "stick_breaking": ("simplex",), "alr": ("simplex",)}
+
+
+def _codomain(name: str) -> tuple:
+    """What the named transform maps onto, as a comparable key: ('real',), ('simplex',),
+    ('interval', a, b), ('greater_than', a) or ('less_than', a); ValueError for an unknown name."""
+    if name in _PLAIN_CODOMAINS:
+        return _PLAIN_CODOMAINS[name]
     match = _BOUNDED.match(name.replace(" ", ""))
     if match:
         kind, a, b = match.group(1), float(match.group(2)), match.group(3)
         if kind == "interval" and b is not None and float(b) > a:
-            return T.ComposeTransform([T.SigmoidTransform(), T.AffineTransform(a, float(b) - a)])
-        if kind == "greater_than" and b is None:
-            return T.ComposeTransform([T.ExpTransform(), T.AffineTransform(a, 1.0)])
-        if kind == "less_than" and b is None:
-            return T.ComposeTransform([T.ExpTransform(), T.AffineTransform(a, -1.0)])
+            return kind, a, float(b)
+        if kind in ("greater_than", "less_than") and b is None:
+            return kind, a
     raise ValueError(
         f"unknown transform {name!r}: use one of {sorted(_PLAIN)}, 'interval(a,b)' with a < b, "
         "'greater_than(a)' or 'less_than(a)'"
     )
 
 
-def _codomain(name: str) -> tuple:
-    """What the named transform maps onto, as a comparable key: ('real',), ('simplex',),
-    ('interval', a, b), ('greater_than', a) or ('less_than', a)."""
-    transform_from_name(name)
-    plain = {"identity": ("real",), "exp": ("greater_than", 0.0), "softplus": ("greater_than", 0.0),
-             "sigmoid": ("interval", 0.0, 1.0), "stick_breaking": ("simplex",), "alr": ("simplex",)}
-    if name in plain:
-        return plain[name]
-    kind, *bounds = _BOUNDED.match(name.replace(" ", "")).groups()
-    return (kind, *(float(b) for b in bounds if b is not None))
+def transform_from_name(name: str) -> T.Transform:
+    """The numpyro transform (unconstrained → constrained) with the given name (see module doc)."""
+    kind, *bounds = _codomain(name)
+    if name in _PLAIN:
+        return _PLAIN[name]()
+    if kind == "interval":
+        a, b = bounds
+        return T.ComposeTransform([T.SigmoidTransform(), T.AffineTransform(a, b - a)])
+    return T.ComposeTransform([T.ExpTransform(), T.AffineTransform(bounds[0], 1.0 if kind == "greater_than" else -1.0)])
 
 
 def _bound(value) -> float:
