@@ -324,8 +324,6 @@ def resolve_settings(
         raise ValueError("pass either learning_rate (explicit λ) or lr_multiplier (v of the κ heuristic), not both")
     if optimizer is not None and (learning_rate is not None or lr_multiplier is not None):
         raise ValueError("learning_rate and lr_multiplier have no effect with an optax optimizer: set its step size there")
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
-        raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
     sigma, spent, dlt, accountant = _privacy(
         epsilon, delta, noise_multiplier, non_private, sampling_rate, int(steps), learning_rate, optimizer
     )

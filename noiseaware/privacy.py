@@ -191,6 +191,8 @@ def _check_epsilon(epsilon: float) -> None:
 
 
 def _check_delta(delta: float) -> None:
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
+        raise ValueError(f"delta must be a number in (0, 1), got delta={delta!r}; use e.g. delta=1e-5")
     if not 0 < delta < 1:
         raise ValueError(
             f"delta must lie in the open interval (0, 1), got delta={delta!r}; use e.g. delta=1e-5 "
