@@ -11,19 +11,44 @@ post-burn-in mean, so Σ_t φ̃_tj = 0 up to rounding) and δ_j = φ*_j − φ̄
     Σ_t (G_tj − q a_j (φ̃_tj − δ_j))² = S_GG − 2 q a (S_Gφ − δ S_G) + q² a² (S_φφ − 2 δ S_φ + T' δ²).
 
 The sums are accumulated in float64 around φ̄ (raw Σφ² and ΣGφ lose precision in float32).
+
+Priors (empirical Bayes from the trace, method.md §2), independent over coordinates:
+
+    φ*_j ~ N(φ̄_j, τ_φ²),   ã_j ~ N(m_j, (w·τ̃_j)²) with a_j = softplus(ã_j),   u_j ~ N⁺(0, σ_u,j²) or N(0, σ_u,j²)
+
+`Prior` says how m_j, τ̃_j and σ_u,j are built; `GradientModel` holds the resulting per-coordinate arrays
+with the statistics, and `log_density` / `numpyro_model` / `integrate_optimum` are the one definition
+every inference route (exact, laplace, nuts) uses.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
+import numpyro.distributions as dist
 
 from .trace import BURN_IN, Trace
 
-__all__ = ["TraceStatistics", "trace_statistics", "log_likelihood", "slope_estimates"]
+__all__ = [
+    "PRIORS",
+    "GradientModel",
+    "Prior",
+    "TraceStatistics",
+    "gradient_model",
+    "integrate_optimum",
+    "log_density",
+    "log_likelihood",
+    "numpyro_model",
+    "resolve_prior",
+    "slope_estimates",
+    "trace_statistics",
+]
 
 
 class TraceStatistics(NamedTuple):
@@ -105,3 +130,192 @@ def slope_estimates(stats: TraceStatistics) -> tuple[np.ndarray, np.ndarray]:
     q = stats.sampling_rate
     slope = np.abs(stats.sum_gphi / stats.sum_phiphi) / q
     return slope, np.sqrt(stats.noise_var / stats.sum_phiphi) / q
+
+
+HESSIAN_CENTRES = ("slope", "softplus")
+EXTRA_NOISE_PRIORS = ("half-normal", "normal", "none")
+EXTRA_NOISE_UNITS = ("noise-sd", "gradient")
+
+
+@dataclasses.dataclass(frozen=True)
+class Prior:
+    """How the empirical-Bayes priors of the gradient model are built from a trace (method.md §2).
+
+    optimum_sd: τ_φ, the prior sd of φ*_j around the post-burn-in mean φ̄_j.
+    hessian_centre: "slope" puts ã_j ~ N(â_j, (w·τ_j)²) on the pre-softplus scale as the research code did;
+        "softplus" centres at m_j = softplus⁻¹(â_j) with the sd carried over by the delta method, τ_j / sigmoid(m_j).
+    hessian_width: w, the multiplier of the slope's standard error τ_j.
+    extra_noise: the prior of u_j, the extra noise sd: "half-normal" (u ≥ 0), "normal" (the research
+        u ~ N(0, σ_u²), sign-symmetric since only u² enters), or "none" (u = 0).
+    extra_noise_scale, extra_noise_units: σ_u,j = scale × (σC/s_j) for "noise-sd", or scale in raw gradient
+        units for "gradient" (research: 1).
+    """
+
+    optimum_sd: float = 1.0
+    hessian_centre: str = "softplus"
+    hessian_width: float = 5.0
+    extra_noise: str = "half-normal"
+    extra_noise_scale: float = 1.0
+    extra_noise_units: str = "noise-sd"
+
+    def __post_init__(self):
+        for name, value, options in (
+            ("hessian_centre", self.hessian_centre, HESSIAN_CENTRES),
+            ("extra_noise", self.extra_noise, EXTRA_NOISE_PRIORS),
+            ("extra_noise_units", self.extra_noise_units, EXTRA_NOISE_UNITS),
+        ):
+            if value not in options:
+                raise ValueError(f"Prior.{name} must be one of {', '.join(options)}; got {value!r}")
+        for name in ("optimum_sd", "hessian_width", "extra_noise_scale"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"Prior.{name} must be a positive finite number; got {value!r}")
+
+
+PRIORS = {
+    "default": Prior(),
+    "paper": Prior(
+        optimum_sd=1.0,
+        hessian_centre="slope",
+        hessian_width=1.0,
+        extra_noise="normal",
+        extra_noise_scale=1.0,
+        extra_noise_units="gradient",
+    ),
+}
+
+
+def resolve_prior(prior: str | Prior) -> Prior:
+    """A `Prior` from a preset name ("default", "paper") or a `Prior` itself."""
+    if isinstance(prior, Prior):
+        return prior
+    if prior not in PRIORS:
+        raise ValueError(f"unknown prior preset {prior!r}: use one of {', '.join(PRIORS)} or a noiseaware.Prior(...)")
+    return PRIORS[prior]
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class GradientModel:
+    """The gradient model of one trace: sufficient statistics and per-coordinate prior parameters, all (P,).
+
+    optimum ~ N(optimum_loc, optimum_sd²); hessian_raw ã ~ N(hessian_loc, hessian_sd²), a = softplus(ã);
+    extra noise u ~ `extra_noise`(0, extra_sd²) (half-normal or normal; extra_sd = 0 with "none").
+    A pytree: stacked models (leading axis M) vmap over traces; `extra_noise` is static.
+    """
+
+    stats: TraceStatistics
+    optimum_loc: jax.Array
+    optimum_sd: jax.Array
+    hessian_loc: jax.Array
+    hessian_sd: jax.Array
+    extra_sd: jax.Array
+    extra_noise: str = dataclasses.field(default="half-normal", metadata={"static": True})
+
+    @property
+    def n_params(self) -> int:
+        return self.optimum_loc.shape[-1]
+
+
+def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float = BURN_IN) -> GradientModel:
+    """The gradient model of `trace` under `prior` (a preset name or a `Prior`), float64 numpy arrays."""
+    prior = resolve_prior(prior)
+    stats = trace_statistics(trace, burn_in)
+    slope, se = slope_estimates(stats)
+    if prior.hessian_centre == "slope":
+        loc, sd = slope, se
+    else:
+        loc = _softplus_inverse(slope)
+        sd = se / _sigmoid(loc)
+    noise_sd = np.sqrt(stats.noise_var)
+    extra = prior.extra_noise_scale * (noise_sd if prior.extra_noise_units == "noise-sd" else np.ones_like(noise_sd))
+    return GradientModel(
+        stats=stats,
+        optimum_loc=stats.centre,
+        optimum_sd=np.full_like(stats.centre, prior.optimum_sd),
+        hessian_loc=loc,
+        hessian_sd=prior.hessian_width * sd,
+        extra_sd=np.zeros_like(extra) if prior.extra_noise == "none" else extra,
+        extra_noise=prior.extra_noise,
+    )
+
+
+def _softplus_inverse(a: np.ndarray) -> np.ndarray:
+    """softplus⁻¹(a) = log(expm1(a)), stable for large a."""
+    return a + np.log(-np.expm1(-a))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def prior_distributions(model: GradientModel) -> dict[str, dist.Distribution]:
+    """The priors of φ*, ã and u as numpyro distributions with batch shape (…, P)."""
+    priors = {
+        "optimum": dist.Normal(model.optimum_loc, model.optimum_sd),
+        "hessian_raw": dist.Normal(model.hessian_loc, model.hessian_sd),
+    }
+    if model.extra_noise == "half-normal":
+        priors["extra_noise"] = dist.HalfNormal(model.extra_sd)
+    elif model.extra_noise == "normal":
+        priors["extra_noise"] = dist.Normal(0.0, model.extra_sd)
+    return priors
+
+
+def log_density(model: GradientModel, optimum, hessian_raw, extra_noise=None):
+    """Per-coordinate unnormalised log posterior log p(φ*_j, ã_j, u_j | trace), (…, P).
+
+    The joint density factorises over the P coordinates, so its sum is the log posterior of all unknowns.
+    `extra_noise` (u) is ignored (and may be None) when the prior has no extra noise.
+    """
+    priors = prior_distributions(model)
+    total = priors["optimum"].log_prob(optimum) + priors["hessian_raw"].log_prob(hessian_raw)
+    extra_var = 0.0
+    if "extra_noise" in priors:
+        total = total + priors["extra_noise"].log_prob(extra_noise)
+        extra_var = extra_noise**2
+    return total + log_likelihood(model.stats, optimum, jax.nn.softplus(hessian_raw), extra_var)
+
+
+def numpyro_model(model: GradientModel) -> None:
+    """The gradient model as a numpyro model over sites "optimum", "hessian_raw" (and "extra_noise"), each (P,)."""
+    priors = prior_distributions(model)
+    values = {name: numpyro.sample(name, prior.to_event(1)) for name, prior in priors.items()}
+    extra_var = values["extra_noise"] ** 2 if "extra_noise" in values else 0.0
+    hessian = jax.nn.softplus(values["hessian_raw"])
+    numpyro.deterministic("hessian", hessian)
+    numpyro.factor("trace", jnp.sum(log_likelihood(model.stats, values["optimum"], hessian, extra_var)))
+
+
+class OptimumGivenHessian(NamedTuple):
+    """φ*_j integrated out given (ã_j, u_j): log p(trace_j | ã_j, u_j) and φ*_j's conditional N(mean, sd²)."""
+
+    log_marginal: jax.Array
+    mean: jax.Array
+    sd: jax.Array
+
+
+def integrate_optimum(model: GradientModel, hessian_raw, extra_var=0.0) -> OptimumGivenHessian:
+    """Integrate φ*_j ~ N(loc_j, τ_j²) out of the likelihood in closed form, per coordinate (…, P).
+
+    With c = q·softplus(ã), v = (σC/s)² + u², δ = φ* − φ̄ and δ₀ = loc − φ̄, the log-likelihood is
+    −T'/2·log 2πv − (R₀ + 2c(S_G − c S_φ)δ + c²T'δ²)/(2v), R₀ = S_GG − 2c S_Gφ + c² S_φφ, so
+    δ | ã, u ~ N(h/Π, 1/Π) with Π = c²T'/v + 1/τ², h = −c(S_G − c S_φ)/v + δ₀/τ², and
+    log ∫ = −T'/2·log 2πv − R₀/(2v) − δ₀²/(2τ²) − ½ log(τ²Π) + h²/(2Π).
+    """
+    stats = model.stats
+    c = stats.sampling_rate * jax.nn.softplus(hessian_raw)
+    var = stats.noise_var + extra_var
+    tau2 = model.optimum_sd**2
+    offset = model.optimum_loc - stats.centre
+    residual = stats.sum_gg - 2.0 * c * stats.sum_gphi + c**2 * stats.sum_phiphi
+    precision = c**2 * stats.count / var + 1.0 / tau2
+    shift = -c * (stats.sum_g - c * stats.sum_phi) / var + offset / tau2
+    log_marginal = (
+        -0.5 * stats.count * jnp.log(2.0 * jnp.pi * var)
+        - 0.5 * residual / var
+        - 0.5 * offset**2 / tau2
+        - 0.5 * jnp.log(tau2 * precision)
+        + 0.5 * shift**2 / precision
+    )
+    return OptimumGivenHessian(log_marginal, stats.centre + shift / precision, jax.lax.rsqrt(precision))
