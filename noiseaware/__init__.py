@@ -5,11 +5,17 @@
     theta, data = bm.simulate(0)
     trace = na.record_dpvi(bm.model, data, epsilon=1.0, key=1, **bm.dpvi_settings)
     trace.save("m1.nc")
+    post = na.fit(trace, method="exact")          # the noise-aware posterior
+    print(post.summary())
 """
 
 from . import models
+from .baselines import naive_posterior
 from .contract import ModelError
 from .dpvi import record_dpvi, record_dpvi_batch
+from .fit import fit
+from .gradient_model import Prior
+from .posterior import NoiseAwarePosterior, load_posterior
 from .privacy import epsilon_spent, noise_multiplier
 from .trace import Trace, TraceError
 
@@ -17,10 +23,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ModelError",
+    "NoiseAwarePosterior",
+    "Prior",
     "Trace",
     "TraceError",
     "epsilon_spent",
+    "fit",
+    "load_posterior",
     "models",
+    "naive_posterior",
     "noise_multiplier",
     "record_dpvi",
     "record_dpvi_batch",

@@ -14,7 +14,9 @@ The sums are accumulated in float64 around φ̄ (raw Σφ² and ΣGφ lose preci
 
 Priors (empirical Bayes from the trace, method.md §2), independent over coordinates:
 
-    φ*_j ~ N(φ̄_j, τ_φ²),   ã_j ~ N(m_j, (w·τ̃_j)²) with a_j = softplus(ã_j),   u_j ~ N⁺(0, σ_u,j²) or N(0, σ_u,j²)
+    φ*_j ~ N(φ̄_j, τ_φ²),   ã_j ~ N(m_j, (w·τ̃_j)²) with a_j = link(ã_j),   u_j ~ N⁺(0, σ_u,j²) or N(0, σ_u,j²)
+
+where link is softplus (the paper) or exp.
 
 `Prior` says how m_j, τ̃_j and σ_u,j are built; `GradientModel` holds the resulting per-coordinate arrays
 with the statistics, and `log_density` / `numpyro_model` / `integrate_optimum` are the one definition
@@ -132,7 +134,8 @@ def slope_estimates(stats: TraceStatistics) -> tuple[np.ndarray, np.ndarray]:
     return slope, np.sqrt(stats.noise_var / stats.sum_phiphi) / q
 
 
-HESSIAN_CENTRES = ("slope", "softplus")
+HESSIAN_CENTRES = ("slope", "matched")
+HESSIAN_LINKS = ("softplus", "exp")
 EXTRA_NOISE_PRIORS = ("half-normal", "normal", "none")
 EXTRA_NOISE_UNITS = ("noise-sd", "gradient")
 
@@ -142,24 +145,32 @@ class Prior:
     """How the empirical-Bayes priors of the gradient model are built from a trace (method.md §2).
 
     optimum_sd: τ_φ, the prior sd of φ*_j around the post-burn-in mean φ̄_j.
-    hessian_centre: "slope" puts ã_j ~ N(â_j, (w·τ_j)²) on the pre-softplus scale as the research code did;
-        "softplus" centres at m_j = softplus⁻¹(â_j) with the sd carried over by the delta method, τ_j / sigmoid(m_j).
+    hessian_link: a = softplus(ã) (the paper) or a = exp(ã) (a log-normal prior on the Hessian diagonal).
+    hessian_centre: "slope" puts ã_j ~ N(â_j, (w·τ_j)²) on the pre-link scale as the research code did;
+        "matched" centres at m_j = link⁻¹(â_j) with the sd carried over by the delta method, τ_j / link′(m_j).
     hessian_width: w, the multiplier of the slope's standard error τ_j.
     extra_noise: the prior of u_j, the extra noise sd: "half-normal" (u ≥ 0), "normal" (the research
         u ~ N(0, σ_u²), sign-symmetric since only u² enters), or "none" (u = 0).
     extra_noise_scale, extra_noise_units: σ_u,j = scale × (σC/s_j) for "noise-sd", or scale in raw gradient
         units for "gradient" (research: 1).
+
+    The defaults — a log-normal prior on each Hessian diagonal entry centred at the OLS slope with twice
+    its standard error, and a weakly informative half-normal on u ten times the DP noise sd — were chosen
+    by the coverage of φ* on traces simulated from the model (docs/gradient-model.md); "paper" is the
+    research prior.
     """
 
     optimum_sd: float = 1.0
-    hessian_centre: str = "softplus"
-    hessian_width: float = 5.0
+    hessian_link: str = "exp"
+    hessian_centre: str = "matched"
+    hessian_width: float = 2.0
     extra_noise: str = "half-normal"
-    extra_noise_scale: float = 1.0
+    extra_noise_scale: float = 10.0
     extra_noise_units: str = "noise-sd"
 
     def __post_init__(self):
         for name, value, options in (
+            ("hessian_link", self.hessian_link, HESSIAN_LINKS),
             ("hessian_centre", self.hessian_centre, HESSIAN_CENTRES),
             ("extra_noise", self.extra_noise, EXTRA_NOISE_PRIORS),
             ("extra_noise_units", self.extra_noise_units, EXTRA_NOISE_UNITS),
@@ -176,6 +187,7 @@ PRIORS = {
     "default": Prior(),
     "paper": Prior(
         optimum_sd=1.0,
+        hessian_link="softplus",
         hessian_centre="slope",
         hessian_width=1.0,
         extra_noise="normal",
@@ -199,9 +211,10 @@ def resolve_prior(prior: str | Prior) -> Prior:
 class GradientModel:
     """The gradient model of one trace: sufficient statistics and per-coordinate prior parameters, all (P,).
 
-    optimum ~ N(optimum_loc, optimum_sd²); hessian_raw ã ~ N(hessian_loc, hessian_sd²), a = softplus(ã);
-    extra noise u ~ `extra_noise`(0, extra_sd²) (half-normal or normal; extra_sd = 0 with "none").
-    A pytree: stacked models (leading axis M) vmap over traces; `extra_noise` is static.
+    optimum ~ N(optimum_loc, optimum_sd²); hessian_raw ã ~ N(hessian_loc, hessian_sd²), a = `hessian(ã)`
+    (softplus or exp by `hessian_link`); extra noise u ~ `extra_noise`(0, extra_sd²) (half-normal or normal;
+    extra_sd = 0 with "none"). A pytree: stacked models (leading axis M) vmap over traces; `extra_noise`
+    and `hessian_link` are static.
     """
 
     stats: TraceStatistics
@@ -211,6 +224,11 @@ class GradientModel:
     hessian_sd: jax.Array
     extra_sd: jax.Array
     extra_noise: str = dataclasses.field(default="half-normal", metadata={"static": True})
+    hessian_link: str = dataclasses.field(default="softplus", metadata={"static": True})
+
+    def hessian(self, hessian_raw):
+        """The Hessian diagonal a = link(ã), softplus or exp."""
+        return jnp.exp(hessian_raw) if self.hessian_link == "exp" else jax.nn.softplus(hessian_raw)
 
     @property
     def n_params(self) -> int:
@@ -224,6 +242,8 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
     slope, se = slope_estimates(stats)
     if prior.hessian_centre == "slope":
         loc, sd = slope, se
+    elif prior.hessian_link == "exp":
+        loc, sd = np.log(slope), se / slope
     else:
         loc = _softplus_inverse(slope)
         sd = se / _sigmoid(loc)
@@ -237,6 +257,7 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
         hessian_sd=prior.hessian_width * sd,
         extra_sd=np.zeros_like(extra) if prior.extra_noise == "none" else extra,
         extra_noise=prior.extra_noise,
+        hessian_link=prior.hessian_link,
     )
 
 
@@ -274,7 +295,7 @@ def log_density(model: GradientModel, optimum, hessian_raw, extra_noise=None):
     if "extra_noise" in priors:
         total = total + priors["extra_noise"].log_prob(extra_noise)
         extra_var = extra_noise**2
-    return total + log_likelihood(model.stats, optimum, jax.nn.softplus(hessian_raw), extra_var)
+    return total + log_likelihood(model.stats, optimum, model.hessian(hessian_raw), extra_var)
 
 
 def numpyro_model(model: GradientModel) -> None:
@@ -282,7 +303,7 @@ def numpyro_model(model: GradientModel) -> None:
     priors = prior_distributions(model)
     values = {name: numpyro.sample(name, prior.to_event(1)) for name, prior in priors.items()}
     extra_var = values["extra_noise"] ** 2 if "extra_noise" in values else 0.0
-    hessian = jax.nn.softplus(values["hessian_raw"])
+    hessian = model.hessian(values["hessian_raw"])
     numpyro.deterministic("hessian", hessian)
     numpyro.factor("trace", jnp.sum(log_likelihood(model.stats, values["optimum"], hessian, extra_var)))
 
@@ -298,13 +319,13 @@ class OptimumGivenHessian(NamedTuple):
 def integrate_optimum(model: GradientModel, hessian_raw, extra_var=0.0) -> OptimumGivenHessian:
     """Integrate φ*_j ~ N(loc_j, τ_j²) out of the likelihood in closed form, per coordinate (…, P).
 
-    With c = q·softplus(ã), v = (σC/s)² + u², δ = φ* − φ̄ and δ₀ = loc − φ̄, the log-likelihood is
+    With c = q·a, a = link(ã), v = (σC/s)² + u², δ = φ* − φ̄ and δ₀ = loc − φ̄, the log-likelihood is
     −T'/2·log 2πv − (R₀ + 2c(S_G − c S_φ)δ + c²T'δ²)/(2v), R₀ = S_GG − 2c S_Gφ + c² S_φφ, so
     δ | ã, u ~ N(h/Π, 1/Π) with Π = c²T'/v + 1/τ², h = −c(S_G − c S_φ)/v + δ₀/τ², and
     log ∫ = −T'/2·log 2πv − R₀/(2v) − δ₀²/(2τ²) − ½ log(τ²Π) + h²/(2Π).
     """
     stats = model.stats
-    c = stats.sampling_rate * jax.nn.softplus(hessian_raw)
+    c = stats.sampling_rate * model.hessian(hessian_raw)
     var = stats.noise_var + extra_var
     tau2 = model.optimum_sd**2
     offset = model.optimum_loc - stats.centre

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import uuid
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -25,6 +24,7 @@ import h5netcdf
 import h5py
 import numpy as np
 
+from noiseaware.files import atomic_write
 from noiseaware.sites import SiteMap, SiteSpec, transform_from_name
 
 __all__ = ["Trace", "TraceError", "SCHEMA", "SCHEMA_VERSION", "VARIATIONAL_FAMILIES"]
@@ -198,7 +198,7 @@ class Trace:
         if not path.parent.is_dir():
             raise TraceError(f"cannot save {path}: the directory {path.parent} does not exist; create it first")
         fields = _to_fields(self)
-        _atomic_write(path, lambda temporary: write(temporary, fields))
+        atomic_write(path, lambda temporary: write(temporary, fields))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Trace:
@@ -613,19 +613,6 @@ def _format(path: Path) -> tuple[Callable[[Path, dict], None], Callable[[Path], 
     if suffix not in formats:
         raise TraceError(f"{path} has suffix {path.suffix!r}; a trace file ends in .nc (netCDF4) or .npz (numpy)")
     return formats[suffix]
-
-
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """`write` a temporary file beside `path`, fsync it and os.replace it onto `path`; on error remove it."""
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        write(temporary)
-        with open(temporary, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 def _read_fields(read: Callable[[Path], dict], path: Path) -> dict[str, Any]:

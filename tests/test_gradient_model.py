@@ -7,24 +7,7 @@ from scipy import stats as scipy_stats
 from noiseaware.gradient_model import log_likelihood, slope_estimates, trace_statistics
 from noiseaware.trace import Trace
 
-Q, N, SIGMA, CLIP = 0.1, 1000, 5.0, 2.0
-SCALE = np.array([1.0, 1.0, 50.0, 50.0])
-
-
-def ou_trace(steps=4000, optimum=(0.5, -1.0, -3.0, -2.0), hessian=(40.0, 400.0, 20.0, 5.0), lr=1e-3, seed=0):
-    """A trace drawn exactly from the gradient model: G_t = q A (φ_t − φ*) + ξ_t ⊘ s, φ_{t+1} = φ_t − λ G_t."""
-    rng = np.random.default_rng(seed)
-    optimum, hessian = np.asarray(optimum), np.asarray(hessian)
-    noise_sd = SIGMA * CLIP / SCALE
-    phi = np.zeros_like(optimum)
-    params, grads = [], []
-    for _ in range(steps):
-        g = Q * hessian * (phi - optimum) + noise_sd * rng.standard_normal(phi.shape)
-        params.append(phi.copy())
-        grads.append(g)
-        phi = phi - lr * SCALE * g
-    return Trace.from_arrays(np.array(params), np.array(grads), noise_multiplier=SIGMA, clip=CLIP,
-                             sampling_rate=Q, n_examples=N, grad_scale=SCALE, learning_rate=lr * SCALE)
+from ou import CLIP, N, Q, SCALE, SIGMA, ou_trace  # noqa: F401  (ou_trace is re-exported for other tests)
 
 
 def test_log_likelihood_from_sums_equals_the_direct_sum():

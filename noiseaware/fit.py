@@ -1,0 +1,109 @@
+"""`fit`: a trace → its noise-aware posterior, by one of three routes to the same gradient model."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .baselines.naive import trace_facts
+from .gradient_model import GradientModel, Prior, gradient_model, resolve_prior
+from .posterior import NoiseAwarePosterior
+from .trace import BURN_IN, Trace
+
+__all__ = ["METHODS", "fit"]
+
+METHODS = ("exact", "laplace", "nuts")
+MIN_STEPS = 50
+WEAK_SLOPE = 2.0
+EDGE_MASS = 1e-6
+
+
+def fit(
+    trace: Trace,
+    method: str = "exact",
+    *,
+    prior: str | Prior = "default",
+    burn_in: float = BURN_IN,
+    key=0,
+    draws: int = 4000,
+    **options,
+) -> NoiseAwarePosterior:
+    """The noise-aware posterior of `trace`: (φ*, A, u) of the gradient model by `method`, then the θ mixture.
+
+    method: "exact" (closed-form φ* and adaptive quadrature; the fastest and most accurate), "laplace"
+    (Newton MAP and a Gaussian over all unknowns) or "nuts" (numpyro NUTS; backend="blackjax" for
+    blackjax). prior: "default", "paper" (the research settings) or a `Prior`. draws: K draws of φ* per
+    chain. options go to the route: exact (hessian_nodes, extra_nodes, passes), laplace (style), nuts
+    (warmup, chains, backend, target_accept, progress).
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}: use one of {', '.join(METHODS)} (or noiseaware.naive_posterior)")
+    if not isinstance(trace, Trace):
+        raise TypeError(f"fit needs a noiseaware.Trace, got {type(trace).__name__}: load one with Trace.load(path)")
+    _check_length(trace, burn_in)
+    prior_spec = resolve_prior(prior)
+    model = gradient_model(trace, prior_spec, burn_in)
+    _warn_weak_slopes(model, trace)
+    if method == "exact":
+        from .inference.exact import fit_exact
+
+        result = fit_exact(model, key=key, draws=draws, **options)
+        _warn_grid_edges(result.diagnostics["edge_mass"], trace)
+    elif method == "laplace":
+        from .inference.laplace import fit_laplace
+
+        options.setdefault("style", "paper" if prior == "paper" else "full")
+        result = fit_laplace(model, key=key, draws=draws, **options)
+    else:
+        from .inference.nuts import fit_nuts
+
+        result = fit_nuts(model, key=key, draws=draws, **options)
+    return NoiseAwarePosterior(
+        optimum_chains=result.optimum,
+        hessian_chains=result.hessian,
+        extra_noise_chains=result.extra_noise,
+        method=method,
+        param_names=trace.param_names,
+        sites=trace.sites,
+        prior=prior if isinstance(prior, str) else repr(prior),
+        diagnostics=dict(result.diagnostics),
+        info=trace_facts(trace, burn_in=burn_in),
+    )
+
+
+def _check_length(trace: Trace, burn_in: float) -> None:
+    kept = trace.steps - int(np.floor(burn_in * trace.steps))
+    if kept < MIN_STEPS:
+        raise ValueError(
+            f"the trace has {trace.steps} steps, {kept} after a burn-in of {burn_in:g}: the gradient model needs "
+            f"at least {MIN_STEPS} stationary steps (thousands for useful intervals); record a longer trace"
+        )
+
+
+def _warn_weak_slopes(model: GradientModel, trace: Trace) -> None:
+    """Warn when a coordinate's gradients barely respond to its parameter (|â|/τ < 2): its Hessian, and so
+    its optimum, is then known mainly from the prior and the interval is wide."""
+    from .gradient_model import slope_estimates
+
+    slope, se = slope_estimates(model.stats)
+    weak = np.flatnonzero(slope / se < WEAK_SLOPE)
+    if weak.size:
+        names = ", ".join(trace.param_names[j] for j in weak[:8]) + (" …" if weak.size > 8 else "")
+        warnings.warn(
+            f"the gradients of {names} carry little signal about the Hessian (slope < {WEAK_SLOPE:g} standard "
+            "errors from 0): their optima are barely identified and their intervals are wide; a longer trace "
+            "or a larger privacy budget helps",
+            stacklevel=3,
+        )
+
+
+def _warn_grid_edges(edge_mass: np.ndarray, trace: Trace) -> None:
+    wide = np.flatnonzero(np.asarray(edge_mass) > EDGE_MASS)
+    if wide.size:
+        names = ", ".join(trace.param_names[j] for j in wide[:8])
+        warnings.warn(
+            f"the quadrature grid of {names} ends where the posterior still has mass (> {EDGE_MASS:g}): "
+            "increase passes or hessian_nodes/extra_nodes, or cross-check with method='nuts'",
+            stacklevel=3,
+        )

@@ -1,0 +1,33 @@
+"""Traces drawn exactly from the gradient model: Ornstein–Uhlenbeck traces with known φ* and A."""
+
+import numpy as np
+
+from noiseaware.trace import Trace
+
+Q, N, SIGMA, CLIP = 0.1, 1000, 5.0, 2.0
+SCALE = np.array([1.0, 1.0, 50.0, 50.0])
+OPTIMUM = (0.5, -1.0, -3.0, -2.0)
+HESSIAN = (40.0, 400.0, 20.0, 5.0)
+
+
+def ou_traces(count, steps=4000, optimum=OPTIMUM, hessian=HESSIAN, scale=SCALE, lr=1e-3, extra=0.0, seed=0):
+    """`count` traces with G_t = q A (φ_t − φ*) + e_t, e_t ~ N(0, (σC/s)² + extra²), φ_{t+1} = φ_t − λ s ⊙ G_t."""
+    rng = np.random.default_rng(seed)
+    optimum, hessian, scale = np.asarray(optimum), np.asarray(hessian), np.asarray(scale)
+    sd = np.sqrt((SIGMA * CLIP / scale) ** 2 + np.asarray(extra) ** 2)
+    phi = np.zeros((count, optimum.size))
+    params, grads = np.empty((steps, count, optimum.size)), np.empty((steps, count, optimum.size))
+    for t in range(steps):
+        grads[t] = Q * hessian * (phi - optimum) + sd * rng.standard_normal(phi.shape)
+        params[t] = phi
+        phi = phi - lr * scale * grads[t]
+    return [
+        Trace.from_arrays(params[:, m], grads[:, m], noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q,
+                          n_examples=N, grad_scale=scale, learning_rate=lr * scale)
+        for m in range(count)
+    ]
+
+
+def ou_trace(steps=4000, optimum=OPTIMUM, hessian=HESSIAN, lr=1e-3, seed=0):
+    """One OU trace of the four default coordinates."""
+    return ou_traces(1, steps, optimum, hessian, SCALE, lr, seed=seed)[0]
