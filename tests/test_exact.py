@@ -34,10 +34,10 @@ def _brute_force(model, j):
         _, grid, moments = _grid(model)
         mean, sd = float(moments.optimum_mean[j]), float(moments.optimum_sd[j])
         raw_lo, raw_hi = float(grid.hessian_raw[0, j]), float(grid.hessian_raw[-1, j])
-        phi = jnp.linspace(mean - 12 * sd, mean + 12 * sd, 161)
-        raw = jnp.linspace(raw_lo, raw_hi, 161)
+        phi = jnp.linspace(mean - 12 * sd, mean + 12 * sd, 121)
+        raw = jnp.linspace(raw_lo, raw_hi, 121)
         has_u = model.extra_noise != "none"
-        extra = jnp.linspace(0.0, float(grid.extra_noise[-1, j]), 81) if has_u else jnp.zeros(1)
+        extra = jnp.linspace(0.0, float(grid.extra_noise[-1, j]), 61) if has_u else jnp.zeros(1)
         P, A, U = jnp.meshgrid(phi, raw, extra, indexing="ij")
         shape = P.shape + (m.n_params,)
         def full(x, fill):
@@ -49,21 +49,24 @@ def _brute_force(model, j):
         return centre, (mean, sd), (mean_bf, float(jnp.sqrt(jnp.sum(w * (P - mean_bf) ** 2))))
 
 
-@pytest.mark.parametrize("prior", ["default", "paper", "none"])
-def test_grid_moments_match_a_brute_force_sum_over_all_three_unknowns(traces, prior):
+@pytest.mark.parametrize(("prior", "coordinates"), [("default", (0, 2)), ("paper", (1, 2)), ("none", (0, 2))])
+def test_grid_moments_match_a_brute_force_sum_over_all_three_unknowns(traces, prior, coordinates):
+    """Coordinate 0 is weakly identified (long tail of ã towards a → 0); under the softplus link of the
+    "paper" prior a uniform brute-force grid cannot resolve its kink, so that case is left to the
+    convergence test."""
     model = gradient_model(traces[0], PRIORS[prior])
-    for j in (1, 2):
+    for j in coordinates:
         _, (mean, sd), (mean_bf, sd_bf) = _brute_force(model, j)
         assert mean == pytest.approx(mean_bf, abs=0.02 * sd)
         assert sd == pytest.approx(sd_bf, rel=0.02)
 
 
-@pytest.mark.parametrize(("prior", "tolerance"), [("default", 1e-3), ("paper", 5e-3), ("softplus", 5e-3), ("none", 1e-3)])
+@pytest.mark.parametrize(("prior", "tolerance"), [("default", 1e-3), ("paper", 5e-3), ("none", 1e-3)])
 def test_quadrature_converges_as_the_grid_refines(traces, prior, tolerance):
-    """Relative change of φ*'s posterior sd against a 384-node grid shrinks as the grid refines; the
+    """Relative change of φ*'s posterior sd against a 256-node grid shrinks as the grid refines; the
     softplus link converges more slowly (its kink near a = 0 is a second, narrow feature in ã)."""
     model = gradient_model(traces[1], PRIORS[prior])
-    results = [_grid(model, hessian_nodes=n, extra_nodes=n // 2)[2] for n in (24, 48, 96, 384)]
+    results = [_grid(model, hessian_nodes=n, extra_nodes=n // 2)[2] for n in (24, 48, 96, 256)]
     finest = results[-1]
     errors = [np.max(np.abs(r.optimum_sd / finest.optimum_sd - 1)) for r in results[:-1]]
     assert errors[2] < tolerance
@@ -104,20 +107,20 @@ def test_vmapped_grids_equal_single_grids(traces):
             np.testing.assert_allclose(batch.weights[i], single.weights, rtol=1e-9, atol=1e-300)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("level", [0.5, 0.9])
-def test_default_prior_intervals_cover_the_true_optimum_at_the_nominal_rate(level):
-    """Over 200 OU traces × 4 coordinates the central `level` intervals of φ* (exact PIT of the truth)
-    cover it at the nominal rate: pooled n = 800, so 3.5 binomial standard errors is ±0.037 at 90 %."""
+@pytest.fixture(scope="module")
+def truth_pits():
+    """The exact posterior CDF of φ* at the truth, for 200 OU traces × 4 coordinates (default prior)."""
     traces = ou_traces(200, steps=4000, seed=11)
     truth = jnp.asarray([0.5, -1.0, -3.0, -2.0])
     grid = jax.jit(exact_grid)
-    pits = []
     with jax.enable_x64(True):
-        for trace in traces:
-            model = jax.tree_util.tree_map(jnp.asarray, gradient_model(trace))
-            pits.append(np.asarray(exact_cdf(grid(model), truth)))
-    pits = np.array(pits)
-    covered = (pits > 0.5 - level / 2) & (pits < 0.5 + level / 2)
-    n = covered.size
-    assert abs(covered.mean() - level) < 3.5 * np.sqrt(level * (1 - level) / n)
+        return np.array([np.asarray(exact_cdf(grid(jax.tree_util.tree_map(jnp.asarray, gradient_model(t))), truth))
+                         for t in traces])
+
+
+@pytest.mark.parametrize("level", [0.5, 0.9])
+def test_default_prior_intervals_cover_the_true_optimum_at_the_nominal_rate(truth_pits, level):
+    """The central `level` intervals of φ* cover the truth at the nominal rate: pooled n = 800, so
+    3.5 binomial standard errors is ±0.037 at 90 % and ±0.062 at 50 %."""
+    covered = (truth_pits > 0.5 - level / 2) & (truth_pits < 0.5 + level / 2)
+    assert abs(covered.mean() - level) < 3.5 * np.sqrt(level * (1 - level) / covered.size)
