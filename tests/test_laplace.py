@@ -1,0 +1,223 @@
+"""The Laplace route against brute force: scipy's optimiser, finite differences and 2-D quadrature."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import optimize
+from scipy import stats as scipy_stats
+from test_gradient_model import ou_trace
+
+from noiseaware.gradient_model import Prior, gradient_model, integrate_optimum
+from noiseaware.inference.laplace import fit_laplace, laplace_approximation, unconstrained_log_density
+
+pytestmark = pytest.mark.usefixtures("fast_compilation")
+
+# "paper" has the softplus link and a normal u; "exp" is the default's link now, so it compiles nothing new
+PRIORS = {"default": "default", "paper": "paper", "none": Prior(extra_noise="none"), "exp": Prior(hessian_link="exp")}
+
+
+@pytest.fixture(autouse=True)
+def x64():
+    with jax.enable_x64(True):
+        yield
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return ou_trace(steps=4000)
+
+
+@pytest.fixture(scope="module")
+def long_trace():
+    return ou_trace(steps=50_000, seed=1)
+
+
+def as_jax(model):
+    return jax.tree.map(jnp.asarray, model)
+
+
+@jax.jit
+def coordinate_log_density(model, mode, j, x):
+    return unconstrained_log_density(model, mode.at[j].set(x))[j]
+
+
+# the coordinates are independent, so the gradient of the sum is every coordinate's own gradient, (P, k)
+gradients = jax.jit(jax.grad(lambda model, x: jnp.sum(unconstrained_log_density(model, x)), argnums=1))
+
+
+def coordinate_objective(model, mode, j):
+    """f(x) = −log p(x | trace) of coordinate j alone, x (k,) in the unconstrained space, as a numpy function."""
+    return lambda x: -float(coordinate_log_density(model, mode, j, x))
+
+
+def test_the_mode_is_stationary_and_matches_a_brute_force_optimiser(trace):
+    model = as_jax(gradient_model(trace))
+    fit = laplace_approximation(model)
+    assert fit.mode.shape == (4, 3) and fit.covariance.shape == (4, 3, 3)
+    assert np.all(fit.converged) and np.all(fit.positive_definite) and np.all(fit.finite)
+    sd = np.sqrt(np.diagonal(fit.covariance, axis1=-2, axis2=-1))
+    assert np.max(np.abs(gradients(model, fit.mode) * sd)) < 1e-6
+    for j in (0, 3):
+        objective = coordinate_objective(model, fit.mode, j)
+        # Nelder–Mead in posterior-sd units, started one sd off in every direction
+        result = optimize.minimize(lambda z: objective(fit.mode[j] + sd[j] * z), np.array([1.0, -1.0, 1.0]),
+                                   method="Nelder-Mead", options={"xatol": 1e-9, "fatol": 1e-13, "maxiter": 5000})
+        np.testing.assert_allclose(result.x, 0.0, atol=1e-4)
+        assert -result.fun <= float(fit.log_density[j]) + 1e-9
+
+
+def test_the_covariance_is_the_inverse_of_a_finite_difference_hessian(trace):
+    model = as_jax(gradient_model(trace))
+    fit = laplace_approximation(model)
+    j = 2
+    objective = coordinate_objective(model, fit.mode, j)
+    sd = np.sqrt(np.diag(fit.covariance[j]))
+    h = 1e-2
+    # central second differences of f in posterior-sd units z, x = mode + sd ⊙ z
+    steps = h * np.eye(3)
+    hessian = np.array([[(objective(fit.mode[j] + sd * (a + b)) - objective(fit.mode[j] + sd * (a - b))
+                          - objective(fit.mode[j] + sd * (b - a)) + objective(fit.mode[j] - sd * (a + b)))
+                         / (4 * h * h) for b in steps] for a in steps])
+    standardised = np.asarray(fit.covariance[j]) / np.outer(sd, sd)
+    np.testing.assert_allclose(np.linalg.inv(hessian), standardised, atol=1e-3)
+
+
+def quadrature_moments(model):
+    """φ*'s posterior mean and sd per coordinate by brute force, and the largest weight on the grid's edge.
+
+    φ* is integrated out in closed form, then a fine trapezoid grid over ã (±8 prior sds) and u (the u prior
+    is ∝ exp(−u²/2σ_u²) on u ≥ 0 for both the half-normal and the folded normal) up to the smaller of 4 σ_u
+    and u² = 20 sampling sds of a variance estimate from T' steps, v·sqrt(2/T').
+    """
+    stats = model.stats
+    a = model.hessian_loc + model.hessian_sd * np.linspace(-8.0, 8.0, 401)[:, None, None]
+    u = 0.0
+    if model.extra_noise != "none":
+        top = np.minimum(4.0 * model.extra_sd, np.sqrt(20.0 * stats.noise_var * np.sqrt(2.0 / stats.count)))
+        u = top * np.linspace(0.0, 1.0, 401)[None, :, None]
+    given = integrate_optimum(model, a, u**2)
+    log_weight = np.asarray(given.log_marginal) + scipy_stats.norm.logpdf(a, model.hessian_loc, model.hessian_sd)
+    if model.extra_noise != "none":
+        log_weight = log_weight - 0.5 * (u / model.extra_sd) ** 2
+    weight = np.exp(log_weight - log_weight.max(axis=(0, 1)))
+    weight /= weight.sum(axis=(0, 1))
+    mean_given, sd_given = np.asarray(given.mean), np.asarray(given.sd)
+    mean = np.sum(weight * mean_given, axis=(0, 1))
+    sd = np.sqrt(np.sum(weight * (sd_given**2 + (mean_given - mean) ** 2), axis=(0, 1)))
+    edge = weight[[0, -1]].max() if model.extra_noise == "none" else max(weight[[0, -1]].max(), weight[:, -1].max())
+    return mean, sd, edge
+
+
+@pytest.mark.parametrize("prior", PRIORS)
+def test_laplace_matches_quadrature_when_the_posterior_is_near_gaussian(long_trace, prior):
+    model = gradient_model(long_trace, PRIORS[prior])
+    draws = fit_laplace(model, key=0)
+    mean, sd, edge = quadrature_moments(model)
+    assert edge < 1e-12
+    diagnostics = draws.diagnostics
+    np.testing.assert_allclose((diagnostics["optimum_map"] - mean) / sd, 0.0, atol=0.01)
+    # Laplace is too narrow where A is least identified: coordinate 0 by 3–4 % here, 7 % at T = 2·10⁴ and
+    # 20 % at T = 4000 (10× with a softplus link and a 5× wider prior): ã's posterior has a long tail
+    # towards a → 0, where φ* is barely constrained by the trace
+    np.testing.assert_allclose(diagnostics["optimum_sd"] / sd, 1.0, atol=0.05)
+    # and the draws follow that Gaussian (Monte Carlo error of 4000 draws ≈ 1.6 % of an sd)
+    np.testing.assert_allclose((draws.optimum[0].mean(axis=0) - mean) / sd, 0.0, atol=0.06)
+    np.testing.assert_allclose(draws.optimum[0].std(axis=0) / sd, 1.0, atol=0.06)
+    assert (draws.extra_noise is None) == (prior == "none")
+
+
+def test_full_draws_follow_the_laplace_gaussian_in_the_unconstrained_space(trace):
+    model = gradient_model(trace)
+    draws = fit_laplace(model, key=1, draws=20_000)
+    assert draws.optimum.shape == draws.hessian.shape == draws.extra_noise.shape == (1, 20_000, 4)
+    assert draws.optimum.dtype == np.float64
+    assert np.all(draws.hessian > 0) and np.all(draws.extra_noise > 0)
+    hessian_raw = np.log(draws.hessian[0]) if model.hessian_link == "exp" else np.log(np.expm1(draws.hessian[0]))
+    x = np.stack([draws.optimum[0], hessian_raw, np.log(draws.extra_noise[0])], axis=-1)
+    covariance = draws.diagnostics["covariance"]
+    sd = np.sqrt(np.diagonal(covariance, axis1=-2, axis2=-1))
+    for j in range(4):
+        empirical = np.cov(x[:, j].T) / np.outer(sd[j], sd[j])
+        np.testing.assert_allclose(empirical, covariance[j] / np.outer(sd[j], sd[j]), atol=0.04)
+
+
+def test_paper_style_draws_only_the_mu_half_with_u_fixed_at_zero(trace):
+    draws = fit_laplace(gradient_model(trace), key=2, style="paper")
+    # u = 0 with the default prior's (φ*, ã) priors is the same target as the prior without extra noise
+    no_extra = fit_laplace(gradient_model(trace, Prior(extra_noise="none")), key=2).diagnostics
+    diagnostics = draws.diagnostics
+    assert diagnostics["style"] == "paper" and diagnostics["extra_noise_map"] is None
+    np.testing.assert_allclose(diagnostics["optimum_map"], no_extra["optimum_map"], rtol=1e-10)
+    np.testing.assert_allclose(diagnostics["optimum_sd"], no_extra["optimum_sd"], rtol=1e-8)
+    optimum = draws.optimum[0]
+    np.testing.assert_array_equal(optimum[:, 2:], np.broadcast_to(diagnostics["optimum_map"][2:], (4000, 2)))
+    np.testing.assert_allclose(optimum[:, :2].std(axis=0) / diagnostics["optimum_sd"][:2], 1.0, atol=0.05)
+    np.testing.assert_allclose((optimum[:, :2].mean(axis=0) - diagnostics["optimum_map"][:2])
+                               / diagnostics["optimum_sd"][:2], 0.0, atol=0.06)
+    np.testing.assert_array_equal(draws.hessian[0], np.broadcast_to(diagnostics["hessian_map"], (4000, 4)))
+    np.testing.assert_array_equal(draws.extra_noise, 0.0)
+
+
+def saddle_and_improper(model):
+    """The model with coordinate 2's statistics at a saddle and coordinate 1's likelihood improper.
+
+    Coordinate 2: Σφ̃ with (Σφ̃)² > T'Σφ̃² (impossible for real data), Σ G = c Σφ̃ and Σ Gφ̃ = c Σφ̃² at
+    c = q·link(prior mean of ã): the prior means are stationary and the Hessian there is indefinite.
+    Coordinate 1: Σφ̃² < 0, so the likelihood grows without bound as a → ∞.
+    """
+    stats = model.stats
+    c = stats.sampling_rate * float(model.hessian(model.hessian_loc[2]))
+    sum_phi = stats.sum_phi.copy()
+    sum_phi[2] = 1e3 * np.sqrt(stats.count * stats.sum_phiphi[2])
+    sum_g, sum_gphi, sum_phiphi = stats.sum_g.copy(), stats.sum_gphi.copy(), stats.sum_phiphi.copy()
+    sum_g[2], sum_gphi[2] = c * sum_phi[2], c * sum_phiphi[2]
+    sum_phiphi[1] = -1e3 * stats.sum_phiphi[1]
+    stats = stats._replace(sum_phi=sum_phi, sum_g=sum_g, sum_gphi=sum_gphi, sum_phiphi=sum_phiphi)
+    return dataclasses.replace(model, stats=stats)
+
+
+def test_a_saddle_or_an_improper_posterior_raises_a_clear_error_and_no_nan_escapes(trace):
+    model = saddle_and_improper(gradient_model(trace, Prior(extra_noise="none")))
+    fit = laplace_approximation(as_jax(model))
+    assert not fit.positive_definite[2] and fit.converged[2]
+    assert not (fit.converged[1] and fit.finite[1])
+    for j in (0, 3):
+        assert fit.converged[j] and fit.positive_definite[j] and fit.finite[j]
+    with pytest.raises(ValueError, match=r"not positive definite.*: coordinates \[2\]") as error:
+        fit_laplace(model, key=0)
+    message = str(error.value)
+    assert "coordinates [1]" in message and "[0" not in message and "3]" not in message
+    assert 'method="exact"' in message and "longer trace" in message
+
+
+def test_same_key_same_draws_and_int_keys_work(trace):
+    model = gradient_model(trace)
+    first, again = fit_laplace(model, key=5, draws=100), fit_laplace(model, key=5, draws=100)
+    other = fit_laplace(model, key=jax.random.key(6), draws=100)
+    for name in ("optimum", "hessian", "extra_noise"):
+        np.testing.assert_array_equal(getattr(first, name), getattr(again, name))
+        assert not np.array_equal(getattr(first, name), getattr(other, name))
+
+
+def test_vmapped_over_stacked_models_equals_one_model_at_a_time():
+    models = [as_jax(gradient_model(ou_trace(steps=steps, seed=seed))) for steps, seed in ((3000, 3), (5000, 4))]
+    stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *models)
+    together = jax.vmap(laplace_approximation)(stacked)
+    for m, model in enumerate(models):
+        alone = laplace_approximation(model)
+        for name, value in alone._asdict().items():
+            np.testing.assert_allclose(getattr(together, name)[m], value, rtol=1e-9, err_msg=name)
+
+
+def test_bad_arguments_raise(trace):
+    model = gradient_model(trace)
+    with pytest.raises(ValueError, match="unknown Laplace style"):
+        fit_laplace(model, key=0, style="research")
+    with pytest.raises(ValueError, match="draws must be a positive integer"):
+        fit_laplace(model, key=0, draws=0)
+    odd = jax.tree.map(lambda leaf: leaf[:3] if np.ndim(leaf) else leaf, model)
+    with pytest.raises(ValueError, match="P = 3 is odd"):
+        fit_laplace(odd, key=0, style="paper")
