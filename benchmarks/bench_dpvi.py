@@ -11,14 +11,11 @@ throughout; the time does not depend on σ.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import tempfile
 import time
 from pathlib import Path
 
 import jax
+from _common import machine, merge_results
 
 import noiseaware as na
 from noiseaware.dpvi import _chunks, _run, _run_batch, build_recorder
@@ -90,7 +87,7 @@ def run_case(name: str, seed: int, command: str) -> dict:
         "seed": seed,
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "command": command,
-        "machine": _machine(),
+        "machine": machine(),
         "compile_s": round(compile_s, 3),
         "run_s": round(second, 3),
         "target_s": case["target_s"],
@@ -98,25 +95,6 @@ def run_case(name: str, seed: int, command: str) -> dict:
         "research_code_s_reported": case["research_s"],
         "speedup_vs_research": round(case["research_s"] / second, 1),
     }
-
-
-def _machine() -> dict:
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "jax": jax.__version__,
-        "jax_backend": jax.default_backend(),
-        "noiseaware": na.__version__,
-        "x64": bool(jax.config.jax_enable_x64),
-    }
-
-
-def _write_json(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
-        json.dump(payload, handle, indent=2)
-    os.replace(handle.name, path)
 
 
 def main() -> None:
@@ -137,8 +115,7 @@ def main() -> None:
         print(f"{name:<12} {r['compile_s']:>10.2f} {r['run_s']:>9.2f} {r['target_s']:>9.0f} "
               f"{r['research_code_s_reported']:>11.0f} {r['speedup_vs_research']:>8.0f}×  "
               f"{'yes' if r['meets_target'] else 'NO'}")
-    previous = json.loads(args.out.read_text()).get("results", {}) if args.out.exists() else {}
-    _write_json(args.out, {"results": {**previous, **results}})
+    merge_results(args.out, results)
     print(f"wrote {args.out}")
 
 

@@ -13,7 +13,7 @@ from . import models
 from .baselines import naive_posterior
 from .contract import ModelError
 from .dpvi import record_dpvi, record_dpvi_batch
-from .fit import fit
+from .fit import fit, fit_batch
 from .gradient_model import Prior
 from .posterior import NoiseAwarePosterior, load_posterior
 from .privacy import epsilon_spent, noise_multiplier
@@ -29,6 +29,7 @@ __all__ = [
     "TraceError",
     "epsilon_spent",
     "fit",
+    "fit_batch",
     "load_posterior",
     "models",
     "naive_posterior",

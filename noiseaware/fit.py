@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
+import jax
 import numpy as np
 
 from .baselines.naive import trace_facts
-from .gradient_model import GradientModel, Prior, gradient_model, resolve_prior
+from .gradient_model import GradientModel, Prior, gradient_model, resolve_prior, slope_estimates
+from .keys import as_key
 from .posterior import NoiseAwarePosterior
 from .trace import BURN_IN, Trace
 
-__all__ = ["METHODS", "fit"]
+__all__ = ["METHODS", "fit", "fit_batch"]
 
 METHODS = ("exact", "laplace", "nuts")
 MIN_STEPS = 50
@@ -37,19 +40,13 @@ def fit(
     chain. options go to the route: exact (hessian_nodes, extra_nodes, passes), laplace (style), nuts
     (warmup, chains, backend, target_accept, progress).
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}: use one of {', '.join(METHODS)} (or noiseaware.naive_posterior)")
-    if not isinstance(trace, Trace):
-        raise TypeError(f"fit needs a noiseaware.Trace, got {type(trace).__name__}: load one with Trace.load(path)")
-    _check_length(trace, burn_in)
-    prior_spec = resolve_prior(prior)
-    model = gradient_model(trace, prior_spec, burn_in)
-    _warn_weak_slopes(model, trace)
+    model = _model(trace, method, prior, burn_in)
+    _warn_weak_slopes(model, trace.param_names)
     if method == "exact":
         from .inference.exact import fit_exact
 
         result = fit_exact(model, key=key, draws=draws, **options)
-        _warn_grid_edges(result.diagnostics["edge_mass"], trace)
+        _warn_grid_edges(result.diagnostics["edge_mass"], trace.param_names)
     elif method == "laplace":
         from .inference.laplace import fit_laplace
 
@@ -59,6 +56,55 @@ def fit(
         from .inference.nuts import fit_nuts
 
         result = fit_nuts(model, key=key, draws=draws, **options)
+    return _posterior(trace, result, method, prior, burn_in)
+
+
+def fit_batch(
+    traces: Sequence[Trace],
+    method: str = "exact",
+    *,
+    prior: str | Prior = "default",
+    burn_in: float = BURN_IN,
+    key=0,
+    draws: int = 4000,
+    **options,
+) -> list[NoiseAwarePosterior]:
+    """`fit` for many traces of one model; "exact" runs them all in one vmapped, compiled computation.
+
+    Trace m uses the m-th key of jax.random.split(key, M). Weak-signal and grid-edge warnings are
+    gathered into one warning that counts the traces concerned.
+    """
+    models = [_model(trace, method, prior, burn_in) for trace in traces]
+    if method != "exact":
+        keys = jax.random.split(as_key(key), len(traces))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return [fit(t, method, prior=prior, burn_in=burn_in, key=k, draws=draws, **options) for t, k in zip(traces, keys)]
+    from .inference.exact import fit_exact_batch
+
+    results = fit_exact_batch(models, key=key, draws=draws, **options)
+    weak = sum(bool(_weak_coordinates(model).size) for model in models)
+    edges = sum(bool(np.any(r.diagnostics["edge_mass"] > EDGE_MASS)) for r in results)
+    if weak or edges:
+        warnings.warn(
+            f"of {len(traces)} traces, {weak} have coordinates whose gradients carry little signal about the Hessian "
+            f"and {edges} have a quadrature grid that ends where the posterior still has mass; fit them one by one "
+            "with noiseaware.fit to see which",
+            stacklevel=2,
+        )
+    return [_posterior(t, r, method, prior, burn_in) for t, r in zip(traces, results)]
+
+
+def _model(trace: Trace, method: str, prior: str | Prior, burn_in: float) -> GradientModel:
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}: use one of {', '.join(METHODS)} (or noiseaware.naive_posterior)")
+    if not isinstance(trace, Trace):
+        raise TypeError(f"fit needs a noiseaware.Trace, got {type(trace).__name__}: load one with Trace.load(path)")
+    _check_length(trace, burn_in)
+    return gradient_model(trace, resolve_prior(prior), burn_in)
+
+
+def _posterior(trace: Trace, result, method: str, prior: str | Prior, burn_in: float) -> NoiseAwarePosterior:
     return NoiseAwarePosterior(
         optimum_chains=result.optimum,
         hessian_chains=result.hessian,
@@ -81,15 +127,17 @@ def _check_length(trace: Trace, burn_in: float) -> None:
         )
 
 
-def _warn_weak_slopes(model: GradientModel, trace: Trace) -> None:
-    """Warn when a coordinate's gradients barely respond to its parameter (|â|/τ < 2): its Hessian, and so
-    its optimum, is then known mainly from the prior and the interval is wide."""
-    from .gradient_model import slope_estimates
-
+def _weak_coordinates(model: GradientModel) -> np.ndarray:
+    """Coordinates whose gradients barely respond to the parameter (|â|/τ < 2): their Hessian, and so their
+    optimum, is known mainly from the prior."""
     slope, se = slope_estimates(model.stats)
-    weak = np.flatnonzero(slope / se < WEAK_SLOPE)
+    return np.flatnonzero(slope / se < WEAK_SLOPE)
+
+
+def _warn_weak_slopes(model: GradientModel, param_names) -> None:
+    weak = _weak_coordinates(model)
     if weak.size:
-        names = ", ".join(trace.param_names[j] for j in weak[:8]) + (" …" if weak.size > 8 else "")
+        names = ", ".join(param_names[j] for j in weak[:8]) + (" …" if weak.size > 8 else "")
         warnings.warn(
             f"the gradients of {names} carry little signal about the Hessian (slope < {WEAK_SLOPE:g} standard "
             "errors from 0): their optima are barely identified and their intervals are wide; a longer trace "
@@ -98,10 +146,10 @@ def _warn_weak_slopes(model: GradientModel, trace: Trace) -> None:
         )
 
 
-def _warn_grid_edges(edge_mass: np.ndarray, trace: Trace) -> None:
+def _warn_grid_edges(edge_mass: np.ndarray, param_names) -> None:
     wide = np.flatnonzero(np.asarray(edge_mass) > EDGE_MASS)
     if wide.size:
-        names = ", ".join(trace.param_names[j] for j in wide[:8])
+        names = ", ".join(param_names[j] for j in wide[:8])
         warnings.warn(
             f"the quadrature grid of {names} ends where the posterior still has mass (> {EDGE_MASS:g}): "
             "increase passes or hessian_nodes/extra_nodes, or cross-check with method='nuts'",

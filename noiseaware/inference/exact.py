@@ -15,6 +15,7 @@ probability ∝ its weight, jitter uniformly inside the cell, and draw φ* from 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -25,7 +26,7 @@ from ..gradient_model import GradientModel, integrate_optimum, prior_distributio
 from ..keys import as_key
 from . import Draws
 
-__all__ = ["QuadratureGrid", "exact_grid", "exact_cdf", "exact_moments", "exact_draws", "fit_exact"]
+__all__ = ["QuadratureGrid", "exact_grid", "exact_cdf", "exact_moments", "exact_draws", "fit_exact", "fit_exact_batch"]
 
 WIDTH = 9.0
 
@@ -229,29 +230,52 @@ def fit_exact(
     diagnostics: optimum_mean/optimum_sd/hessian_mean/hessian_sd (P,) from the grid, edge_mass (P,)
     (the largest weight on the grid's outer edge; above 1e-6 the grid may cut posterior mass) and the grid sizes.
     """
+    return fit_exact_batch([model], key=key, draws=draws, hessian_nodes=hessian_nodes, extra_nodes=extra_nodes,
+                           passes=passes, split_keys=False)[0]
+
+
+def fit_exact_batch(
+    models: Sequence[GradientModel],
+    *,
+    key,
+    draws: int = 4000,
+    hessian_nodes: int = 96,
+    extra_nodes: int = 32,
+    passes: int = 3,
+    split_keys: bool = True,
+) -> list[Draws]:
+    """`fit_exact` for many traces' models (same P and prior) in one vmapped, compiled computation.
+
+    Model m uses the m-th key of jax.random.split(key, M) (or `key` itself for a single model when
+    split_keys is False).
+    """
+    settings = {"draws": draws, "hessian_nodes": hessian_nodes, "extra_nodes": extra_nodes, "passes": passes}
     with jax.enable_x64(True):
-        model = jax.tree_util.tree_map(jnp.asarray, model)
-        grid, moments, (optimum, hessian, extra) = _fit(
-            model, as_key(key), draws=draws, hessian_nodes=hessian_nodes, extra_nodes=extra_nodes, passes=passes
-        )
-        diagnostics = {name: np.asarray(value) for name, value in moments._asdict().items()}
-        diagnostics |= {
-            "edge_mass": np.asarray(grid.edge_mass),
-            "hessian_nodes": hessian_nodes,
-            "extra_nodes": grid.extra_noise.shape[0],
-            "passes": passes,
-        }
-        finite = bool(np.all(np.isfinite(np.asarray(grid.weights))))
-        optimum, hessian, extra = (np.asarray(x, np.float64)[None] for x in (optimum, hessian, extra))
-    if not finite or not np.all(np.isfinite(optimum)):
-        raise ValueError(
-            "the exact solver met non-finite posterior weights: the trace's statistics are not finite or the "
-            "prior is degenerate; check the trace with Trace.summary()"
-        )
-    return Draws(optimum, hessian, None if model.extra_noise == "none" else extra, diagnostics)
+        stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *models)
+        key = as_key(key)
+        keys = jax.random.split(key, len(models)) if split_keys else key[None]
+        grid, moments, sample = _fit_batch(stacked, keys, **settings)
+        grid, moments, sample = jax.tree_util.tree_map(np.asarray, (grid, moments, sample))
+    results = []
+    for m, model in enumerate(models):
+        optimum, hessian, extra = (np.asarray(x[m], np.float64)[None] for x in sample)
+        if not (np.all(np.isfinite(grid.weights[m])) and np.all(np.isfinite(optimum))):
+            raise ValueError(
+                f"the exact solver met non-finite posterior weights{f' for trace {m}' if len(models) > 1 else ''}: "
+                "the trace's statistics are not finite or the prior is degenerate; check the trace with Trace.summary()"
+            )
+        diagnostics = {name: value[m] for name, value in moments._asdict().items()}
+        diagnostics |= {"edge_mass": grid.edge_mass[m], "hessian_nodes": hessian_nodes,
+                        "extra_nodes": grid.extra_noise.shape[1], "passes": passes}
+        results.append(Draws(optimum, hessian, None if model.extra_noise == "none" else extra, diagnostics))
+    return results
+
+
+def _solve(model, key, *, draws, hessian_nodes, extra_nodes, passes):
+    grid = exact_grid(model, hessian_nodes=hessian_nodes, extra_nodes=extra_nodes, passes=passes)
+    return grid, exact_moments(model, grid), exact_draws(model, grid, key, draws)
 
 
 @functools.partial(jax.jit, static_argnames=("draws", "hessian_nodes", "extra_nodes", "passes"))
-def _fit(model, key, *, draws, hessian_nodes, extra_nodes, passes):
-    grid = exact_grid(model, hessian_nodes=hessian_nodes, extra_nodes=extra_nodes, passes=passes)
-    return grid, exact_moments(model, grid), exact_draws(model, grid, key, draws)
+def _fit_batch(models, keys, **settings):
+    return jax.vmap(functools.partial(_solve, **settings))(models, keys)
