@@ -190,7 +190,7 @@ class NoiseAwarePosterior:
         for key in ("max_rhat", "min_ess", "divergences"):
             if key in self.diagnostics:
                 value = self.diagnostics[key]
-                parts.append(f"{key.replace('_', ' ')} {value:.3g}" if isinstance(value, float) else f"{key} {value}")
+                parts.append(f"{key.replace('_', ' ')} {value:.4g}" if isinstance(value, float) else f"{key} {value}")
         return "noise-aware posterior: " + ", ".join(parts)
 
     # ------------------------------------------------------------------ ArviZ and files
@@ -208,7 +208,7 @@ class NoiseAwarePosterior:
         coords = {"chain": np.arange(chains), "draw": np.arange(draws)}
         if self.sites is None:
             posterior = xr.Dataset(
-                {"theta": (sample_dims + ("theta",), theta)}, coords=coords | {"theta": list(self.theta_names)}
+                {"theta": (sample_dims + ("theta_dim",), theta)}, coords=coords | {"theta_dim": list(self.theta_names)}
             )
         else:
             posterior = xr.Dataset(

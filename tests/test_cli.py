@@ -2,6 +2,7 @@
 demo, and one clear `error:` line with exit status 2 for every user error."""
 
 import re
+import warnings
 from pathlib import Path
 
 import jax
@@ -10,6 +11,9 @@ import pytest
 
 import noiseaware as na
 from noiseaware.cli import KNOWN_SEED_WARNING, DataError, load_data, main
+from noiseaware.sites import SiteSpec
+
+pytestmark = pytest.mark.usefixtures("fast_compilation")  # compile-bound: every command compiles its own programs
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUICK = ("--steps", "200")
@@ -37,6 +41,12 @@ def number_after(label: str, text: str) -> float:
     match = re.search(re.escape(label) + r"\s+([0-9.e+-]+)", text)
     assert match, text
     return float(match.group(1))
+
+
+def interval_after(label: str, text: str) -> list[tuple[float, float]]:
+    """The [low, high] intervals on the first table row starting with `label` that holds any."""
+    row = next(line for line in text.splitlines() if line.startswith(label) and "[" in line)
+    return [(float(a), float(b)) for a, b in re.findall(r"\[([-0-9.e+]+), ([-0-9.e+]+)\]", row)]
 
 
 def logistic_data(n=120, seed=0):
@@ -290,11 +300,182 @@ def test_missing_command_is_a_usage_error(capsys):
 # ---------------------------------------------------------------- demo
 
 
-def test_demo_writes_the_trace_and_the_plot(capsys, tmp_path):
-    status, out, _ = run(capsys, "demo", "--out", tmp_path / "demo", *QUICK)
-    assert status == 0
+def test_demo_records_fits_and_plots(capsys, tmp_path):
+    status, out, err = run(capsys, "demo", "--out", tmp_path / "demo", "--steps", "1000")
+    assert status == 0, err
+    assert "Traceback" not in err
     trace = na.Trace.load(tmp_path / "demo" / "m1-trace.nc")
-    assert trace.steps == 200 and trace.n_examples == 5000 and trace.epsilon == 1.0
+    assert trace.steps == 1000 and trace.n_examples == 5000 and trace.epsilon == 1.0
+    post = na.load_posterior(tmp_path / "demo" / "m1-posterior.nc")
+    assert post.method == "exact" and post.theta_names == ("rate",)
     assert (tmp_path / "demo" / "m1-trace.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    for row in ("true λ", "exact posterior Gamma(8 + N, 2 + Σx)", "DPVI last iterate"):
+    assert re.search(r"noise-aware 90%\s+naive 90%\s+truth", out)
+    assert len(interval_after("rate ", out)) == 2
+    for row in ("true λ", "exact posterior Gamma(8 + N, 2 + Σx)", "DPVI last iterate (naive)",
+                "noise-aware posterior (exact)"):
         assert row in out
+    for name in ("m1-trace.nc", "m1-posterior.nc", "m1-trace.png"):
+        assert re.search(rf"^{re.escape(name)}\s+\S", out, re.MULTILINE)
+
+
+def test_demo_rejects_an_unknown_method(capsys, tmp_path):
+    assert "argument --method: invalid choice: 'mcmc'" in single_error(capsys, "demo", "--method", "mcmc", "--out",
+                                                                         tmp_path / "demo")
+    assert not (tmp_path / "demo").exists()
+
+
+# ---------------------------------------------------------------- fit
+
+
+OPTIMUM = np.array([0.5, -3.0])
+"""φ* = (μ*, ρ*) of the simulated traces: θ's noise-aware posterior centres on μ* = 0.5."""
+
+
+def sgd_trace(steps=4000, contraction=(0.02, 0.02), seed=0, learning_rate=True, sites=True) -> na.Trace:
+    """A trace of plain SGD on a quadratic loss with Hessian a = (2000, 50) and optimum OPTIMUM (d = 1, one
+    real site x), gradients q·a·(φ − φ*) plus DP noise of sd σC = 10; `contraction` is λ·q·a per coordinate
+    (small: a weak slope signal). Built in numpy, so no recording is compiled."""
+    q, hessian, noise_sd = 0.1, np.array([2000.0, 50.0]), 10.0
+    rate = np.asarray(contraction) / (q * hessian)
+    rng = np.random.default_rng(seed)
+    params, grads = np.empty((steps, 2)), np.empty((steps, 2))
+    phi = OPTIMUM.copy()
+    for t in range(steps):
+        params[t] = phi
+        grads[t] = q * hessian * (phi - OPTIMUM) + noise_sd * rng.standard_normal(2)
+        phi = phi - rate * grads[t]
+    return na.Trace.from_arrays(params, grads, noise_multiplier=5.0, clip=2.0, sampling_rate=q, n_examples=5000,
+                                learning_rate=rate if learning_rate else None, epsilon=1.0, delta=1e-5,
+                                sites=[SiteSpec("x", (), "identity")] if sites else None)
+
+
+def saved(trace: na.Trace, path: Path) -> Path:
+    trace.save(path)
+    return path
+
+
+def test_fit_writes_a_loadable_posterior_and_prints_both_columns(capsys, tmp_path):
+    trace_path = saved(sgd_trace(), tmp_path / "sgd.npz")
+    status, out, err = run(capsys, "fit", trace_path, "--method", "exact", "--out", tmp_path / "post.nc",
+                           "--plot", tmp_path / "fit.png")
+    assert status == 0, err
+    assert "warning" not in err
+    post = na.load_posterior(tmp_path / "post.nc")
+    assert (post.method, post.prior, post.optimum_draws.shape) == ("exact", "default", (4000, 2))
+    assert post.info["burn_in"] == 0.2 and post.info["steps"] == 4000
+    assert abs(post.theta_mean[0] - OPTIMUM[0]) < 0.02
+    assert "noise-aware posterior: method exact" in out
+    assert re.search(r"noise-aware 90%\s+naive 90%", out)
+    (aware_low, aware_high), (naive_low, naive_high) = interval_after("x ", out)
+    assert aware_low < OPTIMUM[0] < aware_high and naive_low < naive_high
+    assert "diagnostics: hessian_nodes" in out and str(tmp_path / "post.nc") in out
+    assert (tmp_path / "fit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fit_options_reach_the_posterior_and_the_table(capsys, tmp_path):
+    trace_path = saved(sgd_trace(), tmp_path / "sgd.nc")
+    status, out, err = run(capsys, "fit", trace_path, "--out", tmp_path / "post.nc", "--burn-in", "0.5",
+                           "--level", "0.5", "--seed", "3")
+    assert status == 0, err
+    post = na.load_posterior(tmp_path / "post.nc")
+    assert post.method == "exact" and post.info["burn_in"] == 0.5
+    assert "fitting steps 2000…3999 (burn-in 0.5) by exact" in out
+    assert re.search(r"noise-aware 50%\s+naive 50%", out) and "90%" not in out
+
+
+def test_fit_warnings_are_single_readable_lines(capsys, tmp_path):
+    trace_path = saved(sgd_trace(contraction=(0.0005, 0.02)), tmp_path / "weak.nc")
+    status, _, err = run(capsys, "fit", trace_path, "--out", tmp_path / "post.nc")
+    assert status == 0, err
+    assert "Traceback" not in err and "UserWarning" not in err
+    lines = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(lines) == 1 and "mu:x carry little signal" in lines[0], err
+    assert len(err.splitlines()) == 1
+
+
+def test_fit_without_the_last_iterate_prints_the_noise_aware_column_alone(capsys, tmp_path):
+    trace_path = saved(sgd_trace(learning_rate=False), tmp_path / "no-lr.nc")
+    status, out, err = run(capsys, "fit", trace_path, "--out", tmp_path / "post.nc")
+    assert status == 0, err
+    assert "note: no naive column: final_params is absent" in err
+    assert "noise-aware 90%" in out and "naive" not in out
+
+
+def test_fit_of_a_trace_without_a_site_map(capsys, tmp_path):
+    trace_path = saved(sgd_trace(sites=False), tmp_path / "no-sites.nc")
+    status, out, err = run(capsys, "fit", trace_path, "--out", tmp_path / "post.nc")
+    assert status == 0, err
+    assert na.load_posterior(tmp_path / "post.nc").sites is None and "theta[0]" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (("missing.nc",), "no trace file at"),
+        (("{tmp}/garbage.nc",), "could not be read as a .nc trace"),
+        (("{tmp}/sgd.nc", "--method", "gibbs"), "argument --method: invalid choice: 'gibbs'"),
+        (("{tmp}/short.nc",), "at least 50 stationary steps"),
+        (("{tmp}/sgd.nc", "--warmup", "10"), "--warmup apply to --method nuts only"),
+        (("{tmp}/sgd.nc", "--burn-in", "1"), "argument --burn-in: invalid value '1': give a fraction in [0, 1)"),
+        (("{tmp}/sgd.nc", "--level", "90"), "argument --level: invalid value '90'"),
+        (("{tmp}/sgd.nc", "--draws", "0"), "argument --draws: invalid value '0': give a positive integer"),
+        (("{tmp}/sgd.nc", "--plot", "{tmp}/fit.pdf"), "--plot {tmp}/fit.pdf: a plot file ends in .png"),
+    ],
+)
+def test_fit_user_errors(capsys, tmp_path, argv, message):
+    sgd_trace(steps=60).save(tmp_path / "sgd.nc")
+    sgd_trace(steps=40).save(tmp_path / "short.nc")
+    (tmp_path / "garbage.nc").write_bytes(b"not a trace")
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    line = single_error(capsys, "fit", *argv, "--out", tmp_path / "post.nc")
+    assert message.format(tmp=tmp_path) in line
+    assert not (tmp_path / "post.nc").exists()
+
+
+def test_fit_checks_the_output_path_before_loading(capsys, tmp_path):
+    assert "--out post.txt: a posterior file ends in .nc" in single_error(capsys, "fit", "missing.nc", "--out",
+                                                                            "post.txt")
+    assert "does not exist" in single_error(capsys, "fit", "missing.nc", "--out", tmp_path / "no" / "post.nc")
+
+
+# ---------------------------------------------------------------- plots
+
+
+def test_plots_show_the_first_coordinates_of_a_large_model_and_check_the_truth(tmp_path, monkeypatch):
+    from noiseaware import plots
+
+    monkeypatch.setattr(plots, "MAX_COORDINATES", 2)
+    rng = np.random.default_rng(0)
+    d = 3
+    params = np.cumsum(0.01 * rng.standard_normal((300, 2 * d)), axis=0)
+    trace = na.Trace.from_arrays(params, rng.standard_normal((300, 2 * d)), noise_multiplier=1.0, clip=1.0,
+                                 sampling_rate=0.1, n_examples=100, learning_rate=1e-3)
+    spread = na.NoiseAwarePosterior(optimum_chains=params[None, -50:], hessian_chains=None, extra_noise_chains=None,
+                                    method="test", param_names=trace.param_names)
+    posteriors = {"spread": spread, "naive": na.naive_posterior(trace)}
+    for path in (plots.plot_trace(trace, tmp_path / "trace.png", posteriors=posteriors, truth=np.zeros(d)),
+                 plots.plot_trace(trace, tmp_path / "bare.png", burn_in=0.0),
+                 plots.plot_posteriors(posteriors, tmp_path / "densities.png", truth=np.zeros(d))):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match=f"the d = {d} coordinates"):
+        plots.plot_posteriors(posteriors, tmp_path / "bad.png", truth=[0.0])
+    with pytest.raises(ValueError, match="does not exist"):
+        plots.plot_trace(trace, tmp_path / "missing" / "trace.png")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bare.png", "densities.png", "trace.png"]
+
+
+def test_fit_warnings_show_once_even_when_it_fails_and_deprecations_go_to_python(capsys, tmp_path, monkeypatch):
+    def failing_fit(trace, method, **options):
+        for _ in range(3):
+            warnings.warn("the grid is\n  too small", stacklevel=2)
+        warnings.warn("old keyword", DeprecationWarning, stacklevel=2)
+        raise ValueError("the fit failed")
+
+    monkeypatch.setattr("noiseaware.cli.fit", failing_fit)
+    trace_path = saved(sgd_trace(steps=100), tmp_path / "sgd.nc")
+    with warnings.catch_warnings(record=True) as passed_on:
+        warnings.simplefilter("always")
+        status, _, err = run(capsys, "fit", trace_path, "--out", tmp_path / "post.nc")
+    assert status == 2
+    assert err.splitlines() == ["warning: the grid is too small", "error: the fit failed"]
+    assert [(w.category, str(w.message)) for w in passed_on] == [(DeprecationWarning, "old keyword")]
