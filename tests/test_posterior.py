@@ -1,0 +1,125 @@
+"""NoiseAwarePosterior: the θ mixture against its closed forms, files, ArviZ export; fit's errors and warnings."""
+
+import warnings
+
+import numpy as np
+import pytest
+from ou import CLIP, N, Q, SIGMA, ou_trace
+from scipy import stats
+
+import noiseaware as na
+from noiseaware.posterior import comparison_table, mixture_quantile
+from noiseaware.sites import SiteSpec
+
+
+def posterior(seed=0, k=500, d=2, sites=None):
+    rng = np.random.default_rng(seed)
+    optimum = np.concatenate([rng.normal(1.0, 0.5, (1, k, d)), rng.normal(-1.0, 0.3, (1, k, d))], axis=-1)
+    names = tuple(f"mu:t[{i}]" for i in range(d)) + tuple(f"rho:t[{i}]" for i in range(d))
+    return na.NoiseAwarePosterior(optimum, rng.uniform(1, 2, optimum.shape), None, "test", names, sites=sites)
+
+
+def test_theta_moments_are_the_mixture_closed_forms_and_match_samples():
+    post = posterior()
+    mu, rho = post.optimum_draws[:, :2], post.optimum_draws[:, 2:]
+    np.testing.assert_allclose(post.theta_mean, mu.mean(axis=0))
+    np.testing.assert_allclose(post.theta_sd**2, mu.var(axis=0) + np.mean(np.log1p(np.exp(rho)) ** 2, axis=0))
+    theta = post.sample(0, 200_000)
+    assert theta.shape == (200_000, 2)
+    se = post.theta_sd / np.sqrt(theta.shape[0])
+    assert np.all(np.abs(theta.mean(axis=0) - post.theta_mean) < 4 * se)
+    np.testing.assert_allclose(theta.std(axis=0), post.theta_sd, rtol=0.01)
+
+
+def test_mixture_quantiles_invert_the_mixture_cdf():
+    post = posterior(1)
+    means, sds = post.optimum_draws[:, :2], np.log1p(np.exp(post.optimum_draws[:, 2:]))
+    for p in (0.05, 0.5, 0.95):
+        q = mixture_quantile(means, sds, p)
+        np.testing.assert_allclose(np.mean(stats.norm.cdf((q - means) / sds), axis=0), p, atol=1e-12)
+    low, high = post.interval(0.9)
+    theta = post.sample(3, 200_000)
+    np.testing.assert_allclose(low, np.quantile(theta, 0.05, axis=0), atol=0.02)
+    np.testing.assert_allclose(high, np.quantile(theta, 0.95, axis=0), atol=0.02)
+
+
+def test_one_component_is_the_gaussian():
+    trace = ou_trace(steps=200)
+    naive = na.naive_posterior(trace)
+    final = trace.final_iterate()
+    sd = np.log1p(np.exp(final[2:]))
+    low, high = naive.interval(0.9)
+    np.testing.assert_allclose(low, final[:2] - stats.norm.ppf(0.95) * sd, rtol=1e-9)
+    np.testing.assert_allclose(high, final[:2] + stats.norm.ppf(0.95) * sd, rtol=1e-9)
+    assert naive.hessian_draws is None and naive.optimum_draws.shape == (1, 4)
+    np.testing.assert_allclose(naive.theta_sd, sd)
+
+
+def test_save_load_round_trip_and_arviz_groups(tmp_path):
+    sites = (SiteSpec("t", (2,), "softplus"),)
+    post = posterior(sites=sites)
+    post.save(tmp_path / "p.nc")
+    loaded = na.load_posterior(tmp_path / "p.nc")
+    np.testing.assert_array_equal(loaded.optimum_chains, post.optimum_chains)
+    np.testing.assert_array_equal(loaded.hessian_chains, post.hessian_chains)
+    assert loaded.sites == sites and loaded.method == "test" and loaded.param_names == post.param_names
+    tree = post.to_arviz()
+    assert tree["posterior"]["t"].shape == (1, 500, 2)
+    assert np.all(tree["posterior"]["t"].values > 0)  # softplus: the model's own (positive) space
+    assert tree["gradient_model"]["optimum"].dims == ("chain", "draw", "param")
+    named = post.constrained_sample(0, 10)
+    assert named["t"].shape == (10, 2) and named["t"].dtype == np.float64
+
+
+def test_bad_files_and_paths_give_clear_errors(tmp_path):
+    post = posterior()
+    with pytest.raises(ValueError, match="use a .nc path"):
+        post.save(tmp_path / "p.npz")
+    with pytest.raises(ValueError, match="does not exist"):
+        post.save(tmp_path / "missing" / "p.nc")
+    with pytest.raises(ValueError, match="no posterior file"):
+        na.load_posterior(tmp_path / "nothing.nc")
+    na.Trace.from_arrays(np.zeros((10, 2)) + np.arange(10)[:, None], np.ones((10, 2)), noise_multiplier=1.0,
+                         clip=1.0, sampling_rate=0.1, n_examples=10).save(tmp_path / "trace.nc")
+    with pytest.raises(ValueError, match="not a noiseaware posterior"):
+        na.load_posterior(tmp_path / "trace.nc")
+    with pytest.raises(ValueError, match="needs the model's site map"):
+        post.constrained_sample(0, 5)
+    with pytest.raises(ValueError, match="non-finite"):
+        na.NoiseAwarePosterior(np.full((1, 3, 2), np.nan), None, None, "x", ("mu:a", "rho:a"))
+
+
+def test_fit_rejects_short_traces_and_unknown_methods():
+    trace = ou_trace(steps=60)
+    with pytest.raises(ValueError, match="at least 50 stationary steps"):
+        na.fit(trace)
+    with pytest.raises(ValueError, match="unknown method 'mcmc'"):
+        na.fit(ou_trace(steps=500), "mcmc")
+    with pytest.raises(na.TraceError, match="finite"):
+        params = ou_trace(steps=100).params.copy()
+        params[5, 0] = np.nan
+        na.Trace.from_arrays(params, np.ones_like(params), noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q,
+                             n_examples=N)
+
+
+def test_gradients_without_signal_warn_and_widen_the_interval():
+    """Gradients that ignore φ (pure DP noise): the slope is ~0, fit warns, and the optimum's interval is
+    as wide as its prior allows instead of a confident wrong answer."""
+    rng = np.random.default_rng(0)
+    params = np.cumsum(rng.normal(0, 0.01, (3000, 2)), axis=0)
+    grads = rng.normal(0, SIGMA * CLIP, (3000, 2))
+    trace = na.Trace.from_arrays(params, grads, noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q, n_examples=N)
+    with pytest.warns(UserWarning, match="carry little signal"):
+        post = na.fit(trace)
+    low, high = post.optimum_interval(0.9)
+    assert np.all(high - low > 1.0)
+
+
+def test_fit_on_a_well_identified_trace_does_not_warn_and_compares():
+    trace = ou_trace(steps=4000, optimum=(0.5, -1.0, -3.0, -2.0), hessian=(400.0, 400.0, 20.0, 20.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        post = na.fit(trace)
+    table = comparison_table({"noise-aware": post, "naive": na.naive_posterior(trace)}, truth=[0.5, -1.0])
+    assert "noise-aware 90%" in table and "truth" in table
+    assert post.info["burn_in"] == 0.2 and post.method == "exact" and post.prior == "default"
