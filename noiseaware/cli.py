@@ -359,12 +359,7 @@ def _record(args) -> int:
 
 def _output_path(name: str) -> Path:
     """The trace path, checked before any work: a known suffix in an existing directory."""
-    path = Path(name)
-    if path.suffix.lower() not in TRACE_SUFFIXES:
-        raise ValueError(f"--out {name}: a trace file ends in .nc (netCDF4) or .npz (numpy)")
-    if not path.parent.is_dir():
-        raise ValueError(f"--out {name}: the directory {path.parent} does not exist; create it first")
-    return path
+    return _checked_path(name, "--out", TRACE_SUFFIXES, "a trace file ends in .nc (netCDF4) or .npz (numpy)")
 
 
 def _record_seed(args) -> int:
