@@ -105,22 +105,3 @@ def test_vmapped_grids_equal_single_grids(traces):
         for i, model in enumerate(models):
             single = exact_grid(jax.tree_util.tree_map(jnp.asarray, model))
             np.testing.assert_allclose(batch.weights[i], single.weights, rtol=1e-9, atol=1e-300)
-
-
-@pytest.fixture(scope="module")
-def truth_pits():
-    """The exact posterior CDF of φ* at the truth, for 200 OU traces × 4 coordinates (default prior)."""
-    traces = ou_traces(200, steps=4000, seed=11)
-    truth = jnp.asarray([0.5, -1.0, -3.0, -2.0])
-    grid = jax.jit(exact_grid)
-    with jax.enable_x64(True):
-        return np.array([np.asarray(exact_cdf(grid(jax.tree_util.tree_map(jnp.asarray, gradient_model(t))), truth))
-                         for t in traces])
-
-
-@pytest.mark.parametrize("level", [0.5, 0.9])
-def test_default_prior_intervals_cover_the_true_optimum_at_the_nominal_rate(truth_pits, level):
-    """The central `level` intervals of φ* cover the truth at the nominal rate: pooled n = 800, so
-    3.5 binomial standard errors is ±0.037 at 90 % and ±0.062 at 50 %."""
-    covered = (truth_pits > 0.5 - level / 2) & (truth_pits < 0.5 + level / 2)
-    assert abs(covered.mean() - level) < 3.5 * np.sqrt(level * (1 - level) / covered.size)

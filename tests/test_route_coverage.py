@@ -1,0 +1,51 @@
+"""Every route's central intervals of φ* cover the truth at the nominal rate on traces drawn from the model.
+
+200 Ornstein–Uhlenbeck traces × 4 coordinates (T = 4000, default prior): pooled n = 800 intervals, so a
+tolerance of 3.5 binomial standard errors (±0.037 at 90 %, ±0.062 at 50 %) fails a calibrated route
+with probability < 1e-3 per check.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from ou import OPTIMUM, ou_traces
+from scipy import stats
+
+from noiseaware.gradient_model import gradient_model
+from noiseaware.inference.exact import exact_cdf, exact_grid
+from noiseaware.inference.laplace import laplace_approximation
+
+TRUTH = np.asarray(OPTIMUM)
+LEVELS = (0.5, 0.9)
+
+
+@pytest.fixture(scope="module")
+def models():
+    """The stacked default-prior gradient models of 200 OU traces (float64 leaves, leading axis 200)."""
+    with jax.enable_x64(True):
+        models = [jax.tree_util.tree_map(jnp.asarray, gradient_model(t)) for t in ou_traces(200, steps=4000, seed=11)]
+        return jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *models)
+
+
+def assert_nominal(pits: np.ndarray) -> None:
+    """pits (traces, P): P(φ* ≤ truth | trace); central `level` intervals cover iff |pit − ½| < level/2."""
+    for level in LEVELS:
+        covered = np.abs(pits - 0.5) < level / 2
+        assert abs(covered.mean() - level) < 3.5 * np.sqrt(level * (1 - level) / covered.size), (level, covered.mean(axis=0))
+
+
+def test_exact(models):
+    with jax.enable_x64(True):
+        pits = jax.jit(jax.vmap(lambda m: exact_cdf(exact_grid(m), jnp.asarray(TRUTH))))(models)
+    assert_nominal(np.asarray(pits))
+
+
+def test_laplace(models):
+    """The Laplace Gaussian's marginal of φ*; it is somewhat overconfident on the weakly identified
+    coordinate 0 (measured pooled 90 % coverage 0.876), within the tolerance."""
+    with jax.enable_x64(True):
+        fit = jax.jit(jax.vmap(laplace_approximation))(models)
+        assert bool(jnp.all(fit.converged)) and bool(jnp.all(fit.positive_definite))
+        mode, var = np.asarray(fit.mode[..., 0]), np.asarray(fit.covariance[..., 0, 0])
+    assert_nominal(stats.norm.cdf((TRUTH - mode) / np.sqrt(var)))
