@@ -73,7 +73,6 @@ FIT_STREAM = 2
 NUTS_OPTIONS = ("warmup", "chains", "backend")
 """fit options for --method nuts only (argparse destinations = fit_nuts keywords)."""
 DIAGNOSTICS_FIRST = ("max_rhat", "min_ess", "divergences")
-MAX_RHAT = 1.01
 SIMULATION_SEED = 0
 """The default seed of simulated runs (reproducible); real data get a secret random seed instead."""
 SEED_BITS = 63
@@ -551,7 +550,6 @@ def _fit_reporting_warnings(trace: Trace, method: str, **options) -> NoiseAwareP
             post = fit(trace, method, **options)
     finally:  # shown also when the fit fails: they may explain why
         _show_warnings(caught)
-    _show_mixing(post)
     return post
 
 
@@ -567,17 +565,6 @@ def _show_warnings(caught: Sequence[warnings.WarningMessage]) -> None:
         if line not in shown:
             shown.add(line)
             print(f"warning: {line}", file=sys.stderr)
-
-
-def _show_mixing(post: NoiseAwarePosterior) -> None:
-    """Warn about a sampler's R-hat above 1.01 or divergent transitions."""
-    rhat, divergences = post.diagnostics.get("max_rhat"), post.diagnostics.get("divergences")
-    if rhat is not None and not rhat <= MAX_RHAT:
-        print(f"warning: max R-hat {rhat:.3g} > {MAX_RHAT:g}: the chains disagree; run more --warmup and --draws, "
-              "or use --method exact", file=sys.stderr)
-    if divergences:
-        print(f"warning: {divergences} divergent transitions: the draws may be biased; compare with --method exact",
-              file=sys.stderr)
 
 
 def _naive_column(trace: Trace) -> dict[str, NoiseAwarePosterior]:

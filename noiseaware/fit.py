@@ -20,6 +20,7 @@ METHODS = ("exact", "laplace", "nuts")
 MIN_STEPS = 50
 WEAK_SLOPE = 2.0
 EDGE_MASS = 1e-6
+MAX_RHAT = 1.01
 
 
 def fit(
@@ -56,6 +57,7 @@ def fit(
         from .inference.nuts import fit_nuts
 
         result = fit_nuts(model, key=key, draws=draws, **options)
+        _warn_mixing(result.diagnostics)
     return _posterior(trace, result, method, prior, burn_in)
 
 
@@ -144,6 +146,17 @@ def _warn_weak_slopes(model: GradientModel, param_names) -> None:
             "or a larger privacy budget helps",
             stacklevel=3,
         )
+
+
+def _warn_mixing(diagnostics) -> None:
+    """Warn about a sampler's R-hat above 1.01 or divergent transitions."""
+    rhat, divergences = diagnostics["max_rhat"], diagnostics["divergences"]
+    if not rhat <= MAX_RHAT:
+        warnings.warn(f"max R-hat {rhat:.4g} > {MAX_RHAT:g}: the chains disagree; run more warmup and draws, "
+                      "or use method='exact'", stacklevel=3)
+    if divergences:
+        warnings.warn(f"{divergences} divergent transitions: the draws may be biased; compare with method='exact'",
+                      stacklevel=3)
 
 
 def _warn_grid_edges(edge_mass: np.ndarray, param_names) -> None:
