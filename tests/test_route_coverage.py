@@ -62,3 +62,30 @@ def test_nuts(models):
         # a short warmup leaves a handful of divergent transitions (12 of 200 000 with these keys)
         assert bool(jnp.all(run.finite)) and int(jnp.sum(run.divergences)) < 1e-3 * optimum.size
     assert_nominal(np.mean(optimum <= TRUTH, axis=1))
+
+
+def test_exact_and_nuts_agree_on_means_and_sds():
+    """The same trace through na.fit: NUTS's φ* means within 4 Monte Carlo standard errors (from its bulk
+    ESS) of exact's, and its sds within 6 %."""
+    import noiseaware as na
+    from ou import ou_trace
+
+    trace = ou_trace(steps=4000)
+    exact = na.fit(trace, "exact")
+    nuts = na.fit(trace, "nuts", key=1)
+    mean, sd = exact.diagnostics["optimum_mean"], exact.diagnostics["optimum_sd"]
+    ess = np.asarray(nuts.diagnostics["ess_bulk"]["optimum"])
+    assert np.all(np.abs(nuts.optimum_draws.mean(axis=0) - mean) < 4 * sd / np.sqrt(ess))
+    np.testing.assert_allclose(nuts.optimum_draws.std(axis=0), sd, rtol=0.06)
+
+
+def test_laplace_matches_exact_when_the_posterior_is_near_gaussian():
+    """A long trace with every coordinate well identified: Laplace's φ* means and sds within 2 % of exact's."""
+    import noiseaware as na
+    from ou import ou_trace
+
+    trace = ou_trace(steps=20_000, hessian=(400.0, 400.0, 20.0, 20.0))
+    exact, laplace = na.fit(trace, "exact"), na.fit(trace, "laplace")
+    sd = exact.diagnostics["optimum_sd"]
+    assert np.all(np.abs(laplace.diagnostics["optimum_map"] - exact.diagnostics["optimum_mean"]) < 0.02 * sd)
+    np.testing.assert_allclose(laplace.diagnostics["optimum_sd"], sd, rtol=0.02)
