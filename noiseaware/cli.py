@@ -70,6 +70,8 @@ LAMBDA_DRAWS = 20_000
 """Draws of λ behind the demo's posterior means, sds and intervals."""
 FIT_STREAM = 2
 """The demo's fit key: fold_in(key of --seed, FIT_STREAM), apart from the simulation and DPVI keys."""
+THETA_STREAM = 3
+"""θ draws for saved posteriors and plots: fold_in(fit key, THETA_STREAM), apart from the fit's own draws."""
 NUTS_OPTIONS = ("warmup", "chains", "backend")
 """fit options for --method nuts only (argparse destinations = fit_nuts keywords)."""
 DIAGNOSTICS_FIRST = ("max_rhat", "min_ess", "divergences")
@@ -242,7 +244,7 @@ def _add_fit(commands) -> None:
     )
     parser.add_argument("trace", metavar="TRACE", help="trace file (.nc or .npz), e.g. from `noiseaware record`")
     parser.add_argument("--method", choices=METHODS, default="exact",
-                        help="exact: closed form and quadrature (fastest, most accurate); laplace: Newton MAP and "
+                        help="exact: closed form and quadrature (fast, no sampling error); laplace: Newton MAP and "
                         "a Gaussian; nuts: MCMC (default: %(default)s)")
     parser.add_argument("--out", required=True, metavar="FILE", help="posterior file to write (.nc)")
     parser.add_argument("--prior", choices=tuple(PRIORS), default="default",
@@ -504,7 +506,8 @@ def _fit(args) -> int:
           f"steps {start}…{trace.steps - 1} (burn-in {args.burn_in:g}) by {args.method}")
     post = _fit_reporting_warnings(trace, args.method, prior=args.prior, burn_in=args.burn_in, key=args.seed,
                                    draws=args.draws, **options)
-    post.save(out, key=args.seed)
+    key_theta = jax.random.fold_in(as_key(args.seed), THETA_STREAM)  # θ draws for the file and plot, apart from the fit's
+    post.save(out, key=key_theta)
     posteriors = {"noise-aware": post} | _naive_column(trace)
     print()
     print(post.describe())
@@ -515,7 +518,7 @@ def _fit(args) -> int:
     if plot is not None:
         from . import plots
 
-        plots.plot_trace(trace, plot, posteriors=posteriors, burn_in=args.burn_in, level=args.level, key=args.seed)
+        plots.plot_trace(trace, plot, posteriors=posteriors, burn_in=args.burn_in, level=args.level, key=key_theta)
     print(f"\nposterior saved to {out}" + ("" if plot is None else f"; plot saved to {plot}"))
     return 0
 
@@ -718,18 +721,19 @@ def _demo(args) -> int:
     print(trace.summary())
     print()
     post = _fit_reporting_warnings(trace, args.method, key=key_fit, **_route_options(args))
-    post.save(out / DEMO_POSTERIOR, key=key_fit)
+    key_theta = jax.random.fold_in(key_fit, THETA_STREAM)
+    post.save(out / DEMO_POSTERIOR, key=key_theta)
     posteriors = {"noise-aware": post, "naive": naive_posterior(trace)}
     truth = np.asarray(theta, np.float64)
     from . import plots
 
-    plots.plot_trace(trace, out / DEMO_PLOT, posteriors=posteriors, truth=truth, level=LEVEL, key=key_fit,
+    plots.plot_trace(trace, out / DEMO_PLOT, posteriors=posteriors, truth=truth, level=LEVEL, key=key_theta,
                      title=f"M1 gamma-exponential: DPVI trace at ε = {trace.epsilon:g} "
                      f"(σ = {trace.noise_multiplier:.4g}), fitted by {args.method}")
     print(post.describe())
     print(comparison_table(posteriors, LEVEL, truth=truth))
     print()
-    print(_m1_comparison(posteriors, float(truth[0]), np.asarray(data["x"], np.float64), trace.epsilon, key_fit))
+    print(_m1_comparison(posteriors, float(truth[0]), np.asarray(data["x"], np.float64), trace.epsilon, key_theta))
     print(f"\nsaved in {out}:")
     print(text_table(("file", "contents"), [
         (DEMO_TRACE, f"the DPVI trace (refit it: noiseaware fit {out / DEMO_TRACE} --out FILE.nc)"),

@@ -35,11 +35,11 @@ def fit(
 ) -> NoiseAwarePosterior:
     """The noise-aware posterior of `trace`: (φ*, A, u) of the gradient model by `method`, then the θ mixture.
 
-    method: "exact" (closed-form φ* and adaptive quadrature; the fastest and most accurate), "laplace"
+    method: "exact" (closed-form φ* and adaptive quadrature; no sampling error in its moments), "laplace"
     (Newton MAP and a Gaussian over all unknowns) or "nuts" (numpyro NUTS; backend="blackjax" for
     blackjax). prior: "default", "paper" (the research settings) or a `Prior`. draws: K draws of φ* per
-    chain. options go to the route: exact (hessian_nodes, extra_nodes, passes), laplace (style), nuts
-    (warmup, chains, backend, target_accept, progress).
+    chain. options go to the route: exact (hessian_nodes, extra_nodes, passes), laplace (style, max_steps),
+    nuts (warmup, chains, backend, target_accept, dense_mass, progress).
     """
     model = _model(trace, method, prior, burn_in)
     _warn_weak_slopes(model, trace.param_names)
@@ -73,15 +73,21 @@ def fit_batch(
 ) -> list[NoiseAwarePosterior]:
     """`fit` for many traces of one model; "exact" runs them all in one vmapped, compiled computation.
 
-    Trace m uses the m-th key of jax.random.split(key, M). Weak-signal and grid-edge warnings are
-    gathered into one warning that counts the traces concerned.
+    Trace m uses the m-th key of jax.random.split(key, M), so `fit_batch([t], key=k)` and `fit(t, key=k)`
+    give different (equally valid) draws. Warnings are gathered: one per kind, with the number of traces
+    concerned.
     """
-    models = [_model(trace, method, prior, burn_in) for trace in traces]
     if method != "exact":
         keys = jax.random.split(as_key(key), len(traces))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return [fit(t, method, prior=prior, burn_in=burn_in, key=k, draws=draws, **options) for t, k in zip(traces, keys)]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            posteriors = [fit(t, method, prior=prior, burn_in=burn_in, key=k, draws=draws, **options)
+                          for t, k in zip(traces, keys)]
+        _summarise_warnings(caught, len(traces))
+        return posteriors
+    models = [_model(trace, method, prior, burn_in) for trace in traces]
+    if len({model.n_params for model in models}) > 1:
+        raise ValueError("fit_batch needs traces of one model (the same number of parameters P); fit the others apart")
     from .inference.exact import fit_exact_batch
 
     results = fit_exact_batch(models, key=key, draws=draws, **options)
@@ -95,6 +101,16 @@ def fit_batch(
             stacklevel=2,
         )
     return [_posterior(t, r, method, prior, burn_in) for t, r in zip(traces, results)]
+
+
+def _summarise_warnings(caught, count: int) -> None:
+    """Re-issue the per-trace warnings of a batch once each, with how many of the `count` traces raised them."""
+    tally: dict[str, int] = {}
+    for warning in caught:
+        text = str(warning.message)
+        tally[text] = tally.get(text, 0) + 1
+    for text, times in tally.items():
+        warnings.warn(f"{times} of {count} traces: {text}", stacklevel=3)
 
 
 def _model(trace: Trace, method: str, prior: str | Prior, burn_in: float) -> GradientModel:

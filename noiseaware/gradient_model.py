@@ -146,8 +146,9 @@ class Prior:
 
     optimum_sd: τ_φ, the prior sd of φ*_j around the post-burn-in mean φ̄_j.
     hessian_link: a = softplus(ã) (the paper) or a = exp(ã) (a log-normal prior on the Hessian diagonal).
-    hessian_centre: "slope" puts ã_j ~ N(â_j, (w·τ_j)²) on the pre-link scale as the research code did;
-        "matched" centres at m_j = link⁻¹(â_j) with the sd carried over by the delta method, τ_j / link′(m_j).
+    hessian_centre: "slope" puts ã_j ~ N(â_j, (w·τ_j)²) on the pre-softplus scale as the research code did
+        (softplus link only); "matched" centres at m_j = link⁻¹(max(â_j, τ_j)) with the sd carried over by
+        the delta method, τ_j / link′(m_j).
     hessian_width: w, the multiplier of the slope's standard error τ_j.
     extra_noise: the prior of u_j, the extra noise sd: "half-normal" (u ≥ 0), "normal" (the research
         u ~ N(0, σ_u²), sign-symmetric since only u² enters), or "none" (u = 0).
@@ -179,8 +180,16 @@ class Prior:
                 raise ValueError(f"Prior.{name} must be one of {', '.join(options)}; got {value!r}")
         for name in ("optimum_sd", "hessian_width", "extra_noise_scale"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
                 raise ValueError(f"Prior.{name} must be a positive finite number; got {value!r}")
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"Prior.{name} must be a positive finite number; got {value!r}")
+        if self.hessian_centre == "slope" and self.hessian_link != "softplus":
+            raise ValueError(
+                "Prior(hessian_centre='slope') centres ã at the slope itself, which is the research choice for the "
+                "softplus link only (under exp it would centre a at e^â); use hessian_link='softplus' or "
+                "hessian_centre='matched'"
+            )
 
 
 PRIORS = {
@@ -223,8 +232,8 @@ class GradientModel:
     hessian_loc: jax.Array
     hessian_sd: jax.Array
     extra_sd: jax.Array
-    extra_noise: str = dataclasses.field(default="half-normal", metadata={"static": True})
-    hessian_link: str = dataclasses.field(default="softplus", metadata={"static": True})
+    extra_noise: str = dataclasses.field(metadata={"static": True})
+    hessian_link: str = dataclasses.field(metadata={"static": True})
 
     def hessian(self, hessian_raw):
         """The Hessian diagonal a = link(ã), softplus or exp."""
@@ -242,11 +251,15 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
     slope, se = slope_estimates(stats)
     if prior.hessian_centre == "slope":
         loc, sd = slope, se
-    elif prior.hessian_link == "exp":
-        loc, sd = np.log(slope), se / slope
     else:
-        loc = _softplus_inverse(slope)
-        sd = se / _sigmoid(loc)
+        # a slope within one standard error of 0 says only that a ≲ τ: centre there, so the delta-method
+        # width τ/â stays bounded (≤ w on the log scale) instead of exploding as â → 0
+        slope = np.maximum(slope, se)
+        if prior.hessian_link == "exp":
+            loc, sd = np.log(slope), se / slope
+        else:
+            loc = _softplus_inverse(slope)
+            sd = se / _sigmoid(loc)
     noise_sd = np.sqrt(stats.noise_var)
     extra = prior.extra_noise_scale * (noise_sd if prior.extra_noise_units == "noise-sd" else np.ones_like(noise_sd))
     return GradientModel(
@@ -337,6 +350,6 @@ def integrate_optimum(model: GradientModel, hessian_raw, extra_var=0.0) -> Optim
         - 0.5 * residual / var
         - 0.5 * offset**2 / tau2
         - 0.5 * jnp.log(tau2 * precision)
-        + 0.5 * shift**2 / precision
+        + 0.5 * shift * (shift / precision)
     )
     return OptimumGivenHessian(log_marginal, stats.centre + shift / precision, jax.lax.rsqrt(precision))

@@ -124,9 +124,9 @@ class NoiseAwarePosterior:
         """n draws of θ (n, d), unconstrained: k uniform over the K draws, θ = μ*_k + softplus(ρ*_k) ⊙ z."""
         means, sds = self._mixture()
         pick, noise = jax.random.split(as_key(key))
-        k = np.asarray(jax.random.randint(pick, (n,), 0, means.shape[0]))
-        z = np.asarray(jax.random.normal(noise, (n, self.dim)), np.float64)
-        return means[k] + sds[k] * z
+        with jax.enable_x64(True):
+            k = np.asarray(jax.random.randint(pick, (n,), 0, means.shape[0], jnp.int64))
+        return means[k] + sds[k] * _standard_normal(noise, (n, self.dim))
 
     def constrained_sample(self, key, n: int = 20000) -> dict[str, np.ndarray]:
         """n draws of θ mapped to the model's own space: {site: (n, *site shape)}."""
@@ -161,8 +161,8 @@ class NoiseAwarePosterior:
 
     def interval(self, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
         """The central `level` credible interval of each θ_j, (d,) ends: exact quantiles of the mixture."""
-        alpha = _tail(level)
-        return mixture_quantile(*self._mixture(), alpha), mixture_quantile(*self._mixture(), 1.0 - alpha)
+        alpha, mixture = _tail(level), self._mixture()
+        return mixture_quantile(*mixture, alpha), mixture_quantile(*mixture, 1.0 - alpha)
 
     def optimum_interval(self, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
         """The central `level` interval of each φ*_j from its draws, (P,) ends (a point for the naive baseline)."""
@@ -197,13 +197,17 @@ class NoiseAwarePosterior:
 
     def to_arviz(self, key=0) -> xr.DataTree:
         """An ArviZ DataTree: group `posterior` holds θ by site name in the model's own space (one θ per φ*
-        draw, or 4000 for the naive baseline) — or `theta` with coordinate names when there is no site map;
+        draw, paired with it, or 4000 for the naive baseline) — or `theta` with coordinate names when there is no site map;
         group `gradient_model` holds optimum, hessian and extra_noise (chain, draw, param); the root's attrs
         hold the method, prior, diagnostics and trace facts."""
         chains, draws = self.optimum_chains.shape[:2]
         if chains * draws == 1:
             chains, draws = 1, DEFAULT_THETA_DRAWS
-        theta = self.sample(key, chains * draws).reshape(chains, draws, self.dim)
+            theta = self.sample(key, draws)[None]
+        else:
+            # θ[c, k] ~ N(μ*[c, k], softplus(ρ*[c, k])²): paired with its φ* draw, so chains stay chains
+            mu, rho = self.optimum_chains[..., : self.dim], self.optimum_chains[..., self.dim :]
+            theta = mu + np.logaddexp(0.0, rho) * _standard_normal(as_key(key), mu.shape)
         sample_dims = ("chain", "draw")
         coords = {"chain": np.arange(chains), "draw": np.arange(draws)}
         if self.sites is None:
@@ -325,6 +329,13 @@ def mixture_quantile(means: np.ndarray, sds: np.ndarray, probability: float) -> 
         below = np.mean(special.ndtr((middle - means) / sds), axis=0) < probability
         low, high = np.where(below, middle, low), np.where(below, high, middle)
     return 0.5 * (low + high)
+
+
+def _standard_normal(key, shape) -> np.ndarray:
+    """N(0, 1) draws in float64 whatever the global x64 setting, so a key gives the same θ everywhere (with
+    64-bit component indices in `sample`)."""
+    with jax.enable_x64(True):
+        return np.asarray(jax.random.normal(key, shape, jnp.float64))
 
 
 def _tail(level: float) -> float:

@@ -4,9 +4,10 @@ The posterior factorises over the P coordinates. Given (ã_j, u_j) the model is 
 φ*_j (`integrate_optimum`), which leaves the 2-D density p(ã_j, u_j | trace) (1-D without extra
 noise). It is evaluated on a tensor grid per coordinate, placed adaptively: a first grid around a
 closed-form guess (OLS slope and residual variance, combined with the prior), then `passes` − 1
-re-placements at the grid's own mean ± `width` sd. The trapezoid rule is spectrally accurate for such
-smooth, decaying integrands; in u it is exact in spirit at the boundary u = 0 because the integrand is
-even in u (only u² enters and both u priors are symmetric).
+re-placements around the grid's own median and spread. The ã nodes are equally spaced in t for
+ã = centre + scale·sinh(t): dense at the bulk, sparse but present out to the prior's tails. The
+trapezoid rule is spectrally accurate for such smooth, decaying integrands; in u it stays so at the
+boundary u = 0 because the integrand is even in u (only u² enters and both u priors are symmetric).
 
 Moments of φ* are exact mixtures over the grid (no Monte Carlo error); draws pick a grid cell with
 probability ∝ its weight, jitter uniformly inside the cell, and draw φ* from its conditional Gaussian.
@@ -86,8 +87,7 @@ def _sinh_nodes(model: GradientModel, centre, scale, size: int):
     """
     low = jnp.minimum(centre - WIDTH * scale, model.hessian_loc - (WIDTH + 1) * model.hessian_sd)
     high = jnp.maximum(centre + WIDTH * scale, model.hessian_loc + (WIDTH + 1) * model.hessian_sd)
-    t = _nodes(jnp.arcsinh((low - centre) / scale), jnp.arcsinh((high - centre) / scale), size)
-    return t
+    return _nodes(jnp.arcsinh((low - centre) / scale), jnp.arcsinh((high - centre) / scale), size)
 
 
 def _nodes(low, high, size: int):
@@ -114,13 +114,18 @@ def _evaluate(model: GradientModel, centre, scale, t, extra_noise) -> Quadrature
         log_weight = log_weight + priors["extra_noise"].log_prob(extra)
     log_weight = log_weight + jnp.log(_trapezoid(raw.shape[0])[:, None] * jacobian)[:, None, :]
     log_weight = log_weight + jnp.log(_trapezoid(extra.shape[1]))[None, :, None]
+    # nodes where a = link(ã) overflows carry no mass (the likelihood vanishes there), not NaN
+    finite = jnp.isfinite(log_weight)
+    log_weight = jnp.where(finite, log_weight, -jnp.inf)
+    mean = jnp.where(finite, conditional.mean, model.optimum_loc)
+    sd = jnp.where(finite, conditional.sd, model.optimum_sd)
     weights = jax.nn.softmax(log_weight.reshape(-1, log_weight.shape[-1]), axis=0).reshape(log_weight.shape)
     edges = jnp.maximum(jnp.max(weights[0], axis=0), jnp.max(weights[-1], axis=0))
     if extra_noise.shape[0] > 1:
         # u = 0 is a boundary of the support, not of the grid; a positive lower end is a grid edge
         low_edge = jnp.where(extra_noise[0] > 0.0, jnp.max(weights[:, 0], axis=0), 0.0)
         edges = jnp.maximum(edges, jnp.maximum(low_edge, jnp.max(weights[:, -1], axis=0)))
-    return QuadratureGrid(centre, scale, t, hessian_raw, extra_noise, weights, conditional.mean, conditional.sd, edges)
+    return QuadratureGrid(centre, scale, t, hessian_raw, extra_noise, weights, mean, sd, edges)
 
 
 def _marginal_moments(nodes, weights):

@@ -51,7 +51,7 @@ def initial_values(model: GradientModel) -> dict[str, jax.Array]:
 class NutsRun(NamedTuple):
     """Draws and per-chain status of a NUTS run; under `jax.vmap` every field gains a leading axis.
 
-    optimum φ*, hessian a = softplus(ã), extra_noise |u| (None without extra noise): (chains, draws, P);
+    optimum φ*, hessian a = model.hessian(ã), extra_noise |u| (None without extra noise): (chains, draws, P);
     divergences: divergent transitions among the draws, (chains,); step_size, acceptance_rate (mean
     acceptance probability of the draws), leapfrogs (mean integration steps per draw): (chains,);
     finite: whether every draw is finite, ().
