@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import platform
-import tempfile
 from pathlib import Path
 
 import jax
 
 import noiseaware as na
+from noiseaware.files import atomic_write
 
 
 def machine() -> dict:
@@ -21,15 +21,13 @@ def machine() -> dict:
         "jax": jax.__version__,
         "jax_backend": jax.default_backend(),
         "noiseaware": na.__version__,
-        "x64": bool(jax.config.jax_enable_x64),
+        "x64_global": bool(jax.config.jax_enable_x64),  # recording follows it; the fitting routes always run in float64
     }
 
 
 def write_json(path: Path, payload: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
-        json.dump(payload, handle, indent=2)
-    os.replace(handle.name, path)
+    atomic_write(path, lambda temporary: temporary.write_text(json.dumps(payload, indent=2)))
 
 
 def merge_results(path: Path, results: dict) -> None:

@@ -75,7 +75,7 @@ def main() -> None:
         for name, prior in PRIORS.items():
             start = time.perf_counter()
             r = coverage(traces, prior)
-            results[f"{scenario}/{name}"] = r | {
+            results[f"seed{args.seed}/{scenario}/{name}"] = r | {
                 "scenario": scenario, "prior": name, "traces": args.traces, "steps": steps, "extra_noise_sd": extra,
                 "optimum": OPTIMUM.tolist(), "hessian": HESSIAN.tolist(), "grad_scale": SCALE.tolist(),
                 "seed": args.seed, "command": command, "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
