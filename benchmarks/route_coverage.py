@@ -68,9 +68,13 @@ CASES = {
 def coverage(pits: np.ndarray) -> dict:
     result = {}
     for level in (0.9, 0.5):
-        covered = np.where(np.isnan(pits), np.nan, np.abs(pits - 0.5) < level / 2)
-        result[f"coverage_{level:g}"] = [None if np.isnan(c) else round(float(c), 4) for c in np.nanmean(covered, axis=0)]
-        result[f"pooled_{level:g}"] = round(float(np.nanmean(covered)), 4)
+        covered = np.abs(pits - 0.5) < level / 2
+        has_interval = ~np.isnan(pits)
+        result[f"coverage_{level:g}"] = [
+            round(float(covered[has, j].mean()), 4) if has.any() else None
+            for j, has in enumerate(has_interval.T)
+        ]
+        result[f"pooled_{level:g}"] = round(float(covered[has_interval].mean()), 4)
     return result
 
 

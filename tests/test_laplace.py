@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import optimize
 from scipy import stats as scipy_stats
-from test_gradient_model import ou_trace
+from ou import ou_trace
 
 from noiseaware.gradient_model import Prior, gradient_model, integrate_optimum
 from noiseaware.inference.laplace import fit_laplace, laplace_approximation, unconstrained_log_density

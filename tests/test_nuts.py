@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from arviz_stats.base import array_stats
-from test_gradient_model import ou_trace
+from ou import ou_trace
 
 from noiseaware.gradient_model import Prior, gradient_model, integrate_optimum, prior_distributions
 from noiseaware.inference.nuts import _target, fit_nuts, initial_values, nuts_blackjax_draws

@@ -159,7 +159,8 @@ def _failure_message(fit: LaplaceFit, max_steps: int) -> str | None:
     converged, positive_definite, finite = (np.asarray(v) for v in (fit.converged, fit.positive_definite, fit.finite))
     problems = [
         (~finite, "non-finite values at the mode or in its covariance"),
-        (finite & ~converged, f"Newton's method reached no stationary point within {max_steps} steps"),
+        (finite & ~converged,
+         f"Newton's method reached no stationary point (in {max_steps} steps, or no step lowered the objective)"),
         (finite & converged & ~positive_definite,
          "the Hessian of the negative log posterior at the mode is not positive definite (a saddle or flat direction)"),
     ]
