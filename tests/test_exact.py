@@ -37,7 +37,7 @@ def _brute_force(model, j):
         phi = jnp.linspace(mean - 12 * sd, mean + 12 * sd, 121)
         raw = jnp.linspace(raw_lo, raw_hi, 121)
         has_u = model.extra_noise != "none"
-        extra = jnp.linspace(0.0, float(grid.extra_noise[-1, j]), 61) if has_u else jnp.zeros(1)
+        extra = jnp.linspace(1e-300, float(grid.extra_noise[-1, j]), 61) if has_u else jnp.zeros(1)
         P, A, U = jnp.meshgrid(phi, raw, extra, indexing="ij")
         shape = P.shape + (m.n_params,)
         def full(x, fill):

@@ -111,7 +111,8 @@ def _evaluate(model: GradientModel, centre, scale, t, extra_noise) -> Quadrature
     conditional = integrate_optimum(model, raw, extra**2)
     log_weight = conditional.log_marginal + priors["hessian_raw"].log_prob(raw)
     if "extra_noise" in priors:
-        log_weight = log_weight + priors["extra_noise"].log_prob(extra)
+        # the u prior's density is continuous at its boundary u = 0: evaluate the node u = 0 just inside it
+        log_weight = log_weight + priors["extra_noise"].log_prob(jnp.maximum(extra, jnp.finfo(extra.dtype).tiny))
     log_weight = log_weight + jnp.log(_trapezoid(raw.shape[0])[:, None] * jacobian)[:, None, :]
     log_weight = log_weight + jnp.log(_trapezoid(extra.shape[1]))[None, :, None]
     # nodes where a = link(ã) overflows carry no mass (the likelihood vanishes there), not NaN
