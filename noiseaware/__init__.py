@@ -13,6 +13,7 @@ from . import models
 from .baselines import naive_posterior
 from .contract import ModelError
 from .dpvi import record_dpvi, record_dpvi_batch
+from .evaluation import coverage_rmse, tarp_ecp
 from .fit import fit, fit_batch
 from .gradient_model import Prior
 from .posterior import NoiseAwarePosterior, load_posterior
@@ -27,6 +28,7 @@ __all__ = [
     "Prior",
     "Trace",
     "TraceError",
+    "coverage_rmse",
     "epsilon_spent",
     "fit",
     "fit_batch",
@@ -36,4 +38,5 @@ __all__ = [
     "noise_multiplier",
     "record_dpvi",
     "record_dpvi_batch",
+    "tarp_ecp",
 ]
