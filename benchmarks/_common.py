@@ -30,7 +30,12 @@ def write_json(path: Path, payload: dict) -> None:
     atomic_write(path, lambda temporary: temporary.write_text(json.dumps(payload, indent=2)))
 
 
+def read_results(path: Path) -> dict:
+    """A results file's contents, or {} when it does not exist yet."""
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def merge_results(path: Path, results: dict) -> None:
     """Update the results file's `results` mapping with `results`, keeping cases not rerun."""
-    previous = json.loads(path.read_text()).get("results", {}) if path.exists() else {}
+    previous = read_results(path).get("results", {})
     write_json(path, {"results": {**previous, **results}})
