@@ -77,40 +77,41 @@ def fit_batch(
     give different (equally valid) draws. Warnings are gathered: one per kind, with the number of traces
     concerned.
     """
-    if method != "exact":
-        keys = jax.random.split(as_key(key), len(traces))
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if method == "exact":
+            posteriors = _fit_exact_together(traces, prior, burn_in, key, draws, options)
+        else:
+            keys = jax.random.split(as_key(key), len(traces))
             posteriors = [fit(t, method, prior=prior, burn_in=burn_in, key=k, draws=draws, **options)
                           for t, k in zip(traces, keys)]
-        _summarise_warnings(caught, len(traces))
-        return posteriors
-    models = [_model(trace, method, prior, burn_in) for trace in traces]
-    if len({model.n_params for model in models}) > 1:
-        raise ValueError("fit_batch needs traces of one model (the same number of parameters P); fit the others apart")
+    _summarise_warnings(caught, len(traces))
+    return posteriors
+
+
+def _fit_exact_together(traces, prior, burn_in, key, draws, options) -> list[NoiseAwarePosterior]:
+    """The exact route for all traces in one vmapped computation, with `fit`'s per-trace warnings."""
     from .inference.exact import fit_exact_batch
 
+    models = [_model(trace, "exact", prior, burn_in) for trace in traces]
+    if len({model.n_params for model in models}) > 1:
+        raise ValueError("fit_batch needs traces of one model (the same number of parameters P); fit the others apart")
     results = fit_exact_batch(models, key=key, draws=draws, **options)
-    weak = sum(bool(_weak_coordinates(model).size) for model in models)
-    edges = sum(bool(np.any(r.diagnostics["edge_mass"] > EDGE_MASS)) for r in results)
-    if weak or edges:
-        warnings.warn(
-            f"of {len(traces)} traces, {weak} have coordinates whose gradients carry little signal about the Hessian "
-            f"and {edges} have a quadrature grid that ends where the posterior still has mass; fit them one by one "
-            "with noiseaware.fit to see which",
-            stacklevel=2,
-        )
-    return [_posterior(t, r, method, prior, burn_in) for t, r in zip(traces, results)]
+    for trace, model, result in zip(traces, models, results):
+        _warn_weak_slopes(model, trace.param_names)
+        _warn_grid_edges(result.diagnostics["edge_mass"], trace.param_names)
+    return [_posterior(t, r, "exact", prior, burn_in) for t, r in zip(traces, results)]
 
 
 def _summarise_warnings(caught, count: int) -> None:
-    """Re-issue the per-trace warnings of a batch once each, with how many of the `count` traces raised them."""
-    tally: dict[str, int] = {}
+    """Re-issue the per-trace warnings of a batch once each (same category), with how many of the `count`
+    traces raised them."""
+    tally: dict[tuple[type[Warning], str], int] = {}
     for warning in caught:
-        text = str(warning.message)
-        tally[text] = tally.get(text, 0) + 1
-    for text, times in tally.items():
-        warnings.warn(f"{times} of {count} traces: {text}", stacklevel=3)
+        kind = (warning.category, str(warning.message))
+        tally[kind] = tally.get(kind, 0) + 1
+    for (category, text), times in tally.items():
+        warnings.warn(f"{times} of {count} traces: {text}", category, stacklevel=3)
 
 
 def _model(trace: Trace, method: str, prior: str | Prior, burn_in: float) -> GradientModel:
@@ -145,15 +146,11 @@ def _check_length(trace: Trace, burn_in: float) -> None:
         )
 
 
-def _weak_coordinates(model: GradientModel) -> np.ndarray:
-    """Coordinates whose gradients barely respond to the parameter (|â|/τ < 2): their Hessian, and so their
-    optimum, is known mainly from the prior."""
-    slope, se = slope_estimates(model.stats)
-    return np.flatnonzero(slope / se < WEAK_SLOPE)
-
-
 def _warn_weak_slopes(model: GradientModel, param_names) -> None:
-    weak = _weak_coordinates(model)
+    """Warn about coordinates whose gradients barely respond to the parameter (|â|/τ < 2): their Hessian,
+    and so their optimum, is known mainly from the prior."""
+    slope, se = slope_estimates(model.stats)
+    weak = np.flatnonzero(slope / se < WEAK_SLOPE)
     if weak.size:
         names = ", ".join(param_names[j] for j in weak[:8]) + (" …" if weak.size > 8 else "")
         warnings.warn(

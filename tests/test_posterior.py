@@ -139,3 +139,31 @@ def test_fit_on_a_well_identified_trace_does_not_warn_and_compares():
     table = comparison_table({"noise-aware": post, "naive": na.naive_posterior(trace)}, truth=[0.5, -1.0])
     assert "noise-aware 90%" in table and "truth" in table
     assert post.info["burn_in"] == 0.2 and post.method == "exact" and post.prior == "default"
+
+
+def test_fit_batch_equals_fit_per_trace_and_counts_warnings():
+    """fit_batch's exact route is fit's, trace by trace (moments are key-free, draws use split keys), and a
+    warning raised by some traces comes back once, with their number."""
+    rng = np.random.default_rng(0)
+    params = np.cumsum(rng.normal(0, 0.01, (3000, 4)), axis=0)
+    silent = na.Trace.from_arrays(params, rng.normal(0, SIGMA * CLIP, (3000, 4)), noise_multiplier=SIGMA,
+                                  clip=CLIP, sampling_rate=Q, n_examples=N, grad_scale=np.array([1.0, 1.0, 50.0, 50.0]))
+    traces = [ou_trace(steps=2000, seed=1), silent, ou_trace(steps=2000, seed=2)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        batch = na.fit_batch(traces, key=7)
+    texts = [str(w.message) for w in caught]
+    assert len(texts) == len(set(texts)) and all(t.split(" traces: ")[0] in ("1 of 3", "2 of 3") for t in texts)
+    # the silent trace's μ coordinates and the OU traces' weakly identified coordinate 0, once each
+    assert any(t.startswith("1 of 3 traces: the gradients of mu:theta[0], mu:theta[1] carry") for t in texts)
+    assert any(t.startswith("2 of 3 traces: the gradients of mu:theta[0] carry little signal") for t in texts)
+    keys = jax.random.split(jax.random.key(7), 3)
+    for trace, post, key in zip(traces, batch, keys):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            single = na.fit(trace, key=key)
+        np.testing.assert_allclose(post.diagnostics["optimum_sd"], single.diagnostics["optimum_sd"], rtol=1e-10)
+        np.testing.assert_allclose(post.optimum_draws, single.optimum_draws, rtol=1e-8)
+    with pytest.raises(ValueError, match="same number of parameters"):
+        na.fit_batch([traces[0], na.Trace.from_arrays(params[:, :2], params[:, :2], noise_multiplier=SIGMA, clip=CLIP,
+                                                      sampling_rate=Q, n_examples=N)])

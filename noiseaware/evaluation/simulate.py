@@ -29,7 +29,7 @@ from ..models.benchmark import BenchmarkModel
 from ..posterior import NoiseAwarePosterior
 from ..privacy import noise_multiplier as calibrate
 from ..trace import BURN_IN, Trace
-from .tarp import LEVELS, coverage_rmse, tarp_repeats
+from .tarp import LEVELS, coverage_rmse, marginal_ecp, reference_box, tarp_repeats
 
 __all__ = ["METHODS", "REFERENCE_RULES", "CoverageResult", "coverage"]
 
@@ -223,9 +223,7 @@ _RULE_TEXT = {
 
 
 def _marginal_rmse(key, samples, truth, centre, half_width, repeats) -> np.ndarray:
-    """Per-dimension coverage RMSE (d,), averaged over the reference draws."""
-    from .tarp import marginal_ecp, reference_box
-
+    """Per-dimension coverage RMSE (d,), averaged over the same reference draws as `tarp_repeats`."""
     references = np.asarray(reference_box(key, centre, half_width, repeats))
     values = [coverage_rmse(*marginal_ecp(samples, truth, references[r])) for r in range(repeats)]
     return np.mean(values, axis=0)
