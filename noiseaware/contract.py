@@ -157,8 +157,12 @@ class ModelSpec:
         Differentiating per site (rather than through the flat θ) keeps the per-draw, per-example
         gradients free of the slicing and padding that flattening adds to them.
         """
+        return self.constrained_log_likelihood(self.site_map.constrain_sites(unconstrained), example, constants)
+
+    def constrained_log_likelihood(self, values: Mapping, example: Mapping, constants: Mapping):
+        """log p(x_i | θ) for one example, θ as {site: value in the model's own (constrained) space}."""
         one = {k: v[None] for k, v in example.items()}
-        trace = run_model(self.model, self.model_kwargs(one, constants, 1), self.site_map.constrain_sites(unconstrained))
+        trace = run_model(self.model, self.model_kwargs(one, constants, 1), values)
         total = 0.0
         for name in self.observed:
             log_density = _site_log_density(trace[name], summed=False)

@@ -159,10 +159,16 @@ class _Program:
         sd, dsd = jax.nn.softplus(rho), jax.nn.sigmoid(rho)
         thetas = mu + sd * eps
         site_map = self.spec.site_map
-        grad_loglik = jax.grad(self.spec.site_log_likelihood)
-        per_draw = jax.vmap(jax.vmap(grad_loglik, (None, 0, None)), (0, None, None))(
-            site_map.unflatten(thetas), examples, constants
-        )  # {site: (S, B, *unconstrained_shape)}
+        grad_loglik = jax.grad(self.spec.constrained_log_likelihood)
+
+        def one_draw(unconstrained):
+            # ∇_u log p(x_i | T(u)) = J_T(u)ᵀ ∇_x log p(x_i | x): the transform and its Jacobian once
+            # per draw, only the likelihood per example.
+            values = site_map.constrain_sites(unconstrained)
+            per_example = jax.vmap(grad_loglik, (None, 0, None))(values, examples, constants)
+            return site_map.pull_back(unconstrained)(per_example)
+
+        per_draw = jax.vmap(one_draw)(site_map.unflatten(thetas))  # {site: (S, B, *unconstrained_shape)}
         grad_prior = jax.vmap(jax.grad(self.spec.log_prior), (0, None, None))(thetas, examples, constants)
         # ∇_θ f_i(θ_s) = −∇ log p(x_i | θ_s) − ∇ log p̃(θ_s)/N. The sums over the S draws are unrolled
         # (XLA fuses them into one pass over the per-draw gradients, far faster than a reduction or

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import jax
@@ -182,6 +182,22 @@ def choose_transform_name(site: str, support, transforms: str | Mapping[str, str
     return name
 
 
+def _contract_event(g, jacobian, event_dims: int):
+    """Σ_i g[..., i] J[i, ...] over the `event_dims` trailing axes of g (the leading axes of J).
+
+    Unrolled over i for small events: XLA's CPU dot and reduce on a size-3 axis batched over thousands
+    of examples run ~15× slower than this sum of scaled copies.
+    """
+    event = g.shape[g.ndim - event_dims:]
+    size = math.prod(event)
+    if size > 64:
+        return jnp.tensordot(g, jacobian, axes=event_dims)
+    g = g.reshape(g.shape[: g.ndim - event_dims] + (size,))
+    jacobian = jacobian.reshape((size,) + jacobian.shape[event_dims:])
+    column = g.shape[:-1] + (1,) * (jacobian.ndim - 1)
+    return sum(g[..., i].reshape(column) * jacobian[i] for i in range(size))
+
+
 @dataclass(frozen=True)
 class SiteSpec:
     """One latent site: its name, its constrained shape and the name of its unconstrained map."""
@@ -235,6 +251,32 @@ class SiteMap:
     def constrain_sites(self, unconstrained: Mapping) -> dict:
         """{site: unconstrained value} → {site: constrained value} in the model's own space."""
         return {site.name: transform_from_name(site.transform)(unconstrained[site.name]) for site in self.sites}
+
+    def pull_back(self, unconstrained: Mapping) -> Callable[[Mapping], dict]:
+        """The chain rule at one θ: {site: ∇_x (B, *shape)} ↦ {site: ∇_u = J_T(u)ᵀ ∇_x (B, *unconstrained_shape)}.
+
+        J_T is formed once per θ (a diagonal for elementwise maps, a matrix for simplex maps), so a batch
+        of B per-example gradients costs one product each rather than B backward passes through T.
+        """
+        factors = {}
+        for site in self.sites:
+            transform, u = transform_from_name(site.transform), unconstrained[site.name]
+            if transform.domain.event_dim == 0:
+                factors[site.name] = jax.jvp(transform, (u,), (jnp.ones_like(u),))[1]
+            else:
+                factors[site.name] = jax.jacfwd(transform)(u)
+
+        def apply(grads: Mapping) -> dict:
+            out = {}
+            for site in self.sites:
+                g, factor = grads[site.name], factors[site.name]
+                if transform_from_name(site.transform).domain.event_dim == 0:
+                    out[site.name] = g * factor
+                else:
+                    out[site.name] = _contract_event(g, factor, len(site.shape))
+            return out
+
+        return apply
 
     def constrain(self, theta) -> dict:
         """θ (..., d) → {site: constrained value (..., *shape)} in the model's own space."""
