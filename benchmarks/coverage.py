@@ -1,7 +1,8 @@
 """Coverage benchmark: TARP RMSE of each method per model and ε (the paper's Tables 1 and 2).
 
     python benchmarks/coverage.py --models gamma-exponential --epsilons 0.1,0.3,1.0 \
-        --methods exact,laplace,naive [--simulations 500 --repeats 20 --draws 20000] [--sigma research|tight]
+        --methods exact,nuts,laplace,naive,dpvim [--simulations 500 --repeats 20 --draws 20000] \
+        [--sigma research|tight] [--out benchmarks/results/table1.json]
 
 Research scale by default: M = 500 simulations, R = 20 reference draws, K = 20 000 θ draws per posterior,
 T = 10⁴, the research presets, and the research σ (360, 117.5, 37.81 for ε = 0.1, 0.3, 1.0; `--sigma
@@ -27,7 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="gamma-exponential,beta-bernoulli,dirichlet-categorical")
     parser.add_argument("--epsilons", default="0.1,0.3,1.0")
-    parser.add_argument("--methods", default="exact,laplace,naive")
+    parser.add_argument("--methods", default="exact,nuts,laplace,naive,dpvim")
     parser.add_argument("--simulations", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--draws", type=int, default=20_000)
@@ -50,16 +51,23 @@ def main() -> None:
             wall = time.perf_counter() - start
             print(f"\n{model}, ε = {epsilon:g} (σ = {result.settings['noise_multiplier']:.4g}), {wall:.0f} s")
             print(result.table(), flush=True)
+            trace_rule = result.rmse_under("trace")
+            marginal = result.marginal_rmse("research")
             for method, (mean, sd) in result.rmse.items():
-                trace_mean, trace_sd = result.rmse_under("trace")[method]
-                results.setdefault(model, {}).setdefault(f"{epsilon:g}", {})[f"{method}/{args.prior}"] = {
+                results.setdefault(model, {}).setdefault(f"{epsilon:g}", {})[
+                    method if args.prior == "default" else f"{method}/{args.prior}"] = {
                     "rmse_mean": round(mean, 4), "rmse_sd": round(sd, 4),
-                    "rmse_trace_reference_mean": round(trace_mean, 4), "rmse_trace_reference_sd": round(trace_sd, 4),
-                    "marginal_rmse": [round(float(v), 4) for v in result.marginal_rmse["research"][method]],
+                    "rmse_trace_reference_mean": round(trace_rule[method][0], 4),
+                    "rmse_trace_reference_sd": round(trace_rule[method][1], 4),
+                    "marginal_rmse": [round(float(v), 4) for v in marginal[method]],
+                    "ecp_mean": [round(float(v), 4) for v in result.ecp[method].mean(axis=0)],
                     "failures": result.failures[method],
-                    "seconds": {"dpvi_all_methods": round(result.seconds["dpvi"], 1),
-                                "fit_and_draws": round(result.seconds[method], 1),
-                                "tarp": round(result.seconds[f"tarp_{method}"], 1), "wall_this_epsilon": round(wall, 1)},
+                    "diagnostics": {k: v for k, v in result.diagnostics[method].items() if k != "warnings"},
+                    "warnings": result.diagnostics[method]["warnings"],
+                    "seconds": {"dpvi_all_simulations": round(result.seconds["dpvi"], 1),
+                                "fit": round(result.seconds[method], 1),
+                                "draws_and_tarp": round(result.seconds[f"tarp_{method}"], 1),
+                                "wall_this_epsilon_all_methods": round(wall, 1)},
                     "sigma": f"{args.sigma} ({result.settings['noise_multiplier']:.4g})",
                     "reference_rule": "research; trace rule beside it",
                     "prior": args.prior, "M": args.simulations, "R": args.repeats, "K": args.draws,

@@ -10,10 +10,10 @@
 """
 
 from . import models
-from .baselines import naive_posterior
+from .baselines import dpvim_posterior, naive_posterior
 from .contract import ModelError
 from .dpvi import record_dpvi, record_dpvi_batch
-from .evaluation import coverage_rmse, tarp_ecp
+from .evaluation import coverage, coverage_rmse, register_method, tarp_ecp
 from .fit import fit, fit_batch
 from .gradient_model import Prior
 from .posterior import NoiseAwarePosterior, load_posterior
@@ -28,7 +28,9 @@ __all__ = [
     "Prior",
     "Trace",
     "TraceError",
+    "coverage",
     "coverage_rmse",
+    "dpvim_posterior",
     "epsilon_spent",
     "fit",
     "fit_batch",
@@ -38,5 +40,6 @@ __all__ = [
     "noise_multiplier",
     "record_dpvi",
     "record_dpvi_batch",
+    "register_method",
     "tarp_ecp",
 ]

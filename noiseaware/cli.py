@@ -1,4 +1,4 @@
-"""The `noiseaware` command line: `account`, `record`, `fit` and `demo`.
+"""The `noiseaware` command line: `account`, `record`, `fit`, `coverage` and `demo`.
 
     noiseaware account --epsilon 0.1 0.3 1.0          # σ for each ε (PLD accountant)
     noiseaware account --noise-multiplier 37.81       # ε spent by a given σ
@@ -6,6 +6,7 @@
     noiseaware record --model mymodels:logistic --data adult.csv --epsilon 1 \\
         --steps 10000 --sampling-rate 0.01 --clip 2 --out adult.nc
     noiseaware fit m1.nc --method exact --out m1-posterior.nc --plot m1.png
+    noiseaware coverage --model M1 --epsilon 0.1 1 --methods exact,nuts,naive --simulations 500 --out cov/
     noiseaware demo                                   # M1 end to end: trace, fit, comparison, plot
 
 Simulated runs default to seed 0, for reproducibility. A run on real data (--data) draws a secret random
@@ -73,6 +74,8 @@ FIT_STREAM = 2
 THETA_STREAM = 3
 """θ draws for saved posteriors and plots: fold_in(fit key, THETA_STREAM), apart from the fit's own draws."""
 NUTS_OPTIONS = ("warmup", "chains", "backend")
+COVERAGE_METHODS = ("exact", "laplace", "nuts", "naive", "dpvim")
+"""The trace methods of `noiseaware coverage`."""
 """fit options for --method nuts only (argparse destinations = fit_nuts keywords)."""
 DIAGNOSTICS_FIRST = ("max_rhat", "min_ess", "divergences")
 SIMULATION_SEED = 0
@@ -153,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_account(commands)
     _add_record(commands)
     _add_fit(commands)
+    _add_coverage(commands)
     _add_demo(commands)
     return parser
 
@@ -266,6 +270,45 @@ def _add_fit(commands) -> None:
     nuts.add_argument("--backend", metavar="NAME",
                       help="sampler implementation: numpyro or blackjax (default: numpyro)")
     parser.set_defaults(run=_fit)
+
+
+def _add_coverage(commands) -> None:
+    parser = commands.add_parser(
+        "coverage", help="TARP coverage of noise-aware and baseline posteriors on simulated data",
+        description="Simulate M data sets from the model's prior, record a DPVI trace of each (one compiled "
+        "program), fit every method on the same traces and score them by TARP (expected coverage of balls "
+        "around reference points, R reference draws). Prints the coverage RMSE under both reference rules "
+        "and writes DIR/coverage-MODEL-eps-E.json, .csv (the ECP curves) and .png (the curves).",
+    )
+    parser.add_argument("--model", required=True, metavar="NAME",
+                        help=f"a built-in ({', '.join(models.names())}, M1, M2, M3) or package.module:name of a "
+                        "model made by noiseaware.models.from_numpyro")
+    level = parser.add_mutually_exclusive_group(required=True)
+    level.add_argument("--epsilon", type=float, nargs="+", metavar="E", help="one or more ε (σ by the accountant)")
+    level.add_argument("--noise-multiplier", type=float, nargs="+", metavar="S", help="one or more σ")
+    parser.add_argument("--methods", type=_method_list, default=("exact", "naive"), metavar="LIST",
+                        help=f"comma-separated, from {', '.join(COVERAGE_METHODS)} (default: exact,naive)")
+    parser.add_argument("--simulations", type=_positive_int, default=500, metavar="M", help="(default: %(default)d)")
+    parser.add_argument("--repeats", type=_positive_int, default=20, metavar="R",
+                        help="reference-point draws (default: %(default)d)")
+    parser.add_argument("--draws", type=_positive_int, default=20_000, metavar="K",
+                        help="θ draws per posterior (default: %(default)d)")
+    parser.add_argument("--steps", type=_positive_int, metavar="T", help="DP-SGD steps (default: the preset's)")
+    parser.add_argument("--delta", type=float, default=1e-5, metavar="D", help="δ (default: %(default)g)")
+    parser.add_argument("--prior", choices=tuple(PRIORS), default="default",
+                        help="gradient-model prior of exact, laplace and nuts (default: %(default)s)")
+    parser.add_argument("--warmup", type=_count, metavar="W", help="NUTS warmup steps (default: 1000)")
+    parser.add_argument("--seed", type=_seed, default=0, metavar="SEED", help="(default: %(default)d)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
+    parser.set_defaults(run=_coverage)
+
+
+def _method_list(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in COVERAGE_METHODS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"unknown methods {unknown or text!r}: choose from {', '.join(COVERAGE_METHODS)}")
+    return names
 
 
 def _add_demo(commands) -> None:
@@ -465,9 +508,17 @@ def _user_data(args) -> dict[str, np.ndarray]:
 
 def import_model(spec: str) -> Callable:
     """The function named by 'package.module:function' (the current directory is searched first)."""
-    module_name, _, function_name = spec.partition(":")
-    if not module_name or not function_name:
-        raise ValueError(f"--model {spec}: write a user model as package.module:function")
+    model = _import_attribute(spec)
+    if not callable(model):
+        raise ValueError(f"--model {spec}: {spec.partition(':')[2]!r} is not a function")
+    return model
+
+
+def _import_attribute(spec: str):
+    """The object named by 'package.module:name' (the current directory is searched first)."""
+    module_name, _, name = spec.partition(":")
+    if not module_name or not name:
+        raise ValueError(f"--model {spec}: write a user model as package.module:name")
     cwd = str(Path.cwd())
     sys.path.insert(0, cwd)
     try:
@@ -477,10 +528,9 @@ def import_model(spec: str) -> Callable:
                           "holds it, or install it") from error
     finally:
         sys.path.remove(cwd)
-    model = getattr(module, function_name, None)
-    if not callable(model):
-        raise ValueError(f"--model {spec}: module {module_name} has no function {function_name!r}")
-    return model
+    if not hasattr(module, name):
+        raise ValueError(f"--model {spec}: module {module_name} has no {name!r}")
+    return getattr(module, name)
 
 
 def _truth_report(bm: models.BenchmarkModel, theta) -> str:
@@ -542,6 +592,51 @@ def _route_options(args) -> dict:
             raise ValueError(f"{flags} apply to --method nuts only, not to --method {args.method}")
         return {}
     return given | {"progress": True}
+
+
+def _coverage(args) -> int:
+    from .evaluation import coverage
+
+    bm = _coverage_model(args.model)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    overrides = {} if args.steps is None else {"steps": args.steps}
+    options = {"nuts": {"warmup": args.warmup}} if args.warmup is not None else {}
+    levels = [("epsilon", e) for e in args.epsilon] if args.epsilon else [("noise_multiplier", s) for s in args.noise_multiplier]
+    for name, value in levels:
+        result = coverage(bm, methods=args.methods, delta=args.delta, simulations=args.simulations,
+                          repeats=args.repeats, draws=args.draws, key=args.seed, prior=args.prior,
+                          method_options=options, progress=True, **{name: value}, **overrides)
+        s = result.settings
+        tag = f"eps-{value:g}" if name == "epsilon" else f"sigma-{value:g}"
+        print(f"\n{bm.name}, ε = {_epsilon_text(s['epsilon'])}, σ = {s['noise_multiplier']:.4g}, M = {s['simulations']}, "
+              f"R = {s['repeats']}, K = {s['draws']}, T = {s['steps']}, seed {args.seed}; DPVI "
+              f"{result.seconds['dpvi']:.0f} s")
+        print(result.table())
+        for method, facts in result.diagnostics.items():
+            for line in facts.get("warnings", []):
+                print(f"warning: {method}: {' '.join(line.split())}", file=sys.stderr)
+        stem = f"coverage-{bm.name}-{tag}"
+        result.to_json(out / f"{stem}.json")
+        result.to_csv(out / f"{stem}.csv")
+        result.plot(out / f"{stem}.png")
+        print(f"wrote {out / stem}.json, .csv, .png")
+    return 0
+
+
+def _epsilon_text(epsilon) -> str:
+    return "unknown" if epsilon is None else f"{epsilon:g}"
+
+
+def _coverage_model(spec: str) -> models.BenchmarkModel:
+    """A built-in, or the BenchmarkModel named by package.module:name."""
+    if ":" not in spec:
+        return _builtin(spec)
+    bm = _import_attribute(spec)
+    if not isinstance(bm, models.BenchmarkModel):
+        raise ValueError(f"--model {spec} is not a BenchmarkModel: make one with "
+                         "noiseaware.models.from_numpyro(model, n_examples=…, steps=…, …)")
+    return bm
 
 
 def _fit_reporting_warnings(trace: Trace, method: str, **options) -> NoiseAwarePosterior:

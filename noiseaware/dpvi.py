@@ -482,8 +482,9 @@ def _drive(run, state, steps: int, progress, description: str):
     with progress_bar(steps, description, progress) as bar:
         for n in _chunks(steps):
             state, (p, g) = run(state, n)
-            params.append(p)
-            grads.append(g)
+            # waiting for the chunk (rather than its asynchronous dispatch) keeps the bar's rate honest
+            params.append(np.asarray(p))
+            grads.append(np.asarray(g))
             bar(n)
     axis = params[0].ndim - 2
     return state, np.concatenate(params, axis=axis), np.concatenate(grads, axis=axis)

@@ -42,23 +42,20 @@ def fit(
     nuts (warmup, chains, backend, target_accept, dense_mass, progress).
     """
     model = _model(trace, method, prior, burn_in)
-    _warn_weak_slopes(model, trace.param_names)
     if method == "exact":
-        from .inference.exact import fit_exact
-
-        result = fit_exact(model, key=key, draws=draws, **options)
-        _warn_grid_edges(result.diagnostics["edge_mass"], trace.param_names)
+        from .inference.exact import fit_exact as route
     elif method == "laplace":
-        from .inference.laplace import fit_laplace
+        from .inference.laplace import fit_laplace as route
 
         options.setdefault("style", "paper" if prior == "paper" else "full")
-        result = fit_laplace(model, key=key, draws=draws, **options)
     else:
-        from .inference.nuts import fit_nuts
-
-        result = fit_nuts(model, key=key, draws=draws, **options)
-        _warn_mixing(result.diagnostics)
+        from .inference.nuts import fit_nuts as route
+    result = route(model, key=key, draws=draws, **options)
+    _warn(method, model, result, trace.param_names)
     return _posterior(trace, result, method, prior, burn_in)
+
+
+ON_ERROR = ("raise", "skip")
 
 
 def fit_batch(
@@ -69,38 +66,67 @@ def fit_batch(
     burn_in: float = BURN_IN,
     key=0,
     draws: int = 4000,
+    on_error: str = "raise",
     **options,
-) -> list[NoiseAwarePosterior]:
-    """`fit` for many traces of one model; "exact" runs them all in one vmapped, compiled computation.
+) -> list[NoiseAwarePosterior | None]:
+    """`fit` for many traces of one model, every route vmapped over the traces and compiled once.
 
-    Trace m uses the m-th key of jax.random.split(key, M), so `fit_batch([t], key=k)` and `fit(t, key=k)`
-    give different (equally valid) draws. Warnings are gathered: one per kind, with the number of traces
-    concerned.
+    exact and laplace solve all traces together; nuts runs blackjax NUTS vmapped in chunks (options:
+    warmup, chains, target_accept, dense_mass, chunk, progress). Trace m uses the m-th key of
+    jax.random.split(key, M), so `fit_batch([t], key=k)` and `fit(t, key=k)` give different (equally
+    valid) draws. on_error="raise" raises the first failed fit's error (naming the trace); "skip" puts
+    None in its place and warns with the count. Warnings are gathered: one per kind, with the number of
+    traces concerned.
     """
+    if on_error not in ON_ERROR:
+        raise ValueError(f"on_error must be one of {', '.join(ON_ERROR)}; got {on_error!r}")
+    models = [_model(trace, method, prior, burn_in) for trace in traces]
+    if len({model.n_params for model in models}) > 1:
+        raise ValueError("fit_batch needs traces of one model (the same number of parameters P); fit the others apart")
+    if method == "exact":
+        from .inference.exact import fit_exact_batch as route
+    elif method == "laplace":
+        from .inference.laplace import fit_laplace_batch as route
+
+        options.setdefault("style", "paper" if prior == "paper" else "full")
+    else:
+        from .inference.nuts import fit_nuts_batch as route
+
+        if options.pop("backend", "blackjax") != "blackjax":
+            raise ValueError("fit_batch runs NUTS with the blackjax backend (vmapped over traces); "
+                             "use fit(trace, 'nuts', backend='numpyro') for numpyro")
+    results = route(models, key=key, draws=draws, **options)
+    posteriors: list[NoiseAwarePosterior | None] = []
+    failed: list[tuple[int, ValueError]] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if method == "exact":
-            posteriors = _fit_exact_together(traces, prior, burn_in, key, draws, options)
-        else:
-            keys = jax.random.split(as_key(key), len(traces))
-            posteriors = [fit(t, method, prior=prior, burn_in=burn_in, key=k, draws=draws, **options)
-                          for t, k in zip(traces, keys)]
+        for index, (trace, model, result) in enumerate(zip(traces, models, results)):
+            if isinstance(result, ValueError):
+                if on_error == "raise":
+                    raise ValueError(f"trace {index}: {result}")
+                failed.append((index, result))
+                posteriors.append(None)
+                continue
+            _warn(method, model, result, trace.param_names, mixing=False)
+            posteriors.append(_posterior(trace, result, method, prior, burn_in))
     _summarise_warnings(caught, len(traces))
+    if method == "nuts":
+        _warn_mixing_batch([p.diagnostics for p in posteriors if p is not None], len(traces))
+    if failed:
+        first, error = failed[0]
+        warnings.warn(f"{len(failed)} of {len(traces)} fits failed and are None (first: trace {first}: {error})",
+                      stacklevel=2)
     return posteriors
 
 
-def _fit_exact_together(traces, prior, burn_in, key, draws, options) -> list[NoiseAwarePosterior]:
-    """The exact route for all traces in one vmapped computation, with `fit`'s per-trace warnings."""
-    from .inference.exact import fit_exact_batch
-
-    models = [_model(trace, "exact", prior, burn_in) for trace in traces]
-    if len({model.n_params for model in models}) > 1:
-        raise ValueError("fit_batch needs traces of one model (the same number of parameters P); fit the others apart")
-    results = fit_exact_batch(models, key=key, draws=draws, **options)
-    for trace, model, result in zip(traces, models, results):
-        _warn_weak_slopes(model, trace.param_names)
-        _warn_grid_edges(result.diagnostics["edge_mass"], trace.param_names)
-    return [_posterior(t, r, "exact", prior, burn_in) for t, r in zip(traces, results)]
+def _warn(method: str, model: GradientModel, result, param_names, mixing: bool = True) -> None:
+    """The warnings of one fit: weak slopes (any route), grid edges (exact), mixing (nuts, unless a batch
+    reports it for all its traces at once)."""
+    _warn_weak_slopes(model, param_names)
+    if method == "exact":
+        _warn_grid_edges(result.diagnostics["edge_mass"], param_names)
+    elif method == "nuts" and mixing:
+        _warn_mixing(result.diagnostics)
 
 
 def _summarise_warnings(caught, count: int) -> None:
@@ -157,7 +183,7 @@ def _warn_weak_slopes(model: GradientModel, param_names) -> None:
             f"the gradients of {names} carry little signal about the Hessian (slope < {WEAK_SLOPE:g} standard "
             "errors from 0): their optima are barely identified and their intervals are wide; a longer trace "
             "or a larger privacy budget helps",
-            stacklevel=3,
+            stacklevel=4,
         )
 
 
@@ -166,10 +192,23 @@ def _warn_mixing(diagnostics) -> None:
     rhat, divergences = diagnostics["max_rhat"], diagnostics["divergences"]
     if not rhat <= MAX_RHAT:
         warnings.warn(f"max R-hat {rhat:.4g} > {MAX_RHAT:g}: the chains disagree; run more warmup and draws, "
-                      "or use method='exact'", stacklevel=3)
+                      "or use method='exact'", stacklevel=4)
     if divergences:
         warnings.warn(f"{divergences} divergent transitions: the draws may be biased; compare with method='exact'",
+                      stacklevel=4)
+
+
+def _warn_mixing_batch(diagnostics, count: int) -> None:
+    """One warning each for the traces of a batch with R-hat above 1.01 and with divergent transitions."""
+    rhat = np.array([d["max_rhat"] for d in diagnostics])
+    divergent = np.array([d["divergences"] for d in diagnostics])
+    if np.any(~(rhat <= MAX_RHAT)):
+        warnings.warn(f"{int(np.sum(~(rhat <= MAX_RHAT)))} of {count} traces: max R-hat > {MAX_RHAT:g} (largest "
+                      f"{np.nanmax(rhat):.4g}): the chains disagree; run more warmup and draws, or use method='exact'",
                       stacklevel=3)
+    if np.any(divergent):
+        warnings.warn(f"{int(np.sum(divergent > 0))} of {count} traces: {int(divergent.sum())} divergent transitions "
+                      "in all: the draws may be biased; compare with method='exact'", stacklevel=3)
 
 
 def _warn_grid_edges(edge_mass: np.ndarray, param_names) -> None:
@@ -179,5 +218,5 @@ def _warn_grid_edges(edge_mass: np.ndarray, param_names) -> None:
         warnings.warn(
             f"the quadrature grid of {names} ends where the posterior still has mass (> {EDGE_MASS:g}): "
             "increase passes or hessian_nodes/extra_nodes, or cross-check with method='nuts'",
-            stacklevel=3,
+            stacklevel=4,
         )

@@ -27,7 +27,7 @@ from .keys import as_key
 from .posterior import NoiseAwarePosterior
 from .trace import BURN_IN, Trace
 
-__all__ = ["plot_posteriors", "plot_trace"]
+__all__ = ["plot_coverage", "plot_posteriors", "plot_trace"]
 
 MAX_COORDINATES = 8
 """Rows drawn at most: the first θ coordinates of a large model."""
@@ -179,6 +179,57 @@ def _density(values: np.ndarray, grid: np.ndarray) -> np.ndarray:
     counts, _ = np.histogram(values, bins=grid.size, range=(grid[0] - step / 2, grid[-1] + step / 2))
     bandwidth = np.std(values) * values.size ** (-1 / 5)
     return gaussian_filter1d(counts.astype(np.float64), bandwidth / step, mode="constant") / (values.size * step)
+
+
+def plot_coverage(result, path: str | os.PathLike, *, rule: str = "research") -> Path:
+    """TARP coverage curves of a CoverageResult: ECP against credibility level per method (mean over the
+    R reference draws, min–max band), with the diagonal; a second row of panels shows each dimension's
+    marginal curves (first MAX_COORDINATES) when d > 1."""
+    levels = np.asarray(result.levels)
+    d = len(result.theta_names)
+    shown = _shown(d) if d > 1 else []
+    columns = max(1, min(4, len(shown)))
+    rows = 1 + (-(-len(shown) // columns) if shown else 0)
+    figure = _figure(rows, columns, width=3.2 * columns + 1.0)
+    grid = figure.add_gridspec(rows, columns)
+    joint = figure.add_subplot(grid[0, :])
+    rmse = result.rmse_under(rule)
+    colours = {m: f"C{i}" for i, m in enumerate(result.methods)}
+    for method in result.methods:
+        curves = result.curves[rule][method]
+        _draw_curve(joint, levels, curves, colours[method], f"{method} (RMSE {rmse[method][0]:.3f})")
+    _diagonal(joint, "joint (TARP)")
+    axes = [joint]
+    for i, j in enumerate(shown):
+        axis = figure.add_subplot(grid[1 + i // columns, i % columns])
+        for method in result.methods:
+            _draw_curve(axis, levels, result.marginal_curves[rule][method][..., j], colours[method], method)
+        _diagonal(axis, result.theta_names[j])
+        axes.append(axis)
+    s = result.settings
+    level = f"ε = {s['epsilon']:g}" if s.get("epsilon") is not None else f"σ = {s['noise_multiplier']:.4g}"
+    figure.suptitle(_title(f"{s.get('model', '')}: coverage, {level}, M = {s.get('simulations')}, "
+                           f"{rule} reference rule", len(shown), d) if shown else
+                    f"{s.get('model', '')}: coverage, {level}, M = {s.get('simulations')}, {rule} reference rule")
+    _figure_legend(figure, [joint])
+    return _save(figure, path)
+
+
+def _draw_curve(axis: Axes, levels: np.ndarray, curves: np.ndarray, colour: str, label: str) -> None:
+    if not np.all(np.isfinite(curves)):
+        return
+    axis.fill_between(levels, curves.min(0), curves.max(0), color=colour, alpha=0.2, linewidth=0)
+    axis.plot(levels, curves.mean(0), color=colour, label=label)
+
+
+def _diagonal(axis: Axes, title: str) -> None:
+    axis.plot([0, 1], [0, 1], color="black", linestyle=":", linewidth=1, label="calibrated")
+    axis.set_xlim(0, 1)
+    axis.set_ylim(0, 1)
+    axis.set_aspect("equal")
+    axis.set_title(title, fontsize="small")
+    axis.set_xlabel("credibility level")
+    axis.set_ylabel("expected coverage")
 
 
 # ---------------------------------------------------------------- helpers

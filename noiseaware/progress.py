@@ -12,11 +12,11 @@ Progress = bool | Callable[[int, int], None]
 
 
 @contextmanager
-def progress_bar(total: int, description: str, progress: Progress) -> Iterator[Callable[[int], None]]:
+def progress_bar(total: int, description: str, progress: Progress, unit: str = "step") -> Iterator[Callable[[int], None]]:
     """Yield `advance(n)`: a tqdm bar on stderr when progress is True, calls progress(done, total)
     when it is a callable, nothing when it is False."""
     if progress is True:
-        with tqdm(total=total, desc=description, file=sys.stderr, unit="step", dynamic_ncols=True) as bar:
+        with tqdm(total=total, desc=description, file=sys.stderr, unit=unit, dynamic_ncols=True) as bar:
             yield bar.update
         return
     done = 0

@@ -1,6 +1,7 @@
 """The command line: account in both directions, record (built-in and user models, .csv/.npz data),
 demo, and one clear `error:` line with exit status 2 for every user error."""
 
+import json
 import re
 import warnings
 from pathlib import Path
@@ -279,7 +280,7 @@ def test_malformed_csv_is_one_clear_error(capsys, tmp_path, user_model_dir, text
          "pass --steps, --sampling-rate, --clip"),
         (("--model", "user_models:logistic", "--epsilon", "1"), "needs data"),
         (("--model", "no_such_module:f", "--epsilon", "1"), "cannot import no_such_module"),
-        (("--model", "user_models:nothing", "--epsilon", "1"), "has no function 'nothing'"),
+        (("--model", "user_models:nothing", "--epsilon", "1"), "has no 'nothing'"),
     ],
 )
 def test_record_user_errors(capsys, tmp_path, user_model_dir, argv, message):
@@ -479,3 +480,31 @@ def test_fit_warnings_show_once_even_when_it_fails_and_deprecations_go_to_python
     assert status == 2
     assert err.splitlines() == ["warning: the grid is too small", "error: the fit failed"]
     assert [(w.category, str(w.message)) for w in passed_on] == [(DeprecationWarning, "old keyword")]
+
+
+# ---------------------------------------------------------------- coverage
+
+
+def test_coverage_prints_a_table_and_writes_json_csv_png_per_epsilon(capsys, tmp_path):
+    status, out, err = run(capsys, "coverage", "--model", "M1", "--epsilon", "0.3", "1", "--methods", "exact,naive",
+                           "--simulations", "6", "--repeats", "2", "--draws", "200", "--steps", "300",
+                           "--out", tmp_path / "cov")
+    assert status == 0, err
+    assert "RMSE (research ref.)" in out and "RMSE (trace ref.)" in out and "exact" in out and "naive" in out
+    assert "DPVI" in err  # the progress bar
+    for tag in ("eps-0.3", "eps-1"):
+        stem = tmp_path / "cov" / f"coverage-gamma-exponential-{tag}"
+        payload = json.loads(stem.with_name(stem.name + ".json").read_text())
+        assert payload["settings"]["simulations"] == 6 and payload["settings"]["steps"] == 300
+        assert set(payload["summary"]) == {"exact", "naive"}
+        assert stem.with_name(stem.name + ".csv").read_text().startswith("method,reference_rule,dimension,level")
+        assert stem.with_name(stem.name + ".png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--model", "M1", "--epsilon", "1", "--methods", "exact,magic"), "unknown methods"),
+    (("--model", "M9", "--epsilon", "1"), "unknown model"),
+    (("--model", "user_models:logistic", "--epsilon", "1"), "is not a BenchmarkModel"),
+])
+def test_coverage_user_errors(capsys, tmp_path, user_model_dir, argv, message):
+    assert message in single_error(capsys, "coverage", *argv, "--out", tmp_path / "cov")

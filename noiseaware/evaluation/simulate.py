@@ -1,137 +1,230 @@
 """Coverage experiments: simulate, record DPVI for every simulation at once, fit each method, score by TARP.
 
 One simulation m (method.md §4): θ_m ~ prior, x_m ~ p(x | θ_m), trace_m = DPVI(x_m), then for every
-method K draws θ_{m,k} ~ p̂(θ | trace_m). The M traces are recorded by `record_dpvi_batch` in chunks
-(one compiled program); trace methods read only the traces. A simulation whose fit fails is counted
-per method and left out of that method's ECP (reported, never silent).
+method K draws θ_{m,k} ~ p̂(θ | trace_m) and the TARP fractions
+
+    f_m = (1/K) Σ_k 1[‖θ_{m,k} − θ_ref,m‖ < ‖θ_m − θ_ref,m‖],   ECP(1 − α) = (1/M) Σ_m 1[f_m < 1 − α].
+
+The M traces come from one compiled DPVI program (`record_dpvi_batch`, in chunks); the built-in trace
+methods fit all traces in one vmapped computation; the draws are scored chunk by chunk, so no (M, K, d)
+array is ever held. A simulation whose fit fails is counted per method and left out of that method's
+ECP (reported, never silent). Every method is scored against the same reference draws U ~ U(−1, 1)^d:
+θ_ref = centre + U ⊙ half-width under each reference rule (REFERENCE_RULES).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 import warnings
+import zlib
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from ..baselines.dpvim import dpvim_posterior
 from ..baselines.naive import naive_posterior
 from ..dpvi import record_dpvi_batch
-from ..files import atomic_write
-from ..fit import fit, fit_batch
+from ..fit import fit_batch
 from ..keys import as_key
 from ..models.benchmark import BenchmarkModel
-from ..posterior import NoiseAwarePosterior
 from ..privacy import noise_multiplier as calibrate
+from ..progress import Progress, progress_bar
 from ..trace import BURN_IN, Trace
-from .tarp import LEVELS, coverage_rmse, marginal_ecp, reference_box, tarp_repeats
+from .result import REFERENCE_RULES, CoverageResult
+from .tarp import LEVELS
 
-__all__ = ["METHODS", "REFERENCE_RULES", "CoverageResult", "coverage"]
+__all__ = ["METHODS", "Simulation", "Simulations", "coverage", "register_method", "simulate_traces"]
 
-REFERENCE_RULES = ("research", "trace")
-"""research: centre μ̄ (post-burn-in mean of the μ trace) ± 4 × the evaluated posterior's sd (the paper's
-rule, which depends on the method); trace: the same centre ± 4 × the DPVI sd softplus(ρ_T), one box
-for every method."""
-
-
-def _exact_batch(traces: Sequence[Trace], key, prior) -> list[NoiseAwarePosterior | None]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            return fit_batch(traces, "exact", prior=prior, key=key)
-        except ValueError:
-            keys = jax.random.split(as_key(key), len(traces))
-            return [_or_none(lambda t=t, k=k: fit(t, "exact", prior=prior, key=k)) for t, k in zip(traces, keys)]
+SCORE_CHUNK = 25
+"""Simulations whose K draws are held at once while scoring (25 × 20 000 × d float64)."""
 
 
-def _one_by_one(method: str) -> Callable:
-    def run(traces, key, prior):
-        keys = jax.random.split(as_key(key), len(traces))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return [_or_none(lambda t=t, k=k: fit(t, method, prior=prior, key=k)) for t, k in zip(traces, keys)]
+@dataclasses.dataclass(frozen=True)
+class Simulation:
+    """What a method may see of simulation m: the model, its data and its trace, never the truth."""
+
+    index: int
+    model: BenchmarkModel
+    data: Mapping[str, Any]
+    trace: Trace
+
+
+@dataclasses.dataclass(frozen=True)
+class Simulations:
+    """M simulations at one privacy level: truth (M, d), data (arrays with a leading M axis), M traces."""
+
+    model: BenchmarkModel
+    truth: np.ndarray
+    data: Mapping[str, Any]
+    traces: list[Trace]
+    epsilon: float | None
+    delta: float
+    noise_multiplier: float
+
+    def __len__(self) -> int:
+        return len(self.traces)
+
+    def simulation(self, m: int) -> Simulation:
+        return Simulation(m, self.model, jax.tree.map(lambda a: a[m], dict(self.data)), self.traces[m])
+
+
+def simulate_traces(bm: BenchmarkModel, *, noise_multiplier: float, delta: float, simulations: int, key,
+                    epsilon: float | None = None, chunk: int = 100, progress: Progress = False,
+                    **settings) -> Simulations:
+    """θ_m ~ prior, x_m ~ p(x | θ_m) and a DPVI trace of x_m for m = 1..M: one compiled program, in chunks."""
+    k_sim, k_dpvi = jax.random.split(as_key(key))
+    truth, data = jax.vmap(bm.simulate)(jax.random.split(k_sim, simulations))
+    keys = jax.random.split(k_dpvi, simulations)
+    traces: list[Trace] = []
+    with progress_bar(simulations, "DPVI", progress, unit="simulation") as advance:
+        for first in range(0, simulations, chunk):
+            part = slice(first, min(first + chunk, simulations))
+            traces += record_dpvi_batch(bm.model, jax.tree.map(lambda a: a[part], data), keys=keys[part],
+                                        noise_multiplier=noise_multiplier, delta=delta, **settings)
+            advance(part.stop - part.start)
+    return Simulations(bm, np.asarray(truth, np.float64), data, traces, epsilon, delta, noise_multiplier)
+
+
+# ---------------------------------------------------------------- methods
+
+BatchMethod = Callable[..., list]
+"""(simulations, key, **options) → one posterior (anything with .sample(key, n) → (n, d)) or None per simulation."""
+
+
+def _route(method: str) -> BatchMethod:
+    def run(sims: Simulations, key, *, prior="default", **options):
+        return fit_batch(sims.traces, method, prior=prior, key=key, on_error="skip", **options)
+    run.__doc__ = f"na.fit_batch(traces, {method!r}), all traces in one vmapped computation"
     return run
 
 
-def _naive(traces, key, prior):
-    return [_or_none(lambda t=t: naive_posterior(t)) for t in traces]
+def per_trace(make: Callable) -> BatchMethod:
+    """A method from a function of one trace (and a key): called trace by trace, a ValueError → None."""
+    def run(sims: Simulations, key, **options):
+        keys = jax.random.split(as_key(key), len(sims))
+        return [_or_none(lambda t=t, k=k: make(t, key=k, **options)) for t, k in zip(sims.traces, keys)]
+    run.__doc__ = make.__doc__
+    return run
 
 
 def _or_none(make):
     try:
         return make()
-    except ValueError:
+    except (ValueError, FloatingPointError):
         return None
 
 
-METHODS: dict[str, Callable] = {
-    "exact": _exact_batch,
-    "laplace": _one_by_one("laplace"),
-    "nuts": _one_by_one("nuts"),
-    "naive": _naive,
+METHODS: dict[str, BatchMethod] = {
+    "exact": _route("exact"),
+    "laplace": _route("laplace"),
+    "nuts": _route("nuts"),
+    "naive": per_trace(lambda trace, key: naive_posterior(trace)),
+    "dpvim": per_trace(dpvim_posterior),
 }
-"""Trace methods by name: (traces, key, prior) → one posterior (or None on failure) per trace."""
+"""Methods by name: (simulations, key, **options) → one posterior or None (failed) per simulation."""
 
 
-@dataclasses.dataclass(frozen=True)
-class CoverageResult:
-    """TARP coverage of several methods on the same simulations.
+def register_method(name: str, method: Callable) -> None:
+    """Add a coverage method: method(simulation, *, epsilon, delta, key) → posterior with .sample(key, n).
 
-    levels (L,); ecp[rule][method] (R, L) curves over R reference draws; marginal_rmse[rule][method] (d,);
-    failures[method] the number of simulations whose fit failed; seconds per stage; settings (model, ε,
-    σ, M, R, K, T, prior, key, …) for the results file.
+    `simulation` is a `Simulation` (model, data, trace; never the truth). Trace methods read only
+    simulation.trace; mechanism baselines may release their own DP statistics of simulation.data at the
+    given (ε, δ). A ValueError or FloatingPointError counts as a failed simulation.
     """
+    if not callable(method):
+        raise TypeError(f"method {name!r} must be callable")
 
-    levels: np.ndarray
-    ecp: Mapping[str, Mapping[str, np.ndarray]]
-    marginal_rmse: Mapping[str, Mapping[str, np.ndarray]]
-    failures: Mapping[str, int]
-    seconds: Mapping[str, float]
-    settings: Mapping[str, Any]
+    def run(sims: Simulations, key, **options):
+        keys = jax.random.split(as_key(key), len(sims))
+        return [_or_none(lambda m=m: method(sims.simulation(m), epsilon=sims.epsilon, delta=sims.delta,
+                                            key=keys[m], **options)) for m in range(len(sims))]
 
-    @property
-    def rmse(self) -> dict[str, tuple[float, float]]:
-        """method → (mean, sd) over the R reference draws of the coverage RMSE, under the research rule."""
-        return self.rmse_under("research")
+    METHODS[name] = run
 
-    def rmse_under(self, rule: str) -> dict[str, tuple[float, float]]:
-        out = {}
-        for method, curves in self.ecp[rule].items():
-            values = coverage_rmse(self.levels, curves.T)
-            out[method] = (float(np.mean(values)), float(np.std(values, ddof=1)) if values.size > 1 else 0.0)
-        return out
 
-    def table(self) -> str:
-        """Methods × rules: RMSE mean ± sd, failures."""
-        from ..trace import text_table
+# ---------------------------------------------------------------- scoring
 
-        rules = list(self.ecp)
-        rows = []
-        for method in self.ecp[rules[0]]:
-            cells = [f"{m:.3f} ± {s:.3f}" for m, s in (self.rmse_under(rule)[method] for rule in rules)]
-            rows.append([method, *cells, str(self.failures[method])])
-        return text_table(["method", *(f"RMSE ({rule} ref.)" for rule in rules), "failures"], rows)
 
-    def to_json(self, path) -> None:
-        """All numbers and settings as JSON, written atomically."""
-        payload = {
-            "settings": dict(self.settings),
-            "levels": self.levels.tolist(),
-            "failures": dict(self.failures),
-            "seconds": dict(self.seconds),
-            "rmse": {rule: {m: {"mean": v[0], "sd": v[1]} for m, v in self.rmse_under(rule).items()} for rule in self.ecp},
-            "ecp_mean": {rule: {m: c.mean(axis=0).tolist() for m, c in curves.items()} for rule, curves in self.ecp.items()},
-            "ecp_sd": {rule: {m: c.std(axis=0).tolist() for m, c in curves.items()} for rule, curves in self.ecp.items()},
-            "marginal_rmse": {rule: {m: np.asarray(v).tolist() for m, v in per.items()}
-                              for rule, per in self.marginal_rmse.items()},
-        }
-        path = Path(path)
-        atomic_write(path, lambda temporary: temporary.write_text(json.dumps(payload, indent=2)))
+@jax.jit
+def _fractions(samples, truth, references):
+    """TARP fractions for G reference sets: samples (c, K, d), truth (c, d), references (G, c, d) →
+    joint f (G, c) and per-dimension f (G, c, d)."""
+    def one(ref):
+        offset, truth_offset = samples - ref[:, None, :], truth - ref
+        joint = jnp.mean(jnp.sum(offset**2, -1) < jnp.sum(truth_offset**2, -1)[:, None], axis=1)
+        marginal = jnp.mean(jnp.abs(offset) < jnp.abs(truth_offset)[:, None, :], axis=1)
+        return joint, marginal
+    return jax.lax.map(one, references)
+
+
+def _score(posteriors, sims: Simulations, key, draws: int, uniform: np.ndarray, centre: np.ndarray,
+           dpvi_sd: np.ndarray):
+    """f for each rule over the simulations whose posterior exists and gives finite draws.
+
+    Returns ({rule: joint f (R, M_ok)}, {rule: marginal f (R, M_ok, d)}, failed (M,) bool).
+    """
+    repeats = uniform.shape[0]
+    keys = jax.random.split(key, len(sims))
+    failed = np.array([p is None for p in posteriors])
+    joint: list[np.ndarray] = []
+    marginal: list[np.ndarray] = []
+    alive = np.flatnonzero(~failed)
+    for first in range(0, alive.size, SCORE_CHUNK):
+        index = alive[first:first + SCORE_CHUNK]
+        samples = np.stack([np.asarray(posteriors[m].sample(keys[m], draws), np.float64) for m in index])
+        finite = np.all(np.isfinite(samples), axis=(1, 2))
+        failed[index[~finite]] = True
+        index, samples = index[finite], samples[finite]
+        if index.size == 0:
+            continue
+        half_widths = {"research": 4.0 * samples.std(axis=1), "trace": 4.0 * dpvi_sd[index]}
+        references = np.concatenate([centre[index] + uniform[:, index] * half_widths[rule] for rule in REFERENCE_RULES])
+        f, fm = (np.asarray(x) for x in _fractions(samples, sims.truth[index], references))
+        joint.append(f)
+        marginal.append(fm)
+    if not joint:
+        empty = {rule: np.zeros((repeats, 0)) for rule in REFERENCE_RULES}
+        return empty, {rule: np.zeros((repeats, 0, sims.truth.shape[1])) for rule in REFERENCE_RULES}, failed
+    f, fm = np.concatenate(joint, axis=1), np.concatenate(marginal, axis=1)
+    split = {rule: slice(i * repeats, (i + 1) * repeats) for i, rule in enumerate(REFERENCE_RULES)}
+    return {rule: f[s] for rule, s in split.items()}, {rule: fm[s] for rule, s in split.items()}, failed
+
+
+def _ecp(f: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """ECP curves from fractions: f (R, M) → (R, L); f (R, M, d) → (R, L, d). NaN when M = 0."""
+    if f.shape[1] == 0:
+        return np.full((f.shape[0], levels.size) + f.shape[2:], np.nan)
+    below = f[:, None] < levels.reshape((1, -1, 1) + (1,) * (f.ndim - 2))
+    return below.mean(axis=2)
+
+
+def _diagnostics(posteriors, caught) -> dict[str, Any]:
+    """Per method: sampler and convergence facts summed over simulations, and the warnings raised."""
+    out: dict[str, Any] = {}
+    fitted = [p for p in posteriors if p is not None]
+    rhat = [p.diagnostics["max_rhat"] for p in fitted if "max_rhat" in getattr(p, "diagnostics", {})]
+    if rhat:
+        out["max_rhat"] = float(np.max(rhat))
+        out["simulations_rhat_above_1.01"] = int(np.sum(np.asarray(rhat) > 1.01))
+        out["divergences"] = int(sum(p.diagnostics["divergences"] for p in fitted))
+    flags = [p.diagnostics["any_not_converged"] for p in fitted if "any_not_converged" in getattr(p, "diagnostics", {})]
+    if flags:
+        out["simulations_not_converged"] = int(np.sum(flags))
+    out["warnings"] = sorted({str(w.message) for w in caught})
+    return out
+
+
+def _stable_index(name: str) -> int:
+    """A key offset per method name: a method's numbers do not depend on which other methods run."""
+    return zlib.crc32(name.encode())
+
+
+# ---------------------------------------------------------------- the experiment
 
 
 def coverage(
@@ -147,86 +240,86 @@ def coverage(
     key=0,
     prior="default",
     chunk: int = 100,
-    progress: bool = False,
+    method_options: Mapping[str, Mapping[str, Any]] | None = None,
+    progress: Progress = False,
     **overrides,
 ) -> CoverageResult:
     """TARP coverage of `methods` on `simulations` simulations of `bm` at privacy level ε (or σ).
 
-    All simulations are recorded with one compiled DPVI program (chunks of `chunk`), every method is
-    fitted on the same traces, each posterior gives `draws` θ draws, and the ECP curve is recomputed for
-    `repeats` reference draws under both reference rules (REFERENCE_RULES). overrides replace entries of
-    bm.dpvi_settings (steps, …). The same key gives the same numbers.
+    All simulations are recorded with one compiled DPVI program (chunks of `chunk`), every method reads
+    the same traces, each posterior gives `draws` θ draws, and the ECP curve is computed for `repeats`
+    reference draws under both reference rules. prior: the gradient-model prior of exact/laplace/nuts;
+    method_options: {method: keyword options} (e.g. {"nuts": {"warmup": 500}}); overrides replace
+    entries of bm.dpvi_settings (steps, …). The same key gives the same numbers, whichever other methods
+    run beside a method.
     """
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
-        raise ValueError(f"unknown methods {unknown}: choose from {', '.join(METHODS)}")
-    settings = dict(bm.dpvi_settings) | overrides
+        raise ValueError(f"unknown methods {unknown}: choose from {', '.join(METHODS)} (or register_method)")
     if (epsilon is None) == (noise_multiplier is None):
         raise ValueError("give exactly one of epsilon and noise_multiplier")
+    for name, value in (("simulations", simulations), ("repeats", repeats), ("draws", draws)):
+        if not (isinstance(value, int) and value >= 1):
+            raise ValueError(f"{name} must be a positive int; got {value!r}")
+    method_options = dict(method_options or {})
+    settings = dict(bm.dpvi_settings) | overrides
     sigma = noise_multiplier if noise_multiplier is not None else calibrate(
         epsilon, delta, settings["sampling_rate"], settings["steps"])
-    k_sim, k_dpvi, k_fit, k_draw, k_ref = jax.random.split(as_key(key), 5)
+    k_sim, k_fit, k_draw, k_ref = jax.random.split(as_key(key), 4)
     seconds: dict[str, float] = {}
 
     start = time.perf_counter()
-    truth, data = jax.vmap(bm.simulate)(jax.random.split(k_sim, simulations))
-    truth = np.asarray(truth, np.float64)
-    dpvi_keys = jax.random.split(k_dpvi, simulations)
-    traces: list[Trace] = []
-    for first in range(0, simulations, chunk):
-        part = slice(first, min(first + chunk, simulations))
-        traces += record_dpvi_batch(bm.model, jax.tree.map(lambda a: a[part], data), keys=dpvi_keys[part],
-                                    noise_multiplier=sigma, delta=delta, progress=progress, **settings)
+    sims = simulate_traces(bm, noise_multiplier=sigma, delta=delta, simulations=simulations, key=k_sim,
+                           epsilon=epsilon, chunk=chunk, progress=progress, **settings)
     seconds["dpvi"] = time.perf_counter() - start
 
     d = bm.dim
-    centre = np.stack([t.params[math.floor(BURN_IN * t.steps):, :d].mean(axis=0) for t in traces])
-    dpvi_sd = np.stack([np.logaddexp(0.0, t.final_iterate()[d:]) for t in traces])
-    ecp: dict[str, dict[str, np.ndarray]] = {rule: {} for rule in REFERENCE_RULES}
+    centre = np.stack([t.params[math.floor(BURN_IN * t.steps):, :d].mean(axis=0) for t in sims.traces])
+    dpvi_sd = np.stack([np.logaddexp(0.0, t.final_iterate()[d:]) for t in sims.traces])
+    uniform = np.asarray(jax.random.uniform(k_ref, (repeats, simulations, d), jnp.float64 if jax.config.jax_enable_x64
+                                            else jnp.float32, -1.0, 1.0), np.float64)
+    levels = np.asarray(LEVELS)
+    curves: dict[str, dict[str, np.ndarray]] = {rule: {} for rule in REFERENCE_RULES}
     marginal: dict[str, dict[str, np.ndarray]] = {rule: {} for rule in REFERENCE_RULES}
     failures: dict[str, int] = {}
-    for index, method in enumerate(methods):
+    diagnostics: dict[str, dict[str, Any]] = {}
+    for method in methods:
+        options = dict(method_options.get(method, {}))
+        if method in ("exact", "laplace", "nuts"):
+            options.setdefault("prior", prior)
+        if method == "nuts":
+            options.setdefault("progress", progress)
         start = time.perf_counter()
-        posteriors = METHODS[method](traces, jax.random.fold_in(k_fit, index), prior)
-        ok = np.array([p is not None for p in posteriors])
-        failures[method] = int((~ok).sum())
-        good = [p for p in posteriors if p is not None]
-        draw_keys = jax.random.split(jax.random.fold_in(k_draw, index), len(good))
-        samples = np.stack([p.sample(k, draws) for p, k in zip(good, draw_keys)])
-        theta_sd = np.stack([p.theta_sd for p in good])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            posteriors = METHODS[method](sims, jax.random.fold_in(k_fit, _stable_index(method)), **options)
         seconds[method] = time.perf_counter() - start
         start = time.perf_counter()
-        for rule, half_width in (("research", 4.0 * theta_sd), ("trace", 4.0 * dpvi_sd[ok])):
-            levels, curves = tarp_repeats(k_ref, samples, truth[ok], centre[ok], half_width, repeats=repeats)
-            ecp[rule][method] = curves
-            marginal[rule][method] = _marginal_rmse(k_ref, samples, truth[ok], centre[ok], half_width, repeats)
+        joint, per_dim, failed = _score(posteriors, sims, jax.random.fold_in(k_draw, _stable_index(method)), draws,
+                                        uniform, centre, dpvi_sd)
+        for rule in REFERENCE_RULES:
+            curves[rule][method] = _ecp(joint[rule], levels)
+            marginal[rule][method] = _ecp(per_dim[rule], levels)
+        failures[method] = int(failed.sum())
+        diagnostics[method] = _diagnostics(posteriors, caught)
         seconds[f"tarp_{method}"] = time.perf_counter() - start
     return CoverageResult(
-        levels=np.asarray(LEVELS),
-        ecp=ecp,
-        marginal_rmse=marginal,
+        levels=levels,
+        curves=curves,
+        marginal_curves=marginal,
         failures=failures,
         seconds=seconds,
+        diagnostics=diagnostics,
+        theta_names=tuple(name.removeprefix("mu:") for name in sims.traces[0].param_names[:d]),
         settings={
             "model": bm.name, "epsilon": epsilon, "noise_multiplier": sigma, "delta": delta,
             "simulations": simulations, "repeats": repeats, "draws": draws, "steps": settings["steps"],
             "prior": prior if isinstance(prior, str) else repr(prior), "key": _key_repr(key),
-            "methods": list(methods), "reference_rules": {r: _RULE_TEXT[r] for r in REFERENCE_RULES},
+            "methods": list(methods), "method_options": {m: {k: repr(v) for k, v in o.items()}
+                                                         for m, o in method_options.items()},
+            "reference_rules": dict(REFERENCE_RULES),
         },
     )
-
-
-_RULE_TEXT = {
-    "research": "post-burn-in mean of the μ trace ± 4 × the evaluated posterior's sd (per method)",
-    "trace": "post-burn-in mean of the μ trace ± 4 × softplus(ρ_T) (the same box for every method)",
-}
-
-
-def _marginal_rmse(key, samples, truth, centre, half_width, repeats) -> np.ndarray:
-    """Per-dimension coverage RMSE (d,), averaged over the same reference draws as `tarp_repeats`."""
-    references = np.asarray(reference_box(key, centre, half_width, repeats))
-    values = [coverage_rmse(*marginal_ecp(samples, truth, references[r])) for r in range(repeats)]
-    return np.mean(values, axis=0)
 
 
 def _key_repr(key) -> Any:

@@ -236,8 +236,11 @@ def fit_exact(
     diagnostics: optimum_mean/optimum_sd/hessian_mean/hessian_sd (P,) from the grid, edge_mass (P,)
     (the largest weight on the grid's outer edge; above 1e-6 the grid may cut posterior mass) and the grid sizes.
     """
-    return fit_exact_batch([model], key=key, draws=draws, hessian_nodes=hessian_nodes, extra_nodes=extra_nodes,
-                           passes=passes, split_keys=False)[0]
+    result = fit_exact_batch([model], key=key, draws=draws, hessian_nodes=hessian_nodes, extra_nodes=extra_nodes,
+                             passes=passes, split_keys=False)[0]
+    if isinstance(result, ValueError):
+        raise result
+    return result
 
 
 def fit_exact_batch(
@@ -249,11 +252,11 @@ def fit_exact_batch(
     extra_nodes: int = 32,
     passes: int = 3,
     split_keys: bool = True,
-) -> list[Draws]:
+) -> list[Draws | ValueError]:
     """`fit_exact` for many traces' models (same P and prior) in one vmapped, compiled computation.
 
     Model m uses the m-th key of jax.random.split(key, M) (or `key` itself for a single model when
-    split_keys is False).
+    split_keys is False). A model whose posterior weights are not finite gets a ValueError in its place.
     """
     settings = {"draws": draws, "hessian_nodes": hessian_nodes, "extra_nodes": extra_nodes, "passes": passes}
     with jax.enable_x64(True):
@@ -266,10 +269,11 @@ def fit_exact_batch(
     for m, model in enumerate(models):
         optimum, hessian, extra = (np.asarray(x[m], np.float64)[None] for x in sample)
         if not (np.all(np.isfinite(grid.weights[m])) and np.all(np.isfinite(optimum))):
-            raise ValueError(
-                f"the exact solver met non-finite posterior weights{f' for trace {m}' if len(models) > 1 else ''}: "
-                "the trace's statistics are not finite or the prior is degenerate; check the trace with Trace.summary()"
-            )
+            results.append(ValueError(
+                "the exact solver met non-finite posterior weights: the trace's statistics are not finite or the "
+                "prior is degenerate; check the trace with Trace.summary()"
+            ))
+            continue
         diagnostics = {name: value[m] for name, value in moments._asdict().items()}
         diagnostics |= {"edge_mass": grid.edge_mass[m], "hessian_nodes": hessian_nodes,
                         "extra_nodes": grid.extra_noise.shape[1], "passes": passes}

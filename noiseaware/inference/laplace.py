@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -28,7 +29,7 @@ from ..gradient_model import GradientModel, log_density
 from ..keys import as_key
 from . import Draws
 
-__all__ = ["LaplaceFit", "fit_laplace", "laplace_approximation", "unconstrained_log_density"]
+__all__ = ["LaplaceFit", "fit_laplace", "fit_laplace_batch", "laplace_approximation", "unconstrained_log_density"]
 
 STYLES = ("full", "paper")
 # the largest change of η = log u in one Newton step. Away from its mode −log p is nearly linear in η
@@ -188,37 +189,73 @@ def fit_laplace(model: GradientModel, *, key, draws: int = 4000, style: str = "f
     (optimum_map, hessian_map, extra_noise_map), marginal sds in the unconstrained space (optimum_sd,
     hessian_raw_sd, log_extra_noise_sd), covariance (P, k, k), steps, converged, positive_definite.
     """
+    _check_options(style, draws, model)
+    with jax.enable_x64(True):
+        model = jax.tree.map(jnp.asarray, model)
+        fit = laplace_approximation(_target(model, style), max_steps=max_steps)
+        result = _draws_from_fit(model, jax.tree.map(np.asarray, fit), as_key(key), draws, style, max_steps)
+    if isinstance(result, ValueError):
+        raise result
+    return result
+
+
+def fit_laplace_batch(
+    models: Sequence[GradientModel], *, key, draws: int = 4000, style: str = "full", max_steps: int = 100
+) -> list[Draws | ValueError]:
+    """`fit_laplace` for many traces' models (same P and prior): one vmapped Newton solve for all of them.
+
+    Model m uses the m-th key of jax.random.split(key, M); a model whose solve failed gets the ValueError
+    `fit_laplace` would raise in its place.
+    """
+    _check_options(style, draws, models[0])
+    with jax.enable_x64(True):
+        stacked = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *models)
+        fits = jax.vmap(lambda m: laplace_approximation(_target(m, style), max_steps=max_steps))(stacked)
+        fits = jax.tree.map(np.asarray, fits)
+        keys = jax.random.split(as_key(key), len(models))
+        return [
+            _draws_from_fit(jax.tree.map(jnp.asarray, model), jax.tree.map(lambda x, m=m: x[m], fits), keys[m],
+                            draws, style, max_steps)
+            for m, model in enumerate(models)
+        ]
+
+
+def _check_options(style: str, draws, model: GradientModel) -> None:
     if style not in STYLES:
         raise ValueError(f"unknown Laplace style {style!r}: use one of {', '.join(STYLES)}")
     if not (isinstance(draws, (int, np.integer)) and draws > 0):
         raise ValueError(f"draws must be a positive integer, got {draws!r}")
-    paper = style == "paper"
-    if paper and model.n_params % 2:
+    if style == "paper" and model.n_params % 2:
         raise ValueError(f"style='paper' splits φ* = (μ*, ρ*) in halves, but P = {model.n_params} is odd")
-    with jax.enable_x64(True):
-        key = as_key(key)
-        model = jax.tree.map(jnp.asarray, model)
-        # u = 0 is the target of the same model without extra noise (u's prior at 0 is a constant)
-        target = dataclasses.replace(model, extra_noise="none") if paper else model
-        fit = laplace_approximation(target, max_steps=max_steps)
-        message = _failure_message(fit, max_steps)
-        if message is not None:
-            raise ValueError(message)
-        mode = np.asarray(fit.mode)
-        hessian_map = np.asarray(model.hessian(fit.mode[:, 1]))
-        sd = np.sqrt(np.diagonal(np.asarray(fit.covariance), axis1=-2, axis2=-1))
-        if paper:
-            half = model.n_params // 2
-            z = np.asarray(jax.random.normal(key, (draws, half), jnp.float64))
-            optimum = np.broadcast_to(mode[:, 0], (draws, model.n_params)).copy()
-            optimum[:, :half] += sd[:half, 0] * z
-            hessian = np.broadcast_to(hessian_map, optimum.shape)
-            extra = None if model.extra_noise == "none" else np.zeros_like(optimum)
-        else:
-            z = jax.random.normal(key, (draws, *mode.shape), jnp.float64)
-            x = mode + np.asarray(jnp.einsum("pij,npj->npi", jnp.linalg.cholesky(fit.covariance), z))
-            optimum, hessian = x[..., 0], np.asarray(model.hessian(x[..., 1]))
-            extra = np.exp(x[..., 2]) if mode.shape[-1] == 3 else None
+
+
+def _target(model: GradientModel, style: str) -> GradientModel:
+    """The model the mode is sought on: under style="paper", u = 0, i.e. the same model without extra
+    noise (u's prior at 0 is a constant)."""
+    return dataclasses.replace(model, extra_noise="none") if style == "paper" else model
+
+
+def _draws_from_fit(model: GradientModel, fit: LaplaceFit, key, draws: int, style: str, max_steps: int) -> Draws | ValueError:
+    """Draws (and diagnostics) of one model's Laplace fit (arrays (P, …)), or the ValueError naming failed coordinates."""
+    message = _failure_message(fit, max_steps)
+    if message is not None:
+        return ValueError(message)
+    paper = style == "paper"
+    mode = np.asarray(fit.mode)
+    hessian_map = np.asarray(model.hessian(fit.mode[:, 1]))
+    sd = np.sqrt(np.diagonal(np.asarray(fit.covariance), axis1=-2, axis2=-1))
+    if paper:
+        half = model.n_params // 2
+        z = np.asarray(jax.random.normal(key, (draws, half), jnp.float64))
+        optimum = np.broadcast_to(mode[:, 0], (draws, model.n_params)).copy()
+        optimum[:, :half] += sd[:half, 0] * z
+        hessian = np.broadcast_to(hessian_map, optimum.shape)
+        extra = None if model.extra_noise == "none" else np.zeros_like(optimum)
+    else:
+        z = jax.random.normal(key, (draws, *mode.shape), jnp.float64)
+        x = mode + np.asarray(jnp.einsum("pij,npj->npi", jnp.linalg.cholesky(fit.covariance), z))
+        optimum, hessian = x[..., 0], np.asarray(model.hessian(x[..., 1]))
+        extra = np.exp(x[..., 2]) if mode.shape[-1] == 3 else None
     free = mode.shape[-1] == 3
     diagnostics = {
         "style": style,

@@ -19,7 +19,9 @@ P = 24 OU traces, T = 10⁴), so the diagonal one is the default.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -30,9 +32,10 @@ from numpyro.infer.util import constrain_fn, get_transforms, potential_energy, u
 
 from ..gradient_model import GradientModel, integrate_optimum, numpyro_model
 from ..keys import as_key
+from ..progress import Progress, progress_bar
 from . import Draws
 
-__all__ = ["BACKENDS", "NutsRun", "fit_nuts", "initial_values", "nuts_blackjax_draws", "nuts_diagnostics"]
+__all__ = ["BACKENDS", "NutsRun", "fit_nuts", "fit_nuts_batch", "initial_values", "nuts_blackjax_draws", "nuts_diagnostics"]
 
 BACKENDS = ("numpyro", "blackjax")
 
@@ -262,13 +265,7 @@ def fit_nuts(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-    for name, value in (("warmup", warmup), ("draws", draws), ("chains", chains)):
-        if not (isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1):
-            raise ValueError(f"{name} must be a positive int; got {value!r}")
-    if draws < 4:
-        raise ValueError(f"draws must be at least 4 for R-hat and ESS; got {draws}")
-    if not 0.0 < target_accept < 1.0:
-        raise ValueError(f"target_accept must lie in (0, 1); got {target_accept}")
+    settings = _settings(warmup, draws, chains, target_accept, dense_mass)
     with jax.enable_x64(True):
         model = jax.tree_util.tree_map(jnp.asarray, model)
         key = as_key(key)
@@ -276,9 +273,79 @@ def fit_nuts(
             run = _numpyro_draws(model, key, warmup, draws, chains, target_accept, dense_mass, progress)
         else:
             run = _blackjax_jit(model, key, warmup, draws, chains, target_accept, dense_mass)
-        run = jax.tree_util.tree_map(lambda x: np.asarray(x, np.float64 if x.dtype.kind == "f" else None), run)
+        run = jax.tree_util.tree_map(_to_numpy, run)
+    result = _draws_from_run(run, settings | {"backend": backend})
+    if isinstance(result, ValueError):
+        raise result
+    return result
+
+
+def fit_nuts_batch(
+    models: Sequence[GradientModel],
+    *,
+    key,
+    warmup: int = 1000,
+    draws: int = 4000,
+    chains: int = 1,
+    target_accept: float = 0.8,
+    dense_mass: bool = False,
+    chunk: int = 50,
+    progress: Progress = False,
+) -> list[Draws | ValueError]:
+    """`fit_nuts` (blackjax backend) for many traces' models (same P and prior), vmapped in chunks of `chunk`.
+
+    One compiled program runs every chunk (the last is padded); model m uses the m-th key of
+    jax.random.split(key, M); a model with non-finite draws gets a ValueError in its place. `progress`:
+    True for a bar over the traces, or a callable(done, total) called after each chunk.
+    """
+    settings = _settings(warmup, draws, chains, target_accept, dense_mass) | {"backend": "blackjax"}
+    if not (isinstance(chunk, int) and chunk >= 1):
+        raise ValueError(f"chunk must be a positive int; got {chunk!r}")
+    count = len(models)
+    chunk = min(chunk, count)
+    results: list[Draws | ValueError] = []
+    with jax.enable_x64(True):
+        keys = jax.random.split(as_key(key), count)
+        with progress_bar(count, "NUTS", progress, unit="trace") as advance:
+            for first in range(0, count, chunk):
+                index = [min(i, count - 1) for i in range(first, first + chunk)]
+                stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]),
+                                                 *(models[i] for i in index))
+                runs = jax.tree_util.tree_map(
+                    _to_numpy, _blackjax_batch(stacked, keys[np.asarray(index)], warmup, draws, chains, target_accept,
+                                               dense_mass))
+                kept = min(chunk, count - first)
+                results += [_draws_from_run(jax.tree_util.tree_map(lambda x, m=m: x[m], runs), settings) for m in range(kept)]
+                advance(kept)
+    return results
+
+
+def _settings(warmup, draws, chains, target_accept, dense_mass) -> dict:
+    for name, value in (("warmup", warmup), ("draws", draws), ("chains", chains)):
+        if not (isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1):
+            raise ValueError(f"{name} must be a positive int; got {value!r}")
+    if draws < 4:
+        raise ValueError(f"draws must be at least 4 for R-hat and ESS; got {draws}")
+    if not 0.0 < target_accept < 1.0:
+        raise ValueError(f"target_accept must lie in (0, 1); got {target_accept}")
+    return {"warmup": warmup, "draws": draws, "chains": chains, "target_accept": target_accept,
+            "dense_mass": dense_mass}
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6))
+def _blackjax_batch(models, keys, warmup, draws, chains, target_accept, dense_mass) -> NutsRun:
+    return jax.vmap(lambda m, k: nuts_blackjax_draws(m, k, warmup, draws, chains, target_accept, dense_mass))(
+        models, keys)
+
+
+def _to_numpy(x):
+    return np.asarray(x, np.float64 if x.dtype.kind == "f" else None)
+
+
+def _draws_from_run(run: NutsRun, settings: dict) -> Draws | ValueError:
+    """Draws with R-hat/ESS diagnostics from one model's NutsRun (numpy), or a ValueError if any draw is not finite."""
     if not run.finite:
-        raise ValueError(
+        return ValueError(
             "NUTS produced non-finite draws: the trace's statistics are not finite or the prior is degenerate; "
             "check the trace with Trace.summary()"
         )
@@ -295,11 +362,6 @@ def fit_nuts(
         "step_size": run.step_size,
         "acceptance_rate": run.acceptance_rate,
         "leapfrogs": run.leapfrogs,
-        "backend": backend,
-        "warmup": warmup,
-        "draws": draws,
-        "chains": chains,
-        "target_accept": target_accept,
-        "dense_mass": dense_mass,
+        **settings,
     }
     return Draws(run.optimum, run.hessian, run.extra_noise, diagnostics)

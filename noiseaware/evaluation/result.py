@@ -1,0 +1,136 @@
+"""CoverageResult: the ECP curves of several methods on the same simulations, and their reports."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..files import atomic_write
+from ..trace import text_table
+from .tarp import coverage_rmse
+
+__all__ = ["REFERENCE_RULES", "CoverageResult"]
+
+REFERENCE_RULES = {
+    "research": "post-burn-in mean of the μ trace ± 4 × the evaluated posterior's sd per dimension (the "
+                "paper's rule; the box depends on the method)",
+    "trace": "post-burn-in mean of the μ trace ± 4 × softplus(ρ_T), the DPVI sd (one box for every method)",
+}
+"""Reference-point rules: θ_ref = centre + U ⊙ half-width, U ~ U(−1, 1)^d, never looking at the truth."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CoverageResult:
+    """TARP coverage of several methods on the same simulations.
+
+    levels (L,); curves[rule][method] (R, L): ECP over R reference draws; marginal_curves[rule][method]
+    (R, L, d): per dimension; failures[method]: simulations whose fit failed (left out of its ECP);
+    seconds per stage (dpvi, each method's fit, tarp_<method>); diagnostics[method]: sampler facts and
+    warnings; theta_names (d,); settings (model, ε, σ, M, R, K, T, prior, key, …) for the results file.
+    """
+
+    levels: np.ndarray
+    curves: Mapping[str, Mapping[str, np.ndarray]]
+    marginal_curves: Mapping[str, Mapping[str, np.ndarray]]
+    failures: Mapping[str, int]
+    seconds: Mapping[str, float]
+    diagnostics: Mapping[str, Mapping[str, Any]]
+    theta_names: tuple[str, ...]
+    settings: Mapping[str, Any]
+
+    @property
+    def methods(self) -> list[str]:
+        return list(next(iter(self.curves.values())))
+
+    @property
+    def ecp(self) -> Mapping[str, np.ndarray]:
+        """method → ECP curves (R, L) under the research reference rule."""
+        return self.curves["research"]
+
+    @property
+    def rmse(self) -> dict[str, tuple[float, float]]:
+        """method → (mean, sd) over the R reference draws of the coverage RMSE, under the research rule."""
+        return self.rmse_under("research")
+
+    def rmse_under(self, rule: str) -> dict[str, tuple[float, float]]:
+        """method → (mean, sd over R) of sqrt(mean over the levels of (ECP − level)²) under `rule`."""
+        out = {}
+        for method, curves in self.curves[rule].items():
+            values = np.atleast_1d(coverage_rmse(self.levels, curves.T))
+            out[method] = (float(np.mean(values)), float(np.std(values, ddof=1)) if values.size > 1 else 0.0)
+        return out
+
+    def marginal_rmse(self, rule: str = "research") -> dict[str, np.ndarray]:
+        """method → (d,) coverage RMSE of each dimension's own curve, averaged over the R reference draws."""
+        return {m: np.mean([coverage_rmse(self.levels, c) for c in curves], axis=0)
+                for m, curves in self.marginal_curves[rule].items()}
+
+    def table(self) -> str:
+        """Methods × reference rules: RMSE mean ± sd, failures, fit seconds."""
+        rules = list(self.curves)
+        rows = []
+        for method in self.methods:
+            cells = [f"{m:.3f} ± {s:.3f}" for m, s in (self.rmse_under(rule)[method] for rule in rules)]
+            rows.append([method, *cells, str(self.failures[method]), f"{self.seconds.get(method, float('nan')):.1f}"])
+        return text_table(["method", *(f"RMSE ({rule} ref.)" for rule in rules), "failures", "fit s"], rows)
+
+    def summary(self) -> dict[str, Any]:
+        """Plain-JSON numbers: per method and rule the RMSE (mean, sd), marginal RMSEs, failures, diagnostics."""
+        return {
+            method: {
+                "rmse": {rule: dict(zip(("mean", "sd"), self.rmse_under(rule)[method])) for rule in self.curves},
+                "marginal_rmse": {rule: dict(zip(self.theta_names, map(float, self.marginal_rmse(rule)[method])))
+                                  for rule in self.curves},
+                "failures": int(self.failures[method]),
+                "diagnostics": dict(self.diagnostics.get(method, {})),
+            }
+            for method in self.methods
+        }
+
+    def to_json(self, path) -> None:
+        """Settings, summary, per-stage seconds and the mean/sd ECP curves, written atomically."""
+        payload = {
+            "settings": dict(self.settings),
+            "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
+            "summary": self.summary(),
+            "levels": self.levels.tolist(),
+            "ecp_mean": {r: {m: np.nanmean(c, 0).tolist() for m, c in cs.items()} for r, cs in self.curves.items()},
+            "ecp_sd": {r: {m: np.nanstd(c, 0).tolist() for m, c in cs.items()} for r, cs in self.curves.items()},
+        }
+        atomic_write(Path(path), lambda temporary: temporary.write_text(json.dumps(payload, indent=2, default=_plain)))
+
+    def to_csv(self, path) -> None:
+        """Long table: method, reference_rule, dimension ("joint" or a θ name), level, ecp_mean, ecp_sd."""
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(["method", "reference_rule", "dimension", "level", "ecp_mean", "ecp_sd"])
+        for rule in self.curves:
+            for method in self.methods:
+                blocks = [("joint", self.curves[rule][method])]
+                blocks += [(name, self.marginal_curves[rule][method][..., j]) for j, name in enumerate(self.theta_names)]
+                for dimension, curves in blocks:
+                    for level, mean, sd in zip(self.levels, np.nanmean(curves, 0), np.nanstd(curves, 0)):
+                        writer.writerow([method, rule, dimension, f"{level:.3f}", f"{mean:.5f}", f"{sd:.5f}"])
+        atomic_write(Path(path), lambda temporary: temporary.write_text(buffer.getvalue()))
+
+    def plot(self, path, rule: str = "research") -> Path:
+        """PNG of the ECP curves (mean and min–max band over the R reference draws, the diagonal), and of
+        each dimension's marginal curves when d > 1."""
+        from ..plots import plot_coverage
+
+        return plot_coverage(self, path, rule=rule)
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")
