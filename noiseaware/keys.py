@@ -34,3 +34,10 @@ def as_keys(keys) -> jax.Array:
     if keys.ndim != 1:
         raise ValueError(f"expected a 1-D array of PRNG keys, got shape {keys.shape}")
     return keys
+
+
+def standard_normal(key, shape) -> np.ndarray:
+    """N(0, 1) draws of `shape` in float64 whatever the global x64 setting, so a key gives the same numbers
+    everywhere."""
+    with jax.enable_x64(True):
+        return np.asarray(jax.random.normal(as_key(key), shape, jnp.float64))

@@ -25,7 +25,7 @@ import xarray as xr
 from scipy import special
 
 from .files import atomic_write
-from .keys import as_key
+from .keys import as_key, standard_normal
 from .sites import SiteMap, SiteSpec
 from .trace import text_table
 
@@ -126,7 +126,7 @@ class NoiseAwarePosterior:
         pick, noise = jax.random.split(as_key(key))
         with jax.enable_x64(True):
             k = np.asarray(jax.random.randint(pick, (n,), 0, means.shape[0], jnp.int64))
-        return means[k] + sds[k] * _standard_normal(noise, (n, self.dim))
+        return means[k] + sds[k] * standard_normal(noise, (n, self.dim))
 
     def constrained_sample(self, key, n: int = 20000) -> dict[str, np.ndarray]:
         """n draws of θ mapped to the model's own space: {site: (n, *site shape)}."""
@@ -207,7 +207,7 @@ class NoiseAwarePosterior:
         else:
             # θ[c, k] ~ N(μ*[c, k], softplus(ρ*[c, k])²): paired with its φ* draw, so chains stay chains
             mu, rho = self.optimum_chains[..., : self.dim], self.optimum_chains[..., self.dim :]
-            theta = mu + np.logaddexp(0.0, rho) * _standard_normal(as_key(key), mu.shape)
+            theta = mu + np.logaddexp(0.0, rho) * standard_normal(as_key(key), mu.shape)
         sample_dims = ("chain", "draw")
         coords = {"chain": np.arange(chains), "draw": np.arange(draws)}
         if self.sites is None:
@@ -329,13 +329,6 @@ def mixture_quantile(means: np.ndarray, sds: np.ndarray, probability: float) -> 
         below = np.mean(special.ndtr((middle - means) / sds), axis=0) < probability
         low, high = np.where(below, middle, low), np.where(below, high, middle)
     return 0.5 * (low + high)
-
-
-def _standard_normal(key, shape) -> np.ndarray:
-    """N(0, 1) draws in float64 whatever the global x64 setting, so a key gives the same θ everywhere (with
-    64-bit component indices in `sample`)."""
-    with jax.enable_x64(True):
-        return np.asarray(jax.random.normal(key, shape, jnp.float64))
 
 
 def _tail(level: float) -> float:

@@ -11,7 +11,8 @@ import numpyro.distributions as dist
 import pytest
 
 import noiseaware as na
-from noiseaware.evaluation import METHODS, coverage, register_method
+from noiseaware.evaluation import METHODS, coverage, evaluate, register_method, simulate_traces
+from noiseaware.keys import as_key
 from noiseaware.models.builtin import GAMMA_PRIOR
 
 SMALL = {"simulations": 12, "repeats": 2, "draws": 400, "steps": 1000, "chunk": 12}
@@ -46,6 +47,18 @@ def test_same_key_same_numbers_whichever_methods_run_beside(result):
         np.testing.assert_array_equal(again.curves[rule]["naive"], result.curves[rule]["naive"])
     other = coverage(M1, methods=("naive",), epsilon=1.0, key=4, **SMALL)
     assert not np.array_equal(other.curves["research"]["naive"], result.curves["research"]["naive"])
+
+
+def test_coverage_is_simulate_traces_then_evaluate(result):
+    """The documented split: simulate with stream 0 of split(key, 4), evaluate with the same key; more
+    methods can then be scored on the same simulations."""
+    settings = dict(M1.dpvi_settings) | {"steps": 1000}
+    sims = simulate_traces(M1, noise_multiplier=result.settings["noise_multiplier"], delta=1e-5, simulations=12,
+                           key=jax.random.split(as_key(3), 4)[0], **settings)
+    again = evaluate(sims, ("naive", "dpvim"), repeats=2, draws=400, key=3)
+    np.testing.assert_array_equal(again.curves["trace"]["naive"], result.curves["trace"]["naive"])
+    assert again.settings["simulations"] == 12 and again.settings["steps"] == 1000
+    assert set(again.methods) == {"naive", "dpvim"}
 
 
 def test_results_files(result, tmp_path):

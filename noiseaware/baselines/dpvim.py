@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..keys import as_key
+from ..keys import as_key, standard_normal
 from ..posterior import NoiseAwarePosterior
 from ..trace import Trace
 from .naive import trace_facts
@@ -68,7 +68,7 @@ def dpvim_posterior(
         phi = np.take_along_axis(rows, index, axis=0)
     else:
         centre = rows[-1] if center == "last" else tail_mean
-        phi = centre + np.sqrt(tail_variance) * _standard_normal(key, (draws, rows.shape[1]))
+        phi = centre + np.sqrt(tail_variance) * standard_normal(key, (draws, rows.shape[1]))
     return NoiseAwarePosterior(
         optimum_chains=phi[None],
         hessian_chains=None,
@@ -151,10 +151,4 @@ def _count(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} is {value!r}; it must be an integer ≥ {minimum}")
     return int(value)
-
-
-def _standard_normal(key, shape) -> np.ndarray:
-    """N(0, 1) draws in float64 whatever the global x64 setting."""
-    with jax.enable_x64(True):
-        return np.asarray(jax.random.normal(key, shape, jnp.float64))
 

@@ -38,7 +38,7 @@ from ..trace import BURN_IN, Trace
 from .result import REFERENCE_RULES, CoverageResult
 from .tarp import LEVELS
 
-__all__ = ["METHODS", "Simulation", "Simulations", "coverage", "register_method", "simulate_traces"]
+__all__ = ["METHODS", "Simulation", "Simulations", "coverage", "evaluate", "register_method", "simulate_traces"]
 
 SCORE_CHUNK = 25
 """Simulations whose K draws are held at once while scoring (25 × 20 000 × d float64)."""
@@ -73,10 +73,15 @@ class Simulations:
         return Simulation(m, self.model, jax.tree.map(lambda a: a[m], dict(self.data)), self.traces[m])
 
 
-def simulate_traces(bm: BenchmarkModel, *, noise_multiplier: float, delta: float, simulations: int, key,
+def simulate_traces(bm: BenchmarkModel, *, noise_multiplier: float | None, delta: float, simulations: int, key,
                     epsilon: float | None = None, chunk: int = 100, progress: Progress = False,
                     **settings) -> Simulations:
-    """θ_m ~ prior, x_m ~ p(x | θ_m) and a DPVI trace of x_m for m = 1..M: one compiled program, in chunks."""
+    """θ_m ~ prior, x_m ~ p(x | θ_m) and a DPVI trace of x_m for m = 1..M: one compiled program, in chunks.
+
+    settings: record_dpvi's (the preset's, with overrides); noise_multiplier=None with non_private=True
+    and a learning_rate records non-private reference runs.
+    """
+    privacy = {} if noise_multiplier is None else {"noise_multiplier": noise_multiplier}
     k_sim, k_dpvi = jax.random.split(as_key(key))
     truth, data = jax.vmap(bm.simulate)(jax.random.split(k_sim, simulations))
     keys = jax.random.split(k_dpvi, simulations)
@@ -85,9 +90,10 @@ def simulate_traces(bm: BenchmarkModel, *, noise_multiplier: float, delta: float
         for first in range(0, simulations, chunk):
             part = slice(first, min(first + chunk, simulations))
             traces += record_dpvi_batch(bm.model, jax.tree.map(lambda a: a[part], data), keys=keys[part],
-                                        noise_multiplier=noise_multiplier, delta=delta, **settings)
+                                        delta=delta, **privacy, **settings)
             advance(part.stop - part.start)
-    return Simulations(bm, np.asarray(truth, np.float64), data, traces, epsilon, delta, noise_multiplier)
+    return Simulations(bm, np.asarray(truth, np.float64), data, traces, epsilon, delta,
+                       traces[0].noise_multiplier if traces else noise_multiplier)
 
 
 # ---------------------------------------------------------------- methods
@@ -246,43 +252,61 @@ def coverage(
 ) -> CoverageResult:
     """TARP coverage of `methods` on `simulations` simulations of `bm` at privacy level ε (or σ).
 
-    All simulations are recorded with one compiled DPVI program (chunks of `chunk`), every method reads
-    the same traces, each posterior gives `draws` θ draws, and the ECP curve is computed for `repeats`
-    reference draws under both reference rules. prior: the gradient-model prior of exact/laplace/nuts;
-    method_options: {method: keyword options} (e.g. {"nuts": {"warmup": 500}}); overrides replace
-    entries of bm.dpvi_settings (steps, …). The same key gives the same numbers, whichever other methods
-    run beside a method.
+    `simulate_traces` (one compiled DPVI program, chunks of `chunk`), then `evaluate` on its traces:
+    every method reads the same traces, each posterior gives `draws` θ draws, and the ECP curve is
+    computed for `repeats` reference draws under both reference rules. prior: the gradient-model prior
+    of exact/laplace/nuts; method_options: {method: keyword options} (e.g. {"nuts": {"warmup": 500}});
+    overrides replace entries of bm.dpvi_settings (steps, …). The same key gives the same numbers,
+    whichever other methods run beside a method.
     """
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        raise ValueError(f"unknown methods {unknown}: choose from {', '.join(METHODS)} (or register_method)")
+    _check_methods(methods)
     if (epsilon is None) == (noise_multiplier is None):
         raise ValueError("give exactly one of epsilon and noise_multiplier")
-    for name, value in (("simulations", simulations), ("repeats", repeats), ("draws", draws)):
-        if not (isinstance(value, int) and value >= 1):
-            raise ValueError(f"{name} must be a positive int; got {value!r}")
-    method_options = dict(method_options or {})
+    _check_counts(simulations=simulations, repeats=repeats, draws=draws)
     settings = dict(bm.dpvi_settings) | overrides
     sigma = noise_multiplier if noise_multiplier is not None else calibrate(
         epsilon, delta, settings["sampling_rate"], settings["steps"])
-    k_sim, k_fit, k_draw, k_ref = jax.random.split(as_key(key), 4)
-    seconds: dict[str, float] = {}
-
     start = time.perf_counter()
-    sims = simulate_traces(bm, noise_multiplier=sigma, delta=delta, simulations=simulations, key=k_sim,
-                           epsilon=epsilon, chunk=chunk, progress=progress, **settings)
-    seconds["dpvi"] = time.perf_counter() - start
+    sims = simulate_traces(bm, noise_multiplier=sigma, delta=delta, simulations=simulations,
+                           key=_streams(key)[0], epsilon=epsilon, chunk=chunk, progress=progress, **settings)
+    seconds = time.perf_counter() - start
+    result = evaluate(sims, methods, repeats=repeats, draws=draws, key=key, prior=prior,
+                      method_options=method_options, progress=progress)
+    return dataclasses.replace(result, seconds={"dpvi": seconds, **result.seconds})
 
-    d = bm.dim
+
+def evaluate(
+    sims: Simulations,
+    methods: Sequence[str],
+    *,
+    repeats: int = 20,
+    draws: int = 20_000,
+    key=0,
+    prior="default",
+    method_options: Mapping[str, Mapping[str, Any]] | None = None,
+    progress: Progress = False,
+) -> CoverageResult:
+    """TARP coverage of `methods` on given simulations (from `simulate_traces`): fit, draw, score.
+
+    Uses the streams 1–3 of jax.random.split(key, 4) (fits, θ draws, reference draws); `coverage`
+    simulates with stream 0, so evaluate(simulate_traces(…, key=split(key, 4)[0]), key=key) is
+    coverage(…, key=key). Further methods can be scored on the same simulations later.
+    """
+    _check_methods(methods)
+    _check_counts(repeats=repeats, draws=draws)
+    method_options = dict(method_options or {})
+    _, k_fit, k_draw, k_ref = _streams(key)
+    d, count = sims.truth.shape[1], len(sims)
     centre = np.stack([t.params[math.floor(BURN_IN * t.steps):, :d].mean(axis=0) for t in sims.traces])
     dpvi_sd = np.stack([np.logaddexp(0.0, t.final_iterate()[d:]) for t in sims.traces])
-    uniform = np.asarray(jax.random.uniform(k_ref, (repeats, simulations, d), jnp.float64 if jax.config.jax_enable_x64
+    uniform = np.asarray(jax.random.uniform(k_ref, (repeats, count, d), jnp.float64 if jax.config.jax_enable_x64
                                             else jnp.float32, -1.0, 1.0), np.float64)
     levels = np.asarray(LEVELS)
     curves: dict[str, dict[str, np.ndarray]] = {rule: {} for rule in REFERENCE_RULES}
     marginal: dict[str, dict[str, np.ndarray]] = {rule: {} for rule in REFERENCE_RULES}
     failures: dict[str, int] = {}
     diagnostics: dict[str, dict[str, Any]] = {}
+    seconds: dict[str, float] = {}
     for method in methods:
         options = dict(method_options.get(method, {}))
         if method in ("exact", "laplace", "nuts"):
@@ -312,14 +336,31 @@ def coverage(
         diagnostics=diagnostics,
         theta_names=tuple(name.removeprefix("mu:") for name in sims.traces[0].param_names[:d]),
         settings={
-            "model": bm.name, "epsilon": epsilon, "noise_multiplier": sigma, "delta": delta,
-            "simulations": simulations, "repeats": repeats, "draws": draws, "steps": settings["steps"],
-            "prior": prior if isinstance(prior, str) else repr(prior), "key": _key_repr(key),
-            "methods": list(methods), "method_options": {m: {k: repr(v) for k, v in o.items()}
-                                                         for m, o in method_options.items()},
+            "model": sims.model.name, "epsilon": sims.epsilon, "noise_multiplier": sims.noise_multiplier,
+            "delta": sims.delta, "simulations": count, "repeats": repeats, "draws": draws,
+            "steps": sims.traces[0].steps, "prior": prior if isinstance(prior, str) else repr(prior),
+            "key": _key_repr(key), "methods": list(methods),
+            "method_options": {m: {k: repr(v) for k, v in o.items()} for m, o in method_options.items()},
             "reference_rules": dict(REFERENCE_RULES),
         },
     )
+
+
+def _streams(key) -> jax.Array:
+    """The four keys of a coverage run: simulations, fits, θ draws, reference draws."""
+    return jax.random.split(as_key(key), 4)
+
+
+def _check_methods(methods: Sequence[str]) -> None:
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise ValueError(f"unknown methods {unknown}: choose from {', '.join(METHODS)} (or register_method)")
+
+
+def _check_counts(**counts) -> None:
+    for name, value in counts.items():
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            raise ValueError(f"{name} must be a positive int; got {value!r}")
 
 
 def _key_repr(key) -> Any:
