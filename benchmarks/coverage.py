@@ -22,6 +22,8 @@ import noiseaware as na
 from noiseaware.evaluation.simulate import coverage
 
 RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
+WARNINGS_KEPT = 5
+"""Distinct warning messages stored per entry (their number is stored beside them)."""
 
 
 def main() -> None:
@@ -63,7 +65,8 @@ def main() -> None:
                     "ecp_mean": [round(float(v), 4) for v in result.ecp[method].mean(axis=0)],
                     "failures": result.failures[method],
                     "diagnostics": {k: v for k, v in result.diagnostics[method].items() if k != "warnings"},
-                    "warnings": result.diagnostics[method]["warnings"],
+                    "warnings": result.diagnostics[method]["warnings"][:WARNINGS_KEPT],
+                    "distinct_warnings": len(result.diagnostics[method]["warnings"]),
                     "seconds": {"dpvi_all_simulations": round(result.seconds["dpvi"], 1),
                                 "fit": round(result.seconds[method], 1),
                                 "draws_and_tarp": round(result.seconds[f"tarp_{method}"], 1),
