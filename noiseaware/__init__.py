@@ -9,11 +9,12 @@
     print(post.summary())
 """
 
-from . import models
+from . import datasets, models
 from .baselines import dpvim_posterior, naive_posterior
 from .contract import ModelError
 from .dpvi import record_dpvi, record_dpvi_batch
-from .evaluation import coverage, coverage_rmse, register_method, tarp_ecp
+from .evaluation import (calibration, calibration_curve, calibration_metrics, coverage, coverage_rmse, register_method,
+                         tarp_ecp)
 from .fit import fit, fit_batch
 from .gradient_model import Prior
 from .posterior import NoiseAwarePosterior, load_posterior
@@ -28,8 +29,12 @@ __all__ = [
     "Prior",
     "Trace",
     "TraceError",
+    "calibration",
+    "calibration_curve",
+    "calibration_metrics",
     "coverage",
     "coverage_rmse",
+    "datasets",
     "dpvim_posterior",
     "epsilon_spent",
     "fit",

@@ -1,4 +1,4 @@
-"""The `noiseaware` command line: `account`, `record`, `fit`, `coverage` and `demo`.
+"""The `noiseaware` command line: `account`, `record`, `fit`, `coverage`, `calibrate` and `demo`.
 
     noiseaware account --epsilon 0.1 0.3 1.0          # σ for each ε (PLD accountant)
     noiseaware account --noise-multiplier 37.81       # ε spent by a given σ
@@ -7,6 +7,8 @@
         --steps 10000 --sampling-rate 0.01 --clip 2 --out adult.nc
     noiseaware fit m1.nc --method exact --out m1-posterior.nc --plot m1.png
     noiseaware coverage --model M1 --epsilon 0.1 1 --methods exact,nuts,naive --simulations 500 --out cov/
+    noiseaware calibrate --dataset adult --epsilon 0.1 1 --methods exact,nuts,laplace,naive,dpvim --repeats 20 \\
+        --out cal/
     noiseaware demo                                   # M1 end to end: trace, fit, comparison, plot
 
 Simulated runs default to seed 0, for reproducibility. A run on real data (--data) draws a secret random
@@ -74,9 +76,12 @@ FIT_STREAM = 2
 THETA_STREAM = 3
 """θ draws for saved posteriors and plots: fold_in(fit key, THETA_STREAM), apart from the fit's own draws."""
 NUTS_OPTIONS = ("warmup", "chains", "backend")
+"""fit options for --method nuts only (argparse destinations = fit_nuts keywords)."""
 COVERAGE_METHODS = ("exact", "laplace", "nuts", "naive", "dpvim")
 """The trace methods of `noiseaware coverage`."""
-"""fit options for --method nuts only (argparse destinations = fit_nuts keywords)."""
+CALIBRATE_METHODS = (*COVERAGE_METHODS, "nonprivate")
+"""The methods of `noiseaware calibrate`: the trace methods and the non-private NUTS reference."""
+DATASETS = ("adult",)
 DIAGNOSTICS_FIRST = ("max_rhat", "min_ess", "divergences")
 SIMULATION_SEED = 0
 """The default seed of simulated runs (reproducible); real data get a secret random seed instead."""
@@ -157,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_record(commands)
     _add_fit(commands)
     _add_coverage(commands)
+    _add_calibrate(commands)
     _add_demo(commands)
     return parser
 
@@ -303,12 +309,56 @@ def _add_coverage(commands) -> None:
     parser.set_defaults(run=_coverage)
 
 
-def _method_list(text: str) -> tuple[str, ...]:
+def _method_list(text: str, choices: Sequence[str] = COVERAGE_METHODS) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
-    unknown = [name for name in names if name not in COVERAGE_METHODS]
+    unknown = [name for name in names if name not in choices]
     if not names or unknown:
-        raise argparse.ArgumentTypeError(f"unknown methods {unknown or text!r}: choose from {', '.join(COVERAGE_METHODS)}")
+        raise argparse.ArgumentTypeError(f"unknown methods {unknown or text!r}: choose from {', '.join(choices)}")
     return names
+
+
+def _add_calibrate(commands) -> None:
+    from .datasets import SCALINGS
+    from .evaluation.calibration import BINNINGS
+
+    parser = commands.add_parser(
+        "calibrate", help="calibration of posterior predictive probabilities on real data (UCI Adult)",
+        description="Record R DPVI traces of a Bayesian logistic regression on the training set (the adult-logistic "
+        "research preset, one compiled program), fit every method on the same traces, and score the posterior "
+        "predictive probabilities on the test set: calibration RMSE over equal-count bins, ECE, Brier score, log "
+        "loss, accuracy, and the paired difference to the naive last iterate. Prints a table and writes "
+        "DIR/calibration-DATASET-eps-E.json and .png (reliability diagram) per privacy level.",
+    )
+    parser.add_argument("--dataset", choices=DATASETS, default="adult", help="(default: %(default)s)")
+    parser.add_argument("--data-dir", metavar="DIR",
+                        help="folder with your own copy of adult.data and adult.test (default: the shipped copy)")
+    parser.add_argument("--no-verify", action="store_true",
+                        help="read files whose SHA-256 differs from the UCI originals (a copy changed on purpose)")
+    parser.add_argument("--scaling", choices=SCALINGS, default="zscore",
+                        help="of the continuous columns, with training statistics (default: %(default)s)")
+    level = parser.add_mutually_exclusive_group(required=True)
+    level.add_argument("--epsilon", type=float, nargs="+", metavar="E", help="one or more ε (σ by the accountant)")
+    level.add_argument("--noise-multiplier", type=float, nargs="+", metavar="S", help="one or more σ")
+    parser.add_argument("--methods", type=lambda text: _method_list(text, CALIBRATE_METHODS),
+                        default=COVERAGE_METHODS, metavar="LIST",
+                        help=f"comma-separated, from {', '.join(CALIBRATE_METHODS)}; nonprivate (NUTS on the data, "
+                        f"no privacy) runs once for all levels (default: {','.join(COVERAGE_METHODS)})")
+    parser.add_argument("--repeats", type=_positive_int, default=20, metavar="R",
+                        help="DPVI runs per level (default: %(default)d)")
+    parser.add_argument("--draws", type=_positive_int, default=4000, metavar="K",
+                        help="draws of φ* per fit and of θ per posterior (default: %(default)d)")
+    parser.add_argument("--steps", type=_positive_int, metavar="T", help="DP-SGD steps (default: the preset's 10000)")
+    parser.add_argument("--delta", type=float, default=1e-5, metavar="D", help="δ (default: %(default)g)")
+    parser.add_argument("--bins", type=_positive_int, default=10, metavar="B", help="(default: %(default)d)")
+    parser.add_argument("--binning", choices=BINNINGS, default="equal-count", help="(default: %(default)s)")
+    parser.add_argument("--prior", choices=tuple(PRIORS), default="default",
+                        help="gradient-model prior of exact, laplace and nuts (default: %(default)s)")
+    parser.add_argument("--warmup", type=_count, metavar="W", help="NUTS warmup steps of nuts and nonprivate "
+                        "(default: 1000)")
+    parser.add_argument("--seed", type=_seed, default=0, metavar="SEED",
+                        help="of the DPVI runs and the posterior draws (default: %(default)d)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
+    parser.set_defaults(run=_calibrate)
 
 
 def _add_demo(commands) -> None:
@@ -621,6 +671,42 @@ def _coverage(args) -> int:
         result.to_csv(out / f"{stem}.csv")
         result.plot(out / f"{stem}.png")
         print(f"wrote {out / stem}.json, .csv, .png")
+    return 0
+
+
+def _calibrate(args) -> int:
+    from .datasets import adult
+    from .evaluation import calibration
+
+    data = adult(args.data_dir, scaling=args.scaling, verify=not args.no_verify)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    common = dict(repeats=args.repeats, draws=args.draws, bins=args.bins, binning=args.binning, key=args.seed,
+                  method_options={m: {"warmup": args.warmup} for m in ("nuts", "nonprivate")}
+                  if args.warmup is not None else None, progress=True)
+    reference = (calibration(data, methods=("nonprivate",), **common) if "nonprivate" in args.methods else None)
+    traced = [m for m in args.methods if m != "nonprivate"]
+    overrides = {} if args.steps is None else {"steps": args.steps}
+    levels = [("epsilon", e) for e in args.epsilon] if args.epsilon else [("noise_multiplier", s) for s in args.noise_multiplier]
+    for name, value in levels:
+        result = calibration(data, methods=traced, delta=args.delta, prior=args.prior, **common, **{name: value},
+                             **overrides) if traced else reference
+        if traced and reference is not None:
+            result = result.merge(reference)
+        s = result.settings
+        tag = f"eps-{value:g}" if name == "epsilon" else f"sigma-{value:g}"
+        sigma = "" if s["noise_multiplier"] is None else f", σ = {s['noise_multiplier']:.4g}, T = {s['steps']}"
+        print(f"\n{data.name} ({s['n_train']} train, {s['n_test']} test, d = {s['dim']}, {data.scaling}), ε = "
+              f"{_epsilon_text(s['epsilon'])}{sigma}, R = {s['repeats']}, K = {s['draws']}, seed {args.seed}"
+              + (f"; DPVI {result.seconds['dpvi']:.0f} s" if "dpvi" in result.seconds else ""))
+        print(result.table())
+        for method, facts in result.diagnostics.items():
+            for line in facts.get("warnings", []):
+                print(f"warning: {method}: {line}", file=sys.stderr)
+        stem = out / f"calibration-{data.name}-{tag}"
+        result.to_json(stem.with_name(f"{stem.name}.json"))
+        result.plot(stem.with_name(f"{stem.name}.png"))
+        print(f"wrote {stem}.json, .png")
     return 0
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["atomic_write"]
+import numpy as np
+
+__all__ = ["atomic_write", "write_json"]
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
@@ -21,3 +25,16 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def write_json(path: Path, payload: Any) -> None:
+    """Atomically write `payload` as indented JSON; numpy scalars and arrays become plain numbers and lists."""
+    atomic_write(Path(path), lambda temporary: temporary.write_text(json.dumps(payload, indent=2, default=_plain)))
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")

@@ -27,7 +27,7 @@ from .keys import as_key
 from .posterior import NoiseAwarePosterior
 from .trace import BURN_IN, Trace
 
-__all__ = ["plot_coverage", "plot_posteriors", "plot_trace"]
+__all__ = ["plot_calibration", "plot_coverage", "plot_posteriors", "plot_trace"]
 
 MAX_COORDINATES = 8
 """Rows drawn at most: the first θ coordinates of a large model."""
@@ -282,3 +282,46 @@ def _save(figure: Figure, path: str | os.PathLike) -> Path:
         raise ValueError(f"cannot save {path}: the directory {path.parent} does not exist; create it first")
     atomic_write(path, lambda temporary: figure.savefig(temporary, format="png", dpi=DPI))
     return path
+
+
+def plot_calibration(result, path: str | os.PathLike) -> Path:
+    """Reliability diagram of a CalibrationResult: per method the fraction of positives against the mean
+    predicted probability (each repeat's binned curve interpolated on a common grid; mean and
+    mean ± 1.96 sd over the repeats), the diagonal; below, the histogram of the predictions p̂ (mean
+    fraction of test points per bin over the repeats)."""
+    from .evaluation.calibration_result import BAND, GRID
+
+    figure = Figure(figsize=(6.4, 7.4), layout="constrained")
+    FigureCanvasAgg(figure)
+    curve_axis, histogram_axis = figure.subplots(2, 1, height_ratios=[3, 1], sharex=True)
+    for index, method in enumerate(result.methods):
+        curves = result.reliability(method)
+        finite = np.isfinite(curves)
+        count = finite.sum(axis=0)
+        if not count.any():
+            continue
+        mean = np.where(count > 0, np.nansum(curves, axis=0) / np.maximum(count, 1), np.nan)
+        colour = f"C{index}"
+        rmse, _ = result.mean_sd(method)
+        curve_axis.plot(GRID, mean, color=colour, lw=1.4, label=f"{method} (calib. RMSE {1e3 * rmse:.0f}×10⁻³)")
+        if count.max() > 1:
+            squares = np.nansum((curves - mean) ** 2, axis=0)
+            sd = np.sqrt(np.where(count > 1, squares / np.maximum(count - 1, 1), np.nan))
+            curve_axis.fill_between(GRID, mean - BAND * sd, mean + BAND * sd, color=colour, alpha=0.15, lw=0)
+        histograms = result.histograms[method]
+        alive = histograms.sum(axis=1) > 0
+        fractions = (histograms[alive] / histograms[alive].sum(axis=1, keepdims=True)).mean(axis=0)
+        edges = np.linspace(0.0, 1.0, fractions.size + 1)
+        histogram_axis.stairs(fractions, edges, color=colour, lw=1.2)
+    curve_axis.plot([0, 1], [0, 1], color="black", linestyle=":", linewidth=1, label="calibrated")
+    curve_axis.set_xlim(0, 1)
+    curve_axis.set_ylim(0, 1)
+    curve_axis.set_ylabel("fraction of positives")
+    curve_axis.legend(loc="upper left", fontsize="small")
+    histogram_axis.set_xlabel("predicted probability p̂ (posterior predictive)")
+    histogram_axis.set_ylabel("fraction of test points")
+    s = result.settings
+    level = (f"ε = {s['epsilon']:.3g}, σ = {s['noise_multiplier']:.4g}, " if s.get("noise_multiplier") else "")
+    curve_axis.set_title(f"{s.get('dataset', '')}: reliability, {level}R = {s.get('repeats')}, "
+                         f"{s.get('bins')} {s.get('binning')} bins (band: mean ± {BAND:g} sd)", fontsize="small")
+    return _save(figure, path)

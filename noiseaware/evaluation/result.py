@@ -5,14 +5,13 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..files import atomic_write
+from ..files import atomic_write, write_json
 from ..trace import text_table
 from .tarp import coverage_rmse
 
@@ -104,7 +103,7 @@ class CoverageResult:
             "ecp_mean": {r: {m: np.nanmean(c, 0).tolist() for m, c in cs.items()} for r, cs in self.curves.items()},
             "ecp_sd": {r: {m: np.nanstd(c, 0).tolist() for m, c in cs.items()} for r, cs in self.curves.items()},
         }
-        atomic_write(Path(path), lambda temporary: temporary.write_text(json.dumps(payload, indent=2, default=_plain)))
+        write_json(path, payload)
 
     def to_csv(self, path) -> None:
         """Long table: method, reference_rule, dimension ("joint" or a θ name), level, ecp_mean, ecp_sd."""
@@ -127,10 +126,3 @@ class CoverageResult:
 
         return plot_coverage(self, path, rule=rule)
 
-
-def _plain(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"cannot write {type(value).__name__} to JSON")

@@ -113,12 +113,13 @@ def per_trace(make: Callable) -> BatchMethod:
     """A method from a function of one trace (and a key): called trace by trace, a ValueError → None."""
     def run(sims: Simulations, key, **options):
         keys = jax.random.split(as_key(key), len(sims))
-        return [_or_none(lambda t=t, k=k: make(t, key=k, **options)) for t, k in zip(sims.traces, keys)]
+        return [none_on_failure(lambda t=t, k=k: make(t, key=k, **options)) for t, k in zip(sims.traces, keys)]
     run.__doc__ = make.__doc__
     return run
 
 
-def _or_none(make):
+def none_on_failure(make):
+    """make(), or None where it raises a numerical failure (ValueError, FloatingPointError): counted, not fatal."""
     try:
         return make()
     except (ValueError, FloatingPointError):
@@ -147,7 +148,7 @@ def register_method(name: str, method: Callable) -> None:
 
     def run(sims: Simulations, key, **options):
         keys = jax.random.split(as_key(key), len(sims))
-        return [_or_none(lambda m=m: method(sims.simulation(m), epsilon=sims.epsilon, delta=sims.delta,
+        return [none_on_failure(lambda m=m: method(sims.simulation(m), epsilon=sims.epsilon, delta=sims.delta,
                                             key=keys[m], **options)) for m in range(len(sims))]
 
     METHODS[name] = run
@@ -225,7 +226,7 @@ def _diagnostics(posteriors, caught) -> dict[str, Any]:
     return out
 
 
-def _stable_index(name: str) -> int:
+def method_stream(name: str) -> int:
     """A key offset per method name: a method's numbers do not depend on which other methods run."""
     return zlib.crc32(name.encode())
 
@@ -316,10 +317,10 @@ def evaluate(
         start = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            posteriors = METHODS[method](sims, jax.random.fold_in(k_fit, _stable_index(method)), **options)
+            posteriors = METHODS[method](sims, jax.random.fold_in(k_fit, method_stream(method)), **options)
         seconds[method] = time.perf_counter() - start
         start = time.perf_counter()
-        joint, per_dim, failed = _score(posteriors, sims, jax.random.fold_in(k_draw, _stable_index(method)), draws,
+        joint, per_dim, failed = _score(posteriors, sims, jax.random.fold_in(k_draw, method_stream(method)), draws,
                                         uniform, centre, dpvi_sd)
         for rule in REFERENCE_RULES:
             curves[rule][method] = _ecp(joint[rule], levels)

@@ -85,7 +85,7 @@ def uniform_design(key, n):
 def adult_like_design(key, n):
     """A synthetic stand-in with the shape of preprocessed Adult, (n, 57): 5 standard-normal columns,
     one-hot columns of 6 uniform categoricals (7, 16, 7, 14, 5, 2 levels) and a bias column.
-    (The real UCI Adult design is loaded by `na.datasets.adult()` once the data loader lands.)"""
+    The real UCI Adult design is `na.datasets.adult()`; this stand-in serves tests and models without the data."""
     keys = jax.random.split(key, len(ADULT_CATEGORIES) + 1)
     blocks = [jax.random.normal(keys[0], (n, 5))]
     for k, levels in zip(keys[1:], ADULT_CATEGORIES):

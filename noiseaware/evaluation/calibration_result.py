@@ -1,0 +1,170 @@
+"""CalibrationResult: the calibration of several methods' predictive probabilities over repeated DPVI runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..files import write_json
+from ..trace import text_table
+
+__all__ = ["GRID", "METRICS", "CalibrationResult"]
+
+METRICS = ("calibration_rmse", "ece", "brier", "log_loss", "accuracy")
+"""Per-repeat metrics (calibration.py's module doc defines them)."""
+GRID = np.linspace(0.0, 1.0, 101)
+"""Common grid of mean predicted probability on which each repeat's reliability curve is interpolated."""
+BAND = 1.96
+"""The reliability band is mean ± BAND × sd over the repeats (the research code's)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationResult:
+    """Calibration of several methods on the same test set, R repeats each (one DPVI trace per repeat).
+
+    metrics[method][name] (R_m,): each metric of METRICS per repeat, NaN where the fit failed;
+    curves[method]: "mean_predicted", "fraction_positive" (R_m, B) float and "counts" (R_m, B) int, the
+    reliability curve per repeat; histograms[method] (R_m, H): counts of p̂ in H equal-width bins of [0, 1];
+    paired_methods: the methods run on the same traces (their repeat r shares trace r); failures[method];
+    seconds per stage; diagnostics[method]: sampler facts and warnings; settings: what was run.
+    """
+
+    metrics: Mapping[str, Mapping[str, np.ndarray]]
+    curves: Mapping[str, Mapping[str, np.ndarray]]
+    histograms: Mapping[str, np.ndarray]
+    paired_methods: tuple[str, ...]
+    failures: Mapping[str, int]
+    seconds: Mapping[str, float]
+    diagnostics: Mapping[str, Mapping[str, Any]]
+    settings: Mapping[str, Any]
+
+    @property
+    def methods(self) -> list[str]:
+        return list(self.metrics)
+
+    def mean_sd(self, method: str, metric: str = "calibration_rmse") -> tuple[float, float | None]:
+        """(mean, sd with ddof 1) of a metric over the method's successful repeats; sd None below 2 repeats."""
+        return _mean_sd(self.metrics[method][metric])
+
+    def paired(self, baseline: str = "naive", metric: str = "calibration_rmse") -> dict[str, tuple[float, float | None]]:
+        """method → (mean, sd) over repeats r of metric_method[r] − metric_baseline[r], on the same traces.
+
+        Only methods in paired_methods (other than the baseline); repeats where either fit failed are left out.
+        """
+        if baseline not in self.paired_methods:
+            return {}
+        base = self.metrics[baseline][metric]
+        return {m: _mean_sd(self.metrics[m][metric] - base) for m in self.paired_methods if m != baseline}
+
+    def reliability(self, method: str) -> np.ndarray:
+        """Each repeat's curve (p̄_b, ȳ_b) linearly interpolated on GRID: (R_m, 101), NaN outside its range."""
+        curves = self.curves[method]
+        out = np.full((curves["counts"].shape[0], GRID.size), np.nan)
+        for r, (x, y) in enumerate(zip(curves["mean_predicted"], curves["fraction_positive"])):
+            keep = np.isfinite(x) & np.isfinite(y)
+            if keep.sum() >= 1:
+                out[r] = np.interp(GRID, x[keep], y[keep], left=np.nan, right=np.nan)
+        return out
+
+    def merge(self, other: CalibrationResult) -> CalibrationResult:
+        """This result with `other`'s methods beside its own (e.g. the non-private reference, run once)."""
+        return dataclasses.replace(
+            self,
+            metrics={**self.metrics, **other.metrics},
+            curves={**self.curves, **other.curves},
+            histograms={**self.histograms, **other.histograms},
+            failures={**self.failures, **other.failures},
+            seconds={**self.seconds, **other.seconds},
+            diagnostics={**self.diagnostics, **other.diagnostics},
+        )
+
+    def table(self) -> str:
+        """Methods × metrics: mean ± sd over the repeats; calibration RMSE and ECE in units of 10⁻³."""
+        paired = self.paired()
+        rows = []
+        for method in self.methods:
+            ok = int(np.sum(np.isfinite(self.metrics[method]["calibration_rmse"])))
+            rows.append([
+                method, f"{ok}/{len(self.metrics[method]['calibration_rmse'])}",
+                _text(*self.mean_sd(method), 1e3), _text(*paired[method], 1e3) if method in paired else "",
+                _text(*self.mean_sd(method, "ece"), 1e3), _text(*self.mean_sd(method, "brier")),
+                _text(*self.mean_sd(method, "log_loss")), _text(*self.mean_sd(method, "accuracy")),
+                f"{self.seconds.get(method, math.nan):.1f}",
+            ])
+        header = ["method", "repeats", "calib. RMSE ×10⁻³", "− naive ×10⁻³", "ECE ×10⁻³", "Brier", "log loss",
+                  "accuracy", "fit s"]
+        return text_table(header, rows)
+
+    def summary(self) -> dict[str, Any]:
+        """Plain-JSON numbers per method: each metric's mean and sd, the paired difference to naive, failures
+        (None where undefined: no successful repeat, or an sd of fewer than 2)."""
+        paired = {metric: self.paired(metric=metric) for metric in METRICS}
+        out = {}
+        for method in self.methods:
+            entry: dict[str, Any] = {}
+            for metric in METRICS:
+                entry[f"{metric}_mean"], entry[f"{metric}_sd"] = _json_pair(self.mean_sd(method, metric))
+                if method in paired[metric]:
+                    entry[f"{metric}_minus_naive_mean"], entry[f"{metric}_minus_naive_sd"] = _json_pair(
+                        paired[metric][method])
+            entry["repeats"] = len(self.metrics[method]["calibration_rmse"])
+            entry["failures"] = int(self.failures[method])
+            entry["diagnostics"] = dict(self.diagnostics.get(method, {}))
+            out[method] = entry
+        return out
+
+    def to_json(self, path) -> None:
+        """Settings, seconds, summary, per-repeat metrics and the mean reliability curves, written atomically."""
+        payload = {
+            "settings": dict(self.settings),
+            "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
+            "summary": self.summary(),
+            "per_repeat": {m: {k: _list(v) for k, v in ms.items()} for m, ms in self.metrics.items()},
+            "reliability_grid": GRID.tolist(),
+            "reliability_mean": {m: _list(_nanmean(self.reliability(m))) for m in self.methods},
+        }
+        write_json(path, payload)
+
+    def plot(self, path) -> Path:
+        """PNG reliability diagram: mean ± 1.96 sd over repeats per method, the diagonal, and a histogram of p̂."""
+        from ..plots import plot_calibration
+
+        return plot_calibration(self, path)
+
+
+def _mean_sd(values: np.ndarray) -> tuple[float, float | None]:
+    finite = np.asarray(values, np.float64)
+    finite = finite[np.isfinite(finite)]
+    if finite.size == 0:
+        return math.nan, None
+    return float(finite.mean()), float(finite.std(ddof=1)) if finite.size > 1 else None
+
+
+def _json_pair(pair: tuple[float, float | None]) -> tuple[float | None, float | None]:
+    mean, sd = pair
+    return (None if math.isnan(mean) else mean), sd
+
+
+def _nanmean(curves: np.ndarray) -> np.ndarray:
+    """Mean over repeats where any repeat is finite, NaN elsewhere (without numpy's empty-slice warning)."""
+    count = np.sum(np.isfinite(curves), axis=0)
+    total = np.nansum(curves, axis=0)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _text(mean: float, sd: float | None, scale: float = 1.0) -> str:
+    if math.isnan(mean):
+        return "failed"
+    digits = 0 if scale > 1 else 4
+    return f"{scale * mean:.{digits}f}" + ("" if sd is None else f" ± {scale * sd:.{digits}f}")
+
+
+def _list(values: np.ndarray) -> list:
+    """A float array as a JSON list, NaN → None."""
+    return [None if not np.isfinite(v) else float(v) for v in np.asarray(values, np.float64)]
+
