@@ -19,7 +19,7 @@ from pathlib import Path
 from _common import machine, read_results, write_json
 
 import noiseaware as na
-from noiseaware.evaluation.simulate import coverage
+from noiseaware.evaluation.simulate import RELEASE_METHODS, coverage
 
 RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
 WARNINGS_KEPT = 5
@@ -47,9 +47,12 @@ def main() -> None:
         bm = na.models.get(model)
         for epsilon in (float(e) for e in args.epsilons.split(",")):
             level = {"noise_multiplier": RESEARCH_SIGMA[epsilon]} if args.sigma == "research" else {"epsilon": epsilon}
+            # the sufficient-statistic baselines release at the ε that the research σ stands for
+            options = {m: {"epsilon": epsilon} for m in args.methods.split(",") if m in RELEASE_METHODS}
             start = time.perf_counter()
             result = coverage(bm, methods=args.methods.split(","), simulations=args.simulations, repeats=args.repeats,
-                              draws=args.draws, key=args.seed, prior=args.prior, progress=True, **level)
+                              draws=args.draws, key=args.seed, prior=args.prior, progress=True,
+                              method_options=options, **level)
             wall = time.perf_counter() - start
             print(f"\n{model}, ε = {epsilon:g} (σ = {result.settings['noise_multiplier']:.4g}), {wall:.0f} s")
             print(result.table(), flush=True)

@@ -13,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-ORDER = ("exact", "nuts", "laplace", "exact/paper", "laplace/paper", "nuts/paper", "naive", "dpvim")
+ORDER = ("exact", "nuts", "laplace", "exact/paper", "laplace/paper", "nuts/paper", "naive", "dpvim", "bs2018",
+         "bs2018-naive", "bs2019", "bs2019-naive")
 
 
 def model_table(model: str, per_epsilon: dict) -> str:
@@ -40,8 +41,10 @@ def model_table(model: str, per_epsilon: dict) -> str:
         facts = [(e, per_epsilon[e][method].get("diagnostics", {})) for e in epsilons if method in per_epsilon[e]]
         if any("max_rhat" in f for _, f in facts):
             notes.append(f"{method}: " + "; ".join(
-                f"ε = {e}: max R-hat {f['max_rhat']:.3f}, {f['simulations_rhat_above_1.01']} simulations above 1.01, "
-                f"{f['divergences']} divergences" for e, f in facts if "max_rhat" in f))
+                f"ε = {e}: max R-hat {f['max_rhat']:.3f}, {f.get('simulations_rhat_above_1.01', '?')} simulations above "
+                f"1.01" + (f", {f['divergences']} divergences" if "divergences" in f else "")
+                + (f", min ESS {f['min_ess']:.0f}" if "min_ess" in f else "")
+                + (f", {f['fallbacks']} support fallbacks" if "fallbacks" in f else "") for e, f in facts if "max_rhat" in f))
         if any("simulations_not_converged" in f for _, f in facts):
             notes.append(f"{method}: simulations with a coordinate that never passed the convergence test: " + "; ".join(
                 f"ε = {e}: {f['simulations_not_converged']}" for e, f in facts if "simulations_not_converged" in f))

@@ -77,9 +77,11 @@ THETA_STREAM = 3
 """θ draws for saved posteriors and plots: fold_in(fit key, THETA_STREAM), apart from the fit's own draws."""
 NUTS_OPTIONS = ("warmup", "chains", "backend")
 """fit options for --method nuts only (argparse destinations = fit_nuts keywords)."""
-COVERAGE_METHODS = ("exact", "laplace", "nuts", "naive", "dpvim")
-"""The trace methods of `noiseaware coverage`."""
-CALIBRATE_METHODS = (*COVERAGE_METHODS, "nonprivate")
+TRACE_METHODS = ("exact", "laplace", "nuts", "naive", "dpvim")
+"""The methods that read a DPVI trace."""
+COVERAGE_METHODS = (*TRACE_METHODS, "bs2018", "bs2018-naive", "bs2019", "bs2019-naive")
+"""The methods of `noiseaware coverage`: the trace methods and the sufficient-statistic baselines (at --epsilon)."""
+CALIBRATE_METHODS = (*TRACE_METHODS, "nonprivate")
 """The methods of `noiseaware calibrate`: the trace methods and the non-private NUTS reference."""
 DATASETS = ("adult",)
 DIAGNOSTICS_FIRST = ("max_rhat", "min_ess", "divergences")
@@ -340,9 +342,9 @@ def _add_calibrate(commands) -> None:
     level.add_argument("--epsilon", type=float, nargs="+", metavar="E", help="one or more ε (σ by the accountant)")
     level.add_argument("--noise-multiplier", type=float, nargs="+", metavar="S", help="one or more σ")
     parser.add_argument("--methods", type=lambda text: _method_list(text, CALIBRATE_METHODS),
-                        default=COVERAGE_METHODS, metavar="LIST",
+                        default=TRACE_METHODS, metavar="LIST",
                         help=f"comma-separated, from {', '.join(CALIBRATE_METHODS)}; nonprivate (NUTS on the data, "
-                        f"no privacy) runs once for all levels (default: {','.join(COVERAGE_METHODS)})")
+                        f"no privacy) runs once for all levels (default: {','.join(TRACE_METHODS)})")
     parser.add_argument("--repeats", type=_positive_int, default=20, metavar="R",
                         help="DPVI runs per level (default: %(default)d)")
     parser.add_argument("--draws", type=_positive_int, default=4000, metavar="K",

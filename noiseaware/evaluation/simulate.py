@@ -26,7 +26,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..baselines.bernstein_sheldon import bs2018_batch, bs2018_naive_batch
+from ..baselines.bernstein_sheldon_regression import MODEL as REGRESSION_MODEL
+from ..baselines.bernstein_sheldon_regression import bs2019_batch, naive_ss_batch
 from ..baselines.dpvim import dpvim_posterior
+from ..baselines.expfam import FAMILIES
 from ..baselines.naive import naive_posterior
 from ..dpvi import record_dpvi_batch
 from ..fit import fit_batch
@@ -38,7 +42,8 @@ from ..trace import BURN_IN, Trace
 from .result import REFERENCE_RULES, CoverageResult
 from .tarp import LEVELS
 
-__all__ = ["METHODS", "Simulation", "Simulations", "coverage", "evaluate", "register_method", "simulate_traces"]
+__all__ = ["METHODS", "RELEASE_METHODS", "Simulation", "Simulations", "coverage", "evaluate", "register_method",
+           "simulate_traces"]
 
 SCORE_CHUNK = 25
 """Simulations whose K draws are held at once while scoring (25 × 20 000 × d float64)."""
@@ -126,12 +131,39 @@ def none_on_failure(make):
         return None
 
 
+RELEASE_METHODS: dict[str, tuple[BatchMethod, tuple[str, ...]]] = {
+    "bs2018": (bs2018_batch, tuple(FAMILIES)),
+    "bs2018-naive": (bs2018_naive_batch, tuple(FAMILIES)),
+    "bs2019": (bs2019_batch, (REGRESSION_MODEL,)),
+    "bs2019-naive": (naive_ss_batch, (REGRESSION_MODEL,)),
+}
+"""Sufficient-statistic baselines (docs/baselines.md §1, §2): (batch method, the models it supports).
+
+They ignore the traces: each releases its own DP statistics of the simulated data at the run's ε (the
+same budget as DP-SGD, an alternative analysis, never composed with it). A run given by its noise
+multiplier passes the nominal ε as the method option `epsilon` (benchmarks/coverage.py does)."""
+
+
+def _release_method(name: str) -> BatchMethod:
+    batch, models = RELEASE_METHODS[name]
+
+    def run(sims: Simulations, key, *, epsilon: float | None = None, **options):
+        _check_release_method(name, sims.model.name, sims.epsilon if epsilon is None else epsilon)
+        if epsilon is not None:
+            sims = dataclasses.replace(sims, epsilon=float(epsilon))
+        return batch(sims, key, **options)
+
+    run.__doc__ = batch.__doc__
+    return run
+
+
 METHODS: dict[str, BatchMethod] = {
     "exact": _route("exact"),
     "laplace": _route("laplace"),
     "nuts": _route("nuts"),
     "naive": per_trace(lambda trace, key: naive_posterior(trace)),
     "dpvim": per_trace(dpvim_posterior),
+    **{name: _release_method(name) for name in RELEASE_METHODS},
 }
 """Methods by name: (simulations, key, **options) → one posterior or None (failed) per simulation."""
 
@@ -222,8 +254,35 @@ def _diagnostics(posteriors, caught) -> dict[str, Any]:
     flags = [p.diagnostics["any_not_converged"] for p in fitted if "any_not_converged" in getattr(p, "diagnostics", {})]
     if flags:
         out["simulations_not_converged"] = int(np.sum(flags))
+    ess = [p.diagnostics["min_ess"] for p in fitted if "min_ess" in getattr(p, "diagnostics", {})]
+    if ess:
+        out["min_ess"] = float(np.min(ess))
+        out["median_min_ess"] = float(np.median(ess))
+    fallbacks = [p.diagnostics["fallbacks"] for p in fitted if "fallbacks" in getattr(p, "diagnostics", {})]
+    if fallbacks:  # support projections of the sufficient-statistic samplers (baselines.md §0.3.4)
+        out["fallbacks"] = int(np.sum(fallbacks))
+        out["simulations_with_fallbacks"] = int(np.count_nonzero(fallbacks))
+    if fitted:
+        facts = getattr(fitted[0], "diagnostics", {})
+        release = {k: _plain(facts[k]) for k in RELEASE_FACTS if k in facts}
+        if release:
+            out["release"] = release
     out["warnings"] = sorted({str(w.message) for w in caught})
     return out
+
+
+RELEASE_FACTS = ("mechanism", "neighbouring", "epsilon", "delta", "sensitivity", "noise_scale", "bound", "bounds",
+                 "moments", "statistic_epsilon", "statistic_sensitivity", "statistic_noise_scale", "moment_epsilon",
+                 "moment_sensitivity", "moment_noise_scale", "chains", "warmup", "draws", "thin", "retries", "init",
+                 "n_examples")
+"""Privacy and sampler facts of the sufficient-statistic baselines, copied from one posterior (they are shared)."""
+
+
+def _plain(value):
+    """A JSON-ready copy: numpy scalars to Python numbers, tuples to lists."""
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def method_stream(name: str) -> int:
@@ -263,6 +322,8 @@ def coverage(
     _check_methods(methods)
     if (epsilon is None) == (noise_multiplier is None):
         raise ValueError("give exactly one of epsilon and noise_multiplier")
+    for method in set(methods) & set(RELEASE_METHODS):  # before the DPVI runs, not after them
+        _check_release_method(method, bm.name, dict((method_options or {}).get(method, {})).get("epsilon", epsilon))
     _check_counts(simulations=simulations, repeats=repeats, draws=draws)
     settings = dict(bm.dpvi_settings) | overrides
     sigma = noise_multiplier if noise_multiplier is not None else calibrate(
@@ -356,6 +417,17 @@ def _check_methods(methods: Sequence[str]) -> None:
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         raise ValueError(f"unknown methods {unknown}: choose from {', '.join(METHODS)} (or register_method)")
+
+
+def _check_release_method(method: str, model: str, epsilon: float | None) -> None:
+    """A ValueError unless the sufficient-statistic baseline supports the model and has an ε to spend."""
+    models = RELEASE_METHODS[method][1]
+    if model not in models:
+        raise ValueError(f"method {method!r} supports the models {', '.join(models)}, not {model!r}")
+    if epsilon is None:
+        raise ValueError(f"method {method!r} releases its statistics at an ε, and this run has a noise multiplier "
+                         f"only: give the run an ε (--epsilon), or the ε that σ stands for as "
+                         f"method_options={{{method!r}: {{'epsilon': …}}}}")
 
 
 def _check_counts(**counts) -> None:
