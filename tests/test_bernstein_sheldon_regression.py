@@ -230,7 +230,7 @@ def test_gibbs_tends_to_the_exact_posterior_as_epsilon_grows():
     np.testing.assert_allclose(w.std(0), w_sd, rtol=0.1)
     assert abs(sigma2.mean() - s2_mean) < 0.15 * s2_sd and sigma2.std() == pytest.approx(s2_sd, rel=0.1)
     diag = post.diagnostics
-    assert diag["max_rhat"] < 1.05 and diag["fallbacks"] == 0 and diag["divergences"] == 0
+    assert diag["max_rhat"] < 1.05 and diag["fallbacks"] == 0
     assert diag["ess"].shape == (D + 2,) and diag["mechanism"] == "laplace" and diag["epsilon"] == 1e7
 
 

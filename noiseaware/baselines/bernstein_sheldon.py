@@ -168,7 +168,7 @@ def noise_aware_posteriors(release: Release, key=0, **settings) -> list[GibbsPos
     settings: those of GibbsSettings. Returns one GibbsPosterior per data set, or None where a draw is
     not finite (reported by the coverage driver as a failure). Diagnostics: rhat, ess (d,), max_rhat,
     min_ess, fallbacks (projections after R failed redraws), redraws (extra support draws), sweeps,
-    divergences (always 0: kept for the coverage summary), the released z and the release's facts.
+    the released z and the release's facts.
     """
     config = GibbsSettings(**settings)
     fam = release.family
@@ -191,7 +191,7 @@ def noise_aware_posteriors(release: Release, key=0, **settings) -> list[GibbsPos
             continue
         posteriors.append(GibbsPosterior(theta[m], {
             **chain_mixing(theta[m]), "fallbacks": int(fallbacks[m].sum()), "redraws": int(tries[m].sum()) - sweeps, "sweeps": sweeps,
-            "divergences": 0, "released": release.z[m], **facts}))
+            "released": release.z[m], **facts}))
     return posteriors
 
 

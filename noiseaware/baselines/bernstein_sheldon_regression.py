@@ -566,7 +566,7 @@ def _posteriors(thetas, counts, gibbs: Gibbs, facts: dict) -> list[GibbsPosterio
     for m in range(thetas.shape[0]):
         mixing = chain_mixing(thetas[m])
         diagnostics = {
-            **mixing, "iat_sweeps": mixing["iat_draws"] * gibbs.thin, "divergences": 0,
+            **mixing, "iat_sweeps": mixing["iat_draws"] * gibbs.thin,
             "fallbacks": int(counts["fallbacks"][m].sum()),
             "fallback_rate": float(counts["fallbacks"][m].sum() / sweeps),
             "warmup_fallbacks": int(counts["all_fallbacks"][m].sum() - counts["fallbacks"][m].sum()),

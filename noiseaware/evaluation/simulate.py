@@ -250,7 +250,9 @@ def _diagnostics(posteriors, caught) -> dict[str, Any]:
     if rhat:
         out["max_rhat"] = float(np.max(rhat))
         out["simulations_rhat_above_1.01"] = int(np.sum(np.asarray(rhat) > 1.01))
-        out["divergences"] = int(sum(p.diagnostics["divergences"] for p in fitted))
+        divergences = [p.diagnostics["divergences"] for p in fitted if "divergences" in p.diagnostics]
+        if divergences:  # NUTS only; the Gibbs samplers have none to report
+            out["divergences"] = int(sum(divergences))
     flags = [p.diagnostics["any_not_converged"] for p in fitted if "any_not_converged" in getattr(p, "diagnostics", {})]
     if flags:
         out["simulations_not_converged"] = int(np.sum(flags))
