@@ -93,8 +93,9 @@ class Gibbs:
     """Chain settings: `chains` chains of `warmup` (rounded up to a multiple of thin) + `draws`·`thin` sweeps,
     keeping every `thin`-th θ; `redraws` tries of S1 before the PSD-projection fallback (§2.5: 10).
 
-    The defaults (4 × 1500 sweeps, 2000 kept draws) fit the coverage budget (about 5 min for M = 500 on
-    2 cores); baselines.md §6.7 recommends 4 × (2000 + 5000) sweeps, about 5× the cost.
+    The defaults (4 × 1500 sweeps, 2000 kept draws) cost 3.5–5 s per 10D simulation on a 2-core CPU
+    (docs/results.md; redraws=1 about halves it, since at DP noise levels the redraws all fail);
+    baselines.md §6.7 recommends 4 × (2000 + 5000) sweeps, about 5× the cost.
     """
 
     chains: int = 4
