@@ -10,7 +10,7 @@ from pathlib import Path
 import jax
 
 import noiseaware as na
-from noiseaware.files import atomic_write
+from noiseaware import files
 
 
 def machine() -> dict:
@@ -26,8 +26,9 @@ def machine() -> dict:
 
 
 def write_json(path: Path, payload: dict) -> None:
+    """noiseaware's atomic JSON write, creating the results folder first."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda temporary: temporary.write_text(json.dumps(payload, indent=2)))
+    files.write_json(path, payload)
 
 
 def read_results(path: Path) -> dict:

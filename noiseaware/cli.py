@@ -45,6 +45,8 @@ from scipy.stats import gamma
 from . import __version__, models
 from .baselines.naive import naive_posterior
 from .dpvi import record_dpvi
+from .evaluation.calibration_experiment import CALIBRATION_METHODS, TRACE_METHODS
+from .evaluation.simulate import METHODS as COVERAGE_REGISTRY
 from .fit import METHODS, fit
 from .gradient_model import PRIORS
 from .keys import as_key
@@ -77,12 +79,8 @@ THETA_STREAM = 3
 """θ draws for saved posteriors and plots: fold_in(fit key, THETA_STREAM), apart from the fit's own draws."""
 NUTS_OPTIONS = ("warmup", "chains", "backend")
 """fit options for --method nuts only (argparse destinations = fit_nuts keywords)."""
-TRACE_METHODS = ("exact", "laplace", "nuts", "naive", "dpvim")
-"""The methods that read a DPVI trace."""
-COVERAGE_METHODS = (*TRACE_METHODS, "bs2018", "bs2018-naive", "bs2019", "bs2019-naive")
-"""The methods of `noiseaware coverage`: the trace methods and the sufficient-statistic baselines (at --epsilon)."""
-CALIBRATE_METHODS = (*TRACE_METHODS, "nonprivate")
-"""The methods of `noiseaware calibrate`: the trace methods and the non-private NUTS reference."""
+COVERAGE_METHODS = tuple(COVERAGE_REGISTRY)
+"""The built-in methods of `noiseaware coverage`: the trace methods and the sufficient-statistic baselines."""
 DATASETS = ("adult",)
 DIAGNOSTICS_FIRST = ("max_rhat", "min_ess", "divergences")
 SIMULATION_SEED = 0
@@ -291,9 +289,7 @@ def _add_coverage(commands) -> None:
     parser.add_argument("--model", required=True, metavar="NAME",
                         help=f"a built-in ({', '.join(models.names())}, M1, M2, M3) or package.module:name of a "
                         "model made by noiseaware.models.from_numpyro")
-    level = parser.add_mutually_exclusive_group(required=True)
-    level.add_argument("--epsilon", type=float, nargs="+", metavar="E", help="one or more ε (σ by the accountant)")
-    level.add_argument("--noise-multiplier", type=float, nargs="+", metavar="S", help="one or more σ")
+    _add_privacy_levels(parser)
     parser.add_argument("--methods", type=_method_list, default=("exact", "naive"), metavar="LIST",
                         help=f"comma-separated, from {', '.join(COVERAGE_METHODS)} (default: exact,naive)")
     parser.add_argument("--simulations", type=_positive_int, default=500, metavar="M", help="(default: %(default)d)")
@@ -309,6 +305,20 @@ def _add_coverage(commands) -> None:
     parser.add_argument("--seed", type=_seed, default=0, metavar="SEED", help="(default: %(default)d)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
     parser.set_defaults(run=_coverage)
+
+
+def _add_privacy_levels(parser) -> None:
+    """The required choice of coverage and calibrate: one or more ε, or one or more σ."""
+    level = parser.add_mutually_exclusive_group(required=True)
+    level.add_argument("--epsilon", type=float, nargs="+", metavar="E", help="one or more ε (σ by the accountant)")
+    level.add_argument("--noise-multiplier", type=float, nargs="+", metavar="S", help="one or more σ")
+
+
+def _privacy_levels(args) -> list[tuple[str, float]]:
+    """(keyword, value) per privacy level given by _add_privacy_levels' options."""
+    if args.epsilon:
+        return [("epsilon", e) for e in args.epsilon]
+    return [("noise_multiplier", s) for s in args.noise_multiplier]
 
 
 def _method_list(text: str, choices: Sequence[str] = COVERAGE_METHODS) -> tuple[str, ...]:
@@ -338,12 +348,10 @@ def _add_calibrate(commands) -> None:
                         help="read files whose SHA-256 differs from the UCI originals (a copy changed on purpose)")
     parser.add_argument("--scaling", choices=SCALINGS, default="zscore",
                         help="of the continuous columns, with training statistics (default: %(default)s)")
-    level = parser.add_mutually_exclusive_group(required=True)
-    level.add_argument("--epsilon", type=float, nargs="+", metavar="E", help="one or more ε (σ by the accountant)")
-    level.add_argument("--noise-multiplier", type=float, nargs="+", metavar="S", help="one or more σ")
-    parser.add_argument("--methods", type=lambda text: _method_list(text, CALIBRATE_METHODS),
+    _add_privacy_levels(parser)
+    parser.add_argument("--methods", type=lambda text: _method_list(text, CALIBRATION_METHODS),
                         default=TRACE_METHODS, metavar="LIST",
-                        help=f"comma-separated, from {', '.join(CALIBRATE_METHODS)}; nonprivate (NUTS on the data, "
+                        help=f"comma-separated, from {', '.join(CALIBRATION_METHODS)}; nonprivate (NUTS on the data, "
                         f"no privacy) runs once for all levels (default: {','.join(TRACE_METHODS)})")
     parser.add_argument("--repeats", type=_positive_int, default=20, metavar="R",
                         help="DPVI runs per level (default: %(default)d)")
@@ -654,8 +662,7 @@ def _coverage(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     overrides = {} if args.steps is None else {"steps": args.steps}
     options = {"nuts": {"warmup": args.warmup}} if args.warmup is not None else {}
-    levels = [("epsilon", e) for e in args.epsilon] if args.epsilon else [("noise_multiplier", s) for s in args.noise_multiplier]
-    for name, value in levels:
+    for name, value in _privacy_levels(args):
         result = coverage(bm, methods=args.methods, delta=args.delta, simulations=args.simulations,
                           repeats=args.repeats, draws=args.draws, key=args.seed, prior=args.prior,
                           method_options=options, progress=True, **{name: value}, **overrides)
@@ -689,8 +696,7 @@ def _calibrate(args) -> int:
     reference = (calibration(data, methods=("nonprivate",), **common) if "nonprivate" in args.methods else None)
     traced = [m for m in args.methods if m != "nonprivate"]
     overrides = {} if args.steps is None else {"steps": args.steps}
-    levels = [("epsilon", e) for e in args.epsilon] if args.epsilon else [("noise_multiplier", s) for s in args.noise_multiplier]
-    for name, value in levels:
+    for name, value in _privacy_levels(args):
         result = calibration(data, methods=traced, delta=args.delta, prior=args.prior, **common, **{name: value},
                              **overrides) if traced else reference
         if traced and reference is not None:

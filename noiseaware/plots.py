@@ -295,18 +295,13 @@ def plot_calibration(result, path: str | os.PathLike) -> Path:
     FigureCanvasAgg(figure)
     curve_axis, histogram_axis = figure.subplots(2, 1, height_ratios=[3, 1], sharex=True)
     for index, method in enumerate(result.methods):
-        curves = result.reliability(method)
-        finite = np.isfinite(curves)
-        count = finite.sum(axis=0)
-        if not count.any():
+        mean, sd = result.reliability_band(method)
+        if not np.isfinite(mean).any():
             continue
-        mean = np.where(count > 0, np.nansum(curves, axis=0) / np.maximum(count, 1), np.nan)
         colour = f"C{index}"
         rmse, _ = result.mean_sd(method)
         curve_axis.plot(GRID, mean, color=colour, lw=1.4, label=f"{method} (calib. RMSE {1e3 * rmse:.0f}×10⁻³)")
-        if count.max() > 1:
-            squares = np.nansum((curves - mean) ** 2, axis=0)
-            sd = np.sqrt(np.where(count > 1, squares / np.maximum(count - 1, 1), np.nan))
+        if np.isfinite(sd).any():
             curve_axis.fill_between(GRID, mean - BAND * sd, mean + BAND * sd, color=colour, alpha=0.15, lw=0)
         histograms = result.histograms[method]
         alive = histograms.sum(axis=1) > 0

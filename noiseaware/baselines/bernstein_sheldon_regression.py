@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpyro.distributions.transforms import SoftplusTransform
 from scipy import special
 
 from ..keys import as_key
@@ -336,12 +337,7 @@ def _nig_draw(key, mu, L, a_n, b_n, shape=()) -> tuple[jax.Array, jax.Array]:
 
 def _theta(w: jax.Array, sigma2: jax.Array) -> jax.Array:
     """θ = (w, softplus⁻¹(σ²)), (…, d+2): the model's unconstrained space."""
-    return jnp.concatenate([w, _softplus_inverse(sigma2)[..., None]], axis=-1)
-
-
-def _softplus_inverse(x: jax.Array) -> jax.Array:
-    """log(eˣ − 1) = x + log(1 − e⁻ˣ), stable for small and large x > 0."""
-    return x + jnp.log(-jnp.expm1(-x))
+    return jnp.concatenate([w, SoftplusTransform().inv(sigma2)[..., None]], axis=-1)
 
 
 # ---------------------------------------------------------------- release

@@ -34,7 +34,7 @@ from .calibration import calibration_curve, calibration_metrics, predictive_prob
 from .calibration_result import METRICS, CalibrationResult
 from .simulate import method_stream, none_on_failure
 
-__all__ = ["CALIBRATION_METHODS", "PRESET", "calibration", "nonprivate_draws"]
+__all__ = ["CALIBRATION_METHODS", "PRESET", "TRACE_METHODS", "calibration", "nonprivate_draws"]
 
 FIT_ROUTES = ("exact", "laplace", "nuts")
 TRACE_METHODS = (*FIT_ROUTES, "naive", "dpvim")

@@ -71,6 +71,16 @@ class CalibrationResult:
                 out[r] = np.interp(GRID, x[keep], y[keep], left=np.nan, right=np.nan)
         return out
 
+    def reliability_band(self, method: str) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and sd (ddof 1) over repeats of `reliability(method)`, each (101,) on GRID: NaN where no
+        repeat (mean) or fewer than two repeats (sd) reach that predicted probability."""
+        curves = self.reliability(method)
+        count = np.sum(np.isfinite(curves), axis=0)
+        mean = np.where(count > 0, np.nansum(curves, axis=0) / np.maximum(count, 1), np.nan)
+        squares = np.nansum((curves - mean) ** 2, axis=0)
+        sd = np.sqrt(np.where(count > 1, squares / np.maximum(count - 1, 1), np.nan))
+        return mean, sd
+
     def merge(self, other: CalibrationResult) -> CalibrationResult:
         """This result with `other`'s methods beside its own (e.g. the non-private reference, run once)."""
         return dataclasses.replace(
@@ -126,7 +136,7 @@ class CalibrationResult:
             "summary": self.summary(),
             "per_repeat": {m: {k: _list(v) for k, v in ms.items()} for m, ms in self.metrics.items()},
             "reliability_grid": GRID.tolist(),
-            "reliability_mean": {m: _list(_nanmean(self.reliability(m))) for m in self.methods},
+            "reliability_mean": {m: _list(self.reliability_band(m)[0]) for m in self.methods},
         }
         write_json(path, payload)
 
@@ -148,13 +158,6 @@ def _mean_sd(values: np.ndarray) -> tuple[float, float | None]:
 def _json_pair(pair: tuple[float, float | None]) -> tuple[float | None, float | None]:
     mean, sd = pair
     return (None if math.isnan(mean) else mean), sd
-
-
-def _nanmean(curves: np.ndarray) -> np.ndarray:
-    """Mean over repeats where any repeat is finite, NaN elsewhere (without numpy's empty-slice warning)."""
-    count = np.sum(np.isfinite(curves), axis=0)
-    total = np.nansum(curves, axis=0)
-    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def _text(mean: float, sd: float | None, scale: float = 1.0) -> str:
