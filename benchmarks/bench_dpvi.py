@@ -18,7 +18,7 @@ import jax
 from _common import machine, merge_results
 
 import noiseaware as na
-from noiseaware.dpvi import _chunks, _run, _run_batch, build_recorder
+from noiseaware.recording.dpvi import _chunks, _run, _run_batch, build_recorder
 
 RESEARCH_SIGMA_EPS1 = 37.81
 # Targets of the issue, and the research code's times as reported in docs/experiments.md (not re-measured here).

@@ -17,6 +17,7 @@ settings, seeds and seconds per stage; with --scaling range the method keys carr
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -63,8 +64,9 @@ def main() -> None:
     results = read_results(args.out)
     if not args.no_reference:
         start = time.perf_counter()
-        reference = na.calibration(data, methods=("nonprivate",), draws=args.reference_draws, key=args.seed,
-                                   method_options={"nonprivate": {"warmup": args.reference_warmup}}, progress=True)
+        reference = na.calibration(data, methods=("nonprivate",), samples=args.reference_draws, key=args.seed,
+                                   method_options={"nonprivate": {"warmup": args.reference_warmup,
+                                                                  "draws": args.reference_draws}}, progress=True)
         wall = time.perf_counter() - start
         print(f"\nnon-private reference (NUTS on the training data), {wall:.0f} s")
         print(reference.table(), flush=True)
@@ -77,8 +79,10 @@ def main() -> None:
     for epsilon in () if args.reference_only else (float(e) for e in args.epsilons.split(",")):
         level = {"noise_multiplier": RESEARCH_SIGMA[epsilon]} if args.sigma == "research" else {"epsilon": epsilon}
         start = time.perf_counter()
-        result = na.calibration(data, methods=args.methods.split(","), repeats=args.repeats, draws=args.draws,
-                                key=args.seed, prior=args.prior, steps=args.steps, progress=True, **level)
+        methods = args.methods.split(",")
+        result = na.calibration(data, methods=methods, runs=args.repeats, samples=args.draws, key=args.seed,
+                                method_options=method_options(methods, args.draws, args.prior), steps=args.steps,
+                                progress=True, **level)
         wall = time.perf_counter() - start
         sigma = result.settings["noise_multiplier"]
         print(f"\nAdult, ε = {epsilon:g} (σ = {sigma:.4g}, {args.sigma}), R = {args.repeats}, T = {args.steps}, "
@@ -97,6 +101,18 @@ def main() -> None:
                           "date": time.strftime("%Y-%m-%d %H:%M")})
         write_json(args.out, results)
     print(f"wrote {args.out}")
+
+
+def method_options(methods: list[str], draws: int, prior: str) -> dict[str, dict]:
+    """K = `draws` draws of φ* for every method that makes them (as the published runs did), and the
+    gradient-model prior of the three routes (Laplace in the research "paper" style with prior "paper")."""
+    options: dict[str, dict] = {}
+    for name in methods:
+        fields = {f.name for f in dataclasses.fields(na.DEFAULT_REGISTRY[name].options)}
+        options[name] = ({"draws": draws} if "draws" in fields else {}) | ({"prior": prior} if "prior" in fields else {})
+        if name == "laplace" and prior == "paper":
+            options[name]["style"] = "paper"
+    return options
 
 
 def _entry(result, method: str, seconds: dict, provenance: dict) -> dict:

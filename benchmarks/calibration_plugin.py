@@ -23,7 +23,7 @@ from _common import machine, write_json
 import noiseaware as na
 from noiseaware.evaluation.calibration import predictive_probabilities
 from noiseaware.evaluation.calibration_experiment import PRESET, record_traces
-from noiseaware.keys import as_key
+from noiseaware.util.keys import as_key
 from noiseaware.trace import BURN_IN
 
 RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}

@@ -19,7 +19,6 @@ from pathlib import Path
 from _common import machine, read_results, write_json
 
 import noiseaware as na
-from noiseaware.evaluation.simulate import RELEASE_METHODS, coverage
 
 RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
 WARNINGS_KEPT = 5
@@ -47,12 +46,11 @@ def main() -> None:
         bm = na.models.get(model)
         for epsilon in (float(e) for e in args.epsilons.split(",")):
             level = {"noise_multiplier": RESEARCH_SIGMA[epsilon]} if args.sigma == "research" else {"epsilon": epsilon}
-            # the sufficient-statistic baselines release at the ε that the research σ stands for
-            options = {m: {"epsilon": epsilon} for m in args.methods.split(",") if m in RELEASE_METHODS}
+            options = method_options(args.methods.split(","), epsilon, args.prior)
             start = time.perf_counter()
-            result = coverage(bm, methods=args.methods.split(","), simulations=args.simulations, repeats=args.repeats,
-                              draws=args.draws, key=args.seed, prior=args.prior, progress=True,
-                              method_options=options, **level)
+            result = na.coverage(bm, methods=args.methods.split(","), simulations=args.simulations,
+                                 references=args.repeats, samples=args.draws, key=args.seed, progress=True,
+                                 method_options=options, **level)
             wall = time.perf_counter() - start
             print(f"\n{model}, ε = {epsilon:g} (σ = {result.settings['noise_multiplier']:.4g}), {wall:.0f} s")
             print(result.table(), flush=True)
@@ -82,6 +80,20 @@ def main() -> None:
                 }
             write_json(args.out, results)
     print(f"wrote {args.out}")
+
+
+def method_options(methods: list[str], epsilon: float, prior: str) -> dict[str, dict]:
+    """Each method's options: the gradient-model prior of the three routes (with prior "paper", Laplace in the
+    research code's "paper" style, as the published paper-prior rows ran); the ε that the research σ stands
+    for for the sufficient-statistic baselines, which release at that ε."""
+    options: dict[str, dict] = {}
+    for name in methods:
+        method = na.DEFAULT_REGISTRY[name]
+        if method.needs_epsilon:
+            options[name] = {"epsilon": epsilon}
+        elif name in ("exact", "laplace", "nuts"):
+            options[name] = {"prior": prior} | ({"style": "paper"} if name == "laplace" and prior == "paper" else {})
+    return options
 
 
 if __name__ == "__main__":

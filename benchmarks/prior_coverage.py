@@ -24,7 +24,7 @@ from _common import machine, merge_results
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 from ou import ou_traces  # noqa: E402
 
-from noiseaware.gradient_model import Prior, gradient_model  # noqa: E402
+from noiseaware.inference.gradient_model import Prior, gradient_model  # noqa: E402
 from noiseaware.inference.exact import exact_cdf, exact_grid  # noqa: E402
 
 OPTIMUM = np.array([0.5, -1.0, -3.0, -2.0, 0.3, 1.0])

@@ -26,7 +26,7 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 from ou import OPTIMUM, ou_traces  # noqa: E402
 
-from noiseaware.gradient_model import gradient_model  # noqa: E402
+from noiseaware.inference.gradient_model import gradient_model  # noqa: E402
 from noiseaware.inference.exact import exact_cdf, exact_grid  # noqa: E402
 from noiseaware.inference.laplace import laplace_approximation  # noqa: E402
 from noiseaware.inference.nuts import nuts_blackjax_draws  # noqa: E402

@@ -20,7 +20,7 @@ from _common import machine, read_results, write_json
 
 import noiseaware as na
 from noiseaware.evaluation import METHODS, evaluate, simulate_traces
-from noiseaware.fit import fit_batch
+from noiseaware.methods.fit import fit_batch
 
 RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
 VARIANTS = {

@@ -25,7 +25,7 @@ import numpy as np
 from _common import machine, read_results, write_json
 
 import noiseaware as na
-from noiseaware.dpvi import build_recorder
+from noiseaware.recording.dpvi import build_recorder
 from noiseaware.evaluation import coverage_rmse, simulate_traces, tarp_repeats
 from noiseaware.models.builtin import GAMMA_PRIOR
 

@@ -5,28 +5,37 @@
     theta, data = bm.simulate(0)
     trace = na.record_dpvi(bm.model, data, epsilon=1.0, key=1, **bm.dpvi_settings)
     trace.save("m1.nc")
-    post = na.fit(trace, method="exact")          # the noise-aware posterior
+    post = na.fit(trace, "exact", key=2)          # the noise-aware posterior
     print(post.summary())
+
+The data flow reads off the subpackages: recording (DPVI → trace) → trace (the released file) →
+inference (the gradient model and its routes) → posteriors → methods (one contract for every method) →
+evaluation (coverage, calibration) → plots and cli.
 """
 
-from . import datasets, models
-from .baselines import dpvim_posterior, naive_posterior
-from .contract import ModelError
-from .dpvi import record_dpvi, record_dpvi_batch
-from .evaluation import (calibration, calibration_curve, calibration_metrics, coverage, coverage_rmse, register_method,
-                         tarp_ecp)
-from .fit import fit, fit_batch
-from .gradient_model import Prior
-from .posterior import NoiseAwarePosterior, load_posterior
+from . import datasets, methods, models
+from .baselines.dpvim import dpvim_posterior
+from .baselines.naive import naive_posterior
+from .evaluation import calibration, calibration_curve, calibration_metrics, coverage, coverage_rmse, tarp_ecp
+from .inference.gradient_model import Prior
+from .methods import DEFAULT_REGISTRY, Method, Registry, fit, fit_batch, per_problem, per_trace
+from .posteriors import DPVImPosterior, NaivePosterior, NoiseAwarePosterior, Posterior, load_posterior
 from .privacy import epsilon_spent, noise_multiplier
+from .recording import ModelError, record_dpvi, record_dpvi_batch
 from .trace import Trace, TraceError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_REGISTRY",
+    "DPVImPosterior",
+    "Method",
     "ModelError",
+    "NaivePosterior",
     "NoiseAwarePosterior",
+    "Posterior",
     "Prior",
+    "Registry",
     "Trace",
     "TraceError",
     "calibration",
@@ -40,11 +49,13 @@ __all__ = [
     "fit",
     "fit_batch",
     "load_posterior",
+    "methods",
     "models",
     "naive_posterior",
     "noise_multiplier",
+    "per_problem",
+    "per_trace",
     "record_dpvi",
     "record_dpvi_batch",
-    "register_method",
     "tarp_ecp",
 ]

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .util.checks import choice
+
 __all__ = ["ADULT_SHA256", "SCALINGS", "Dataset", "DatasetError", "adult", "adult_directory"]
 
 ADULT_FILES = ("adult.data", "adult.test")
@@ -107,8 +109,7 @@ def adult(path: str | Path | None = None, *, scaling: str = "zscore", verify: bo
     the files' SHA-256 against the UCI originals; pass False to read a copy you changed on purpose.
     Raises DatasetError naming the file, the line and the fix when a file is missing, altered or malformed.
     """
-    if scaling not in SCALINGS:
-        raise ValueError(f"unknown scaling {scaling!r}: choose one of {', '.join(SCALINGS)}")
+    choice("scaling", scaling, SCALINGS)
     folder = adult_directory() if path is None else Path(path)
     files = {name: folder / name for name in ADULT_FILES}
     for name, file in files.items():

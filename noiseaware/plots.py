@@ -22,10 +22,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from scipy.ndimage import gaussian_filter1d
 
-from .files import atomic_write
-from .keys import as_key
-from .posterior import NoiseAwarePosterior
+from .evaluation.calibration_result import BAND, GRID, CalibrationResult
+from .evaluation.result import CoverageResult
+from .posteriors.base import Posterior
 from .trace import BURN_IN, Trace
+from .util.files import atomic_write
+from .util.keys import as_key
 
 __all__ = ["plot_calibration", "plot_coverage", "plot_posteriors", "plot_trace"]
 
@@ -45,7 +47,7 @@ def plot_trace(
     trace: Trace,
     path: str | os.PathLike,
     *,
-    posteriors: Mapping[str, NoiseAwarePosterior] | None = None,
+    posteriors: Mapping[str, Posterior] | None = None,
     truth=None,
     burn_in: float = BURN_IN,
     level: float = 0.9,
@@ -84,7 +86,7 @@ def plot_trace(
 
 
 def plot_posteriors(
-    posteriors: Mapping[str, NoiseAwarePosterior],
+    posteriors: Mapping[str, Posterior],
     path: str | os.PathLike,
     *,
     truth=None,
@@ -181,7 +183,7 @@ def _density(values: np.ndarray, grid: np.ndarray) -> np.ndarray:
     return gaussian_filter1d(counts.astype(np.float64), bandwidth / step, mode="constant") / (values.size * step)
 
 
-def plot_coverage(result, path: str | os.PathLike, *, rule: str = "research") -> Path:
+def plot_coverage(result: CoverageResult, path: str | os.PathLike, *, rule: str = "research") -> Path:
     """TARP coverage curves of a CoverageResult: ECP against credibility level per method (mean over the
     R reference draws, min–max band), with the diagonal; a second row of panels shows each dimension's
     marginal curves (first MAX_COORDINATES) when d > 1."""
@@ -235,7 +237,7 @@ def _diagonal(axis: Axes, title: str) -> None:
 # ---------------------------------------------------------------- helpers
 
 
-def _samples(posteriors: Mapping[str, NoiseAwarePosterior], key) -> dict[str, np.ndarray]:
+def _samples(posteriors: Mapping[str, Posterior], key) -> dict[str, np.ndarray]:
     """DENSITY_DRAWS draws of θ (n, d) per posterior, from one key (the same stream for each)."""
     key = as_key(key)
     return {label: np.asarray(post.sample(key, DENSITY_DRAWS)) for label, post in posteriors.items()}
@@ -284,13 +286,11 @@ def _save(figure: Figure, path: str | os.PathLike) -> Path:
     return path
 
 
-def plot_calibration(result, path: str | os.PathLike) -> Path:
+def plot_calibration(result: CalibrationResult, path: str | os.PathLike) -> Path:
     """Reliability diagram of a CalibrationResult: per method the fraction of positives against the mean
     predicted probability (each repeat's binned curve interpolated on a common grid; mean and
     mean ± 1.96 sd over the repeats), the diagonal; below, the histogram of the predictions p̂ (mean
     fraction of test points per bin over the repeats)."""
-    from .evaluation.calibration_result import BAND, GRID
-
     figure = Figure(figsize=(6.4, 7.4), layout="constrained")
     FigureCanvasAgg(figure)
     curve_axis, histogram_axis = figure.subplots(2, 1, height_ratios=[3, 1], sharex=True)
@@ -317,6 +317,6 @@ def plot_calibration(result, path: str | os.PathLike) -> Path:
     histogram_axis.set_ylabel("fraction of test points")
     s = result.settings
     level = (f"ε = {s['epsilon']:.3g}, σ = {s['noise_multiplier']:.4g}, " if s.get("noise_multiplier") else "")
-    curve_axis.set_title(f"{s.get('dataset', '')}: reliability, {level}R = {s.get('repeats')}, "
+    curve_axis.set_title(f"{s.get('dataset', '')}: reliability, {level}R = {s.get('runs')}, "
                          f"{s.get('bins')} {s.get('binning')} bins (band: mean ± {BAND:g} sd)", fontsize="small")
     return _save(figure, path)

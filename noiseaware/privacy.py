@@ -19,13 +19,14 @@ All arguments and results are Python scalars. Cost: ~0.05–0.5 s per ε on one 
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable
 
 import dp_accounting
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
+
+from .util.checks import positive_float, positive_int, probability
 
 __all__ = ["noise_multiplier", "epsilon_spent"]
 
@@ -52,10 +53,11 @@ def epsilon_spent(noise_multiplier: float, delta: float, sampling_rate: float, s
     Args: Python floats (``steps`` an integer). σ = 0 (no noise) gives ``math.inf``.
     Returns: ε as a float ≥ 0.
     """
-    _check_noise_multiplier(noise_multiplier)
-    _check_delta(delta)
-    _check_sampling_rate(sampling_rate)
-    _check_steps(steps)
+    noise_multiplier = positive_float(
+        "noise_multiplier", noise_multiplier, allow_zero=True,
+        hint="pass σ, the noise standard deviation divided by the clipping norm (0 for no noise)",
+    )
+    delta, sampling_rate, steps = _checked_run(delta, sampling_rate, steps)
     if noise_multiplier == 0:
         return math.inf
     scale = _epsilon_scale(noise_multiplier, delta, sampling_rate, steps)
@@ -86,11 +88,9 @@ def noise_multiplier(
     Returns: σ as a float > 0.
     Raises: ValueError for invalid arguments, or when σ would leave [1e-2, 1e7].
     """
-    _check_epsilon(epsilon)
-    _check_delta(delta)
-    _check_sampling_rate(sampling_rate)
-    _check_steps(steps)
-    _check_tolerance(tolerance)
+    epsilon = positive_float("epsilon", epsilon, hint="pass the target privacy budget, e.g. epsilon=1.0")
+    delta, sampling_rate, steps = _checked_run(delta, sampling_rate, steps)
+    tolerance = probability("tolerance", tolerance, hint="use e.g. tolerance=0.005")
 
     def is_private(sigma: float) -> bool:
         return epsilon_spent(sigma, delta, sampling_rate, steps) <= epsilon
@@ -182,50 +182,13 @@ def _interval(spacing: float) -> float:
     return min(max(spacing, _MIN_INTERVAL), _MAX_INTERVAL)
 
 
-def _check_epsilon(epsilon: float) -> None:
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(
-            f"epsilon must be a finite number > 0, got epsilon={epsilon!r}; pass the target privacy "
-            "budget, e.g. epsilon=1.0"
-        )
-
-
-def _check_delta(delta: float) -> None:
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
-        raise ValueError(f"delta must be a number in (0, 1), got delta={delta!r}; use e.g. delta=1e-5")
-    if not 0 < delta < 1:
-        raise ValueError(
-            f"delta must lie in the open interval (0, 1), got delta={delta!r}; use e.g. delta=1e-5 "
-            "(below 1/N for N examples)"
-        )
-
-
-def _check_sampling_rate(sampling_rate: float) -> None:
-    if not 0 < sampling_rate <= 1:
-        raise ValueError(
-            f"sampling_rate must lie in (0, 1], got sampling_rate={sampling_rate!r}; pass the expected "
-            "batch size divided by the number of examples"
-        )
-
-
-def _check_steps(steps: int) -> None:
-    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
-        raise ValueError(
-            f"steps must be an integer ≥ 1, got steps={steps!r}; pass the number of DP-SGD steps as "
-            "an int, e.g. steps=10_000"
-        )
-
-
-def _check_noise_multiplier(noise_multiplier: float) -> None:
-    if not (math.isfinite(noise_multiplier) and noise_multiplier >= 0):
-        raise ValueError(
-            f"noise_multiplier must be a finite number ≥ 0, got noise_multiplier={noise_multiplier!r}; "
-            "pass σ, the noise standard deviation divided by the clipping norm (0 for no noise)"
-        )
-
-
-def _check_tolerance(tolerance: float) -> None:
-    if not 0 < tolerance < 1:
-        raise ValueError(
-            f"tolerance must lie in (0, 1), got tolerance={tolerance!r}; use e.g. tolerance=0.005"
-        )
+def _checked_run(delta, sampling_rate, steps) -> tuple[float, float, int]:
+    """(δ, q, T) checked: δ in (0, 1), q in (0, 1], T a positive integer."""
+    return (
+        probability("delta", delta, hint="use e.g. delta=1e-5 (below 1/N for N examples)"),
+        positive_float(
+            "sampling_rate", sampling_rate, maximum=1.0,
+            hint="pass the expected batch size divided by the number of examples",
+        ),
+        positive_int("steps", steps, hint="pass the number of DP-SGD steps as an int, e.g. steps=10_000"),
+    )

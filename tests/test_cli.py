@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import noiseaware as na
-from noiseaware.cli import KNOWN_SEED_WARNING, DataError, load_data, main
-from noiseaware.sites import SiteSpec
+from noiseaware.cli import DataError, load_data, main
+from noiseaware.cli.record import KNOWN_SEED_WARNING
+from noiseaware.recording.sites import SiteSpec
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")  # compile-bound: every command compiles its own programs
 
@@ -193,7 +194,8 @@ SECRET_SEED = 2**40 + 12_345
 def test_real_data_get_a_secret_random_seed_that_is_never_shown(capsys, tmp_path, monkeypatch):
     data = exponential_csv(tmp_path / "x.csv")
     requested_bits = []
-    monkeypatch.setattr("noiseaware.cli.secrets.randbits", lambda bits: requested_bits.append(bits) or SECRET_SEED)
+    monkeypatch.setattr("noiseaware.cli.record.secrets.randbits",
+                        lambda bits: requested_bits.append(bits) or SECRET_SEED)
     secret, out, err = record_m1(capsys, tmp_path / "secret.nc", "--data", data)
     assert requested_bits == [63]
     assert str(SECRET_SEED) not in out + err and "warning" not in err
@@ -472,7 +474,7 @@ def test_fit_warnings_show_once_even_when_it_fails_and_deprecations_go_to_python
         warnings.warn("old keyword", DeprecationWarning, stacklevel=2)
         raise ValueError("the fit failed")
 
-    monkeypatch.setattr("noiseaware.cli.fit", failing_fit)
+    monkeypatch.setattr("noiseaware.cli.common.fit", failing_fit)
     trace_path = saved(sgd_trace(steps=100), tmp_path / "sgd.nc")
     with warnings.catch_warnings(record=True) as passed_on:
         warnings.simplefilter("always")

@@ -12,7 +12,7 @@ import pytest
 
 import noiseaware as na
 from noiseaware.evaluation import METHODS, coverage, evaluate, register_method, simulate_traces
-from noiseaware.keys import as_key
+from noiseaware.util.keys import as_key
 from noiseaware.models.builtin import GAMMA_PRIOR
 
 SMALL = {"simulations": 12, "repeats": 2, "draws": 400, "steps": 1000, "chunk": 12}

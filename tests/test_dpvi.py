@@ -19,9 +19,9 @@ import pytest
 from scipy import special, stats
 
 import noiseaware
-import noiseaware.dpvi
-from noiseaware.contract import ModelError, inspect_model
-from noiseaware.dpvi import (
+import noiseaware.recording.dpvi
+from noiseaware.recording.contract import ModelError, inspect_model
+from noiseaware.recording.dpvi import (
     build_recorder,
     poisson_chunk,
     record_dpvi,
@@ -29,7 +29,7 @@ from noiseaware.dpvi import (
     resolve_settings,
     step_keys,
 )
-from noiseaware.keys import as_key
+from noiseaware.util.keys import as_key
 from noiseaware.models import from_numpyro
 from noiseaware.models.builtin import gamma_exponential, logistic_regression
 from noiseaware.trace import Trace

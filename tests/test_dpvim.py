@@ -124,22 +124,22 @@ def test_d3_tail_variance_is_the_stationary_variance_and_the_draws_have_it():
     draws = phi.shape[0]
     np.testing.assert_array_less(np.abs(phi.mean(axis=0) - rows[-1]), 4 * np.sqrt(v / draws))
     np.testing.assert_array_less(np.abs(phi.var(axis=0) / v - 1), 4 * np.sqrt(2 / draws))
-    assert post.method == "dpvim" and post.hessian_draws is None and post.diagnostics["center"] == "last"
+    assert post.method == "dpvim" and post.hessian_draws is None and post.diagnostics["centre"] == "last"
     assert post.optimum_chains.shape == (1, draws, 4) and post.optimum_chains.dtype == np.float64
 
 
 def test_average_centre_shifts_the_same_draws_to_the_tail_mean():
     trace = trace_of(ramp_rows())
     last = dpvim_posterior(trace, key=5, draws=300)
-    average = dpvim_posterior(trace, key=5, draws=300, center="average")
+    average = dpvim_posterior(trace, key=5, draws=300, centre="average")
     mean = average.diagnostics["tail_mean"]
     np.testing.assert_allclose(average.optimum_draws - mean, last.optimum_draws - trace.final_iterate(), atol=1e-12)
-    assert average.diagnostics["center"] == "average"
+    assert average.diagnostics["centre"] == "average"
 
 
 def test_empirical_centre_draws_only_tail_rows_uniformly_per_coordinate():
     rows = ramp_rows()
-    post = dpvim_posterior(trace_of(rows), key=4, draws=20_000, center="empirical")
+    post = dpvim_posterior(trace_of(rows), key=4, draws=20_000, centre="empirical")
     t0, phi = post.diagnostics["converged_from"], post.optimum_draws
     for j in range(rows.shape[1]):
         where = {value: t for t, value in enumerate(rows[:, j])}  # continuous values: one row each
@@ -161,8 +161,8 @@ def test_keys_int_seeds_and_reproducibility():
 
 def test_errors_name_the_problem():
     trace = trace_of(ar1(201, (0.5, 0.5), (0.01, 0.01), (0.0, -1.0), seed=3))
-    with pytest.raises(ValueError, match="unknown center 'median'.*'last', 'average', 'empirical'"):
-        dpvim_posterior(trace, center="median")
+    with pytest.raises(ValueError, match="unknown centre 'median'.*'last', 'average', 'empirical'"):
+        dpvim_posterior(trace, centre="median")
     for threshold in (0.0, -0.1, float("nan")):
         with pytest.raises(ValueError, match="threshold .* must be > 0"):
             dpvim_posterior(trace, threshold=threshold)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from ou import ou_traces
 
-from noiseaware.gradient_model import Prior, gradient_model, log_density
+from noiseaware.inference.gradient_model import Prior, gradient_model, log_density
 from noiseaware.inference.exact import exact_cdf, exact_grid, exact_moments, fit_exact
 
 PRIORS = {"default": "default", "paper": "paper", "softplus": Prior(hessian_link="softplus", hessian_width=5.0),

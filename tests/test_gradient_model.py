@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from noiseaware.gradient_model import log_likelihood, slope_estimates, trace_statistics
+from noiseaware.inference.gradient_model import log_likelihood, slope_estimates, trace_statistics
 from noiseaware.trace import Trace
 
 from ou import CLIP, N, Q, SCALE, SIGMA, ou_trace  # noqa: F401  (ou_trace is re-exported for other tests)

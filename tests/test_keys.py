@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import pytest
 
-from noiseaware.keys import as_key, as_keys
+from noiseaware.util.keys import as_key, as_keys
 
 
 def test_small_seeds_give_jax_random_key():

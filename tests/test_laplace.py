@@ -10,7 +10,7 @@ from scipy import optimize
 from scipy import stats as scipy_stats
 from ou import ou_trace
 
-from noiseaware.gradient_model import Prior, gradient_model, integrate_optimum
+from noiseaware.inference.gradient_model import Prior, gradient_model, integrate_optimum
 from noiseaware.inference.laplace import fit_laplace, laplace_approximation, unconstrained_log_density
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")

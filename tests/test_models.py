@@ -13,11 +13,11 @@ import numpyro.distributions as dist
 import pytest
 
 import noiseaware
-import noiseaware.dpvi
-from noiseaware.contract import ModelError
-from noiseaware.dpvi import build_recorder, record_dpvi
+import noiseaware.recording.dpvi
+from noiseaware.recording.contract import ModelError
+from noiseaware.recording.dpvi import build_recorder, record_dpvi
 from noiseaware.models import from_numpyro, get, names
-from noiseaware.sites import SiteSpec
+from noiseaware.recording.sites import SiteSpec
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 

@@ -7,9 +7,9 @@ import pytest
 from arviz_stats.base import array_stats
 from ou import ou_trace
 
-from noiseaware.gradient_model import Prior, gradient_model, integrate_optimum, prior_distributions
+from noiseaware.inference.gradient_model import Prior, gradient_model, integrate_optimum, prior_distributions
 from noiseaware.inference.nuts import _target, fit_nuts, initial_values, nuts_blackjax_draws
-from noiseaware.keys import as_key
+from noiseaware.util.keys import as_key
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 
@@ -84,7 +84,7 @@ def test_sampled_coordinates_are_a_change_of_variables_of_numpyros_potential(pri
     """U_y(y) = U(z(y)) − log|det ∂z/∂y| + const, with the Jacobian by autodiff, and y₀ maps to the start."""
     from numpyro.infer.util import potential_energy
 
-    from noiseaware.gradient_model import numpyro_model
+    from noiseaware.inference.gradient_model import numpyro_model
 
     with jax.enable_x64(True):
         model = jax.tree_util.tree_map(jnp.asarray, gradient_model(ou_trace(steps=500), prior))

@@ -10,8 +10,8 @@ from ou import CLIP, N, Q, SIGMA, ou_trace
 from scipy import stats
 
 import noiseaware as na
-from noiseaware.posterior import comparison_table, mixture_quantile
-from noiseaware.sites import SiteSpec
+from noiseaware.posteriors.mixture import comparison_table, mixture_quantile
+from noiseaware.recording.sites import SiteSpec
 
 
 def posterior(seed=0, k=500, d=2, sites=None):

@@ -12,7 +12,7 @@ import pytest
 from ou import OPTIMUM, ou_traces
 from scipy import stats
 
-from noiseaware.gradient_model import gradient_model
+from noiseaware.inference.gradient_model import gradient_model
 from noiseaware.inference.exact import exact_cdf, exact_grid
 from noiseaware.inference.laplace import laplace_approximation
 from noiseaware.inference.nuts import nuts_blackjax_draws

@@ -10,8 +10,9 @@ one sweep:
     S3  θ | s: the exact conjugate posterior with s as the data's statistic; θ is recorded after S3.
 Naive counterpart (§1.4): the conjugate update with z projected onto the support, as if it were s.
 
-Everything after the release reads only z and N. The sampler is one jitted program, vmapped over
-chains and simulations, `lax.scan` over sweeps, in float64.
+Everything after the release reads only z and N. Problem m of a batch uses keys[m] alone: split into its
+release key and its sampler key (`problem_keys`). The sampler is one jitted program, vmapped over chains
+and problems, `lax.scan` over sweeps, in float64.
 """
 
 from __future__ import annotations
@@ -19,35 +20,44 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar, Literal, get_args
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
-from ..keys import as_key
+from ..util.checks import choice, positive_float, positive_int
+from ..util.keys import as_key
 from .expfam import Family, GammaExponential, family as make_family
-from .mechanisms import MECHANISMS, NEIGHBOURING, check_choice, check_integers, noise_scale
+from .mechanisms import MECHANISMS, NEIGHBOURING, Mechanism, Neighbouring, keys_for, noise_scale, problem_keys
 from .primitives import condition_gaussian, mixing_variance
+from .sampled import ClosedFormPosterior, GibbsPosterior, Marginal, ReleaseDiagnostics, gibbs_posterior
 
-__all__ = [
-    "Release",
-    "GibbsSettings",
-    "GibbsPosterior",
-    "chain_mixing",
-    "ConjugatePosterior",
-    "release_statistics",
-    "noise_aware_posteriors",
-    "naive_posteriors",
-    "bernstein_sheldon_posterior",
-    "bernstein_sheldon_naive",
-    "bs2018_batch",
-    "bs2018_naive_batch",
-]
+__all__ = ["INITS", "ConjugatePosterior", "GibbsSettings", "Release", "ReleaseSettings", "bernstein_sheldon_naive",
+           "bernstein_sheldon_posterior", "naive_batch", "naive_posteriors", "noise_aware_batch",
+           "noise_aware_posteriors", "release_statistics"]
+
+METHOD, NAIVE_METHOD = "bs2018", "bs2018-naive"
 
 
 # ---------------------------------------------------------------- release
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleaseSettings:
+    """How Σ t(x) is released, fixed before seeing data: mechanism "laplace" (pure ε) or "gaussian" (analytic
+    Gaussian at (ε, δ)); neighbouring "add-remove" (N public) or "substitute"; bound: M1's truncation B (None:
+    the prior-predictive 0.99 quantile 1.557; the other models' statistics are bounded already)."""
+
+    mechanism: Mechanism = "laplace"
+    neighbouring: Neighbouring = "add-remove"
+    bound: float | None = None
+
+    def __post_init__(self):
+        choice("mechanism", self.mechanism, MECHANISMS)
+        choice("neighbouring relation", self.neighbouring, NEIGHBOURING)
+        if self.bound is not None:
+            positive_float("bound", self.bound, hint="M1's truncation bound B, fixed before seeing data")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -76,28 +86,26 @@ class Release:
         return facts
 
 
-def release_statistics(model: str, x, *, epsilon: float, delta: float = 1e-5, key=0, mechanism: str = "laplace",
-                       neighbouring: str = "add-remove", bound: float | None = None) -> Release:
-    """Release z = Σ_i t(x_i) + noise for each data set: x (N,) or (M, N) → Release with z (M, D).
+def release_statistics(model: str, x, *, keys, epsilon: float, delta: float | None = 1e-5,
+                       settings: ReleaseSettings = ReleaseSettings()) -> Release:
+    """Release z_m = Σ_i t(x_mi) + noise for each of M data sets: x (M, N), keys (M,) → Release with z (M, D).
 
     model: 'gamma-exponential', 'beta-bernoulli', 'dirichlet-categorical' (or M1/M2/M3); N = x.shape[-1]
-    is public. The sensitivity comes from the family's bounded domain (M1: `bound`, fixed before the
-    data, default the prior-predictive 0.99 quantile 1.557), never from the data.
+    is public; data set m's noise depends on keys[m] alone. The sensitivity comes from the family's bounded
+    domain (M1: settings.bound, fixed before the data), never from the data. δ is spent by the Gaussian only.
     """
-    check_choice("mechanism", mechanism, MECHANISMS)
-    check_choice("neighbouring relation", neighbouring, NEIGHBOURING)
     x = np.asarray(x)
-    if x.ndim not in (1, 2) or x.shape[-1] == 0:
-        raise ValueError(f"x has shape {x.shape}; it must be (N,) records or (M, N) for M data sets")
-    x = x.reshape((-1, x.shape[-1]))
-    fam = make_family(model, x.shape[-1], bound=bound)
+    if x.ndim != 2 or x.shape[-1] == 0:
+        raise ValueError(f"x has shape {x.shape}; it must be (M, N): the N records of each of M data sets")
+    keys = keys_for(keys, x.shape[0])
+    fam = make_family(model, x.shape[-1], bound=settings.bound)
     fam.check_domain(x)
-    l1, l2 = fam.sensitivity(neighbouring)
-    scale, spent = noise_scale(mechanism, l1=l1, l2=l2, epsilon=epsilon, delta=delta)
+    l1, l2 = fam.sensitivity(settings.neighbouring)
+    scale, spent = noise_scale(settings.mechanism, l1=l1, l2=l2, epsilon=epsilon, delta=delta)
     with jax.enable_x64(True):
-        z = _release(fam, mechanism, jnp.asarray(x), jax.random.split(as_key(key), x.shape[0]), scale)
-    return Release(fam, np.asarray(z), mechanism, neighbouring, float(epsilon), spent,
-                   l1 if mechanism == "laplace" else l2, scale)
+        z = _release(fam, settings.mechanism, jnp.asarray(x), keys, scale)
+    return Release(fam, np.asarray(z), settings.mechanism, settings.neighbouring, float(epsilon), spent,
+                   l1 if settings.mechanism == "laplace" else l2, scale)
 
 
 @functools.partial(jax.jit, static_argnames=("fam", "mechanism"))
@@ -111,7 +119,8 @@ def _release(fam: Family, mechanism: str, x, keys, scale):
 
 # ---------------------------------------------------------------- Gibbs sampler
 
-INITS = ("naive", "prior")
+Init = Literal["naive", "prior"]
+INITS: tuple[str, ...] = get_args(Init)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,67 +141,39 @@ class GibbsSettings:
     warmup: int = 1000
     draws: int = 5000
     retries: int = 20
-    init: str = "naive"
+    init: Init = "naive"
 
     def __post_init__(self):
-        check_integers(self, {"chains": 1, "warmup": 0, "draws": 4, "retries": 1})
-        check_choice("init", self.init, INITS)
+        for name, minimum in {"chains": 1, "warmup": 0, "draws": 4, "retries": 1}.items():
+            positive_int(name, getattr(self, name), minimum=minimum)
+        choice("init", self.init, INITS)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class GibbsPosterior:
-    """Gibbs draws of θ (chains, draws, d) in the model's unconstrained space, with the sampler's diagnostics
-    (B&S 2018 here, B&S 2019 in bernstein_sheldon_regression)."""
-
-    chains: np.ndarray
-    diagnostics: Mapping[str, Any]
-    method: str = "bs2018"
-
-    def sample(self, key, n: int = 20_000) -> np.ndarray:
-        """n of the stored draws (n, d), without replacement when n ≤ chains·draws, with it otherwise."""
-        flat = self.chains.reshape(-1, self.chains.shape[-1])
-        index = jax.random.choice(as_key(key), flat.shape[0], (n,), replace=n > flat.shape[0])
-        return flat[np.asarray(index)]
-
-
-def chain_mixing(chains: np.ndarray) -> dict[str, Any]:
-    """Split R-hat and ESS per coordinate (d,), their extremes, and the IAT in kept draws of θ draws (chains, draws, d)."""
-    rhat, ess = split_gelman_rubin(chains), effective_sample_size(chains)
-    return {"rhat": rhat, "max_rhat": float(np.max(rhat)), "ess": ess, "min_ess": float(np.min(ess)),
-            "iat_draws": chains.shape[0] * chains.shape[1] / ess}
-
-
-def noise_aware_posteriors(release: Release, key=0, **settings) -> list[GibbsPosterior | None]:
+def noise_aware_posteriors(release: Release, keys,
+                           settings: GibbsSettings = GibbsSettings()) -> list[GibbsPosterior | FloatingPointError]:
     """B&S's Gibbs sampler on every released z of `release`: one compiled program for all M × chains.
 
-    settings: those of GibbsSettings. Returns one GibbsPosterior per data set, or None where a draw is
-    not finite (reported by the coverage driver as a failure). Diagnostics: rhat, ess (d,), max_rhat,
-    min_ess, fallbacks (projections after R failed redraws), redraws (extra support draws), sweeps,
-    the released z and the release's facts.
+    keys (M,): the sampler key of each data set (its chains start from split(split(keys[m])[0], chains) and
+    run on split(split(keys[m])[1], chains)). Returns one GibbsPosterior per data set, or the
+    FloatingPointError of a data set whose draws are not finite. Diagnostics (`GibbsDiagnostics`): mixing,
+    fallbacks (projections after R failed redraws) and redraws (extra support draws) over all sweeps,
+    the released z and the release's facts with the settings.
     """
-    config = GibbsSettings(**settings)
-    fam = release.family
-    count = release.z.shape[0] * config.chains
+    fam, count, chains = release.family, release.z.shape[0], settings.chains
+    halves = jax.vmap(jax.random.split)(keys_for(keys, count))
     with jax.enable_x64(True):
-        k_init, k_run = jax.random.split(as_key(key))
+        k_init, k_run = (jax.vmap(lambda k: jax.random.split(k, chains))(halves[:, i]) for i in (0, 1))
         z = jnp.asarray(release.z, jnp.float64)
-        params = (jnp.tile(jnp.asarray(fam.prior, jnp.float64), (count, 1)) if config.init == "prior"
-                  else jnp.repeat(jax.vmap(fam.naive_params)(z), config.chains, axis=0))
-        init = _start_draws(fam, params, jax.random.split(k_init, count))
-        keys = jax.random.split(k_run, count).reshape(release.z.shape[0], config.chains)
+        params = (jnp.tile(jnp.asarray(fam.prior, jnp.float64), (count * chains, 1)) if settings.init == "prior"
+                  else jnp.repeat(jax.vmap(fam.naive_params)(z), chains, axis=0))
+        init = _start_draws(fam, params, k_init.reshape(-1))
         theta, tries, fallbacks = (np.asarray(a) for a in _gibbs(
-            fam, release.mechanism, config, keys, z, release.scale, init))
-    sweeps = config.chains * (config.warmup + config.draws)
-    facts = release.facts() | dataclasses.asdict(config)
-    posteriors: list[GibbsPosterior | None] = []
-    for m in range(theta.shape[0]):
-        if not np.all(np.isfinite(theta[m])):
-            posteriors.append(None)
-            continue
-        posteriors.append(GibbsPosterior(theta[m], {
-            **chain_mixing(theta[m]), "fallbacks": int(fallbacks[m].sum()), "redraws": int(tries[m].sum()) - sweeps, "sweeps": sweeps,
-            "released": release.z[m], **facts}))
-    return posteriors
+            fam, release.mechanism, settings, k_run, z, release.scale, init))
+    sweeps = chains * (settings.warmup + settings.draws)
+    facts = release.facts() | dataclasses.asdict(settings)
+    return [gibbs_posterior(theta[m], method=METHOD, theta_names=fam.theta_names, fallbacks=int(fallbacks[m].sum()),
+                            redraws=int(tries[m].sum()) - sweeps, sweeps=sweeps, released=release.z[m], release=facts)
+            for m in range(count)]
 
 
 @functools.partial(jax.jit, static_argnames=("fam", "mechanism", "config"))
@@ -232,11 +213,17 @@ def _gibbs(fam: Family, mechanism: str, config: GibbsSettings, keys, z, scale, i
     return jax.tree.map(lambda a: a.reshape((m, c) + a.shape[1:]), out)
 
 
+@functools.partial(jax.jit, static_argnames=("fam",))
+def _start_draws(fam: Family, params, keys):
+    """One θ draw (n, d) from each of n conjugate posteriors: params (n, P), keys (n,)."""
+    return jax.vmap(fam.draw)(keys, params)
+
+
 # ---------------------------------------------------------------- naive counterpart
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class ConjugatePosterior:
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class ConjugatePosterior(ClosedFormPosterior):
     """The noise-naive SSP posterior: the conjugate update with the projected z as the statistic (§1.4).
 
     params (P,): the conjugate posterior's parameters (M1 Gamma (shape, rate), M2 Beta (a, b), M3 Dirichlet α).
@@ -244,14 +231,20 @@ class ConjugatePosterior:
 
     family: Family
     params: np.ndarray
-    diagnostics: Mapping[str, Any]
-    method: str = "bs2018-naive"
+
+    kind: ClassVar[str] = "noise-naive sufficient-statistic posterior (conjugate update of the released z)"
 
     def sample(self, key, n: int = 20_000) -> np.ndarray:
         """n exact draws of θ (n, d) from the conjugate posterior."""
         with jax.enable_x64(True):
             return np.asarray(_conjugate_draws(self.family, jnp.asarray(self.params, jnp.float64),
                                                jax.random.split(as_key(key), n)))
+
+    def marginals(self) -> list[Marginal]:
+        return self.family.marginals(np.asarray(self.params, np.float64))
+
+    def parameters(self) -> dict[str, Any]:
+        return {"family": self.family.name, "n_examples": self.family.n, "params": self.params}
 
 
 @functools.partial(jax.jit, static_argnames=("fam",))
@@ -260,79 +253,71 @@ def _conjugate_draws(fam: Family, params, keys):
     return jax.vmap(lambda k: fam.draw(k, params))(keys)
 
 
-@functools.partial(jax.jit, static_argnames=("fam",))
-def _start_draws(fam: Family, params, keys):
-    """One θ draw (n, d) from each of n conjugate posteriors: params (n, P), keys (n,)."""
-    return jax.vmap(fam.draw)(keys, params)
-
-
 def naive_posteriors(release: Release) -> list[ConjugatePosterior]:
-    """The naive posterior of every released z (no sampler: exact conjugate draws)."""
+    """The naive posterior of every released z (no sampler: an exact conjugate update, no key)."""
+    fam = release.family
     with jax.enable_x64(True):
-        params = np.asarray(jax.vmap(release.family.naive_params)(jnp.asarray(release.z, jnp.float64)))
+        params = np.asarray(jax.vmap(fam.naive_params)(jnp.asarray(release.z, jnp.float64)))
     facts = release.facts()
-    return [ConjugatePosterior(release.family, p, {"released": z, **facts}) for p, z in zip(params, release.z)]
+    return [ConjugatePosterior(family=fam, params=p, theta_names=fam.theta_names, method=NAIVE_METHOD,
+                               diagnostics=ReleaseDiagnostics(released=z, release=facts))
+            for p, z in zip(params, release.z)]
 
 
-# ---------------------------------------------------------------- public entry points
-
-_RELEASE_OPTIONS = ("mechanism", "neighbouring", "bound")
+# ---------------------------------------------------------------- entry points
 
 
-def bernstein_sheldon_posterior(model: str, data, *, epsilon: float, delta: float = 1e-5, key=0,
-                                mechanism: str = "laplace", neighbouring: str = "add-remove",
-                                bound: float | None = None, **settings) -> GibbsPosterior | None:
+def noise_aware_batch(model: str, x, *, keys, epsilon: float, delta: float | None,
+                      release: ReleaseSettings = ReleaseSettings(),
+                      gibbs: GibbsSettings = GibbsSettings()) -> list[GibbsPosterior | FloatingPointError]:
+    """B&S 2018 for M data sets x (M, N) of `model`: data set m is released at (ε, δ) with the first half of
+    split(keys[m]) and sampled with the second (keys (M,)), all in one compiled sampler."""
+    release_keys, sampler_keys = problem_keys(keys, np.shape(x)[0])
+    released = release_statistics(model, x, keys=release_keys, epsilon=epsilon, delta=delta, settings=release)
+    return noise_aware_posteriors(released, sampler_keys, gibbs)
+
+
+def naive_batch(model: str, x, *, keys, epsilon: float, delta: float | None,
+                release: ReleaseSettings = ReleaseSettings()) -> list[ConjugatePosterior]:
+    """The naive SSP counterpart for x (M, N): the release `noise_aware_batch` makes with the same keys, then
+    the conjugate update of each z."""
+    release_keys, _ = problem_keys(keys, np.shape(x)[0])
+    return naive_posteriors(release_statistics(model, x, keys=release_keys, epsilon=epsilon, delta=delta,
+                                               settings=release))
+
+
+def bernstein_sheldon_posterior(model: str, data, *, key, epsilon: float, delta: float = 1e-5,
+                                mechanism: Mechanism = "laplace", neighbouring: Neighbouring = "add-remove",
+                                bound: float | None = None, **settings) -> GibbsPosterior:
     """B&S 2018 for one data set: release Σ t(x) at (ε, δ), then the Gibbs sampler on the released z.
 
     data: the records x (N,) or a mapping with key 'x'. settings: GibbsSettings (chains, warmup, draws,
-    retries). Returns None when the sampler produced non-finite draws.
+    retries, init). Equals problem m of `noise_aware_batch` when keys[m] = key; a failed fit raises its
+    FloatingPointError.
     """
-    k_release, k_gibbs = jax.random.split(as_key(key))
-    release = release_statistics(model, _records(data), epsilon=epsilon, delta=delta, key=k_release,
-                                 mechanism=mechanism, neighbouring=neighbouring, bound=bound)
-    return noise_aware_posteriors(release, k_gibbs, **settings)[0]
+    (outcome,) = noise_aware_batch(model, _records(data)[None], keys=as_key(key)[None], epsilon=epsilon,
+                                   delta=delta, release=ReleaseSettings(mechanism, neighbouring, bound),
+                                   gibbs=GibbsSettings(**settings))
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
 
 
-def bernstein_sheldon_naive(model: str, data, *, epsilon: float, delta: float = 1e-5, key=0,
-                            mechanism: str = "laplace", neighbouring: str = "add-remove",
+def bernstein_sheldon_naive(model: str, data, *, key, epsilon: float, delta: float = 1e-5,
+                            mechanism: Mechanism = "laplace", neighbouring: Neighbouring = "add-remove",
                             bound: float | None = None) -> ConjugatePosterior:
     """The naive SSP counterpart for one data set: the same release (same key → same z), conjugate update."""
-    k_release, _ = jax.random.split(as_key(key))
-    release = release_statistics(model, _records(data), epsilon=epsilon, delta=delta, key=k_release,
-                                 mechanism=mechanism, neighbouring=neighbouring, bound=bound)
-    return naive_posteriors(release)[0]
-
-
-def bs2018_batch(sims, key, **options) -> list[GibbsPosterior | None]:
-    """Coverage method 'bs2018': release from every simulation's data at sims' (ε, δ), then one vmapped sampler.
-
-    sims: a `noiseaware.evaluation.simulate.Simulations` of M1, M2 or M3; options: mechanism,
-    neighbouring, bound (the release) and chains, warmup, draws, retries (the sampler).
-    """
-    release_options = {k: options.pop(k) for k in _RELEASE_OPTIONS if k in options}
-    k_release, k_gibbs = jax.random.split(as_key(key))
-    return noise_aware_posteriors(_release_of(sims, k_release, release_options), k_gibbs, **options)
-
-
-def bs2018_naive_batch(sims, key, **options) -> list[ConjugatePosterior]:
-    """Coverage method 'bs2018-naive': the same release as 'bs2018' under the same key, conjugate update of z.
-
-    options: mechanism, neighbouring, bound.
-    """
-    k_release, _ = jax.random.split(as_key(key))
-    return naive_posteriors(_release_of(sims, k_release, options))
-
-
-def _release_of(sims, key, options) -> Release:
-    if sims.epsilon is None:
-        raise ValueError("Bernstein & Sheldon needs the coverage run's ε (it was given a noise multiplier only)")
-    return release_statistics(sims.model.name, _records(sims.data), epsilon=sims.epsilon, delta=sims.delta,
-                              key=key, **options)
+    return naive_batch(model, _records(data)[None], keys=as_key(key)[None], epsilon=epsilon, delta=delta,
+                       release=ReleaseSettings(mechanism, neighbouring, bound))[0]
 
 
 def _records(data) -> np.ndarray:
+    """The records x (N,) of one data set, given as an array or a mapping with key 'x'."""
     if isinstance(data, Mapping):
         if "x" not in data:
             raise ValueError(f"data has keys {sorted(data)}; Bernstein & Sheldon reads the records under 'x'")
         data = data["x"]
-    return np.asarray(data)
+    x = np.asarray(data)
+    if x.ndim != 1:
+        raise ValueError(f"x has shape {x.shape}; one data set's records are (N,)")
+    return x

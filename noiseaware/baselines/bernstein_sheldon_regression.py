@@ -47,7 +47,7 @@ import numpy as np
 from numpyro.distributions.transforms import SoftplusTransform
 from scipy import special
 
-from ..keys import as_key
+from ..util.keys import as_key
 from .bernstein_sheldon import GibbsPosterior, chain_mixing
 from .mechanisms import MECHANISMS, NEIGHBOURING, check_choice, check_epsilon, check_integers, noise_scale
 from .primitives import mixing_variance, project_psd

@@ -17,75 +17,97 @@ that turns (c, v) into a posterior is an inference of the spec, marked [I] there
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..keys import as_key, standard_normal
-from ..posterior import NoiseAwarePosterior
+from ..util.keys import as_key, standard_normal
+from ..posteriors.mixture import DPVImPosterior, trace_facts
 from ..trace import Trace
-from .naive import trace_facts
+from ..util.diagnostics import Diagnostics
 
-__all__ = ["dpvim_posterior", "convergence_start", "CENTERS"]
+__all__ = ["dpvim_posterior", "convergence_start", "CENTRES"]
 
-CENTERS = ("last", "average", "empirical")
+CENTRES = ("last", "average", "empirical")
 """The choices of the centre c: φ_T, the tail mean φ̄, or rows drawn from the converged tail."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DPVImDiagnostics(Diagnostics):
+    """DPVIm's convergence facts: converged_from t0 (P,) int, not_converged (P,) bool, the tail mean φ̄ and
+    variance v (P,), and the settings (centre, threshold κ, windows)."""
+
+    converged_from: np.ndarray
+    not_converged: np.ndarray
+    any_not_converged: bool
+    tail_mean: np.ndarray
+    tail_variance: np.ndarray
+    centre: str
+    threshold: float
+    windows: int
+
+    @classmethod
+    def summarise(cls, records) -> dict:
+        """How many fits had a coordinate whose trace never passed the convergence test."""
+        return {"simulations_not_converged": int(sum(bool(r.any_not_converged) for r in records))} if records else {}
 
 
 def dpvim_posterior(
     trace: Trace,
     *,
-    key=0,
+    key,
     draws: int = 4000,
-    center: str = "last",
+    centre: str = "last",
     threshold: float = 0.05,
     windows: int = 10,
 ) -> NoiseAwarePosterior:
     """The DPVIm posterior of a trace: `draws` draws of φ (1, draws, P) around the centre, diagonal spread v.
 
     trace: T steps of φ (T, P), with φ_T from `trace.final_iterate()`; the trace needs
-    T ≥ 2·windows − 1 steps. key: int seed or jax PRNG key. center:
+    T ≥ 2·windows − 1 steps. key: int seed or jax PRNG key. centre:
       "last"      φ^(k) = φ_T + sqrt(v) ⊙ ξ_k (the default, baselines.md §3.2 [I]);
       "average"   φ^(k) = φ̄ + sqrt(v) ⊙ ξ_k (DPVIm's iterate-averaged point estimate);
       "empirical" φ^(k)_j = φ_{t,j} with t uniform on coordinate j's converged tail, drawn independently
                   per coordinate and with no Gaussian noise added: the tail's own spread is the spread.
     threshold κ > 0 bounds |fitted total drift| over a converged tail; windows ≥ 2 sets Δw = ⌊(T+1)/windows⌋.
 
-    Returns a NoiseAwarePosterior with method "dpvim", no Hessian, and diagnostics converged_from (P,)
-    int t0, not_converged (P,) bool, any_not_converged, tail_mean φ̄ (P,), tail_variance v (P,), center,
+    Returns a DPVImPosterior with method "dpvim", no Hessian, and diagnostics converged_from (P,)
+    int t0, not_converged (P,) bool, any_not_converged, tail_mean φ̄ (P,), tail_variance v (P,), centre,
     threshold, windows. Its `sample` draws θ from the mixture (1/K) Σ_k N(μ^(k), diag softplus(ρ^(k))²).
     """
-    if center not in CENTERS:
-        raise ValueError(f"unknown center {center!r}: choose one of {', '.join(map(repr, CENTERS))}")
+    if centre not in CENTRES:
+        raise ValueError(f"unknown centre {centre!r}: choose one of {', '.join(map(repr, CENTRES))}")
     draws = _count("draws", draws, minimum=1)
     rows = np.vstack([np.asarray(trace.params, np.float64), np.asarray(trace.final_iterate(), np.float64)[None]])
     t0, not_converged = convergence_start(rows, threshold=threshold, windows=windows)
     tail_mean, tail_variance = _tail_moments(rows, t0)
     key = as_key(key)
-    if center == "empirical":
+    if centre == "empirical":
         with jax.enable_x64(True):
             index = np.asarray(jax.random.randint(key, (draws, rows.shape[1]), t0, rows.shape[0], jnp.int64))
         phi = np.take_along_axis(rows, index, axis=0)
     else:
-        centre = rows[-1] if center == "last" else tail_mean
-        phi = centre + np.sqrt(tail_variance) * standard_normal(key, (draws, rows.shape[1]))
-    return NoiseAwarePosterior(
+        centre_point = rows[-1] if centre == "last" else tail_mean
+        phi = centre_point + np.sqrt(tail_variance) * standard_normal(key, (draws, rows.shape[1]))
+    return DPVImPosterior(
         optimum_chains=phi[None],
         hessian_chains=None,
         extra_noise_chains=None,
         method="dpvim",
         param_names=trace.param_names,
         sites=trace.sites,
-        diagnostics={
-            "converged_from": t0,
-            "not_converged": not_converged,
-            "any_not_converged": bool(not_converged.any()),
-            "tail_mean": tail_mean,
-            "tail_variance": tail_variance,
-            "center": center,
-            "threshold": float(threshold),
-            "windows": windows,
-        },
+        diagnostics=DPVImDiagnostics(
+            converged_from=t0,
+            not_converged=not_converged,
+            any_not_converged=bool(not_converged.any()),
+            tail_mean=tail_mean,
+            tail_variance=tail_variance,
+            centre=centre,
+            threshold=float(threshold),
+            windows=windows,
+        ),
         info=trace_facts(trace),
     )
 

@@ -8,22 +8,29 @@ Each family fixes, for N public records x_i with bounded statistic t(x):
 * the latent's support, and the projection onto it used after R failed redraws;
 * the conjugate update: prior parameters → posterior parameters given the latent, and draws of the
   unconstrained θ (d,) from those parameters, with the research transforms of the models:
-  M1 θ = softplus⁻¹(λ), M2 θ = logit p, M3 θ = (log p₁/p₃, log p₂/p₃).
+  M1 θ = softplus⁻¹(λ), M2 θ = logit p, M3 θ = (log p₁/p₃, log p₂/p₃), labelled as the models label θ;
+* the conjugate posterior's marginals as increasing maps of 1-D laws, θ_j = g_j(X_j) (exact intervals):
+  M1 softplus⁻¹ of a Gamma, M2 and M3 the log of a beta-prime (a ratio of two independent Gammas).
 Families are frozen dataclasses (hashable), so jitted code takes them as static arguments.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy import stats
 
-from ..models.builtin import GAMMA_PRIOR
+from ..models.builtin import GAMMA_PRIOR, get
+from ..util.checks import positive_int
+from ..util.numerics import softplus_inverse
 from .primitives import draw_in_support
+from .sampled import Marginal
 
 __all__ = ["Family", "GammaExponential", "BetaBernoulli", "DirichletCategorical", "family", "FAMILIES",
            "prior_predictive_bound"]
@@ -54,6 +61,15 @@ class Family:
     def observe(self) -> np.ndarray:
         """H (D, L): which latent coordinates the release observes (the identity unless overridden)."""
         return np.eye(self.released, self.latent)
+
+    @property
+    def theta_names(self) -> tuple[str, ...]:
+        """The labels of θ (d,): the benchmark model's own."""
+        return _theta_names(self.name)
+
+    def marginals(self, params) -> list[Marginal]:
+        """(X_j, g_j), j = 1..d, with θ_j = g_j(X_j) under the conjugate posterior of parameters `params`."""
+        raise NotImplementedError
 
     def sensitivity(self, neighbouring: str) -> tuple[float, float]:
         """(Δ₁, Δ₂) of the released sum under the neighbouring relation ('add-remove' or 'substitute')."""
@@ -157,6 +173,10 @@ class GammaExponential(Family):
         """Gamma(α₀ + N, β₀ + max(z, 0.01)): the inside-only release taken as the full Σx (biased low)."""
         return jnp.array([self.prior[0] + self.n, self.prior[1] + jnp.maximum(z[0], 0.01)])
 
+    def marginals(self, params):
+        """θ = softplus⁻¹(λ), λ ~ Gamma(shape, rate)."""
+        return [(stats.gamma(params[0], scale=1.0 / params[1]), softplus_inverse)]
+
     def draw(self, key, params):
         """θ = softplus⁻¹(λ) = λ + log(−expm1(−λ)), λ ~ Gamma(shape, rate)."""
         lam = jax.random.gamma(key, params[0], dtype=jnp.float64) / params[1]
@@ -193,6 +213,10 @@ class _Counts(Family):
     def naive_params(self, z):
         """The conjugate posterior's parameters with z̃, the projection of z onto the support, as the counts."""
         return self.posterior_params(self.project(z))
+
+    def marginals(self, params):
+        """θ_j = log g_j − log g_last with g ~ independent Gamma(params): g_j/g_last ~ BetaPrime(params_j, params_last)."""
+        return [(stats.betaprime(params[j], params[-1]), np.log) for j in range(self.dim)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,6 +306,11 @@ def _finite_or_fallback(latent, project, mean):
     return jnp.where(ok, project(latent), project(jnp.nan_to_num(mean))), jnp.int32(1), ~ok
 
 
+@functools.cache
+def _theta_names(model: str) -> tuple[str, ...]:
+    return get(model).site_map.theta_names()
+
+
 FAMILIES = {cls.name: cls for cls in (GammaExponential, BetaBernoulli, DirichletCategorical)}
 _ALIASES = {"m1": "gamma-exponential", "m2": "beta-bernoulli", "m3": "dirichlet-categorical"}
 
@@ -293,10 +322,9 @@ def family(model: str, n: int, *, bound: float | None = None) -> Family:
     if name not in FAMILIES:
         raise ValueError(f"Bernstein & Sheldon 2018 has no family for model {model!r}: choose one of "
                          f"{', '.join(FAMILIES)} (or M1, M2, M3)")
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"the number of records N must be a positive integer, got {n!r}")
+    n = positive_int("n", n, hint="n is N, the number of records of a data set")
     if bound is not None and name != "gamma-exponential":
         raise ValueError(f"bound is M1's truncation bound; model {name!r} has a bounded statistic already")
     if name == "gamma-exponential" and bound is not None:
-        return GammaExponential(int(n), float(bound))
-    return FAMILIES[name](int(n))
+        return GammaExponential(n, float(bound))
+    return FAMILIES[name](n)

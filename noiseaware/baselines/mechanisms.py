@@ -8,22 +8,32 @@
 from __future__ import annotations
 
 import math
-import numbers
+from typing import Literal, get_args
 
+import jax
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
-__all__ = ["MECHANISMS", "NEIGHBOURING", "laplace_scale", "analytic_gaussian_sigma", "noise_scale", "check_epsilon",
-           "check_choice", "check_integers"]
+from ..util.checks import choice, positive_float, probability
+from ..util.keys import as_keys
 
-MECHANISMS = ("laplace", "gaussian")
-NEIGHBOURING = ("add-remove", "substitute")
+__all__ = ["MECHANISMS", "NEIGHBOURING", "Mechanism", "Neighbouring", "analytic_gaussian_sigma", "check_epsilon",
+           "keys_for", "laplace_scale", "noise_scale", "problem_keys"]
+
+Mechanism = Literal["laplace", "gaussian"]
+Neighbouring = Literal["add-remove", "substitute"]
+MECHANISMS: tuple[str, ...] = get_args(Mechanism)
+NEIGHBOURING: tuple[str, ...] = get_args(Neighbouring)
+
+
+def check_epsilon(epsilon) -> float:
+    """ε as a float, checked to be a finite number > 0 (None, a run given by its noise multiplier only, fails)."""
+    return positive_float("epsilon", epsilon, hint="the release needs a finite ε > 0")
 
 
 def laplace_scale(sensitivity: float, epsilon: float) -> float:
     """b = Δ₁/ε: the Laplace scale of an ε-DP release of a statistic with L1 sensitivity Δ₁."""
-    check_epsilon(epsilon)
-    return sensitivity / epsilon
+    return sensitivity / check_epsilon(epsilon)
 
 
 def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
@@ -31,9 +41,8 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
 
     δ(σ) = Φ(1/(2u) − εu) − e^ε Φ(−1/(2u) − εu) with u = σ/Δ₂ is decreasing in u; solved on log u.
     """
-    check_epsilon(epsilon)
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not 0 < delta < 1:
-        raise ValueError(f"delta is {delta!r}; the Gaussian mechanism needs 0 < δ < 1")
+    epsilon = check_epsilon(epsilon)
+    delta = probability("delta", delta, hint="the Gaussian mechanism needs 0 < δ < 1")
 
     def excess(log_u):
         u = math.exp(log_u)
@@ -44,29 +53,25 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
     return sensitivity * math.exp(brentq(excess, math.log(1e-4), math.log(1e8), xtol=1e-12, rtol=1e-12))
 
 
-def noise_scale(mechanism: str, *, l1: float, l2: float, epsilon: float, delta: float) -> tuple[float, float]:
-    """(scale, δ spent): Laplace b = Δ₁/ε with δ = 0, or the analytic Gaussian σ for (ε, δ)."""
-    check_choice("mechanism", mechanism, MECHANISMS)
+def noise_scale(mechanism: Mechanism, *, l1: float, l2: float, epsilon: float,
+                delta: float | None) -> tuple[float, float]:
+    """(scale, δ spent): Laplace b = Δ₁/ε with δ = 0 (delta unused), or the analytic Gaussian σ for (ε, δ)."""
+    choice("mechanism", mechanism, MECHANISMS)
     if mechanism == "laplace":
         return laplace_scale(l1, epsilon), 0.0
     return analytic_gaussian_sigma(l2, epsilon, delta), float(delta)
 
 
-def check_epsilon(epsilon) -> None:
-    """ValueError unless ε is a finite real number > 0 (None: a run given by its noise multiplier has no ε)."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not 0 < epsilon < math.inf:
-        raise ValueError(f"epsilon is {epsilon!r}; the release needs a finite ε > 0")
+def keys_for(keys, count: int) -> jax.Array:
+    """keys as `count` typed PRNG keys (count,), one per data set; a ValueError when their number differs."""
+    keys = as_keys(keys)
+    if keys.shape != (count,):
+        raise ValueError(f"{keys.shape[0]} keys for {count} data sets: give one PRNG key per data set")
+    return keys
 
 
-def check_choice(name: str, value, allowed: tuple[str, ...]) -> None:
-    """ValueError 'unknown NAME …: choose one of …' unless value is one of `allowed`."""
-    if value not in allowed:
-        raise ValueError(f"unknown {name} {value!r}: choose one of {', '.join(map(repr, allowed))}")
-
-
-def check_integers(settings, minima: dict[str, int]) -> None:
-    """ValueError unless every field `name` of `settings` is an integer ≥ minima[name] (sampler settings)."""
-    for name, minimum in minima.items():
-        value = getattr(settings, name)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-            raise ValueError(f"{name} is {value!r}; it must be an integer ≥ {minimum}")
+def problem_keys(keys, count: int) -> tuple[jax.Array, jax.Array]:
+    """Each problem's release key and sampler key, (k_release, k_sampler) = jax.random.split(keys[m]):
+    keys (count,) → two (count,) key arrays. Problem m's release and draws depend on keys[m] alone."""
+    pairs = jax.vmap(jax.random.split)(keys_for(keys, count))
+    return pairs[:, 0], pairs[:, 1]

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from ..posterior import NoiseAwarePosterior
+from ..posteriors.mixture import NaivePosterior, trace_facts
 from ..trace import Trace
 
 __all__ = ["naive_posterior"]
 
 
-def naive_posterior(trace: Trace) -> NoiseAwarePosterior:
-    """The last iterate φ_T as a one-component posterior (K = 1, no Hessian), with the interface of `fit`'s result."""
-    return NoiseAwarePosterior(
+def naive_posterior(trace: Trace) -> NaivePosterior:
+    """The last iterate φ_T as a one-component posterior (K = 1, no Hessian); needs no key (nothing is random)."""
+    return NaivePosterior(
         optimum_chains=trace.final_iterate()[None, None, :],
         hessian_chains=None,
         extra_noise_chains=None,
@@ -19,16 +19,3 @@ def naive_posterior(trace: Trace) -> NoiseAwarePosterior:
         sites=trace.sites,
         info=trace_facts(trace),
     )
-
-
-def trace_facts(trace: Trace, **more) -> dict:
-    """The trace's settings worth carrying into a posterior: privacy level and size."""
-    return {
-        "epsilon": trace.epsilon,
-        "delta": trace.delta,
-        "noise_multiplier": trace.noise_multiplier,
-        "clip": trace.clip,
-        "sampling_rate": trace.sampling_rate,
-        "n_examples": trace.n_examples,
-        "steps": trace.steps,
-    } | more

@@ -1,18 +1,18 @@
-"""Scoring posteriors: TARP coverage (method.md §4), calibration of predictive probabilities (§5), and the
-experiments that run them."""
+"""Scoring posteriors: TARP coverage (docs/method.md §4), calibration of predictive probabilities (§5), and the
+experiment driver both share."""
 
 from .calibration import (BINNINGS, CalibrationCurve, CalibrationMetrics, calibration_curve, calibration_metrics,
                           predictive_probabilities)
-from .calibration_experiment import CALIBRATION_METHODS, calibration, nonprivate_draws, record_traces
+from .calibration_experiment import calibration, record_traces
 from .calibration_result import CalibrationResult
+from .coverage import Simulations, coverage, evaluate, simulate_traces
 from .result import REFERENCE_RULES, CoverageResult
-from .simulate import METHODS, Simulation, Simulations, coverage, evaluate, register_method, simulate_traces
-from .tarp import LEVELS, coverage_rmse, marginal_ecp, reference_box, tarp_ecp, tarp_repeats
+from .tarp import (LEVELS, coverage_rmse, ecp_from_fractions, marginal_ecp, reference_box, tarp_ecp, tarp_fractions,
+                   tarp_repeats)
 
 __all__ = [
-    "BINNINGS", "CALIBRATION_METHODS", "CalibrationCurve", "CalibrationMetrics", "CalibrationResult", "calibration",
-    "calibration_curve", "calibration_metrics", "nonprivate_draws", "predictive_probabilities", "record_traces",
-    "LEVELS", "METHODS", "REFERENCE_RULES", "CoverageResult", "Simulation", "Simulations", "coverage",
-    "coverage_rmse", "evaluate", "marginal_ecp", "reference_box", "register_method", "simulate_traces", "tarp_ecp",
-    "tarp_repeats",
+    "BINNINGS", "CalibrationCurve", "CalibrationMetrics", "CalibrationResult", "CoverageResult", "LEVELS",
+    "REFERENCE_RULES", "Simulations", "calibration", "calibration_curve", "calibration_metrics", "coverage",
+    "coverage_rmse", "ecp_from_fractions", "evaluate", "marginal_ecp", "predictive_probabilities", "record_traces",
+    "reference_box", "simulate_traces", "tarp_ecp", "tarp_fractions", "tarp_repeats",
 ]

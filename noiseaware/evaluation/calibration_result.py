@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ..files import write_json
-from ..trace import text_table
+from ..util.files import write_json
+from ..util.tables import text_table
 
 __all__ = ["GRID", "METRICS", "CalibrationResult"]
 
@@ -140,11 +140,6 @@ class CalibrationResult:
         }
         write_json(path, payload)
 
-    def plot(self, path) -> Path:
-        """PNG reliability diagram: mean ± 1.96 sd over repeats per method, the diagonal, and a histogram of p̂."""
-        from ..plots import plot_calibration
-
-        return plot_calibration(self, path)
 
 
 def _mean_sd(values: np.ndarray) -> tuple[float, float | None]:
@@ -170,4 +165,3 @@ def _text(mean: float, sd: float | None, scale: float = 1.0) -> str:
 def _list(values: np.ndarray) -> list:
     """A float array as a JSON list, NaN → None."""
     return [None if not np.isfinite(v) else float(v) for v in np.asarray(values, np.float64)]
-

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..files import atomic_write, write_json
-from ..trace import text_table
+from ..util.files import atomic_write, write_json
+from ..util.tables import text_table
 from .tarp import coverage_rmse
 
 __all__ = ["REFERENCE_RULES", "CoverageResult"]
@@ -118,11 +118,3 @@ class CoverageResult:
                     for level, mean, sd in zip(self.levels, np.nanmean(curves, 0), np.nanstd(curves, 0)):
                         writer.writerow([method, rule, dimension, f"{level:.3f}", f"{mean:.5f}", f"{sd:.5f}"])
         atomic_write(Path(path), lambda temporary: temporary.write_text(buffer.getvalue()))
-
-    def plot(self, path, rule: str = "research") -> Path:
-        """PNG of the ECP curves (mean and min–max band over the R reference draws, the diagonal), and of
-        each dimension's marginal curves when d > 1."""
-        from ..plots import plot_coverage
-
-        return plot_coverage(self, path, rule=rule)
-

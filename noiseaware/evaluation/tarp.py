@@ -17,7 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["LEVELS", "coverage_rmse", "marginal_ecp", "reference_box", "tarp_ecp", "tarp_repeats"]
+__all__ = ["LEVELS", "coverage_rmse", "ecp_from_fractions", "marginal_ecp", "reference_box", "tarp_ecp", "tarp_fractions",
+           "tarp_repeats"]
 
 LEVELS = np.sort(1.0 - np.concatenate([[0.001], np.round(np.arange(0.05, 0.951, 0.05), 2), [0.999]]))
 """The paper's 21 credibility levels 1 − α, ascending: 0.001, 0.05, 0.10, …, 0.95, 0.999."""
@@ -70,6 +71,41 @@ def _marginal_fractions(samples, truth, references):
     return jnp.mean(jnp.abs(samples - references[:, None, :]) < jnp.abs(truth - references)[:, None, :], axis=1)
 
 
+@jax.jit
+def _fractions_per_set(samples, truth, references, scale):
+    """Joint f (G, M) and per-dimension f (G, M, d) for G reference sets, references (G, M, d)."""
+    def one(ref):
+        return _fractions(samples, truth, ref, scale), _marginal_fractions(samples, truth, ref)
+    return jax.lax.map(one, references)
+
+
+def tarp_fractions(samples, truth, references, *, metric: str = "euclidean", scale=None):
+    """TARP fractions for G reference sets at once: (joint f (G, M), per-dimension f (G, M, d)), numpy.
+
+    samples (M, K, d), truth (M, d), references (G, M, d). f_m is the fraction of draws closer to the
+    reference than the truth; the per-dimension f uses |θ_j − θ_ref,j|.
+    """
+    samples, truth = jnp.asarray(samples), jnp.asarray(truth)
+    references = jnp.asarray(references)
+    if references.ndim != 3:
+        raise ValueError(f"references must be (G, M, d); got shape {references.shape}")
+    _check(samples, truth, references[0])
+    joint, marginal = _fractions_per_set(samples, truth, references, _scale(metric, scale, samples.shape[-1]))
+    return np.asarray(joint), np.asarray(marginal)
+
+
+def ecp_from_fractions(fractions, levels=None) -> np.ndarray:
+    """ECP curves from fractions along axis 1 (the M simulations): f (R, M) → (R, L); f (R, M, d) → (R, L, d).
+
+    ecp[r, i] = mean over m of 1[f[r, m] < levels[i]]; NaN where M = 0.
+    """
+    levels, f = _levels(levels), np.asarray(fractions)
+    if f.shape[1] == 0:
+        return np.full((f.shape[0], levels.size) + f.shape[2:], np.nan)
+    below = f[:, None] < levels.reshape((1, -1, 1) + (1,) * (f.ndim - 2))
+    return below.mean(axis=2)
+
+
 def tarp_ecp(samples, truth, references, *, levels=None, metric: str = "euclidean", scale=None):
     """(levels (L,), ecp (L,)): ECP at each credibility level; ecp[i] = mean over m of 1[f_m < levels[i]].
 
@@ -80,7 +116,7 @@ def tarp_ecp(samples, truth, references, *, levels=None, metric: str = "euclidea
     samples, truth, references = _check(samples, truth, references)
     levels = _levels(levels)
     f = np.asarray(_fractions(samples, truth, references, _scale(metric, scale, samples.shape[-1])))
-    return levels, np.mean(f[:, None] < levels[None, :], axis=0)
+    return levels, ecp_from_fractions(f[None], levels)[0]
 
 
 def marginal_ecp(samples, truth, references, *, levels=None):
@@ -88,7 +124,7 @@ def marginal_ecp(samples, truth, references, *, levels=None):
     samples, truth, references = _check(samples, truth, references)
     levels = _levels(levels)
     f = np.asarray(_marginal_fractions(samples, truth, references))
-    return levels, np.mean(f[:, None, :] < levels[None, :, None], axis=0)
+    return levels, ecp_from_fractions(f[None], levels)[0]
 
 
 def coverage_rmse(levels, ecp) -> float | np.ndarray:
@@ -124,5 +160,4 @@ def tarp_repeats(key, samples, truth, centre, half_width, *, repeats: int = 20, 
     scale = _scale(metric, scale, samples.shape[-1])
     references = reference_box(key, centre, half_width, repeats)
     fractions = jax.lax.map(functools.partial(_fractions, samples, truth, scale=scale), references)
-    f = np.asarray(fractions)
-    return levels, np.mean(f[:, :, None] < levels[None, None, :], axis=1)
+    return levels, ecp_from_fractions(np.asarray(fractions), levels)

@@ -1,36 +1,5 @@
 """Three routes to the posterior of the gradient model (method.md §2): exact quadrature, Laplace, NUTS.
 
-Every route takes a `GradientModel` (noiseaware.gradient_model) and returns `Draws`: K draws of the
+Every route takes a `GradientModel` (noiseaware.inference.gradient_model) and returns `Draws`: K draws of the
 unknowns per chain. Routes never change the model; they only differ in how they explore it.
 """
-
-from __future__ import annotations
-
-import dataclasses
-from collections.abc import Mapping
-from typing import Any
-
-import numpy as np
-
-__all__ = ["Draws"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Draws:
-    """Posterior draws of the gradient model's unknowns, each (chains, K, P) float64.
-
-    optimum: φ* = (μ*, ρ*); hessian: the Hessian diagonal a = model.hessian(ã) (softplus or exp of ã); extra_noise: |u|, the extra
-    gradient-noise sd (None when the prior has no extra noise). diagnostics: route-specific facts
-    (R-hat, ESS, divergences, convergence flags, grid sizes …), plain Python/numpy values.
-    """
-
-    optimum: np.ndarray
-    hessian: np.ndarray
-    extra_noise: np.ndarray | None
-    diagnostics: Mapping[str, Any]
-
-    def __post_init__(self):
-        for name in ("optimum", "hessian", "extra_noise"):
-            value = getattr(self, name)
-            if value is not None and np.ndim(value) != 3:
-                raise ValueError(f"Draws.{name} must be (chains, draws, P); got shape {np.shape(value)}")

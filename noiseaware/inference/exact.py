@@ -15,6 +15,7 @@ probability ∝ its weight, jitter uniformly inside the cell, and draw φ* from 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -23,9 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..gradient_model import GradientModel, integrate_optimum, prior_distributions
-from ..keys import as_key
-from . import Draws
+from .gradient_model import GradientModel, integrate_optimum, prior_distributions
+from ..util.diagnostics import Diagnostics
+from ..util.keys import as_key
+from .draws import Draws
 
 __all__ = ["QuadratureGrid", "exact_grid", "exact_cdf", "exact_moments", "exact_draws", "fit_exact", "fit_exact_batch"]
 
@@ -222,6 +224,22 @@ def exact_draws(model: GradientModel, grid: QuadratureGrid, key, draws: int):
     return optimum, model.hessian(raw), extra
 
 
+@dataclasses.dataclass(frozen=True)
+class ExactDiagnostics(Diagnostics):
+    """The exact route's facts: moments of φ* and A from the grid (P,) each, without Monte Carlo error;
+    edge_mass (P,), the largest weight on the grid's outer edge (above 1e-6 the grid may cut posterior
+    mass); and the grid's sizes."""
+
+    optimum_mean: np.ndarray
+    optimum_sd: np.ndarray
+    hessian_mean: np.ndarray
+    hessian_sd: np.ndarray
+    edge_mass: np.ndarray
+    hessian_nodes: int
+    extra_nodes: int
+    passes: int
+
+
 def fit_exact(
     model: GradientModel,
     *,
@@ -236,8 +254,8 @@ def fit_exact(
     diagnostics: optimum_mean/optimum_sd/hessian_mean/hessian_sd (P,) from the grid, edge_mass (P,)
     (the largest weight on the grid's outer edge; above 1e-6 the grid may cut posterior mass) and the grid sizes.
     """
-    result = fit_exact_batch([model], key=key, draws=draws, hessian_nodes=hessian_nodes, extra_nodes=extra_nodes,
-                             passes=passes, split_keys=False)[0]
+    result = fit_exact_batch([model], keys=as_key(key)[None], draws=draws, hessian_nodes=hessian_nodes,
+                             extra_nodes=extra_nodes, passes=passes)[0]
     if isinstance(result, ValueError):
         raise result
     return result
@@ -246,23 +264,20 @@ def fit_exact(
 def fit_exact_batch(
     models: Sequence[GradientModel],
     *,
-    key,
+    keys,
     draws: int = 4000,
     hessian_nodes: int = 96,
     extra_nodes: int = 32,
     passes: int = 3,
-    split_keys: bool = True,
 ) -> list[Draws | ValueError]:
     """`fit_exact` for many traces' models (same P and prior) in one vmapped, compiled computation.
 
-    Model m uses the m-th key of jax.random.split(key, M) (or `key` itself for a single model when
-    split_keys is False). A model whose posterior weights are not finite gets a ValueError in its place.
+    Model m uses keys[m] (keys: M jax PRNG keys). A model whose posterior weights are not finite gets a
+    ValueError in its place.
     """
     settings = {"draws": draws, "hessian_nodes": hessian_nodes, "extra_nodes": extra_nodes, "passes": passes}
     with jax.enable_x64(True):
         stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *models)
-        key = as_key(key)
-        keys = jax.random.split(key, len(models)) if split_keys else key[None]
         grid, moments, sample = _fit_batch(stacked, keys, **settings)
         grid, moments, sample = jax.tree_util.tree_map(np.asarray, (grid, moments, sample))
     results = []
@@ -274,9 +289,9 @@ def fit_exact_batch(
                 "prior is degenerate; check the trace with Trace.summary()"
             ))
             continue
-        diagnostics = {name: value[m] for name, value in moments._asdict().items()}
-        diagnostics |= {"edge_mass": grid.edge_mass[m], "hessian_nodes": hessian_nodes,
-                        "extra_nodes": grid.extra_noise.shape[1], "passes": passes}
+        diagnostics = ExactDiagnostics(**{name: value[m] for name, value in moments._asdict().items()},
+                                       edge_mass=grid.edge_mass[m], hessian_nodes=hessian_nodes,
+                                       extra_nodes=grid.extra_noise.shape[1], passes=passes)
         results.append(Draws(optimum, hessian, None if model.extra_noise == "none" else extra, diagnostics))
     return results
 

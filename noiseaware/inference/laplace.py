@@ -25,9 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..gradient_model import GradientModel, log_density
-from ..keys import as_key
-from . import Draws
+from .gradient_model import GradientModel, log_density
+from ..util.diagnostics import Diagnostics
+from ..util.keys import as_key
+from .draws import Draws
 
 __all__ = ["LaplaceFit", "fit_laplace", "fit_laplace_batch", "laplace_approximation", "unconstrained_log_density"]
 
@@ -174,6 +175,24 @@ def _failure_message(fit: LaplaceFit, max_steps: int) -> str | None:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class LaplaceDiagnostics(Diagnostics):
+    """The Laplace route's facts per coordinate: the mode (optimum_map, hessian_map, extra_noise_map, (P,)),
+    marginal sds in the unconstrained space, the (P, k, k) covariances, Newton steps and convergence flags."""
+
+    style: str
+    optimum_map: np.ndarray
+    hessian_map: np.ndarray
+    extra_noise_map: np.ndarray | None
+    optimum_sd: np.ndarray
+    hessian_raw_sd: np.ndarray
+    log_extra_noise_sd: np.ndarray | None
+    covariance: np.ndarray
+    steps: np.ndarray
+    converged: np.ndarray
+    positive_definite: np.ndarray
+
+
 def fit_laplace(model: GradientModel, *, key, draws: int = 4000, style: str = "full", max_steps: int = 100) -> Draws:
     """Draws from the Laplace approximation of the gradient model's posterior, arrays (1, draws, P) float64.
 
@@ -200,11 +219,11 @@ def fit_laplace(model: GradientModel, *, key, draws: int = 4000, style: str = "f
 
 
 def fit_laplace_batch(
-    models: Sequence[GradientModel], *, key, draws: int = 4000, style: str = "full", max_steps: int = 100
+    models: Sequence[GradientModel], *, keys, draws: int = 4000, style: str = "full", max_steps: int = 100
 ) -> list[Draws | ValueError]:
     """`fit_laplace` for many traces' models (same P and prior): one vmapped Newton solve for all of them.
 
-    Model m uses the m-th key of jax.random.split(key, M); a model whose solve failed gets the ValueError
+    Model m uses keys[m] (keys: M jax PRNG keys); a model whose solve failed gets the ValueError
     `fit_laplace` would raise in its place.
     """
     _check_options(style, draws, models[0])
@@ -212,7 +231,6 @@ def fit_laplace_batch(
         stacked = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *models)
         fits = jax.vmap(lambda m: laplace_approximation(_target(m, style), max_steps=max_steps))(stacked)
         fits = jax.tree.map(np.asarray, fits)
-        keys = jax.random.split(as_key(key), len(models))
         return [
             _draws_from_fit(jax.tree.map(jnp.asarray, model), jax.tree.map(lambda x, m=m: x[m], fits), keys[m],
                             draws, style, max_steps)
@@ -257,19 +275,19 @@ def _draws_from_fit(model: GradientModel, fit: LaplaceFit, key, draws: int, styl
         optimum, hessian = x[..., 0], np.asarray(model.hessian(x[..., 1]))
         extra = np.exp(x[..., 2]) if mode.shape[-1] == 3 else None
     free = mode.shape[-1] == 3
-    diagnostics = {
-        "style": style,
-        "optimum_map": mode[:, 0],
-        "hessian_map": hessian_map,
-        "extra_noise_map": np.exp(mode[:, 2]) if free else None,
-        "optimum_sd": sd[:, 0],
-        "hessian_raw_sd": sd[:, 1],
-        "log_extra_noise_sd": sd[:, 2] if free else None,
-        "covariance": np.asarray(fit.covariance),
-        "steps": np.asarray(fit.steps),
-        "converged": np.asarray(fit.converged),
-        "positive_definite": np.asarray(fit.positive_definite),
-    }
+    diagnostics = LaplaceDiagnostics(
+        style=style,
+        optimum_map=mode[:, 0],
+        hessian_map=hessian_map,
+        extra_noise_map=np.exp(mode[:, 2]) if free else None,
+        optimum_sd=sd[:, 0],
+        hessian_raw_sd=sd[:, 1],
+        log_extra_noise_sd=sd[:, 2] if free else None,
+        covariance=np.asarray(fit.covariance),
+        steps=np.asarray(fit.steps),
+        converged=np.asarray(fit.converged),
+        positive_definite=np.asarray(fit.positive_definite),
+    )
     return Draws(
         optimum=optimum[None],
         hessian=np.array(hessian)[None],

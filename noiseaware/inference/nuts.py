@@ -19,9 +19,11 @@ P = 24 OU traces, T = 10⁴), so the diagonal one is the default.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 from typing import NamedTuple
 
 import jax
@@ -30,10 +32,11 @@ import numpy as np
 from numpyro.infer import MCMC, NUTS
 from numpyro.infer.util import constrain_fn, get_transforms, potential_energy, unconstrain_fn
 
-from ..gradient_model import GradientModel, integrate_optimum, numpyro_model
-from ..keys import as_key
-from ..progress import Progress, progress_bar
-from . import Draws
+from .gradient_model import GradientModel, integrate_optimum, numpyro_model
+from ..util.diagnostics import MixingDiagnostics
+from ..util.keys import as_key
+from ..util.progress import Progress, progress_bar
+from .draws import Draws
 
 __all__ = ["BACKENDS", "NutsRun", "fit_nuts", "fit_nuts_batch", "initial_values", "nuts_blackjax_draws", "nuts_diagnostics"]
 
@@ -241,6 +244,32 @@ def nuts_diagnostics(samples: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarr
     return rhat, ess
 
 
+@dataclasses.dataclass(frozen=True)
+class NutsDiagnostics(MixingDiagnostics):
+    """NUTS facts: rank-normalised R-hat and bulk ESS per block {"optimum", "hessian", "extra_noise_squared"}
+    → (P,); divergences (total); step_size, acceptance_rate, leapfrogs (chains,); and the settings."""
+
+    rhat: Mapping[str, np.ndarray]
+    ess_bulk: Mapping[str, np.ndarray]
+    divergences: int
+    step_size: np.ndarray
+    acceptance_rate: np.ndarray
+    leapfrogs: np.ndarray
+    warmup: int
+    draws: int
+    chains: int
+    target_accept: float
+    dense_mass: bool
+    backend: str
+
+    @classmethod
+    def summarise(cls, records: Sequence[NutsDiagnostics]) -> dict[str, Any]:
+        """The mixing summary and the total number of divergent transitions."""
+        if not records:
+            return {}
+        return MixingDiagnostics.summarise(records) | {"divergences": int(sum(r.divergences for r in records))}
+
+
 def fit_nuts(
     model: GradientModel,
     *,
@@ -283,30 +312,39 @@ def fit_nuts(
 def fit_nuts_batch(
     models: Sequence[GradientModel],
     *,
-    key,
+    keys,
     warmup: int = 1000,
     draws: int = 4000,
     chains: int = 1,
     target_accept: float = 0.8,
     dense_mass: bool = False,
+    backend: str = "blackjax",
     chunk: int = 50,
     progress: Progress = False,
 ) -> list[Draws | ValueError]:
-    """`fit_nuts` (blackjax backend) for many traces' models (same P and prior), vmapped in chunks of `chunk`.
+    """`fit_nuts` for many traces' models (same P and prior); model m uses keys[m] (M jax PRNG keys).
 
-    One compiled program runs every chunk (the last is padded); model m uses the m-th key of
-    jax.random.split(key, M); a model with non-finite draws gets a ValueError in its place. `progress`:
-    True for a bar over the traces, or a callable(done, total) called after each chunk.
+    backend "blackjax": vmapped in chunks of `chunk`, one compiled program for every chunk (the last is
+    padded); "numpyro": one model after another. A model with non-finite draws gets a ValueError in its
+    place. `progress`: True for a bar over the traces, or a callable(done, total) called after each chunk.
     """
-    settings = _settings(warmup, draws, chains, target_accept, dense_mass) | {"backend": "blackjax"}
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    settings = _settings(warmup, draws, chains, target_accept, dense_mass) | {"backend": backend}
     if not (isinstance(chunk, int) and chunk >= 1):
         raise ValueError(f"chunk must be a positive int; got {chunk!r}")
     count = len(models)
-    chunk = min(chunk, count)
+    chunk = 1 if backend == "numpyro" else min(chunk, count)
     results: list[Draws | ValueError] = []
     with jax.enable_x64(True):
-        keys = jax.random.split(as_key(key), count)
         with progress_bar(count, "NUTS", progress, unit="trace") as advance:
+            if backend == "numpyro":
+                for model, key in zip(models, keys):
+                    run = _numpyro_draws(jax.tree_util.tree_map(jnp.asarray, model), key, warmup, draws, chains,
+                                         target_accept, dense_mass, False)
+                    results.append(_draws_from_run(jax.tree_util.tree_map(_to_numpy, run), settings))
+                    advance(1)
+                return results
             for first in range(0, count, chunk):
                 index = [min(i, count - 1) for i in range(first, first + chunk)]
                 stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]),
@@ -353,15 +391,15 @@ def _draws_from_run(run: NutsRun, settings: dict) -> Draws | ValueError:
     if run.extra_noise is not None:
         samples["extra_noise_squared"] = run.extra_noise**2
     rhat, ess = nuts_diagnostics(samples)
-    diagnostics = {
-        "rhat": rhat,
-        "ess_bulk": ess,
-        "max_rhat": float(max(np.max(v) for v in rhat.values())),
-        "min_ess": float(min(np.min(v) for v in ess.values())),
-        "divergences": int(np.sum(run.divergences)),
-        "step_size": run.step_size,
-        "acceptance_rate": run.acceptance_rate,
-        "leapfrogs": run.leapfrogs,
+    diagnostics = NutsDiagnostics(
+        rhat=rhat,
+        ess_bulk=ess,
+        max_rhat=float(max(np.max(v) for v in rhat.values())),
+        min_ess=float(min(np.min(v) for v in ess.values())),
+        divergences=int(np.sum(run.divergences)),
+        step_size=run.step_size,
+        acceptance_rate=run.acceptance_rate,
+        leapfrogs=run.leapfrogs,
         **settings,
-    }
+    )
     return Draws(run.optimum, run.hessian, run.extra_noise, diagnostics)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import jax
 
-from ..contract import N_EXAMPLES_ARG, ModelError, build_site_map, latent_sites, model_arguments, run_model
-from ..keys import as_key
-from ..sites import SiteMap
+from ..recording.contract import N_EXAMPLES_ARG, ModelError, build_site_map, latent_sites, model_arguments, run_model
+from ..util.checks import positive_int
+from ..util.keys import as_key
+from ..recording.sites import SiteMap
 
 __all__ = ["BenchmarkModel", "from_numpyro"]
 
@@ -89,8 +89,7 @@ def from_numpyro(
             f"from_numpyro takes the DPVI settings without the privacy level or key; pass {privacy} to "
             "record_dpvi instead"
         )
-    if isinstance(n_examples, bool) or not isinstance(n_examples, numbers.Integral) or n_examples < 1:
-        raise ModelError(f"n_examples must be a positive integer, got {n_examples!r}")
+    n_examples = positive_int("n_examples", n_examples, error=ModelError)
     arguments = model_arguments(model)
     draft = BenchmarkModel(
         name or getattr(model, "__name__", "model"), model, n_examples, SiteMap(()), (), covariates=covariates

@@ -35,7 +35,8 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from .trace import BURN_IN, Trace
+from ..trace import BURN_IN, Trace
+from ..util.numerics import softplus_inverse
 
 __all__ = [
     "PRIORS",
@@ -258,7 +259,7 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
         if prior.hessian_link == "exp":
             loc, sd = np.log(slope), se / slope
         else:
-            loc = _softplus_inverse(slope)
+            loc = softplus_inverse(slope)
             sd = se / _sigmoid(loc)
     noise_sd = np.sqrt(stats.noise_var)
     extra = prior.extra_noise_scale * (noise_sd if prior.extra_noise_units == "noise-sd" else np.ones_like(noise_sd))
@@ -272,11 +273,6 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
         extra_noise=prior.extra_noise,
         hessian_link=prior.hessian_link,
     )
-
-
-def _softplus_inverse(a: np.ndarray) -> np.ndarray:
-    """softplus⁻¹(a) = log(expm1(a)), stable for large a."""
-    return a + np.log(-np.expm1(-a))
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -1,11 +1,12 @@
-"""NoiseAwarePosterior: the mixture over the VI optimum that a fitted trace implies (method.md §3).
+"""Posteriors that are mixtures over the VI optimum φ* (docs/method.md §3): noise-aware, naive and DPVIm.
 
 With draws φ*_k = (μ*_k, ρ*_k), k = 1..K, the posterior over the unconstrained θ (d,) is
 
     p̂(θ | trace) = (1/K) Σ_k N(θ; μ*_k, diag(softplus(ρ*_k)²)),
 
-so E[θ] = E[μ*] and Var[θ] = Var[μ*] + E[softplus(ρ*)²]. The naive last iterate is the same object
-with K = 1 and no Hessian.
+so E[θ] = E[μ*] and Var[θ] = Var[μ*] + E[softplus(ρ*)²]. `NoiseAwarePosterior` draws φ* from the
+gradient model; `NaivePosterior` is the last iterate (K = 1, no Hessian); `DPVImPosterior` spreads φ* by
+the converged tail of the trace. One file format holds all three; `load_posterior` returns the right type.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -24,12 +25,16 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from .files import atomic_write
-from .keys import as_key, standard_normal
-from .sites import SiteMap, SiteSpec
-from .trace import text_table
+from ..util.diagnostics import Diagnostics, NoDiagnostics, diagnostics_type
+from ..util.files import atomic_write, plain
+from ..util.keys import as_key, standard_normal
+from ..recording.sites import SiteMap, SiteSpec
+from ..trace import Trace
+from ..util.tables import text_table
+from .base import interval_table, tail_probability
 
-__all__ = ["NoiseAwarePosterior", "load_posterior", "comparison_table"]
+__all__ = ["DPVImPosterior", "MixturePosterior", "NaivePosterior", "NoiseAwarePosterior", "comparison_table",
+           "load_posterior", "trace_facts"]
 
 SCHEMA = "noiseaware-posterior"
 SCHEMA_VERSION = 1
@@ -38,7 +43,7 @@ DEFAULT_THETA_DRAWS = 4000
 
 
 @dataclasses.dataclass(frozen=True)
-class NoiseAwarePosterior:
+class MixturePosterior:
     """A posterior over θ from a trace: draws of the VI optimum φ* (and of the Hessian diagonal A).
 
     optimum_chains (C, K, P), hessian_chains (C, K, P) or None (naive), extra_noise_chains (C, K, P) or
@@ -56,10 +61,14 @@ class NoiseAwarePosterior:
     param_names: tuple[str, ...]
     sites: tuple[SiteSpec, ...] | None = None
     prior: str | None = None
-    diagnostics: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    diagnostics: Diagnostics = NoDiagnostics()
     info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
+    kind: ClassVar[str] = "posterior over the VI optimum"
+
     def __post_init__(self):
+        if not isinstance(self.diagnostics, Diagnostics):
+            raise TypeError(f"diagnostics must be a noiseaware Diagnostics record; got {type(self.diagnostics).__name__}")
         optimum = np.asarray(self.optimum_chains, np.float64)
         if optimum.ndim != 3 or optimum.shape[-1] % 2 or optimum.shape[1] < 1:
             raise ValueError(f"optimum_chains must be (chains, draws, P) with P = 2d even; got shape {optimum.shape}")
@@ -159,25 +168,19 @@ class NoiseAwarePosterior:
         means, sds = self._mixture()
         return np.sqrt(means.var(axis=0) + np.mean(sds**2, axis=0))
 
-    def interval(self, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
-        """The central `level` credible interval of each θ_j, (d,) ends: exact quantiles of the mixture."""
-        alpha, mixture = _tail(level), self._mixture()
+    def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
+        """The central `level` credible interval of each θ_j, (d,) ends: exact quantiles of the mixture (no key needed)."""
+        alpha, mixture = tail_probability(level), self._mixture()
         return mixture_quantile(*mixture, alpha), mixture_quantile(*mixture, 1.0 - alpha)
 
     def optimum_interval(self, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
         """The central `level` interval of each φ*_j from its draws, (P,) ends (a point for the naive baseline)."""
-        alpha = _tail(level)
+        alpha = tail_probability(level)
         return tuple(np.quantile(self.optimum_draws, [alpha, 1.0 - alpha], axis=0))
 
-    def summary(self, level: float = 0.9) -> str:
+    def summary(self, level: float = 0.9, *, key=None) -> str:
         """A table per θ coordinate: mean, sd and the central `level` interval, under a header line."""
-        low, high = self.interval(level)
-        rows = [
-            (name, f"{m:.4g}", f"{s:.3g}", f"{lo:.4g}", f"{hi:.4g}")
-            for name, m, s, lo, hi in zip(self.theta_names, self.theta_mean, self.theta_sd, low, high)
-        ]
-        percent = f"{100 * level:g}"
-        table = text_table(("θ (unconstrained)", "mean", "sd", f"{percent}% low", f"{percent}% high"), rows)
+        table = interval_table(self.theta_names, self.theta_mean, self.theta_sd, *self.interval(level), level)
         return f"{self.describe()}\n{table}"
 
     def describe(self) -> str:
@@ -191,7 +194,7 @@ class NoiseAwarePosterior:
             if key in self.diagnostics:
                 value = self.diagnostics[key]
                 parts.append(f"{key.replace('_', ' ')} {value:.4g}" if isinstance(value, float) else f"{key} {value}")
-        return "noise-aware posterior: " + ", ".join(parts)
+        return f"{self.kind}: " + ", ".join(parts)
 
     # ------------------------------------------------------------------ ArviZ and files
 
@@ -242,10 +245,12 @@ class NoiseAwarePosterior:
         return {
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
+            "kind": type(self).__name__,
             "method": self.method,
+            "diagnostics_type": type(self.diagnostics).__name__,
             "prior": "" if self.prior is None else self.prior,
-            "diagnostics": json.dumps(_jsonable(self.diagnostics)),
-            "info": json.dumps(_jsonable(self.info)),
+            "diagnostics": json.dumps(plain(dict(self.diagnostics))),
+            "info": json.dumps(plain(self.info)),
             "site_names": json.dumps([s.name for s in sites]) if self.sites is not None else "null",
             "site_shapes": json.dumps([list(s.shape) for s in sites]),
             "site_transforms": json.dumps([s.transform for s in sites]),
@@ -262,8 +267,47 @@ class NoiseAwarePosterior:
         atomic_write(path, lambda temporary: tree.to_netcdf(temporary, engine="h5netcdf"))
 
 
-def load_posterior(path: str | os.PathLike) -> NoiseAwarePosterior:
-    """Read a posterior written by `NoiseAwarePosterior.save`, validating its schema."""
+@dataclasses.dataclass(frozen=True)
+class NoiseAwarePosterior(MixturePosterior):
+    """The noise-aware posterior: K draws of φ* (and A, u) from the gradient model fitted to a trace."""
+
+    kind: ClassVar[str] = "noise-aware posterior"
+
+
+@dataclasses.dataclass(frozen=True)
+class NaivePosterior(MixturePosterior):
+    """The naive baseline: the last iterate's q_{φ_T} (K = 1, no Hessian), unaware of the DP noise."""
+
+    kind: ClassVar[str] = "naive posterior (last DPVI iterate, ignores the DP noise)"
+
+
+@dataclasses.dataclass(frozen=True)
+class DPVImPosterior(MixturePosterior):
+    """The DPVIm-style baseline: φ spread around a centre by the variance of the converged trace tail."""
+
+    kind: ClassVar[str] = "DPVIm-style posterior"
+
+
+def trace_facts(trace: Trace, **more) -> dict[str, Any]:
+    """The trace's settings a posterior carries: privacy level and size (and `more`, e.g. the burn-in)."""
+    return {
+        "epsilon": trace.epsilon,
+        "delta": trace.delta,
+        "noise_multiplier": trace.noise_multiplier,
+        "clip": trace.clip,
+        "sampling_rate": trace.sampling_rate,
+        "n_examples": trace.n_examples,
+        "steps": trace.steps,
+    } | more
+
+
+KINDS = {cls.__name__: cls for cls in (NoiseAwarePosterior, NaivePosterior, DPVImPosterior)}
+"""The mixture posteriors by class name, as saved in a posterior file's `kind` attribute."""
+_KIND_OF_METHOD = {"naive": "NaivePosterior", "dpvim": "DPVImPosterior"}
+
+
+def load_posterior(path: str | os.PathLike) -> MixturePosterior:
+    """Read a posterior written by `MixturePosterior.save` (noise-aware, naive or DPVIm), validating its schema."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no posterior file at {path}: check the path")
@@ -286,20 +330,24 @@ def load_posterior(path: str | os.PathLike) -> NoiseAwarePosterior:
             SiteSpec(name, tuple(shape), transform)
             for name, shape, transform in zip(names, json.loads(attrs["site_shapes"]), json.loads(attrs["site_transforms"]))
         )
-        return NoiseAwarePosterior(
+        method = str(attrs["method"])
+        kind = KINDS[str(attrs.get("kind", _KIND_OF_METHOD.get(method, "NoiseAwarePosterior")))]
+        diagnostics = diagnostics_type(str(attrs.get("diagnostics_type", ""))).from_mapping(
+            json.loads(attrs["diagnostics"]))
+        return kind(
             optimum_chains=model["optimum"].values,
             hessian_chains=model["hessian"].values if "hessian" in model else None,
             extra_noise_chains=model["extra_noise"].values if "extra_noise" in model else None,
-            method=str(attrs["method"]),
+            method=method,
             param_names=tuple(str(name) for name in model["param"].values),
             sites=sites,
             prior=str(attrs["prior"]) or None,
-            diagnostics=json.loads(attrs["diagnostics"]),
+            diagnostics=diagnostics,
             info=json.loads(attrs["info"]),
         )
 
 
-def comparison_table(posteriors: Mapping[str, NoiseAwarePosterior], level: float = 0.9, truth=None) -> str:
+def comparison_table(posteriors: Mapping[str, MixturePosterior], level: float = 0.9, truth=None) -> str:
     """Side-by-side central `level` intervals of θ per method (and the true θ when given)."""
     names = next(iter(posteriors.values())).theta_names
     columns = {label: post.interval(level) for label, post in posteriors.items()}
@@ -329,20 +377,3 @@ def mixture_quantile(means: np.ndarray, sds: np.ndarray, probability: float) -> 
         below = np.mean(special.ndtr((middle - means) / sds), axis=0) < probability
         low, high = np.where(below, middle, low), np.where(below, high, middle)
     return 0.5 * (low + high)
-
-
-def _tail(level: float) -> float:
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be a probability in (0, 1), got {level}")
-    return 0.5 * (1.0 - level)
-
-
-def _jsonable(value):
-    """Diagnostics as JSON: arrays become lists, numpy scalars Python numbers."""
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (np.ndarray, np.generic, jax.Array)):
-        return np.asarray(value).tolist()
-    return value

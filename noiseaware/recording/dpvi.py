@@ -19,7 +19,6 @@ over keys and over data sets of equal size (`record_dpvi_batch` does exactly tha
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -31,10 +30,11 @@ import optax
 from jax import lax
 
 from .contract import ModelSpec, as_data, inspect_model
-from .keys import as_key, as_keys
-from .privacy import epsilon_spent, noise_multiplier as calibrate_noise
-from .progress import progress_bar
-from .trace import Trace
+from ..util.keys import as_key, as_keys
+from ..privacy import epsilon_spent, noise_multiplier as calibrate_noise
+from ..util.checks import positive_float, positive_int
+from ..util.progress import progress_bar
+from ..trace import Trace
 
 __all__ = [
     "DPVISettings",
@@ -257,19 +257,6 @@ def _per_coordinate(value, d: int, name: str) -> tuple[float, ...]:
     return tuple(out.tolist())
 
 
-def _is_count(value) -> bool:
-    """A positive integer (bools excluded)."""
-    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 1
-
-
-def _positive(value: float, name: str, upper: float | None = None) -> float:
-    value = float(value)
-    if not (math.isfinite(value) and value > 0 and (upper is None or value <= upper)):
-        bound = f" and at most {upper}" if upper is not None else ""
-        raise ValueError(f"{name} must be positive{bound}, got {value}")
-    return value
-
-
 def _privacy(epsilon, delta, noise_multiplier, non_private, sampling_rate, steps, learning_rate, optimizer):
     """(σ, ε, δ, accountant) from exactly one of: epsilon, noise_multiplier, non_private=True."""
     if non_private:
@@ -283,12 +270,10 @@ def _privacy(epsilon, delta, noise_multiplier, non_private, sampling_rate, steps
     if epsilon is not None and noise_multiplier is not None:
         raise ValueError("pass either epsilon (σ is then calibrated) or noise_multiplier, not both")
     if noise_multiplier is not None:
-        sigma = float(noise_multiplier)
-        if not (math.isfinite(sigma) and sigma > 0):
-            raise ValueError(
-                f"noise_multiplier must be positive, got {noise_multiplier}; for a non-private reference "
-                "run pass non_private=True with a learning_rate"
-            )
+        sigma = positive_float(
+            "noise_multiplier", noise_multiplier,
+            hint="for a non-private reference run pass non_private=True with a learning_rate",
+        )
         epsilon = epsilon_spent(sigma, delta, sampling_rate, steps)
         if not math.isfinite(epsilon):
             raise ValueError(f"noise_multiplier={sigma} gives no finite ε at δ={delta}: increase the noise")
@@ -320,18 +305,16 @@ def resolve_settings(
     optimizer=None,
 ) -> DPVISettings:
     """Validate the user's settings and resolve σ, λ (κ heuristic unless given), init and batch padding."""
-    if not _is_count(steps):
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    sampling_rate = _positive(sampling_rate, "sampling_rate", upper=1.0)
-    clip = _positive(clip, "clip")
-    if not _is_count(mc_draws):
-        raise ValueError(f"mc_draws must be a positive integer, got {mc_draws!r}")
+    steps = positive_int("steps", steps)
+    sampling_rate = positive_float("sampling_rate", sampling_rate, maximum=1.0)
+    clip = positive_float("clip", clip)
+    mc_draws = positive_int("mc_draws", mc_draws)
     if learning_rate is not None and lr_multiplier is not None:
         raise ValueError("pass either learning_rate (explicit λ) or lr_multiplier (v of the κ heuristic), not both")
     if optimizer is not None and (learning_rate is not None or lr_multiplier is not None):
         raise ValueError("learning_rate and lr_multiplier have no effect with an optax optimizer: set its step size there")
     sigma, spent, dlt, accountant = _privacy(
-        epsilon, delta, noise_multiplier, non_private, sampling_rate, int(steps), learning_rate, optimizer
+        epsilon, delta, noise_multiplier, non_private, sampling_rate, steps, learning_rate, optimizer
     )
     d = spec.site_map.dim
     scale = _per_coordinate(grad_scale, d, "grad_scale")
@@ -348,12 +331,12 @@ def resolve_settings(
     n = spec.n_examples
     if batch_size is None:
         batch_size = default_batch_size(n, sampling_rate)
-    elif not _is_count(batch_size):
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    else:
+        batch_size = positive_int("batch_size", batch_size)
     return DPVISettings(
-        int(steps), sampling_rate, clip, sigma, scale, lr,
+        steps, sampling_rate, clip, sigma, scale, lr,
         _per_coordinate(DEFAULT_INIT if init is None else init, d, "init"),
-        int(mc_draws), int(min(batch_size, n)), spent, dlt, accountant,
+        mc_draws, int(min(batch_size, n)), spent, dlt, accountant,
     )
 
 

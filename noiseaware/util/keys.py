@@ -17,6 +17,9 @@ def as_key(key) -> jax.Array:
         # jax.random.key keeps only the low 32 bits, which would leave a random 63-bit seed guessable.
         words = np.array([seed >> 32, seed & 0xFFFF_FFFF], np.uint32)
         return jax.random.wrap_key_data(words, impl="threefry2x32")
+    if not isinstance(key, (jax.Array, np.ndarray)):
+        raise TypeError(f"key must be an int seed or a jax PRNG key, got {type(key).__name__}"
+                        + (": randomness reaches the result, so a key is required" if key is None else ""))
     key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         return key
@@ -41,3 +44,8 @@ def standard_normal(key, shape) -> np.ndarray:
     everywhere."""
     with jax.enable_x64(True):
         return np.asarray(jax.random.normal(as_key(key), shape, jnp.float64))
+
+
+def key_repr(key) -> int | list:
+    """A key as a results file records it: the int seed, or the key's raw uint32 words."""
+    return key if isinstance(key, int) else np.asarray(jax.random.key_data(as_key(key))).tolist()

@@ -1,0 +1,296 @@
+"""The posteriors of the sufficient-statistic baselines (docs/baselines.md §1, §2), behind the `Posterior` protocol.
+
+Both kinds are posteriors over the model's unconstrained θ (d,):
+
+* `GibbsPosterior` (bs2018, bs2019): the noise-aware sampler's draws θ (chains, draws, d); its mean, sd
+  and central intervals are those of the stored draws, so they need no key.
+* `ClosedFormPosterior` (the noise-naive bs2018-naive, bs2019-naive): marginals θ_j = g_j(X_j) with X_j a
+  one-dimensional law and g_j increasing, so the central interval is exact, g_j(F_j⁻¹(α/2)), g_j(F_j⁻¹(1 − α/2)),
+  and E[θ_j], sd[θ_j] are 1-D integrals; only draws (and the draws a saved file holds) need a key.
+
+`BaselinePosterior` holds what they share: the summary table, the one-line description and `save`, which
+writes an ArviZ-style netCDF file (`save_draws`). Their diagnostics are typed: `ReleaseDiagnostics` (the
+released statistic and the privacy facts) and `GibbsDiagnostics` (those, the mixing and the support fallbacks),
+each with the `summarise` a coverage study reports.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import jax
+import numpy as np
+import xarray as xr
+from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+
+from ..posteriors.base import interval_table, tail_probability
+from ..posteriors.mixture import DEFAULT_THETA_DRAWS
+from ..util.diagnostics import Diagnostics, MixingDiagnostics
+from ..util.files import atomic_write, plain
+from ..util.keys import as_key
+
+__all__ = ["RELEASE_FACTS", "BaselinePosterior", "ClosedFormPosterior", "GibbsDiagnostics", "GibbsPosterior",
+           "ReleaseDiagnostics", "chain_mixing", "gibbs_posterior", "save_draws"]
+
+SCHEMA = "noiseaware-baseline-posterior"
+SCHEMA_VERSION = 1
+TAIL = 1e-15
+"""Probability left out of each tail when a closed form's moments are integrated."""
+
+RELEASE_FACTS = ("mechanism", "neighbouring", "epsilon", "delta", "sensitivity", "noise_scale", "bound", "bounds",
+                 "moments", "statistic_epsilon", "statistic_sensitivity", "statistic_noise_scale", "moment_epsilon",
+                 "moment_sensitivity", "moment_noise_scale", "chains", "warmup", "draws", "thin", "retries", "init",
+                 "n_examples")
+"""The privacy and sampler facts a study reports for a sufficient-statistic baseline (shared by its fits)."""
+
+
+# ---------------------------------------------------------------- diagnostics
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleaseDiagnostics(Diagnostics):
+    """released: the DP statistic z (D,) the posterior was computed from; release: the facts of the release
+    (mechanism, neighbouring, ε, δ spent, sensitivities, noise scales …) and of the sampler settings."""
+
+    released: np.ndarray
+    release: Mapping[str, Any]
+
+    @classmethod
+    def summarise(cls, records: Sequence[ReleaseDiagnostics]) -> dict[str, Any]:
+        """{"release": the RELEASE_FACTS of the first fit} (every fit of one study shares them)."""
+        if not records:
+            return {}
+        facts = records[0].release
+        return {"release": {name: plain(facts[name]) for name in RELEASE_FACTS if name in facts}}
+
+
+@dataclasses.dataclass(frozen=True)
+class GibbsDiagnostics(MixingDiagnostics, ReleaseDiagnostics):
+    """A Gibbs fit: split R-hat rhat, effective sample size ess and integrated autocorrelation time iat (in kept
+    draws), each (d,), with their extremes max_rhat, min_ess; over `sweeps` sweeps, fallbacks (support
+    projections after the redraws failed) and redraws (support draws beyond the first); the release."""
+
+    rhat: np.ndarray
+    ess: np.ndarray
+    iat: np.ndarray
+    fallbacks: int
+    redraws: int
+    sweeps: int
+
+    @property
+    def fallback_rate(self) -> float:
+        """Fallbacks per sweep."""
+        return self.fallbacks / self.sweeps
+
+    @classmethod
+    def summarise(cls, records: Sequence[GibbsDiagnostics]) -> dict[str, Any]:
+        """The mixing summary, the fallbacks summed and the fits that had any, and the release."""
+        if not records:
+            return {}
+        fallbacks = np.array([r.fallbacks for r in records])
+        return (MixingDiagnostics.summarise(records)
+                | {"fallbacks": int(fallbacks.sum()), "simulations_with_fallbacks": int(np.count_nonzero(fallbacks))}
+                | ReleaseDiagnostics.summarise(records))
+
+
+def chain_mixing(chains: np.ndarray) -> dict[str, Any]:
+    """Split R-hat, ESS and IAT = chains·draws/ESS per coordinate (d,), and their extremes, of draws (chains, draws, d)."""
+    rhat, ess = split_gelman_rubin(chains), effective_sample_size(chains)
+    return {"rhat": rhat, "max_rhat": float(np.max(rhat)), "ess": ess, "min_ess": float(np.min(ess)),
+            "iat": chains.shape[0] * chains.shape[1] / ess}
+
+
+# ---------------------------------------------------------------- the shared base
+
+
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class BaselinePosterior(abc.ABC):
+    """A posterior over θ (d,) with labels theta_names (d,), the registered method that made it and its
+    diagnostics (a `ReleaseDiagnostics`, so it knows its release)."""
+
+    theta_names: tuple[str, ...]
+    diagnostics: ReleaseDiagnostics
+    method: str
+
+    kind: ClassVar[str]
+
+    def __post_init__(self):
+        if not isinstance(self.diagnostics, ReleaseDiagnostics):
+            raise TypeError(f"diagnostics must be a ReleaseDiagnostics record; got {type(self.diagnostics).__name__}")
+        object.__setattr__(self, "theta_names", tuple(self.theta_names))
+
+    @abc.abstractmethod
+    def sample(self, key, n: int = 20_000) -> np.ndarray:
+        """n draws of θ, (n, d)."""
+
+    @abc.abstractmethod
+    def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
+        """The central `level` credible interval of each θ_j, (d,) ends."""
+
+    @abc.abstractmethod
+    def moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """E[θ] and sd[θ], (d,) each."""
+
+    @abc.abstractmethod
+    def saved_draws(self, key=None) -> np.ndarray:
+        """The θ draws (chains, draws, d) a saved file holds."""
+
+    @abc.abstractmethod
+    def _details(self) -> list[str]:
+        """The parts of the one-line description that belong to the kind of posterior."""
+
+    def describe(self) -> str:
+        """One line: what it is, the method, the release and the kind's own facts."""
+        facts = self.diagnostics.release
+        release = f"ε = {facts['epsilon']:g} ({facts['mechanism']}, δ spent {facts['delta']:g})"
+        return f"{self.kind}: " + ", ".join([f"method {self.method}", release, *self._details()])
+
+    def summary(self, level: float = 0.9, *, key=None) -> str:
+        """A table per θ coordinate: mean, sd and the central `level` interval, under `describe()`."""
+        table = interval_table(self.theta_names, *self.moments(), *self.interval(level, key=key), level)
+        return f"{self.describe()}\n{table}"
+
+    def save(self, path: str | os.PathLike, key=None) -> None:
+        """Write `saved_draws(key)` and the diagnostics to a netCDF file, atomically (`save_draws`)."""
+        save_draws(path, self.saved_draws(key), self.theta_names, self._attrs())
+
+    def _attrs(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "kind": type(self).__name__,
+                "description": self.kind, "method": self.method, "diagnostics_type": type(self.diagnostics).__name__,
+                "diagnostics": json.dumps(plain(dict(self.diagnostics)))}
+
+
+def save_draws(path: str | os.PathLike, theta: np.ndarray, theta_names: Sequence[str], attrs: Mapping[str, Any]) -> None:
+    """Write θ draws (chain, draw, d) as an ArviZ-style DataTree to a .nc file (h5netcdf), atomically: group
+    `posterior` holds `theta` (chain, draw, theta_dim) labelled by theta_names; the root holds `attrs`."""
+    path = Path(path)
+    if path.suffix != ".nc":
+        raise ValueError(f"posterior files are netCDF: use a .nc path, not {path.name!r}")
+    if not path.parent.is_dir():
+        raise ValueError(f"cannot save {path}: the directory {path.parent} does not exist; create it first")
+    theta = np.asarray(theta, np.float64)
+    posterior = xr.Dataset({"theta": (("chain", "draw", "theta_dim"), theta)},
+                           coords={"chain": np.arange(theta.shape[0]), "draw": np.arange(theta.shape[1]),
+                                   "theta_dim": list(theta_names)})
+    posterior.attrs["sample_dims"] = ["chain", "draw"]
+    tree = xr.DataTree.from_dict({"/": xr.Dataset(attrs=dict(attrs)), "posterior": posterior})
+    atomic_write(path, lambda temporary: tree.to_netcdf(temporary, engine="h5netcdf"))
+
+
+# ---------------------------------------------------------------- Gibbs draws
+
+
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class GibbsPosterior(BaselinePosterior):
+    """The Gibbs draws θ (chains, draws, d) of a noise-aware sufficient-statistic sampler (bs2018, bs2019)."""
+
+    chains: np.ndarray
+    diagnostics: GibbsDiagnostics
+
+    kind: ClassVar[str] = "Bernstein–Sheldon noise-aware posterior (Gibbs)"
+
+    def __post_init__(self):
+        super().__post_init__()
+        chains = np.asarray(self.chains, np.float64)
+        if chains.ndim != 3 or chains.shape[-1] != len(self.theta_names):
+            raise ValueError(f"chains must be (chains, draws, d) with d = {len(self.theta_names)} theta_names; "
+                             f"got shape {chains.shape}")
+        object.__setattr__(self, "chains", chains)
+
+    @property
+    def draws(self) -> np.ndarray:
+        """The stored draws, chains concatenated: (chains·draws, d)."""
+        return self.chains.reshape(-1, self.chains.shape[-1])
+
+    def sample(self, key, n: int = 20_000) -> np.ndarray:
+        """n of the stored draws (n, d), without replacement when n ≤ chains·draws, with it otherwise."""
+        pool = self.draws
+        index = jax.random.choice(as_key(key), pool.shape[0], (n,), replace=n > pool.shape[0])
+        return pool[np.asarray(index)]
+
+    def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
+        """Quantiles α/2 and 1 − α/2 of the stored draws, (d,) each (no key: nothing is drawn)."""
+        alpha = tail_probability(level)
+        low, high = np.quantile(self.draws, [alpha, 1.0 - alpha], axis=0)
+        return low, high
+
+    def moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and sd of the stored draws, (d,) each."""
+        return self.draws.mean(axis=0), self.draws.std(axis=0)
+
+    def saved_draws(self, key=None) -> np.ndarray:
+        """The stored chains (no key)."""
+        return self.chains
+
+    def _details(self) -> list[str]:
+        chains, draws = self.chains.shape[:2]
+        d = self.diagnostics
+        return [f"{chains} × {draws} draws", f"max R-hat {d.max_rhat:.4g}", f"min ESS {d.min_ess:.4g}",
+                f"{d.fallbacks} support fallbacks"]
+
+
+def gibbs_posterior(chains: np.ndarray, *, method: str, theta_names: Sequence[str],
+                    diagnostics: type[GibbsDiagnostics] = GibbsDiagnostics,
+                    **facts) -> GibbsPosterior | FloatingPointError:
+    """One problem's GibbsPosterior from its draws θ (chains, draws, d), with their mixing facts and `facts` (the
+    other fields of `diagnostics`); its FloatingPointError (a failed fit) when a draw is not finite."""
+    if not np.all(np.isfinite(chains)):
+        return FloatingPointError(f"{method}: the Gibbs sampler produced non-finite draws of θ (a numerical "
+                                  "failure of this problem's fit)")
+    return GibbsPosterior(chains=chains, theta_names=theta_names, method=method,
+                          diagnostics=diagnostics(**chain_mixing(chains), **facts))
+
+
+# ---------------------------------------------------------------- closed forms
+
+Marginal = tuple[Any, Callable[[np.ndarray], np.ndarray]]
+"""(X_j, g_j): a frozen scipy.stats law and an increasing map with θ_j = g_j(X_j)."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+class ClosedFormPosterior(BaselinePosterior):
+    """A posterior known in closed form whose marginals are increasing maps of 1-D laws (`marginals`)."""
+
+    kind: ClassVar[str] = "noise-naive sufficient-statistic posterior"
+
+    @abc.abstractmethod
+    def marginals(self) -> list[Marginal]:
+        """(X_j, g_j) for j = 1..d."""
+
+    @abc.abstractmethod
+    def parameters(self) -> dict[str, Any]:
+        """The closed form's parameters (written to saved files)."""
+
+    def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
+        """Exact: g_j(F_j⁻¹(α/2)) and g_j(F_j⁻¹(1 − α/2)), (d,) each (no key)."""
+        alpha = tail_probability(level)
+        ends = np.array([[g(law.ppf(p)) for law, g in self.marginals()] for p in (alpha, 1.0 - alpha)], np.float64)
+        return ends[0], ends[1]
+
+    def moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """E[g_j(X_j)] and sd[g_j(X_j)] by adaptive quadrature between the 1e-15 and 1 − 1e-15 quantiles, (d,) each."""
+        out = []
+        for law, g in self.marginals():
+            low, high = law.ppf(TAIL), law.isf(TAIL)
+            mean = law.expect(g, lb=low, ub=high)
+            out.append((mean, np.sqrt(law.expect(lambda x: (g(x) - mean) ** 2, lb=low, ub=high))))
+        mean, sd = np.array(out, np.float64).T
+        return mean, sd
+
+    def saved_draws(self, key=None) -> np.ndarray:
+        """DEFAULT_THETA_DRAWS exact draws as one chain, (1, draws, d): the key is required."""
+        if key is None:
+            raise ValueError(f"a {self.kind} is saved with draws of θ from its closed form: pass key=… to save")
+        return self.sample(key, DEFAULT_THETA_DRAWS)[None]
+
+    def _details(self) -> list[str]:
+        return ["exact closed form"]
+
+    def _attrs(self) -> dict[str, Any]:
+        return super()._attrs() | {"parameters": json.dumps(plain(self.parameters()))}

@@ -1,0 +1,101 @@
+"""The `noiseaware` command line: `account`, `record`, `fit`, `coverage`, `calibrate` and `demo`.
+
+    noiseaware account --epsilon 0.1 0.3 1.0          # σ for each ε (PLD accountant)
+    noiseaware account --noise-multiplier 37.81       # ε spent by a given σ
+    noiseaware record --model M1 --epsilon 1 --out m1.nc
+    noiseaware record --model mymodels:logistic --data adult.csv --epsilon 1 \\
+        --steps 10000 --sampling-rate 0.01 --clip 2 --out adult.nc
+    noiseaware fit m1.nc --method exact --out m1-posterior.nc --plot m1.png
+    noiseaware coverage --model M1 --epsilon 0.1 1 --methods exact,nuts,naive --simulations 500 --out cov/
+    noiseaware calibrate --dataset adult --epsilon 0.1 1 --methods exact,nuts,laplace,naive,dpvim --repeats 20 \\
+        --out cal/
+    noiseaware demo                                   # M1 end to end: trace, fit, comparison, plot
+
+Simulated runs default to seed 0, for reproducibility. A run on real data (--data) draws a secret random
+seed that is never printed or saved: the DP noise is a function of the seed, so anyone who knows it can
+subtract the noise from the trace.
+
+User errors (a bad option, model, data or trace file, or setting) print one line `error: …` on stderr
+and exit with status 2; `main(argv)` returns the exit status instead of exiting, so it can be called
+in-process. Warnings of a fit (a weak signal, a quadrature grid that cuts posterior mass) print as
+`warning: …` lines on stderr, each once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import jax
+
+from .. import __version__
+from . import account, calibrate, coverage, demo, fit, record
+from .data import DataError, load_data
+
+__all__ = ["DataError", "build_parser", "load_data", "main"]
+
+EXIT_USAGE = 2
+COMMANDS = (account, record, fit, coverage, calibrate, demo)
+"""The command modules, in the order of `noiseaware --help`: each has add_parser(subparsers) and run(args)."""
+
+
+class UsageError(Exception):
+    """A command line argparse rejects."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of printing usage and exiting."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line `argv` (default sys.argv[1:]) and return its exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as error:
+        return _fail(str(error))
+    except SystemExit as done:  # --help, --version
+        return done.code if isinstance(done.code, int) else 0
+    try:
+        with _precision(getattr(args, "float64", False)):
+            return args.run(args)
+    except (ValueError, OSError) as error:  # ModelError, TraceError, DataError, files; not bugs
+        return _fail(" ".join(str(error).split("\n")))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of `noiseaware` with its subcommands."""
+    parser = _Parser(prog="noiseaware", description="Noise-aware differentially private Bayesian inference "
+                     "from DPVI traces.")
+    parser.add_argument("--version", action="version", version=f"noiseaware {__version__}")
+    subparsers = parser.add_subparsers(title="commands", dest="command", required=True)
+    for command in COMMANDS:
+        command.add_parser(subparsers)
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+@contextmanager
+def _precision(float64: bool) -> Iterator[None]:
+    """With float64, enable 64-bit JAX before any array is made, and restore the setting afterwards."""
+    if not float64:
+        yield
+        return
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", previous)

@@ -1,0 +1,131 @@
+"""Steps shared by the `noiseaware` commands: keys from a seed, models by name, output paths, fits that report
+their warnings, and the per-level reports of `coverage` and `calibrate`."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import jax
+
+from .. import models
+from ..methods.fit import fit
+from ..posteriors.mixture import NoiseAwarePosterior
+from ..trace import Trace
+from ..util.keys import as_key
+
+LEVEL = 0.9
+"""Credibility level of the printed intervals: fit's default, the demo's."""
+THETA_STREAM = 3
+"""θ draws for saved posteriors and plots: fold_in(fit key, THETA_STREAM), apart from the fit's own draws."""
+NUTS_OPTIONS = ("warmup", "chains", "backend")
+"""fit options for --method nuts only (argparse destinations = fit_nuts keywords)."""
+
+
+# ---------------------------------------------------------------- keys, models, paths
+
+
+def keys(seed: int) -> tuple[jax.Array, jax.Array]:
+    """Independent keys for the simulation and the DPVI run from one seed < 2^63 (all its bits kept)."""
+    key_simulation, key_dpvi = jax.random.split(as_key(seed))
+    return key_simulation, key_dpvi
+
+
+def builtin(name: str) -> models.BenchmarkModel:
+    try:
+        return models.get(name)
+    except KeyError as error:
+        raise ValueError(error.args[0]) from None
+
+
+def import_attribute(spec: str):
+    """The object named by 'package.module:name' (the current directory is searched first)."""
+    module_name, _, name = spec.partition(":")
+    if not module_name or not name:
+        raise ValueError(f"--model {spec}: write a user model as package.module:name")
+    cwd = str(Path.cwd())
+    sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"--model {spec}: cannot import {module_name} ({error}); run from the directory that "
+                          "holds it, or install it") from error
+    finally:
+        sys.path.remove(cwd)
+    if not hasattr(module, name):
+        raise ValueError(f"--model {spec}: module {module_name} has no {name!r}")
+    return getattr(module, name)
+
+
+def checked_path(name: str, option: str, suffixes: Sequence[str], rule: str) -> Path:
+    """An output path, checked before any work: a known suffix in an existing directory."""
+    path = Path(name)
+    if path.suffix.lower() not in suffixes:
+        raise ValueError(f"{option} {name}: {rule}")
+    if not path.parent.is_dir():
+        raise ValueError(f"{option} {name}: the directory {path.parent} does not exist; create it first")
+    return path
+
+
+def output_dir(name: str) -> Path:
+    """The output directory `name`, created if missing."""
+    out = Path(name)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+# ---------------------------------------------------------------- fits
+
+
+def route_options(args) -> dict:
+    """The route's own options given on the command line: --warmup, --chains, --backend for nuts."""
+    given = {name: getattr(args, name) for name in NUTS_OPTIONS if getattr(args, name, None) is not None}
+    if args.method != "nuts":
+        if given:
+            flags = ", ".join(f"--{name}" for name in given)
+            raise ValueError(f"{flags} apply to --method nuts only, not to --method {args.method}")
+        return {}
+    return given | {"progress": True}
+
+
+def fit_reporting_warnings(trace: Trace, method: str, **options) -> NoiseAwarePosterior:
+    """`fit(trace, method, **options)`, its warnings printed as `warning: …` lines on stderr, each once."""
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            post = fit(trace, method, **options)
+    finally:  # shown also when the fit fails: they may explain why
+        _show_warnings(caught)
+    return post
+
+
+def _show_warnings(caught: Sequence[warnings.WarningMessage]) -> None:
+    """UserWarnings (the fit's own, and libraries' advice) as one line each, repeats dropped; the rest
+    (deprecations and the like) go back to Python's warning filters."""
+    shown = set()
+    for warning in caught:
+        if not issubclass(warning.category, UserWarning):
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+            continue
+        line = " ".join(str(warning.message).split())
+        if line not in shown:
+            shown.add(line)
+            print(f"warning: {line}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------- reports of coverage and calibrate
+
+
+def epsilon_text(epsilon) -> str:
+    return "unknown" if epsilon is None else f"{epsilon:g}"
+
+
+def print_method_warnings(diagnostics: Mapping[str, Mapping]) -> None:
+    """Each method's warnings in an experiment's diagnostics as `warning: method: …` lines on stderr."""
+    for method, facts in diagnostics.items():
+        for line in facts.get("warnings", []):
+            print(f"warning: {method}: {' '.join(line.split())}", file=sys.stderr)

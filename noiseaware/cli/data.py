@@ -1,0 +1,134 @@
+"""Data files for `noiseaware record --data`: keyword arrays for a model from a .npz or a .csv.
+
+A .npz holds arrays by keyword. A .csv names its columns in the header row; indexed columns `X[0]`, `X[1]`, …
+(or `X.0`, `X.1`, …) are stacked in index order into one 2-D array `X` (N, k).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import zipfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["DataError", "load_data", "read_csv", "read_npz"]
+
+DATA_SUFFIXES = (".csv", ".npz")
+
+_INDEXED_COLUMN = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?:\[(?P<bracket>\d+)\]|\.(?P<dot>\d+))$")
+_INTEGER = re.compile(r"^[+-]?\d+$")
+
+
+class DataError(ValueError):
+    """A data file that cannot be read into keyword arrays for a model."""
+
+
+def load_data(path: str | Path) -> dict[str, np.ndarray]:
+    """Keyword arrays for a model from a .npz (arrays by name) or a .csv (see `read_csv`)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in DATA_SUFFIXES:
+        raise DataError(f"--data {path}: a data file ends in .csv or .npz")
+    if not path.is_file():
+        raise DataError(f"--data {path}: no such file")
+    return read_csv(path) if suffix == ".csv" else read_npz(path)
+
+
+def read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of a .npz archive by name (never unpickled)."""
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, zipfile.BadZipFile) as error:
+        raise DataError(f"{path} is not a readable .npz archive: {error}") from error
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise DataError(f"{path} holds a single array; save a dict of arrays with np.savez(path, x=..., y=...)")
+    with archive:
+        try:
+            return {name: archive[name] for name in archive.files}
+        except ValueError as error:
+            raise DataError(f"{path}: {error} (save numeric arrays, not object arrays)") from error
+
+
+def read_csv(path: Path) -> dict[str, np.ndarray]:
+    """Columns of a CSV file as arrays named by its header row.
+
+    Integer-looking columns become int arrays, others float. Columns `X[0]`, `X[1]`, … (or `X.0`, `X.1`, …)
+    are stacked in index order into one 2-D array `X` (N, k).
+    """
+    with open(path, newline="", encoding="utf-8-sig") as file:  # utf-8-sig: drop a spreadsheet's BOM
+        lines = [(line, row) for line, row in _rows(path, csv.reader(file)) if row]
+    if not lines:
+        raise DataError(f"{path} is empty; the first row must name the columns")
+    header = [name.strip() for name in lines[0][1]]
+    body = lines[1:]
+    if not body:
+        raise DataError(f"{path} has a header but no data rows")
+    for line, row in body:
+        if len(row) != len(header):
+            raise DataError(f"{path}, line {line}: {len(row)} field(s), but the header names {len(header)} columns")
+    columns = {name: _parse_column(path, name, [(line, row[j]) for line, row in body])
+               for j, name in enumerate(_check_header(path, header))}
+    return _stack_indexed(path, columns)
+
+
+def _rows(path: Path, reader) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each CSV record."""
+    try:
+        for row in reader:
+            yield reader.line_num, row
+    except csv.Error as error:
+        raise DataError(f"{path}, line {reader.line_num}: {error}") from error
+
+
+def _check_header(path: Path, header: Sequence[str]) -> Sequence[str]:
+    for name in header:
+        if not (name.isidentifier() or _INDEXED_COLUMN.match(name)):
+            raise DataError(f"{path}: column name {name!r} is not a keyword name (or an indexed one like X[0])")
+    duplicates = sorted({name for name in header if header.count(name) > 1})
+    if duplicates:
+        raise DataError(f"{path}: columns {duplicates} appear more than once")
+    return header
+
+
+def _parse_column(path: Path, name: str, cells: Sequence[tuple[int, str]]) -> np.ndarray:
+    """One column: int64 when every cell is an integer literal, else float64."""
+    values = [cell.strip() for _, cell in cells]
+    if all(_INTEGER.match(value) for value in values):
+        return np.array([int(value) for value in values], dtype=np.int64)
+    numbers = []
+    for (line, _), value in zip(cells, values):
+        try:
+            numbers.append(float(value))
+        except ValueError:
+            raise DataError(f"{path}, line {line}, column {name!r}: {value!r} is not a number") from None
+    return np.array(numbers, dtype=np.float64)
+
+
+def _stack_indexed(path: Path, columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Plain columns as they are; indexed columns X[j] stacked into X (N, k), j = 0..k−1."""
+    plain, indexed = {}, {}
+    for name, column in columns.items():
+        match = _INDEXED_COLUMN.match(name)
+        if match is None:
+            plain[name] = column
+            continue
+        group = indexed.setdefault(match.group("name"), {})
+        index = int(match.group("bracket") or match.group("dot"))
+        if index in group:
+            raise DataError(f"{path}: column {match.group('name')}[{index}] appears more than once")
+        group[index] = column
+    both = sorted(set(plain) & set(indexed))
+    if both:
+        raise DataError(f"{path}: {both[0]} is both a column and a group of indexed columns; rename one")
+    return {**plain, **{name: _stack(path, name, group) for name, group in indexed.items()}}
+
+
+def _stack(path: Path, name: str, group: Mapping[int, np.ndarray]) -> np.ndarray:
+    """Columns {j: column} with j = 0..k−1 → (N, k); int when every column is int."""
+    if sorted(group) != list(range(len(group))):
+        raise DataError(f"{path}: columns of {name} have indices {sorted(group)}; they must be 0, 1, …, "
+                        f"{len(group) - 1}")
+    return np.stack([group[j] for j in range(len(group))], axis=1)

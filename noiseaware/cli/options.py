@@ -1,0 +1,156 @@
+"""Argument helpers shared by the `noiseaware` commands: argparse types, seeds, privacy levels and method lists.
+
+`method_lists` is the one place where the command line reads the method registries.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..inference.gradient_model import PRIORS
+
+SIMULATION_SEED = 0
+"""The default seed of simulated runs (reproducible); real data get a secret random seed instead."""
+SEED_BITS = 63
+EXPERIMENT_PRIOR_HELP = "gradient-model prior of exact, laplace and nuts (default: %(default)s)"
+"""--prior's help in coverage and calibrate."""
+
+
+# ---------------------------------------------------------------- method lists
+
+
+@dataclass(frozen=True)
+class MethodLists:
+    """The method names the commands offer."""
+
+    routes: tuple[str, ...]
+    """Inference routes of the noise-aware posterior: `fit --method`, `demo --method`."""
+    coverage: tuple[str, ...]
+    """`coverage --methods`: the trace methods and the sufficient-statistic baselines."""
+    calibration: tuple[str, ...]
+    """`calibrate --methods`: the trace methods and nonprivate."""
+    calibration_default: tuple[str, ...]
+    """The default of `calibrate --methods`: the trace methods."""
+
+
+def method_lists() -> MethodLists:
+    """The method names of every command, read from the method registries (here only)."""
+    from ..evaluation.calibration_experiment import CALIBRATION_METHODS, TRACE_METHODS
+    from ..evaluation.simulate import METHODS as COVERAGE_REGISTRY
+    from ..methods.fit import METHODS as ROUTES
+
+    return MethodLists(routes=tuple(ROUTES), coverage=tuple(COVERAGE_REGISTRY),
+                       calibration=tuple(CALIBRATION_METHODS), calibration_default=tuple(TRACE_METHODS))
+
+
+def add_method_list(parser, choices: Sequence[str], default: Sequence[str], note: str = "") -> None:
+    """--methods: a comma-separated list from `choices`; `note` goes between the choices and the default."""
+    parser.add_argument("--methods", type=method_list(choices), default=default, metavar="LIST",
+                        help=f"comma-separated, from {', '.join(choices)}{note} (default: {','.join(default)})")
+
+
+def method_list(choices: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
+    """An argparse type: a comma-separated list of names from `choices`."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(name.strip() for name in text.split(",") if name.strip())
+        unknown = [name for name in names if name not in choices]
+        if not names or unknown:
+            raise argparse.ArgumentTypeError(f"unknown methods {unknown or text!r}: choose from {', '.join(choices)}")
+        return names
+
+    return parse
+
+
+# ---------------------------------------------------------------- privacy levels and DP-SGD settings
+
+
+def add_privacy_levels(parser) -> None:
+    """The required choice of coverage and calibrate: one or more ε, or one or more σ."""
+    level = parser.add_mutually_exclusive_group(required=True)
+    level.add_argument("--epsilon", type=float, nargs="+", metavar="E", help="one or more ε (σ by the accountant)")
+    level.add_argument("--noise-multiplier", type=float, nargs="+", metavar="S", help="one or more σ")
+
+
+def privacy_levels(args) -> list[tuple[str, float]]:
+    """(keyword, value) per privacy level given by add_privacy_levels' options."""
+    if args.epsilon:
+        return [("epsilon", e) for e in args.epsilon]
+    return [("noise_multiplier", s) for s in args.noise_multiplier]
+
+
+def level_tag(keyword: str, value: float) -> str:
+    """The file-name tag of a privacy level from `privacy_levels`: eps-E or sigma-S."""
+    return f"eps-{value:g}" if keyword == "epsilon" else f"sigma-{value:g}"
+
+
+def add_delta(parser) -> None:
+    parser.add_argument("--delta", type=float, default=1e-5, metavar="D", help="δ (default: %(default)g)")
+
+
+def add_dp_sgd_options(parser, defaults: bool) -> None:
+    """--delta, --sampling-rate, --steps: the research defaults for `account`, the preset's for `record`."""
+    preset = "" if defaults else " (default: the model's preset)"
+    add_delta(parser)
+    parser.add_argument("--sampling-rate", type=float, default=0.1 if defaults else None, metavar="Q",
+                        help="Poisson sampling rate q" + (" (default: %(default)g)" if defaults else preset))
+    parser.add_argument("--steps", type=int, default=10_000 if defaults else None, metavar="T",
+                        help="DP-SGD steps T" + (" (default: %(default)d)" if defaults else preset))
+
+
+def add_prior(parser, help_text: str = EXPERIMENT_PRIOR_HELP) -> None:
+    parser.add_argument("--prior", choices=tuple(PRIORS), default="default", help=help_text)
+
+
+def add_output_dir(parser) -> None:
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
+
+
+# ---------------------------------------------------------------- seeds and numbers
+
+
+def add_seed(parser, default: int | None, default_help: str) -> None:
+    """--seed of a simulation and a DPVI run."""
+    parser.add_argument("--seed", type=seed, default=default, metavar="SEED",
+                        help=f"integer in [0, 2^{SEED_BITS}), split into the simulation key and the DPVI key "
+                        f"({default_help})")
+
+
+def seed(text: str) -> int:
+    """--seed: an integer in [0, 2^63), all of whose bits enter the keys."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value < 2**SEED_BITS:
+        raise argparse.ArgumentTypeError(f"invalid seed {text!r}: give an integer in [0, 2^{SEED_BITS})")
+    return value
+
+
+def _number(text: str, kind, check: Callable, meaning: str):
+    """An argparse type: `text` as `kind` passing `check`, else an error naming `meaning`."""
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or not check(value):
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: give {meaning}")
+    return value
+
+
+def fraction(text: str) -> float:
+    return _number(text, float, lambda x: 0.0 <= x < 1.0, "a fraction in [0, 1)")
+
+
+def probability(text: str) -> float:
+    return _number(text, float, lambda x: 0.0 < x < 1.0, "a probability in (0, 1)")
+
+
+def positive_int(text: str) -> int:
+    return _number(text, int, lambda n: n >= 1, "a positive integer")
+
+
+def count(text: str) -> int:
+    return _number(text, int, lambda n: n >= 0, "a non-negative integer")

@@ -1,0 +1,206 @@
+"""`noiseaware record`: run DPVI on a built-in model (simulated data or --data) or on a user's numpyro model
+`package.module:function` (--data) and save its trace.
+
+Simulated runs default to seed 0; a run on real data draws a secret random seed that is never printed or saved.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import models
+from ..recording.dpvi import record_dpvi
+from ..util.tables import text_table
+from .common import builtin, checked_path, import_attribute, keys
+from .data import load_data
+from .options import SEED_BITS, SIMULATION_SEED, add_dp_sgd_options, add_seed
+
+TRACE_SUFFIXES = (".nc", ".npz")
+USER_MODEL_REQUIRED = ("steps", "sampling_rate", "clip")
+"""Settings a user model must be given: it has no preset."""
+SETTING_OPTIONS = ("steps", "sampling_rate", "clip", "mc_draws", "grad_scale", "lr_multiplier", "learning_rate",
+                   "init", "transforms")
+"""record options that override a preset's `dpvi_settings` (argparse destinations = record_dpvi keywords)."""
+BLOCK_OPTIONS = ("grad_scale", "lr_multiplier", "learning_rate")
+"""Options taking one value (all coordinates) or two (μ block, ρ block)."""
+KNOWN_SEED_WARNING = ("warning: --seed with --data: anyone who knows this seed can regenerate the DP noise and "
+                      "remove it from the trace; use a fixed seed on real data only for testing")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "record", help="record a DPVI trace of a built-in or your own numpyro model",
+        description="Run DPVI (DP-SGD on the ELBO) and save its trace. A built-in model simulates its data "
+        "(or reads --data) and uses its research preset; options given here override the preset. A user "
+        "model `package.module:function` needs --data, --steps, --sampling-rate and --clip.",
+    )
+    parser.add_argument("--model", required=True, metavar="NAME",
+                        help=f"a built-in ({', '.join(models.names())}, M1, M2, M3) or package.module:function")
+    parser.add_argument("--out", required=True, metavar="FILE", help="trace file to write (.nc or .npz)")
+    parser.add_argument("--data", metavar="FILE",
+                        help=".npz (arrays by keyword) or .csv (header = keywords; X[0], X[1], … stack into X)")
+    level = parser.add_mutually_exclusive_group(required=True)
+    level.add_argument("--epsilon", type=float, metavar="E", help="ε; σ is calibrated by the PLD accountant")
+    level.add_argument("--noise-multiplier", type=float, metavar="S", help="σ; ε is reported by the accountant")
+    level.add_argument("--non-private", action="store_true",
+                       help="σ = 0, a non-private reference run (needs --learning-rate)")
+    add_seed(parser, None, f"default: {SIMULATION_SEED} for simulated data; with --data a secret random seed, "
+             "never printed or saved, since anyone who knows the seed can remove the DP noise: give --seed "
+             "with --data only for testing")
+    add_dp_sgd_options(parser, defaults=False)
+    parser.add_argument("--clip", type=float, metavar="C", help="clipping norm C")
+    parser.add_argument("--mc-draws", type=int, metavar="DRAWS", help="Monte Carlo draws S per step")
+    parser.add_argument("--grad-scale", type=float, nargs="+", metavar="S",
+                        help="preconditioning s: one value, or two (μ block, ρ block)")
+    parser.add_argument("--lr-multiplier", type=float, nargs="+", metavar="V",
+                        help="v of the κ heuristic λ = v·s/(sqrt(T·P)·σ·C): one value or two (μ, ρ)")
+    parser.add_argument("--learning-rate", type=float, nargs="+", metavar="L",
+                        help="explicit step size λ instead of the κ heuristic: one value or two (μ, ρ)")
+    parser.add_argument("--init", type=float, nargs=2, metavar=("MU0", "RHO0"), help="initial μ₀ and ρ₀")
+    parser.add_argument("--transforms", choices=("numpyro", "research"),
+                        help="unconstrained maps: numpyro's biject_to, or research (softplus, additive log-ratio)")
+    parser.add_argument("--n-examples", type=int, metavar="N", help="size of the simulated data set")
+    parser.add_argument("--float64", action="store_true", help="record in 64-bit floats")
+    parser.set_defaults(run=run)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What `record` runs: a model, its data, the record_dpvi settings and, for simulated data, the truth."""
+
+    model: Callable
+    data: Mapping
+    settings: Mapping
+    truth: tuple[models.BenchmarkModel, jax.Array] | None = None
+
+
+def run(args) -> int:
+    out = _output_path(args.out)
+    key_simulation, key_dpvi = keys(_record_seed(args))
+    job = _user_job(args) if ":" in args.model else _builtin_job(args, key_simulation)
+    trace = record_dpvi(job.model, job.data, key=key_dpvi, progress=True, dtype=_dtype(args), **_privacy(args),
+                        **job.settings)
+    trace.save(out)
+    print(trace.summary())
+    if job.truth is not None:
+        print()
+        print(_truth_report(*job.truth))
+    print(f"\ntrace saved to {out}")
+    return 0
+
+
+def _output_path(name: str) -> Path:
+    """The trace path, checked before any work: a known suffix in an existing directory."""
+    return checked_path(name, "--out", TRACE_SUFFIXES, "a trace file ends in .nc (netCDF4) or .npz (numpy)")
+
+
+def _record_seed(args) -> int:
+    """--seed, or the default: 0 for simulated data, a secret random seed (never shown) for real data."""
+    if args.data is None:
+        return SIMULATION_SEED if args.seed is None else args.seed
+    if args.seed is None:
+        return secrets.randbits(SEED_BITS)
+    print(KNOWN_SEED_WARNING, file=sys.stderr)
+    return args.seed
+
+
+def _dtype(args):
+    return jnp.float64 if args.float64 else None
+
+
+def _privacy(args) -> dict:
+    if args.non_private:
+        if args.learning_rate is None:
+            raise ValueError("--non-private needs --learning-rate L (the κ heuristic divides by σ = 0)")
+        return {"non_private": True}
+    return {"epsilon": args.epsilon, "noise_multiplier": args.noise_multiplier, "delta": args.delta}
+
+
+def _settings(preset: Mapping, args) -> dict:
+    """The preset's settings with the options given on the command line in their place."""
+    given = {name: getattr(args, name) for name in SETTING_OPTIONS if getattr(args, name) is not None}
+    for name in BLOCK_OPTIONS:
+        if name in given:
+            given[name] = _scalar_or_pair(given[name], name)
+    if "init" in given:
+        given["init"] = tuple(given["init"])
+    settings = dict(preset)
+    if "learning_rate" in given and "lr_multiplier" not in given:
+        settings.pop("lr_multiplier", None)  # an explicit λ replaces the preset's κ heuristic
+    settings.update(given)
+    return settings
+
+
+def _scalar_or_pair(values: Sequence[float], name: str):
+    if len(values) == 1:
+        return values[0]
+    if len(values) == 2:
+        return tuple(values)
+    raise ValueError(f"--{name.replace('_', '-')} takes one value (all coordinates) or two (μ block, ρ block), "
+                     f"got {len(values)}")
+
+
+def _builtin_job(args, key) -> _Job:
+    """A built-in model on simulated data (or on --data) with its preset."""
+    bm = builtin(args.model)
+    if args.data is not None:
+        return _Job(bm.model, _user_data(args), _settings(bm.dpvi_settings, args))
+    bm = _resized(bm, args)
+    theta, data = bm.simulate(key)
+    return _Job(bm.model, data, _settings(bm.dpvi_settings, args), (bm, theta))
+
+
+def _resized(bm: models.BenchmarkModel, args) -> models.BenchmarkModel:
+    """`bm` simulating --n-examples examples, and mapping θ by --transforms so that the true θ printed is in
+    the trace's coordinates."""
+    if args.n_examples is None and args.transforms is None:
+        return bm
+    settings = dict(bm.dpvi_settings)
+    if args.transforms is not None:
+        settings["transforms"] = args.transforms
+    n_examples = bm.n_examples if args.n_examples is None else args.n_examples
+    return models.from_numpyro(bm.model, n_examples=n_examples, covariates=bm.covariates, name=bm.name,
+                               description=bm.description, **settings)
+
+
+def _user_job(args) -> _Job:
+    """A user's numpyro model `package.module:function` on the data of --data."""
+    model = import_model(args.model)
+    if args.data is None:
+        raise ValueError(f"model {args.model} needs data: pass --data FILE (.csv or .npz)")
+    missing = [f"--{name.replace('_', '-')}" for name in USER_MODEL_REQUIRED if getattr(args, name) is None]
+    if missing:
+        raise ValueError(f"a user model has no preset: pass {', '.join(missing)}")
+    return _Job(model, _user_data(args), _settings({}, args))
+
+
+def _user_data(args) -> dict[str, np.ndarray]:
+    """The data of --data (where N is the data's length, so --n-examples has no place)."""
+    if args.n_examples is not None:
+        raise ValueError("--n-examples sizes simulated data; with --data, N is the length of the data")
+    return load_data(args.data)
+
+
+def import_model(spec: str) -> Callable:
+    """The function named by 'package.module:function' (the current directory is searched first)."""
+    model = import_attribute(spec)
+    if not callable(model):
+        raise ValueError(f"--model {spec}: {spec.partition(':')[2]!r} is not a function")
+    return model
+
+
+def _truth_report(bm: models.BenchmarkModel, theta) -> str:
+    """The simulation's true θ per coordinate and each site's value in the model's own space."""
+    rows = [(name, f"{float(value):.4g}") for name, value in zip(bm.site_map.theta_names(), np.asarray(theta))]
+    sites = [f"  {name} = {np.array2string(np.asarray(value), precision=4, max_line_width=sys.maxsize)}"
+             for name, value in bm.site_map.constrain(jnp.asarray(theta)).items()]
+    return "\n".join(["true θ of the simulation (printed only; it is not part of the trace)",
+                      text_table(("θ", "unconstrained"), rows), "in the model's space:", *sites])

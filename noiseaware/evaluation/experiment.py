@@ -1,0 +1,106 @@
+"""The experiment driver shared by coverage and calibration: every method on the same problems, then a score.
+
+    for each method:  outcomes = method.fit_batch(batch, keys, options)     (same traces for every method)
+                      scores   = score(method, outcomes, draw key)          (TARP, or calibration metrics)
+
+Method m's keys come from fold_in(key, crc32(name)), so a method's numbers do not depend on which other
+methods run beside it. Problem i of M uses split(k, M)[i] (the key itself for a batch of one, e.g. a
+non-private reference fitted once on shared data). Failures are counted, never dropped; warnings are
+gathered per method; the typed diagnostics of the fits are summarised by their own type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+import jax
+
+from ..methods.base import Batch, Method, Outcome, Registry, fit_problems, split_keys
+
+__all__ = ["MethodRun", "check_methods", "method_stream", "run_methods", "with_progress"]
+
+Score = TypeVar("Score")
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodRun(Generic[Score]):
+    """One method's part of an experiment: its score, failed problems, diagnostics summary and timings."""
+
+    score: Score
+    failures: int
+    diagnostics: dict[str, Any]
+    fit_seconds: float
+    score_seconds: float
+
+
+def method_stream(name: str) -> int:
+    """A key offset per method name: a method's numbers do not depend on which other methods run."""
+    return zlib.crc32(name.encode())
+
+
+def check_methods(methods: Sequence[str | Method], registry: Registry, model: str | None, epsilon: float | None,
+                  method_options: Mapping[str, Any] | None) -> tuple[list[Method], dict[str, Any]]:
+    """Resolve and check every method and its options before any work: (methods, {name: options object})."""
+    resolved = registry.resolve(methods)
+    given = dict(method_options or {})
+    unknown = sorted(set(given) - {m.name for m in resolved})
+    if unknown:
+        raise ValueError(f"method_options names methods that do not run: {unknown}")
+    options = {}
+    for method in resolved:
+        options[method.name] = method.make_options(given.get(method.name))
+        method.check(model, getattr(options[method.name], "epsilon", None) or epsilon)
+    return resolved, options
+
+
+def run_methods(batch: Batch, methods: Sequence[Method], options: Mapping[str, Any], *, key,
+                score: Callable[[Method, list[Outcome], jax.Array], tuple[Score, int]]) -> dict[str, MethodRun[Score]]:
+    """Fit every method on `batch` and score it: {name: MethodRun}.
+
+    key: the experiment's fit and draw keys (k_fit, k_draw). score(method, outcomes, draw key) returns
+    (its score, the number of further failures it found, e.g. non-finite draws).
+    """
+    k_fit, k_draw = key
+    runs: dict[str, MethodRun[Score]] = {}
+    for method in methods:
+        stream = method_stream(method.name)
+        count = 1 if batch.shared_data and not method.private else len(batch)
+        start = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outcomes = fit_problems(method, batch, split_keys(jax.random.fold_in(k_fit, stream), count),
+                                    options[method.name])
+        fit_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        result, more_failures = score(method, outcomes, jax.random.fold_in(k_draw, stream))
+        runs[method.name] = MethodRun(
+            score=result,
+            failures=sum(isinstance(o, Exception) for o in outcomes) + more_failures,
+            diagnostics=summarise_diagnostics(outcomes) | {"warnings": sorted({_one_line(w) for w in caught})},
+            fit_seconds=fit_seconds,
+            score_seconds=time.perf_counter() - start,
+        )
+    return runs
+
+
+def with_progress(options, progress):
+    """A method's options with the study's progress bar, where the method has one (NUTS) not already on."""
+    if any(field.name == "progress" for field in dataclasses.fields(options)) and not options.progress:
+        return dataclasses.replace(options, progress=progress)
+    return options
+
+
+def summarise_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """The fits' typed diagnostics folded by their own type's `summarise` (fits of one method share a type)."""
+    records = [o.diagnostics for o in outcomes if not isinstance(o, Exception)]
+    return type(records[0]).summarise(records) if records else {}
+
+
+def _one_line(warning: warnings.WarningMessage) -> str:
+    return " ".join(str(warning.message).split())
+

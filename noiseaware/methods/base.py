@@ -1,0 +1,269 @@
+"""The method contract: one protocol for every way of turning traces (or released statistics) into posteriors.
+
+A `Method` is a small frozen record, in the spirit of optax's `GradientTransformation`: a name, the type
+of its options (a frozen dataclass), what it reads, and one pure batched function
+
+    fit_batch(batch, keys, options) -> [posterior or the exception that explains its failure] × M
+
+over the M problems of a `Batch` (traces, and for mechanism baselines the data), with keys (M,) one
+PRNG key per problem. Problem m's draws depend on keys[m] alone, so `fit(trace, key=k)` is the batch of
+one with keys [k], and `fit_batch(traces, key)` over M traces equals M `fit` calls with the keys
+jax.random.split(key, M). A failure is returned, not raised, so a study counts it and goes on.
+
+Methods are looked up in a `Registry`, an immutable mapping name → Method: `DEFAULT_REGISTRY` holds the
+built-ins, `registry.including(method)` gives a new registry with a plug-in, and every entry point (fit,
+fit_batch, coverage, calibration, the CLI) takes `methods` as names or `Method` objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+import jax
+import numpy as np
+
+from ..models.benchmark import BenchmarkModel
+from ..posteriors.base import Posterior
+from ..trace import Trace
+from ..util.keys import as_key
+
+__all__ = ["Batch", "FAILURES", "Method", "NoOptions", "Outcome", "Problem", "Registry", "fit_problems",
+           "per_problem", "per_trace", "summarise_warnings"]
+
+Outcome = Posterior | Exception
+"""What a method returns per problem: its posterior, or the exception that explains why the fit failed."""
+
+FAILURES = (ValueError, FloatingPointError)
+"""Numerical failures of one problem's fit: counted by a study, never fatal to it."""
+
+Reads = Literal["trace", "data"]
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOptions:
+    """A method without options."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """What a method may see of problem m: its trace, its data (mechanism baselines only) and the privacy level."""
+
+    index: int
+    trace: Trace | None
+    data: Mapping[str, Any] | None
+    model: BenchmarkModel | None
+    epsilon: float | None
+    delta: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """M problems of one model at one privacy level: what methods may see, never the truth.
+
+    traces: the M released traces (empty when a study runs mechanism baselines only); data: the problems'
+    data, arrays with a leading axis M, or None when methods may not read it; model: the BenchmarkModel
+    (None for traces of an unknown model); epsilon, delta: the privacy level a mechanism baseline may
+    spend on each problem's data; shared_data: all M problems hold the same data (repeated DP runs on one
+    data set), so a non-private reference method is fitted once.
+    """
+
+    traces: tuple[Trace, ...]
+    model: BenchmarkModel | None = None
+    data: Mapping[str, Any] | None = None
+    epsilon: float | None = None
+    delta: float | None = None
+    shared_data: bool = False
+    size: int | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "traces", tuple(self.traces))
+        if self.size is None:
+            object.__setattr__(self, "size", len(self.traces))
+        if self.traces and len(self.traces) != self.size:
+            raise ValueError(f"a batch of {self.size} problems needs {self.size} traces; got {len(self.traces)}")
+
+    def __len__(self) -> int:
+        return self.size
+
+    def problem(self, m: int) -> Problem:
+        data = None if self.data is None else jax.tree.map(lambda a: a[0 if self.shared_data else m], dict(self.data))
+        return Problem(m, self.traces[m] if self.traces else None, data, self.model, self.epsilon, self.delta)
+
+
+FitBatch = Callable[[Batch, jax.Array, Any], Sequence[Outcome]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """A way from problems to posteriors.
+
+    name: the registry key; fit_batch(batch, keys, options) → one Outcome per problem (or a single one for
+    a non-private reference on shared data); options: the frozen dataclass of its options; reads: "trace"
+    (only the DP-released traces) or "data" (releases its own DP statistics of the data at the batch's
+    (ε, δ), or, with private=False, is a non-private reference that reads the data itself); models: the
+    model names it supports (None: any); needs_epsilon: it spends an ε of its own (a run given by σ alone
+    must say which ε σ stands for); description: one line for tables and --help.
+    """
+
+    name: str
+    fit_batch: FitBatch
+    options: type = NoOptions
+    reads: Reads = "trace"
+    models: tuple[str, ...] | None = None
+    needs_epsilon: bool = False
+    private: bool = True
+    description: str = ""
+
+    def __post_init__(self):
+        if not (isinstance(self.name, str) and self.name):
+            raise ValueError(f"a method needs a non-empty name; got {self.name!r}")
+        if not callable(self.fit_batch):
+            raise TypeError(f"method {self.name!r}: fit_batch must be callable")
+        if not (isinstance(self.options, type) and dataclasses.is_dataclass(self.options)):
+            raise TypeError(f"method {self.name!r}: options must be a dataclass type")
+        if self.reads not in ("trace", "data"):
+            raise ValueError(f"method {self.name!r}: reads must be 'trace' or 'data'; got {self.reads!r}")
+
+    def make_options(self, options=None, **overrides):
+        """The method's options from an instance of its options class, a mapping, or keywords (validated)."""
+        if isinstance(options, self.options):
+            return dataclasses.replace(options, **overrides) if overrides else options
+        values = dict(options or {}) | overrides
+        known = {field.name for field in dataclasses.fields(self.options)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"method {self.name!r} has no option {', '.join(map(repr, unknown))}; its options: "
+                             f"{', '.join(sorted(known)) or 'none'}")
+        return self.options(**values)
+
+    def check(self, model: str | None, epsilon: float | None) -> None:
+        """A ValueError, before any work, unless the method supports `model` and has the ε it needs."""
+        if self.models is not None and model not in self.models:
+            raise ValueError(f"method {self.name!r} supports the models {', '.join(self.models)}, not {model!r}")
+        if self.needs_epsilon and epsilon is None:
+            raise ValueError(f"method {self.name!r} releases its own statistics at an ε, and this run has a noise "
+                             "multiplier only: give the run an ε (--epsilon), or the ε that σ stands for as the "
+                             f"method's option, e.g. method_options={{{self.name!r}: {{'epsilon': …}}}}")
+
+
+def fit_problems(method: Method, batch: Batch, keys, options) -> list[Outcome]:
+    """method.fit_batch with its promise checked: one Outcome per problem (one in all for a non-private
+    reference on shared data); a numerical failure raised by the method becomes every problem's outcome."""
+    try:
+        outcomes = list(method.fit_batch(batch, keys, options))
+    except FAILURES as error:
+        return [error] * len(batch)
+    expected = {len(batch)} | ({1} if batch.shared_data and not method.private else set())
+    if len(outcomes) not in expected:
+        raise RuntimeError(f"method {method.name!r} returned {len(outcomes)} outcomes for {len(batch)} problems")
+    return outcomes
+
+
+def per_trace(name: str, fit_one: Callable[[Trace, jax.Array, Any], Posterior], *, options: type = NoOptions,
+              description: str = "") -> Method:
+    """A method from a function of one trace: fit_one(trace, key, options) → posterior, called problem by problem."""
+    def fit_batch(batch: Batch, keys, opts) -> list[Outcome]:
+        return [_outcome(lambda t=t, k=k: fit_one(t, k, opts)) for t, k in zip(batch.traces, keys)]
+    return Method(name, fit_batch, options, "trace", description=description or (fit_one.__doc__ or "").strip())
+
+
+def per_problem(name: str, fit_one: Callable[[Problem, jax.Array, Any], Posterior], *, options: type = NoOptions,
+                models: tuple[str, ...] | None = None, needs_epsilon: bool = False, private: bool = True,
+                description: str = "") -> Method:
+    """A method that reads each problem's data: fit_one(problem, key, options) → posterior, problem by problem.
+
+    A mechanism baseline must spend at most problem.epsilon, problem.delta on problem.data; a non-private
+    reference (private=False) is fitted once when the problems share their data.
+    """
+    def fit_batch(batch: Batch, keys, opts) -> list[Outcome]:
+        count = 1 if batch.shared_data and not private else len(batch)
+        return [_outcome(lambda m=m: fit_one(batch.problem(m), keys[m], opts)) for m in range(count)]
+    return Method(name, fit_batch, options, "data", models, needs_epsilon, private,
+                  description or (fit_one.__doc__ or "").strip())
+
+
+def _outcome(make: Callable[[], Posterior]) -> Outcome:
+    try:
+        return make()
+    except FAILURES as error:
+        return error
+
+
+class Registry(Mapping[str, Method]):
+    """An immutable mapping name → Method; `including` returns a new registry with more methods."""
+
+    def __init__(self, methods: Iterable[Method] = ()):
+        self._methods: dict[str, Method] = {}
+        for method in methods:
+            if not isinstance(method, Method):
+                raise TypeError(f"a registry holds Method records; got {type(method).__name__}")
+            if method.name in self._methods:
+                raise ValueError(f"two methods are called {method.name!r}")
+            self._methods[method.name] = method
+
+    def __getitem__(self, name: str) -> Method:
+        try:
+            return self._methods[name]
+        except KeyError:
+            raise KeyError(f"unknown method {name!r}: choose from {', '.join(self._methods)}, or pass a Method "
+                           "(see docs/methods.md)") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._methods)
+
+    def __len__(self) -> int:
+        return len(self._methods)
+
+    def __repr__(self) -> str:
+        return f"Registry({', '.join(self._methods)})"
+
+    def including(self, *methods: Method) -> Registry:
+        """A new registry with `methods` added (a method of an existing name replaces it)."""
+        names = {method.name for method in methods}
+        return Registry([m for m in self._methods.values() if m.name not in names] + list(methods))
+
+    def names(self, reads: Reads | None = None) -> tuple[str, ...]:
+        """The registered names (only those that read `reads`, when given)."""
+        return tuple(name for name, m in self._methods.items() if reads is None or m.reads == reads)
+
+    def resolve(self, methods: Sequence[str | Method]) -> list[Method]:
+        """Method records for names or records; a ValueError naming every unknown name, before any work."""
+        if isinstance(methods, (str, Method)):
+            methods = [methods]
+        if not methods:
+            raise ValueError(f"no methods given: choose from {', '.join(self._methods)}")
+        unknown = [m for m in methods if isinstance(m, str) and m not in self._methods]
+        if unknown:
+            raise ValueError(f"unknown methods {unknown}: choose from {', '.join(self._methods)}, or pass a Method")
+        resolved = [self._methods[m] if isinstance(m, str) else m for m in methods]
+        bad = [m for m in resolved if not isinstance(m, Method)]
+        if bad:
+            raise TypeError(f"methods are names or noiseaware Method records; got {type(bad[0]).__name__}")
+        names = [m.name for m in resolved]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a method is named twice in {names}")
+        return resolved
+
+
+def split_keys(key, count: int) -> jax.Array:
+    """The batch-key convention: problem m of M uses jax.random.split(key, M)[m]."""
+    return jax.random.split(as_key(key), count)
+
+
+def summarise_warnings(caught: Sequence[warnings.WarningMessage], count: int, stacklevel: int = 3) -> None:
+    """Re-issue the per-problem warnings of a batch once each (same category), with how many of the `count`
+    problems raised them (a batch of one re-issues them as they were)."""
+    tally: dict[tuple[type[Warning], str], int] = {}
+    for warning in caught:
+        kind = (warning.category, str(warning.message))
+        tally[kind] = tally.get(kind, 0) + 1
+    for (category, text), times in tally.items():
+        warnings.warn(text if count == 1 else f"{times} of {count} traces: {text}", category, stacklevel=stacklevel)
+
+
+def failure_count(outcomes: Sequence[Outcome]) -> int:
+    """The number of failed problems."""
+    return int(np.sum([isinstance(o, Exception) for o in outcomes]))

@@ -1,0 +1,30 @@
+"""The baselines that read the same trace as the noise-aware fit: the naive last iterate and DPVIm."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from ..baselines.dpvim import dpvim_posterior
+from ..baselines.naive import naive_posterior
+from .base import NoOptions, per_trace
+
+__all__ = ["DPVIM", "DPVImOptions", "NAIVE"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DPVImOptions:
+    """draws: K draws of φ; centre: "last" (φ_T), "average" (the tail mean) or "empirical" (tail rows);
+    threshold κ of the convergence test; windows: the number of window starts (docs/baselines.md §3)."""
+
+    draws: int = 4000
+    centre: Literal["last", "average", "empirical"] = "last"
+    threshold: float = 0.05
+    windows: int = 10
+
+
+NAIVE = per_trace("naive", lambda trace, key, options: naive_posterior(trace),
+                  description="naive: the last DPVI iterate q_{φ_T}, unaware of the DP noise")
+DPVIM = per_trace("dpvim", lambda trace, key, o: dpvim_posterior(trace, key=key, draws=o.draws, centre=o.centre,
+                                                                 threshold=o.threshold, windows=o.windows),
+                  options=DPVImOptions, description="DPVIm-style: φ spread by the variance of the converged tail")

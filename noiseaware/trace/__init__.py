@@ -1,0 +1,8 @@
+"""The trace: the released iterates and noisy gradients of a DP-SGD run, with its settings (docs/trace-format.md)."""
+
+from .core import Trace
+from .files import SCHEMA, SCHEMA_VERSION
+from .summary import BURN_IN
+from .validation import VARIATIONAL_FAMILIES, TraceError
+
+__all__ = ["BURN_IN", "SCHEMA", "SCHEMA_VERSION", "VARIATIONAL_FAMILIES", "Trace", "TraceError"]

@@ -1,0 +1,172 @@
+"""Trace: the released output of DP variational inference.
+
+A trace is T aligned pairs (φ_t, G_t) plus the DP-SGD settings, where φ_t = (μ, ρ) ∈ R^P is read before
+step t and G_t = (Σ_{i ∈ B_t} clip_C(s ⊙ ∇ℓ_i(φ_t)) + ξ_t) ⊘ s, ξ_t ~ N(0, σ²C² I_P), is the noisy
+sum of clipped per-example gradients of the negative ELBO (docs/method.md §1); plain SGD is
+φ_{t+1} = φ_t − λ ⊙ G_t.
+
+Only DP-released values (iterates, noisy gradients, settings) may enter a trace. Files are `.npz` or
+`.nc` (netCDF4 via h5netcdf), never pickled; docs/trace-format.md describes the schema. The fields are
+checked in `validation`, read and written in `files`, summarised in `summary`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..recording.sites import SiteMap, SiteSpec
+from .files import read_trace, write_trace
+from .summary import summary_text
+from .validation import VARIATIONAL_FAMILIES, TraceError, validate
+
+__all__ = ["Trace"]
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """The released output of DPVI: T aligned pairs (φ_t, G_t) and the DP-SGD settings.
+
+    params (T, P) φ_t before step t, P = 2d: all μ, then all ρ (softplus(ρ) is the sd).
+    grads (T, P) G_t: noisy sum of clipped per-example gradients of the negative ELBO, un-preconditioned.
+    grad_scale (P,) s and learning_rate (P,) λ accept a scalar, which is broadcast.
+    param_names (P,) default to the site map's labels, else 'mu:theta[j]' / 'rho:theta[j]'.
+    Every array is stored as a read-only copy (float32 kept, other numbers become float64);
+    a non-private run has noise_multiplier 0 and epsilon math.inf. Equality is identity.
+    """
+
+    params: np.ndarray
+    grads: np.ndarray
+    noise_multiplier: float
+    clip: float
+    sampling_rate: float
+    n_examples: int
+    grad_scale: np.ndarray | float = 1.0
+    learning_rate: np.ndarray | float | None = None
+    final_params: np.ndarray | None = None
+    epsilon: float | None = None
+    delta: float | None = None
+    accountant: str | None = None
+    mc_draws: int | None = None
+    optimizer: str | None = None
+    variational_family: str = VARIATIONAL_FAMILIES[0]
+    param_names: tuple[str, ...] | None = None
+    sites: tuple[SiteSpec, ...] | None = None
+
+    def __post_init__(self):
+        for name, value in validate(self).items():  # the checked, read-only copies (the dataclass is frozen)
+            object.__setattr__(self, name, value)
+
+    @property
+    def steps(self) -> int:
+        """T, the number of recorded steps."""
+        return self.params.shape[0]
+
+    @property
+    def n_params(self) -> int:
+        """P = 2d, the length of φ = (μ, ρ)."""
+        return self.params.shape[1]
+
+    @property
+    def dim(self) -> int:
+        """d = P/2, the dimension of θ."""
+        return self.n_params // 2
+
+    @property
+    def site_map(self) -> SiteMap | None:
+        """The map from θ (d,) to the model's named sites, or None when the trace has none."""
+        return None if self.sites is None else SiteMap(self.sites)
+
+    @property
+    def noise_sd(self) -> np.ndarray:
+        """σC/s, shape (P,): the standard deviation of the DP noise in G_t per coordinate."""
+        return self.noise_multiplier * self.clip / self.grad_scale
+
+    def final_iterate(self) -> np.ndarray:
+        """φ_T (P,): final_params, else φ_{T−1} − λ ⊙ G_{T−1} for a plain-SGD trace with known λ."""
+        if self.final_params is not None:
+            return self.final_params
+        if self.learning_rate is None or self.optimizer != "sgd":
+            missing = "learning_rate" if self.learning_rate is None else f"optimizer is {self.optimizer!r}, not 'sgd'"
+            raise TraceError(
+                f"final_params is absent and cannot be derived ({missing}): φ_T = φ_(T-1) − λ ⊙ G_(T-1) "
+                "holds only for plain SGD with known step sizes; record final_params in the trace, or give "
+                "learning_rate with optimizer='sgd' if the run was plain SGD"
+            )
+        return self.params[-1] - self.learning_rate * self.grads[-1]
+
+    def summary(self) -> str:
+        """A readable multi-line table: the settings, then per θ coordinate the final μ and sd, the
+        post-burn-in mean of μ, and the sd of G over the last 80 % next to the DP noise sd σC/s."""
+        return summary_text(self)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the trace to `path` (.nc or .npz) atomically: a failed write leaves the target untouched."""
+        write_trace(self, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Trace:
+        """Read and validate a trace file (.nc or .npz); nothing is ever unpickled."""
+        return read_trace(path, cls)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        params,
+        grads,
+        *,
+        noise_multiplier: float,
+        clip: float,
+        sampling_rate: float,
+        n_examples: int,
+        grad_scale=1.0,
+        learning_rate=None,
+        final_params=None,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        param_names: Sequence[str] | None = None,
+        sites: Sequence[SiteSpec] | None = None,
+        accountant: str | None = None,
+        mc_draws: int | None = None,
+        optimizer: str | None = None,
+        reduction: str = "sum",
+    ) -> Trace:
+        """A trace from any other DP-SGD implementation (PyTorch/Opacus, d3p, TensorFlow).
+
+        params, grads (T, P) as lists or arrays (float64 and float32 kept). reduction="sum" when grads
+        are the noisy sum of clipped per-example gradients; "mean" when they are that sum divided by the
+        expected batch size q·N (Opacus, optax's DP aggregate): they are multiplied by q·N. A given
+        learning_rate with optimizer=None records optimizer="sgd", since per-coordinate step sizes
+        describe plain SGD.
+        """
+        if reduction not in ("sum", "mean"):
+            raise TraceError(
+                f"reduction={reduction!r} is not supported: use 'sum' when grads are the noisy sum of clipped "
+                "per-example gradients, 'mean' when they were divided by the expected batch size q·N"
+            )
+        if learning_rate is not None and optimizer is None:
+            optimizer = "sgd"
+        trace = cls(
+            params,
+            grads,
+            noise_multiplier=noise_multiplier,
+            clip=clip,
+            sampling_rate=sampling_rate,
+            n_examples=n_examples,
+            grad_scale=grad_scale,
+            learning_rate=learning_rate,
+            final_params=final_params,
+            epsilon=epsilon,
+            delta=delta,
+            accountant=accountant,
+            mc_draws=mc_draws,
+            optimizer=optimizer,
+            param_names=param_names,
+            sites=sites,
+        )
+        if reduction == "mean":
+            trace = replace(trace, grads=trace.grads * (trace.sampling_rate * trace.n_examples))
+        return trace

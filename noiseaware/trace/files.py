@@ -1,0 +1,298 @@
+"""Trace files: the fields ⇄ Trace conversion and the .npz / .nc (netCDF4 via h5netcdf) formats.
+
+A file holds the schema's fields (docs/trace-format.md): the arrays params, grads (T, P), final_params,
+grad_scale, learning_rate and the labels param_names (P,), the per-site columns site_names, site_shapes
+(JSON lists) and site_transforms, and the scalar settings. In .nc the arrays are variables on the dims step/param/site (param_names is the `param`
+coordinate) and the scalars global attributes. Nothing is ever pickled; every failure is a TraceError.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import h5netcdf
+import h5py
+import numpy as np
+
+from ..recording.sites import SiteSpec
+from ..util.files import atomic_write
+from .validation import TraceError
+
+if TYPE_CHECKING:
+    from .core import Trace
+
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "read_trace", "write_trace"]
+
+SCHEMA = "noiseaware.trace"
+SCHEMA_VERSION = 1
+REQUIRED_FIELDS = ("params", "grads", "noise_multiplier", "clip", "sampling_rate", "n_examples")
+OPTIONAL_FIELDS = (
+    "schema", "schema_version", "steps", "final_params", "grad_scale", "learning_rate", "epsilon", "delta",
+    "accountant", "mc_draws", "optimizer", "variational_family", "param_names", "site_names", "site_shapes",
+    "site_transforms",
+)  # fmt: skip
+_ARRAY_FIELDS = ("params", "grads", "final_params", "grad_scale", "learning_rate")
+_SITE_FIELDS = ("site_names", "site_shapes", "site_transforms")
+_NC_DIMS = {
+    "params": ("step", "param"),
+    "grads": ("step", "param"),
+    "final_params": ("param",),
+    "grad_scale": ("param",),
+    "learning_rate": ("param",),
+    "param_names": ("param",),
+    "site_names": ("site",),
+    "site_shapes": ("site",),
+    "site_transforms": ("site",),
+}
+_NC_VARIABLE = {"param_names": "param"}
+"""Fields stored in .nc under another variable name: the `param` coordinate holds the labels."""
+_NC_FIELD = {variable: field for field, variable in _NC_VARIABLE.items()}
+_NC_IGNORED_VARIABLE_ATTRS = ("_FillValue",)
+"""Variable attributes that netCDF writers add on their own (xarray writes a NaN _FillValue)."""
+_FORMAT_NAMES = {
+    ".npz": "a numpy .npz archive",
+    ".nc": "netCDF4 (HDF5-based; netCDF3 is not read: with xarray use to_netcdf(engine='h5netcdf'))",
+}
+
+
+def write_trace(trace: Trace, path: str | os.PathLike) -> None:
+    """Write `trace` to `path` (.nc or .npz) atomically: a failed write leaves the target untouched."""
+    path = Path(path)
+    write, _ = _format(path)
+    if not path.parent.is_dir():
+        raise TraceError(f"cannot save {path}: the directory {path.parent} does not exist; create it first")
+    fields = _to_fields(trace)
+    atomic_write(path, lambda temporary: write(temporary, fields))
+
+
+def read_trace(path: str | os.PathLike, trace_type: type[Trace]) -> Trace:
+    """A validated `trace_type` read from the trace file `path` (.nc or .npz); errors are prefixed by the path."""
+    path = Path(path)
+    _, read = _format(path)
+    if not path.is_file():
+        raise TraceError(f"no trace file at {path}: check the path")
+    try:
+        return _from_fields(_read_fields(read, path), trace_type)
+    except TraceError as error:
+        raise TraceError(f"{path}: {error}") from None
+
+
+# ---------------------------------------------------------------- fields (shared by both formats)
+
+
+def _to_fields(trace: Trace) -> dict[str, np.ndarray]:
+    """Every schema field that `trace` holds, as numpy arrays: 0-d for scalars, fixed-width unicode
+    for strings; absent optionals are omitted."""
+    sites = trace.sites or ()
+    values = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "params": trace.params,
+        "grads": trace.grads,
+        "noise_multiplier": trace.noise_multiplier,
+        "clip": trace.clip,
+        "sampling_rate": trace.sampling_rate,
+        "n_examples": trace.n_examples,
+        "final_params": trace.final_params,
+        "grad_scale": trace.grad_scale,
+        "learning_rate": trace.learning_rate,
+        "epsilon": trace.epsilon,
+        "delta": trace.delta,
+        "accountant": trace.accountant,
+        "mc_draws": trace.mc_draws,
+        "optimizer": trace.optimizer,
+        "variational_family": trace.variational_family,
+        "param_names": list(trace.param_names),
+        "site_names": [site.name for site in sites] or None,
+        "site_shapes": [json.dumps(list(site.shape)) for site in sites] or None,
+        "site_transforms": [site.transform for site in sites] or None,
+    }
+    return {name: np.asarray(value) for name, value in values.items() if value is not None}
+
+
+def _from_fields(fields: Mapping[str, Any], trace_type: type[Trace]) -> Trace:
+    """A validated `trace_type` from a file's fields {name: array or scalar}; checks the schema and unknown and
+    missing fields."""
+    fields = dict(fields)
+    schema = _item("schema", fields.pop("schema", SCHEMA))
+    _check_schema(schema, _item("schema_version", fields.pop("schema_version", SCHEMA_VERSION)))
+    unknown = sorted(set(fields) - set(REQUIRED_FIELDS + OPTIONAL_FIELDS))
+    if unknown:
+        raise TraceError(
+            f"unknown field(s) {unknown}: a trace holds only DP-released values "
+            f"({', '.join(REQUIRED_FIELDS + OPTIONAL_FIELDS)}) — never data, per-example quantities, clean "
+            "gradients or RNG keys/seeds; remove the field(s)"
+        )
+    missing = [name for name in REQUIRED_FIELDS if name not in fields]
+    if missing:
+        raise TraceError(f"required field(s) {missing} are missing; a trace needs {', '.join(REQUIRED_FIELDS)}")
+    steps = fields.pop("steps", None)
+    sites = _sites_from_fields(*(fields.pop(name, None) for name in _SITE_FIELDS))
+    trace = trace_type(**{name: _decode(name, value) for name, value in fields.items()}, sites=sites)
+    if steps is not None:
+        _check_steps(_item("steps", steps), trace)
+    return trace
+
+
+def _check_steps(steps, trace: Trace) -> None:
+    if steps != trace.steps:
+        raise TraceError(f"steps is {steps!r} but params has {trace.steps} rows; drop steps or fix it")
+
+
+def _check_schema(schema, version) -> None:
+    if schema != SCHEMA:
+        raise TraceError(f"schema is {schema!r}, not {SCHEMA!r}; this file is not a noiseaware trace")
+    if version != SCHEMA_VERSION:
+        raise TraceError(
+            f"schema_version {version!r} is not supported; this noiseaware reads schema_version {SCHEMA_VERSION}: "
+            "upgrade noiseaware or rewrite the file in version 1"
+        )
+
+
+def _decode(name: str, value):
+    if name in _ARRAY_FIELDS:
+        return np.asarray(value)
+    if name == "param_names":
+        return _strings(name, value)
+    return _item(name, value)
+
+
+def _item(name: str, value):
+    """A single value (number or str) from a 0-d array, a one-element array, a scalar or bytes."""
+    array = np.asarray(value)
+    if array.size != 1:
+        raise TraceError(f"{name} has shape {array.shape}; it must be a single value")
+    item = array.reshape(()).item()
+    return item.decode() if isinstance(item, bytes) else item
+
+
+def _strings(name: str, value) -> tuple[str, ...]:
+    array = np.asarray(value)
+    if array.ndim != 1:
+        raise TraceError(f"{name} has shape {array.shape}; it must be a 1-D array of strings")
+    items = [item.decode() if isinstance(item, bytes) else item for item in array.tolist()]
+    if not all(isinstance(item, str) for item in items):
+        raise TraceError(f"{name} holds non-strings; write it as a 1-D array of strings")
+    return tuple(items)
+
+
+def _sites_from_fields(names, shapes, transforms) -> tuple[SiteSpec, ...] | None:
+    given = [value is not None for value in (names, shapes, transforms)]
+    if not any(given):
+        return None
+    if not all(given):
+        raise TraceError(f"{', '.join(_SITE_FIELDS)} come together (one entry per site): write all three or none")
+    columns = [_strings(name, value) for name, value in zip(_SITE_FIELDS, (names, shapes, transforms))]
+    if len({len(column) for column in columns}) != 1:
+        lengths = [len(column) for column in columns]
+        raise TraceError(f"{', '.join(_SITE_FIELDS)} have lengths {lengths}; they need one entry per site")
+    return tuple(SiteSpec(name, _shape(name, text), transform) for name, text, transform in zip(*columns))
+
+
+def _shape(site: str, text: str) -> tuple[int, ...]:
+    try:
+        shape = json.loads(text)
+    except json.JSONDecodeError:
+        shape = None
+    if not isinstance(shape, list) or not all(type(k) is int and k >= 0 for k in shape):  # not true/false
+        raise TraceError(
+            f"site_shapes entry {text!r} of site {site!r} must be a JSON list of sizes such as '[]' or '[3]'"
+        )
+    return tuple(shape)
+
+
+
+# ---------------------------------------------------------------- files
+
+
+def _format(path: Path) -> tuple[Callable[[Path, dict], None], Callable[[Path], dict]]:
+    formats = {".npz": (_write_npz, _read_npz), ".nc": (_write_nc, _read_nc)}
+    suffix = path.suffix.lower()
+    if suffix not in formats:
+        raise TraceError(f"{path} has suffix {path.suffix!r}; a trace file ends in .nc (netCDF4) or .npz (numpy)")
+    return formats[suffix]
+
+
+def _read_fields(read: Callable[[Path], dict], path: Path) -> dict[str, Any]:
+    """read(path), with any failure of the file itself turned into a TraceError."""
+    try:
+        return read(path)
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
+        if isinstance(error, TraceError):
+            raise
+        raise TraceError(
+            f"could not be read as a {path.suffix} trace ({error}); the file is corrupted or not "
+            f"{_FORMAT_NAMES[path.suffix.lower()]}: write it as described in docs/trace-format.md"
+        ) from None
+
+
+def _write_npz(path: Path, fields: dict[str, np.ndarray]) -> None:
+    with open(path, "xb") as handle:
+        np.savez(handle, **fields)
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as archive:
+        return {name: _npz_member(archive, name) for name in archive.files}
+
+
+def _npz_member(archive, name: str) -> np.ndarray:
+    try:
+        return archive[name]
+    except ValueError as error:
+        raise TraceError(
+            f"field {name!r} is a Python object array ({error}), and traces are never unpickled; write "
+            "strings as fixed-width unicode arrays, e.g. np.array(['a', 'b'])"
+        ) from None
+
+
+def _write_nc(path: Path, fields: dict[str, np.ndarray]) -> None:
+    """Arrays become variables on dims step/param/site (param_names as the `param` coordinate),
+    scalars and strings global attributes."""
+    arrays = {name: value for name, value in fields.items() if name in _NC_DIMS}
+    with h5netcdf.File(path, "w") as file:
+        file.dimensions = {dim: n for name, value in arrays.items() for dim, n in zip(_NC_DIMS[name], value.shape)}
+        for name, value in arrays.items():
+            if value.dtype.kind == "U":
+                value, dtype = value.astype(object), h5py.string_dtype()
+            else:
+                dtype = value.dtype
+            file.create_variable(_NC_VARIABLE.get(name, name), _NC_DIMS[name], dtype=dtype, data=value)
+        for name, value in fields.items():
+            if name not in arrays:
+                file.attrs[name] = value.item()
+
+
+def _read_nc(path: Path) -> dict[str, Any]:
+    fields = {}
+    with h5netcdf.File(path, "r") as file:
+        for variable_name, variable in file.variables.items():
+            name = _NC_FIELD.get(variable_name, variable_name)
+            extra = sorted(set(variable.attrs) - set(_NC_IGNORED_VARIABLE_ATTRS))
+            if extra:
+                raise TraceError(
+                    f"variable {variable_name!r} carries attributes {extra}; a trace holds only the schema's "
+                    "fields: remove them"
+                )
+            if name in _NC_DIMS and variable.dimensions != _NC_DIMS[name]:
+                raise TraceError(
+                    f"variable {variable_name!r} has dims {variable.dimensions}; it must have dims {_NC_DIMS[name]}"
+                )
+            _add(fields, name, variable[...])
+        for name, value in file.attrs.items():
+            _add(fields, name, value)
+    return fields
+
+
+def _add(fields: dict, name: str, value) -> None:
+    if name in fields:
+        raise TraceError(
+            f"field {name!r} appears twice (a variable and an attribute, or both param and param_names); keep one"
+        )
+    fields[name] = value
+

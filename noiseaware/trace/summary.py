@@ -1,0 +1,79 @@
+"""The trace's text summary: its settings, then one row per θ coordinate comparing the noisy gradients
+with the DP noise (`Trace.summary`)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..util.tables import text_table
+from .files import SCHEMA, SCHEMA_VERSION
+from .validation import TraceError
+
+if TYPE_CHECKING:
+    from .core import Trace
+
+__all__ = ["BURN_IN", "summary_text"]
+
+BURN_IN = 0.2
+"""Fraction of the steps that `Trace.summary` treats as burn-in."""
+
+
+def summary_text(trace: Trace) -> str:
+    """The text of `Trace.summary`: the settings lines, a blank line, then the per-coordinate table."""
+    return "\n".join([*_settings_lines(trace), "", _coordinate_table(trace)])
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "unknown"
+    if isinstance(value, float):
+        return "∞" if value == math.inf else f"{value:.4g}"
+    return str(value)
+
+
+def _range(values: np.ndarray | None) -> str:
+    if values is None:
+        return "unknown"
+    low, high = float(values.min()), float(values.max())
+    return _fmt(low) if low == high else f"{_fmt(low)} … {_fmt(high)}"
+
+
+def _settings_lines(trace: Trace) -> list[str]:
+    privacy = "non-private (σ = 0)" if trace.epsilon == math.inf else f"ε = {_fmt(trace.epsilon)}"
+    sites = trace.sites or ()
+    rows = [
+        ("privacy", f"{privacy}, δ = {_fmt(trace.delta)}, accountant {_fmt(trace.accountant)}"),
+        ("DP-SGD", f"σ = {_fmt(trace.noise_multiplier)}, C = {_fmt(trace.clip)}, q = {_fmt(trace.sampling_rate)}"),
+        ("size", f"N = {trace.n_examples}, T = {trace.steps}, S = {_fmt(trace.mc_draws)}"),
+        ("optimizer", f"{_fmt(trace.optimizer)}, learning rate λ {_range(trace.learning_rate)}"),
+        ("grad scale", f"s {_range(trace.grad_scale)}"),
+        ("family", f"{trace.variational_family}, d = {trace.dim}, P = {trace.n_params}"),
+        ("sites", ", ".join(f"{s.name}{list(s.shape)} {s.transform}" for s in sites) or "unknown"),
+    ]
+    width = max(len(label) for label, _ in rows)
+    title = f"noiseaware trace (schema {SCHEMA} v{SCHEMA_VERSION})"
+    return [title] + [f"  {label:<{width}}  {text}" for label, text in rows]
+
+
+def _coordinate_table(trace: Trace) -> str:
+    """One row per θ coordinate j: final μ_j and softplus(ρ_j), post-burn-in mean of μ_j, sd of G vs σC/s."""
+    try:
+        final, source = trace.final_iterate(), "φ_T"
+    except TraceError:
+        final, source = trace.params[-1], "φ_(T-1), φ_T unknown"
+    d, start = trace.dim, int(BURN_IN * trace.steps)
+    grad_sd, noise_sd = trace.grads[start:].std(axis=0), trace.noise_sd
+    mean_mu, final_sd = trace.params[start:, :d].mean(axis=0), np.logaddexp(0.0, final[d:])
+    header = (
+        "θ", f"μ at {source}", "softplus(ρ)", f"mean μ last {1 - BURN_IN:.0%}",
+        "sd G_μ", "noise sd_μ", "sd G_ρ", "noise sd_ρ",
+    )  # fmt: skip
+    columns = (final[:d], final_sd, mean_mu, grad_sd[:d], noise_sd[:d], grad_sd[d:], noise_sd[d:])
+    rows = [
+        (label.removeprefix("mu:"), *(f"{float(column[j]):.4g}" for column in columns))
+        for j, label in enumerate(trace.param_names[:d])
+    ]
+    return text_table(header, rows)

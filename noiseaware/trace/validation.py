@@ -1,0 +1,266 @@
+"""The trace's field validators: each checks one field, normalises it and names the fix when it is wrong.
+
+`validate(trace)` checks every field of a Trace as given to its constructor and returns the normalised values:
+arrays become read-only float copies (float32 kept, other numbers float64), finite everywhere; params and grads
+(T, P) share their shape with P = 2d even; vectors (P,) accept a scalar, which is broadcast; the site map must
+cover exactly d unconstrained coordinates. Every failure is a TraceError.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..recording.sites import SiteMap, SiteSpec, transform_from_name
+
+if TYPE_CHECKING:
+    from .core import Trace
+
+__all__ = ["TraceError", "VARIATIONAL_FAMILIES", "validate"]
+
+VARIATIONAL_FAMILIES = ("diagonal-normal-softplus",)
+
+
+class TraceError(ValueError):
+    """A trace (in memory or in a file) breaks the schema; the message names the field and the fix."""
+
+
+def validate(trace: Trace) -> dict[str, Any]:
+    """Every field of `trace` checked and normalised, {field name: value}; TraceError names the first bad one."""
+    params = _float_array("params", trace.params, ndim=2)
+    grads = _float_array("grads", trace.grads, ndim=2)
+    _check_shapes(params, grads)
+    n_params = params.shape[1]
+    noise_multiplier = _real("noise_multiplier", trace.noise_multiplier)
+    epsilon = None if trace.epsilon is None else _real("epsilon", trace.epsilon, allow_inf=True)
+    _check_privacy(noise_multiplier, epsilon)
+    sites = _sites(trace.sites, n_params // 2)
+    grad_scale = 1.0 if trace.grad_scale is None else trace.grad_scale
+    return dict(
+        params=params,
+        grads=grads,
+        noise_multiplier=noise_multiplier,
+        clip=_positive("clip", _real("clip", trace.clip), "the clipping norm C"),
+        sampling_rate=_sampling_rate(trace.sampling_rate),
+        n_examples=_positive_int("n_examples", trace.n_examples, "the number of examples N"),
+        grad_scale=_positive_vector("grad_scale", grad_scale, n_params, "the preconditioning scale s"),
+        learning_rate=_positive_vector("learning_rate", trace.learning_rate, n_params, "the step sizes λ"),
+        final_params=_vector("final_params", trace.final_params, n_params),
+        epsilon=epsilon,
+        delta=_delta(trace.delta),
+        accountant=_string("accountant", trace.accountant),
+        mc_draws=None if trace.mc_draws is None else _positive_int("mc_draws", trace.mc_draws, "S"),
+        optimizer=_string("optimizer", trace.optimizer),
+        variational_family=_family(trace.variational_family),
+        param_names=_param_names(trace.param_names, n_params, sites),
+        sites=sites,
+    )
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+def _float_array(name: str, value, ndim: int) -> np.ndarray:
+    """A read-only float copy of `value` with `ndim` dimensions, all finite; float32 stays float32."""
+    try:
+        array = np.array(value)
+    except (TypeError, ValueError) as error:
+        raise TraceError(f"{name} is not an array of numbers ({error}); pass a numeric array") from None
+    if array.dtype.kind not in "iuf":
+        raise TraceError(f"{name} has dtype {array.dtype}; pass real numbers (float64 or float32)")
+    if array.dtype not in (np.float32, np.float64):
+        array = array.astype(np.float64)
+    if array.ndim != ndim:
+        expected = "(T, P): one row per step" if ndim == 2 else "(P,): one entry per parameter"
+        raise TraceError(f"{name} has shape {array.shape}; it must have shape {expected}")
+    _check_finite(name, array)
+    return _read_only(array)
+
+
+def _check_finite(name: str, array: np.ndarray) -> None:
+    bad = np.argwhere(~np.isfinite(array))
+    if bad.size:
+        index = tuple(int(i) for i in bad[0])
+        where = f"step {index[0]}, parameter {index[1]}" if array.ndim == 2 else f"parameter {index[0]}"
+        raise TraceError(
+            f"{name} holds {array[index]} at {where} (the first non-finite value); a trace must be finite: "
+            "a diverged or corrupted run must be re-recorded (e.g. with a smaller learning rate)"
+        )
+
+
+def _check_shapes(params: np.ndarray, grads: np.ndarray) -> None:
+    if params.shape != grads.shape:
+        raise TraceError(
+            f"params has shape {params.shape} but grads has shape {grads.shape}; they must be aligned "
+            "pairs (φ_t, G_t) of the same shape (T, P)"
+        )
+    steps, n_params = params.shape
+    if steps < 1:
+        raise TraceError("params and grads have no rows; a trace needs at least one step (T ≥ 1)")
+    if n_params < 2 or n_params % 2:
+        raise TraceError(
+            f"params and grads have P = {n_params} columns; P must be even and ≥ 2 (all μ, then all ρ)"
+        )
+
+
+def _real(name: str, value, allow_inf: bool = False) -> float:
+    array = np.asarray(value)
+    if array.ndim != 0 or array.dtype.kind not in "iuf":
+        raise TraceError(f"{name} must be a single real number, got {value!r}")
+    number = float(array)
+    if math.isnan(number) or (math.isinf(number) and not allow_inf):
+        raise TraceError(f"{name} is {number}; it must be a finite number")
+    return number
+
+
+def _positive(name: str, number: float, meaning: str) -> float:
+    if number <= 0:
+        raise TraceError(f"{name} is {number}; {meaning} must be > 0")
+    return number
+
+
+def _positive_int(name: str, value, meaning: str) -> int:
+    array = np.asarray(value)
+    integral = array.ndim == 0 and (
+        array.dtype.kind in "iu" or (array.dtype.kind == "f" and float(array).is_integer())
+    )
+    if not integral or int(array) < 1:
+        raise TraceError(f"{name} is {value!r}; {meaning} must be a positive integer")
+    return int(array)
+
+
+def _sampling_rate(value) -> float:
+    rate = _real("sampling_rate", value)
+    if not 0 < rate <= 1:
+        raise TraceError(
+            f"sampling_rate is {rate}; the Poisson sampling rate q must be in (0, 1] (expected batch size / N)"
+        )
+    return rate
+
+
+def _check_privacy(noise_multiplier: float, epsilon: float | None) -> None:
+    if noise_multiplier < 0:
+        raise TraceError(f"noise_multiplier is {noise_multiplier}; the noise multiplier σ must be ≥ 0")
+    if noise_multiplier == 0 and epsilon != math.inf:
+        raise TraceError(
+            f"noise_multiplier is 0 (a non-private run) but epsilon is {epsilon}; mark an explicitly "
+            "non-private run with epsilon=math.inf, or give the noise multiplier that was used"
+        )
+    if epsilon == math.inf and noise_multiplier != 0:
+        raise TraceError(
+            f"epsilon is inf but noise_multiplier is {noise_multiplier}; epsilon=inf marks a non-private run "
+            "(noise_multiplier 0): give the run's ε, or None when unknown"
+        )
+    if epsilon is not None and epsilon <= 0:
+        raise TraceError(f"epsilon is {epsilon}; ε must be > 0 (or None when unknown)")
+
+
+def _delta(value) -> float | None:
+    if value is None:
+        return None
+    delta = _real("delta", value)
+    if not 0 < delta < 1:
+        raise TraceError(f"delta is {delta}; δ must be in (0, 1) (or None when unknown)")
+    return delta
+
+
+def _vector(name: str, value, n_params: int) -> np.ndarray | None:
+    """None, or a read-only (P,) float array; a scalar is broadcast to (P,)."""
+    if value is None:
+        return None
+    if np.ndim(value) == 0:
+        value = np.full(n_params, _real(name, value))
+    array = _float_array(name, value, ndim=1)
+    if array.shape != (n_params,):
+        raise TraceError(f"{name} has shape {array.shape}; it must have shape ({n_params},), one entry per parameter")
+    return array
+
+
+def _positive_vector(name: str, value, n_params: int, meaning: str) -> np.ndarray | None:
+    array = _vector(name, value, n_params)
+    if array is not None and np.any(array <= 0):
+        index = int(np.argmax(array <= 0))
+        raise TraceError(f"{name} is {array[index]} at parameter {index}; {meaning} must be > 0 everywhere")
+    return array
+
+
+def _string(name: str, value) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise TraceError(f"{name} is {value!r}; it must be a non-empty string (or None when unknown)")
+    return str(value)
+
+
+def _family(value) -> str:
+    if value not in VARIATIONAL_FAMILIES:
+        raise TraceError(
+            f"variational_family is {value!r}; noiseaware reads only {VARIATIONAL_FAMILIES}: "
+            "φ = (μ, ρ) with θ ~ N(μ, diag(softplus(ρ)²))"
+        )
+    return str(value)
+
+
+def _sites(value, dim: int) -> tuple[SiteSpec, ...] | None:
+    """The site map as a tuple of SiteSpec with integer shapes; the unconstrained sizes must sum to d."""
+    if value is None:
+        return None
+    sites = tuple(_site(site) for site in value)
+    names = [site.name for site in sites]
+    if len(set(names)) != len(names):
+        raise TraceError(f"sites has repeated names {names}; each site appears once")
+    total = sum(site.size for site in sites)
+    if total != dim:
+        raise TraceError(
+            f"sites cover {total} unconstrained coordinates but θ has d = P/2 = {dim}; the site map must "
+            "describe exactly the μ block (fix the sites or the parameter count)"
+        )
+    return sites
+
+
+def _site(site) -> SiteSpec:
+    """`site` with its shape as a tuple of ints, checked to have a valid transform for that shape."""
+    if not isinstance(site, SiteSpec):
+        raise TraceError(f"sites holds {site!r}; pass noiseaware.sites.SiteSpec(name, shape, transform) entries")
+    try:
+        spec = SiteSpec(str(site.name), tuple(int(k) for k in site.shape), str(site.transform))
+        if any(k < 0 for k in spec.shape):
+            raise ValueError(f"its shape {spec.shape} has a negative size")
+        transform_from_name(spec.transform)
+    except (ValueError, TypeError) as error:
+        raise TraceError(f"site {site.name!r} in sites is invalid ({error}); fix its shape or transform") from None
+    if _unconstrained_size(spec) < 1:
+        raise TraceError(f"site {spec.name!r} in sites has no unconstrained coordinates; fix its shape or transform")
+    return spec
+
+
+def _unconstrained_size(spec: SiteSpec) -> int:
+    """The number of θ coordinates of a site with a known transform; a simplex map on a scalar is an error."""
+    try:
+        return spec.size
+    except (IndexError, ValueError):  # the transform's inverse_shape needs a last axis
+        raise TraceError(
+            f"site {spec.name!r}: transform {spec.transform!r} needs a vector shape, got {spec.shape}"
+        ) from None
+
+
+def _param_names(value, n_params: int, sites: tuple[SiteSpec, ...] | None) -> tuple[str, ...]:
+    if value is None:
+        if sites is not None:
+            return SiteMap(sites).param_names()
+        dim = n_params // 2
+        return tuple(f"mu:theta[{j}]" for j in range(dim)) + tuple(f"rho:theta[{j}]" for j in range(dim))
+    names = tuple(value)
+    if not all(isinstance(name, str) for name in names):
+        raise TraceError(f"param_names holds non-strings {names!r}; pass one string label per parameter")
+    if len(names) != n_params:
+        raise TraceError(f"param_names has {len(names)} labels; it needs P = {n_params}, one per parameter")
+    if len(set(names)) != n_params:
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        raise TraceError(f"param_names repeats {repeated}; every parameter needs a unique label")
+    return tuple(str(name) for name in names)
+

@@ -1,0 +1,1 @@
+"""Small shared helpers: keys, atomic files, progress bars, text tables, validators and numerics."""

@@ -1,0 +1,133 @@
+"""The method contract: the registry, typed options, the batch-key convention, posterior types, and the
+worked plug-in example of docs/methods.md run as written in fit, coverage and calibration."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import noiseaware as na
+from noiseaware.methods import ExactOptions, LaplaceOptions
+from noiseaware.posteriors.base import Posterior
+
+M1 = na.models.get("gamma-exponential")
+
+
+@pytest.fixture(scope="module")
+def traces():
+    _, data = jax.vmap(M1.simulate)(jax.random.split(jax.random.key(0), 3))
+    return na.record_dpvi_batch(M1.model, data, keys=jax.random.split(jax.random.key(1), 3), epsilon=1.0,
+                                **M1.dpvi_settings | {"steps": 2000})
+
+
+def test_registry_resolves_names_and_records_and_never_mutates():
+    registry = na.DEFAULT_REGISTRY
+    assert {"exact", "laplace", "nuts", "naive", "dpvim", "bs2018", "bs2019", "nonprivate"} <= set(registry)
+    assert registry.names("trace") == ("exact", "laplace", "nuts", "naive", "dpvim")
+    mine = na.per_trace("mine", lambda trace, key, options: na.naive_posterior(trace))
+    bigger = registry.including(mine)
+    assert "mine" in bigger and "mine" not in registry
+    assert [m.name for m in registry.resolve(["exact", mine])] == ["exact", "mine"]
+    with pytest.raises(ValueError, match=r"unknown methods \['exakt'\]: choose from exact, laplace"):
+        registry.resolve(["exact", "exakt"])
+    with pytest.raises(ValueError, match="two methods are called 'mine'"):
+        na.Registry([mine, mine])
+    with pytest.raises(ValueError, match="named twice"):
+        registry.resolve(["naive", "naive"])
+
+
+def test_options_are_typed_and_unknown_options_are_refused():
+    exact = na.DEFAULT_REGISTRY["exact"]
+    assert exact.make_options() == ExactOptions()
+    assert exact.make_options({"prior": "paper"}, passes=2) == ExactOptions(prior="paper", passes=2)
+    with pytest.raises(ValueError, match="method 'exact' has no option 'style'; its options: burn_in, draws"):
+        exact.make_options(style="paper")
+
+
+def test_fit_needs_a_key(traces):
+    with pytest.raises(TypeError, match="a key is required"):
+        na.fit(traces[0], "exact", key=None)
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'key'"):
+        na.fit(traces[0], "exact")
+
+
+@pytest.mark.parametrize("method", ["exact", "laplace", "dpvim"])
+def test_fit_batch_equals_fit_with_the_split_keys(traces, method):
+    batch = na.fit_batch(traces, method, key=7, draws=300)
+    keys = jax.random.split(jax.random.key(7), len(traces))
+    for trace, key, posterior in zip(traces, keys, batch):
+        single = na.fit(trace, method, key=key, draws=300)
+        np.testing.assert_allclose(posterior.optimum_chains, single.optimum_chains, rtol=1e-12, atol=1e-12)
+    # a batch of one uses its key itself: fit_batch([t], key=k) is fit(t, key=k)
+    np.testing.assert_allclose(na.fit_batch(traces[:1], method, key=5, draws=300)[0].optimum_chains,
+                               na.fit(traces[0], method, key=5, draws=300).optimum_chains, rtol=1e-12, atol=1e-12)
+
+
+def test_paper_prior_does_not_switch_the_laplace_algorithm(traces):
+    post = na.fit(traces[0], "laplace", key=0, prior="paper", draws=200)
+    assert post.diagnostics.style == "full"
+    paper = na.fit(traces[0], "laplace", key=0, options=LaplaceOptions(prior="paper", style="paper", draws=200))
+    assert paper.diagnostics.style == "paper"
+
+
+def test_posteriors_say_what_they_are(traces, tmp_path):
+    kinds = {"exact": na.NoiseAwarePosterior, "naive": na.NaivePosterior, "dpvim": na.DPVImPosterior}
+    for method, kind in kinds.items():
+        post = na.fit(traces[0], method, key=1)
+        assert type(post) is kind and isinstance(post, Posterior)
+        assert post.summary().startswith(kind.kind)
+        post.save(tmp_path / f"{method}.nc", key=2)
+        loaded = na.load_posterior(tmp_path / f"{method}.nc")
+        assert type(loaded) is kind and type(loaded.diagnostics) is type(post.diagnostics)
+    assert "noise-aware" not in na.naive_posterior(traces[0]).summary()
+
+
+def test_a_failed_fit_raises_in_fit_and_is_none_with_skip(traces):
+    short = na.Trace.from_arrays(traces[0].params[:40], traces[0].grads[:40], noise_multiplier=1.0, clip=1.0,
+                                 sampling_rate=0.1, n_examples=100)
+    with pytest.raises(ValueError, match="at least 50 stationary steps"):
+        na.fit(short, "exact", key=0)
+
+
+def _docs_example() -> str:
+    text = (Path(__file__).parents[1] / "docs" / "methods.md").read_text()
+    section = text[text.index("## A worked plug-in"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+@pytest.mark.slow
+def test_the_worked_plugin_example_runs_in_fit_coverage_and_calibration(capsys):
+    namespace = {}
+    exec(compile(_docs_example(), "docs/methods.md", "exec"), namespace)
+    printed = capsys.readouterr().out
+    assert printed.count("tail") >= 3 and "naive" in printed  # the fit summary and both tables
+    calibration = namespace["result"]  # the last study of the example
+    assert calibration.failures["tail"] == 0 and np.all(np.isfinite(calibration.metrics["tail"]["calibration_rmse"]))
+    assert namespace["post"].method == "tail"
+    assert "tail" not in na.DEFAULT_REGISTRY
+
+
+def test_plugin_in_coverage_is_scored_like_a_builtin():
+    tail = na.per_trace("naive-copy", lambda trace, key, options: na.naive_posterior(trace))
+    result = na.coverage(M1, methods=("naive", tail), epsilon=1.0, simulations=8, references=2, samples=300,
+                         steps=1000, key=4)
+    np.testing.assert_array_equal(result.curves["research"]["naive"].shape, (2, 21))
+    assert result.failures == {"naive": 0, "naive-copy": 0}
+    # same posteriors, but the θ draws come from each method's own key stream
+    assert result.rmse["naive"][0] == pytest.approx(result.rmse["naive-copy"][0], abs=0.15)
+
+
+def test_a_method_that_fails_is_counted_not_fatal():
+    @dataclasses.dataclass(frozen=True)
+    class Never:
+        pass
+
+    def broken(trace, key, options):
+        raise ValueError("no")
+
+    result = na.coverage(M1, methods=(na.per_trace("broken", broken, options=Never),), epsilon=1.0, simulations=4,
+                         references=2, samples=100, steps=1000, key=0)
+    assert result.failures == {"broken": 4}
