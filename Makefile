@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(PY):
 	$(PYTHON312) -m venv $(VENV)
@@ -20,8 +20,16 @@ $(STAMP): $(PY) pyproject.toml Makefile
 demo: $(STAMP)
 	$(VENV)/bin/noiseaware demo
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check noiseaware tests benchmarks
+	$(VENV)/bin/ruff format --check noiseaware tests benchmarks
+	$(VENV)/bin/lint-imports
+
+test: lint
 	$(PY) -m pytest -q
+
+test-fast: lint
+	$(PY) -m pytest -q -m "not slow"
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_dpvi.py

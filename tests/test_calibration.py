@@ -12,6 +12,7 @@ from scipy import integrate
 import noiseaware as na
 from noiseaware.evaluation import CalibrationResult, predictive_probabilities
 from noiseaware.evaluation.calibration_result import METRICS
+from noiseaware.plots import plot_calibration
 
 Y = np.array([0, 0, 1, 1, 0, 1])
 P = np.array([0.1, 0.2, 0.3, 0.6, 0.7, 0.9])
@@ -122,7 +123,7 @@ def test_predictive_probabilities_refuse_mismatched_shapes():
 
 
 def result_with(rmse: dict) -> CalibrationResult:
-    """A CalibrationResult holding given per-repeat calibration RMSEs (other metrics copies of them)."""
+    """A CalibrationResult holding given per-run calibration RMSEs (other metrics copies of them)."""
     methods = list(rmse)
     count = {m: len(v) for m, v in rmse.items()}
     curves = {m: {"mean_predicted": np.tile([0.2, 0.6], (count[m], 1)),
@@ -133,7 +134,7 @@ def result_with(rmse: dict) -> CalibrationResult:
         curves=curves, histograms={m: np.ones((count[m], 20), int) for m in methods},
         paired_methods=tuple(m for m in methods if m != "nonprivate"),
         failures={m: int(np.isnan(v).sum()) for m, v in rmse.items()}, seconds={m: 1.0 for m in methods},
-        diagnostics={}, settings={"dataset": "toy", "repeats": 3, "bins": 2, "binning": "equal-count",
+        diagnostics={}, settings={"dataset": "toy", "runs": 3, "bins": 2, "binning": "equal-count",
                                   "epsilon": 1.0, "noise_multiplier": 2.0},
     )
 
@@ -154,7 +155,7 @@ def test_paired_differences_use_the_same_repeats_and_skip_failures(tmp_path):
     assert summary["exact"]["calibration_rmse_minus_naive_mean"] == pytest.approx(-0.035)
     assert summary["nonprivate"]["calibration_rmse_sd"] is None and summary["exact"]["failures"] == 1
     assert payload["per_repeat"]["exact"]["calibration_rmse"] == [0.02, 0.03, None]
-    assert result.plot(tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    assert plot_calibration(result, tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_reliability_interpolates_each_repeat_on_the_grid():

@@ -13,7 +13,7 @@ import pytest
 import noiseaware as na
 from noiseaware.cli import DataError, load_data, main
 from noiseaware.cli.record import KNOWN_SEED_WARNING
-from noiseaware.recording.sites import SiteSpec
+from noiseaware.trace.sites import SiteSpec
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")  # compile-bound: every command compiles its own programs
 
@@ -273,9 +273,9 @@ def test_malformed_csv_is_one_clear_error(capsys, tmp_path, user_model_dir, text
         (("--model", "M1", "--epsilon", "1", "--noise-multiplier", "3"), "not allowed with argument --epsilon"),
         (("--model", "M1"), "one of the arguments --epsilon --noise-multiplier --non-private is required"),
         (("--model", "M1", "--non-private"), "--non-private needs --learning-rate"),
-        (("--model", "M1", "--epsilon", "-1"), "epsilon must be a finite number > 0"),
+        (("--model", "M1", "--epsilon", "-1"), "epsilon must be positive and finite, got epsilon=-1.0"),
         (("--model", "M1", "--epsilon", "1", "--grad-scale", "1", "2", "3"), "one value"),
-        (("--model", "M1", "--epsilon", "1", "--n-examples", "0"), "n_examples must be a positive integer, got 0"),
+        (("--model", "M1", "--epsilon", "1", "--n-examples", "0"), "n_examples must be a positive integer, got n_examples=0"),
         (("--model", "user_models:logistic", "--epsilon", "1", "--data", "missing.csv", "--steps", "9",
           "--sampling-rate", "0.1", "--clip", "1"), "no such file"),
         (("--model", "user_models:logistic", "--epsilon", "1", "--data", "x.npz"),
@@ -489,7 +489,7 @@ def test_fit_warnings_show_once_even_when_it_fails_and_deprecations_go_to_python
 
 def test_coverage_prints_a_table_and_writes_json_csv_png_per_epsilon(capsys, tmp_path):
     status, out, err = run(capsys, "coverage", "--model", "M1", "--epsilon", "0.3", "1", "--methods", "exact,naive",
-                           "--simulations", "6", "--repeats", "2", "--draws", "200", "--steps", "300",
+                           "--simulations", "6", "--references", "2", "--samples", "200", "--steps", "300",
                            "--out", tmp_path / "cov")
     assert status == 0, err
     assert "RMSE (research ref.)" in out and "RMSE (trace ref.)" in out and "exact" in out and "naive" in out

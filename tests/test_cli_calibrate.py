@@ -11,7 +11,7 @@ from noiseaware.datasets import ADULT_FILES, adult_directory
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 
-TINY = ("--repeats", "2", "--steps", "80", "--draws", "20", "--warmup", "20")
+TINY = ("--runs", "2", "--steps", "80", "--samples", "20", "--warmup", "20")
 ROWS = 2000
 
 
@@ -47,10 +47,10 @@ def test_calibrate_prints_a_table_and_writes_json_and_png_per_level(capsys, tmp_
     for tag in ("sigma-40", "sigma-20"):
         stem = tmp_path / "cal" / f"calibration-adult-{tag}"
         payload = json.loads(stem.with_name(stem.name + ".json").read_text())
-        assert payload["settings"]["repeats"] == 2 and payload["settings"]["steps"] == 80
+        assert payload["settings"]["runs"] == 2 and payload["settings"]["steps"] == 80
         summary = payload["summary"]
         assert set(summary) == {"exact", "naive", "dpvim", "nonprivate"}
-        assert summary["naive"]["repeats"] == 2 and summary["nonprivate"]["repeats"] == 1
+        assert summary["naive"]["runs"] == 2 and summary["nonprivate"]["runs"] == 1
         assert "calibration_rmse_minus_naive_mean" in summary["exact"]
         assert "calibration_rmse_minus_naive_mean" not in summary["nonprivate"]
         assert 0 < summary["naive"]["calibration_rmse_mean"] < 0.5 and 0.5 < summary["nonprivate"]["accuracy_mean"] < 1

@@ -553,7 +553,7 @@ def test_epsilon_calibrates_sigma_with_the_pld_accountant(monkeypatch):
         calls.append((args, noiseaware.noise_multiplier(*args)))
         return calls[-1][1]
 
-    monkeypatch.setattr(noiseaware.dpvi, "calibrate_noise", spy)
+    monkeypatch.setattr(noiseaware.recording.dpvi, "calibrate_noise", spy)
     trace = record_dpvi(normal_model, SMALL_DATA, key=0, steps=steps, sampling_rate=q, clip=1.0, epsilon=1.0, **SMALL)
     assert len(calls) == 1 and calls[0][0] == (1.0, 1e-5, q, steps)
     assert trace.noise_multiplier == calls[0][1] > 0

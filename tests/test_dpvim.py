@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 from ou import CLIP, N, Q, SIGMA
 
-from noiseaware.baselines.dpvim import convergence_start, dpvim_posterior
+import noiseaware as na
+from noiseaware.baselines.dpvim import DPVImDiagnostics, convergence_start, dpvim_posterior
 from noiseaware.baselines.naive import naive_posterior
+from noiseaware.methods import DPVImOptions
+from noiseaware.posteriors import DPVImPosterior, NaivePosterior
 from noiseaware.trace import Trace
 
 STEPS, RAMP_END = 10_000, 2000
@@ -103,6 +106,7 @@ def test_d2_constant_trace_has_zero_variance_and_draws_exactly_the_naive_last_it
     np.testing.assert_array_equal(post.optimum_draws, np.broadcast_to(trace.final_iterate(), (500, 4)))
     # the component index differs (K = 500 vs 1) but every component is φ_T and the η draws share the key
     naive = naive_posterior(trace)
+    assert isinstance(naive, NaivePosterior) and naive.summary().startswith(NaivePosterior.kind)
     for key in (0, jax.random.key(7)):
         np.testing.assert_array_equal(post.sample(key, 1000), naive.sample(key, 1000))
 
@@ -126,6 +130,10 @@ def test_d3_tail_variance_is_the_stationary_variance_and_the_draws_have_it():
     np.testing.assert_array_less(np.abs(phi.var(axis=0) / v - 1), 4 * np.sqrt(2 / draws))
     assert post.method == "dpvim" and post.hessian_draws is None and post.diagnostics["centre"] == "last"
     assert post.optimum_chains.shape == (1, draws, 4) and post.optimum_chains.dtype == np.float64
+    # typed: a DPVImPosterior with DPVImDiagnostics, read as attributes or as a mapping alike
+    assert isinstance(post, DPVImPosterior) and isinstance(post.diagnostics, DPVImDiagnostics)
+    np.testing.assert_array_equal(post.diagnostics.tail_variance, post.diagnostics["tail_variance"])
+    assert post.summary().startswith(DPVImPosterior.kind)
 
 
 def test_average_centre_shifts_the_same_draws_to_the_tail_mean():
@@ -152,6 +160,22 @@ def test_empirical_centre_draws_only_tail_rows_uniformly_per_coordinate():
     np.testing.assert_allclose(phi.mean(axis=0), post.diagnostics["tail_mean"], atol=4 * 0.15 / np.sqrt(2e4))
 
 
+def test_the_registered_method_is_dpvim_posterior_with_its_typed_options():
+    """na.fit(trace, "dpvim") passes its DPVImOptions (keywords or an options object) and its key through."""
+    trace = trace_of(ramp_rows())
+    direct = dpvim_posterior(trace, key=5, draws=300, centre="average", threshold=0.1, windows=8)
+    by_keywords = na.fit(trace, "dpvim", key=5, draws=300, centre="average", threshold=0.1, windows=8)
+    by_options = na.fit(trace, "dpvim", key=5, options=DPVImOptions(draws=300, centre="average", threshold=0.1,
+                                                                     windows=8))
+    for post in (by_keywords, by_options):
+        assert isinstance(post, DPVImPosterior)
+        np.testing.assert_array_equal(post.optimum_draws, direct.optimum_draws)
+        np.testing.assert_array_equal(post.diagnostics.converged_from, direct.diagnostics.converged_from)
+    assert DPVImOptions() == DPVImOptions(draws=4000, centre="last", threshold=0.05, windows=10)
+    with pytest.raises(ValueError, match="has no option 'center'"):
+        na.fit(trace, "dpvim", key=5, center="average")
+
+
 def test_keys_int_seeds_and_reproducibility():
     trace = trace_of(ar1(201, (0.5, 0.5), (0.01, 0.01), (0.0, -1.0), seed=3))
     same = dpvim_posterior(trace, key=11, draws=50).optimum_draws
@@ -161,19 +185,23 @@ def test_keys_int_seeds_and_reproducibility():
 
 def test_errors_name_the_problem():
     trace = trace_of(ar1(201, (0.5, 0.5), (0.01, 0.01), (0.0, -1.0), seed=3))
+    with pytest.raises(TypeError, match="key"):  # the draws depend on the key: there is no default
+        dpvim_posterior(trace)
+    with pytest.raises(TypeError, match="center"):  # the option is spelt centre
+        dpvim_posterior(trace, key=0, center="last")
     with pytest.raises(ValueError, match="unknown centre 'median'.*'last', 'average', 'empirical'"):
-        dpvim_posterior(trace, centre="median")
+        dpvim_posterior(trace, key=0, centre="median")
     for threshold in (0.0, -0.1, float("nan")):
         with pytest.raises(ValueError, match="threshold .* must be > 0"):
-            dpvim_posterior(trace, threshold=threshold)
+            dpvim_posterior(trace, key=0, threshold=threshold)
     for windows in (1, 0, 2.5, True):
         with pytest.raises(ValueError, match="windows is .* integer ≥ 2"):
-            dpvim_posterior(trace, windows=windows)
+            dpvim_posterior(trace, key=0, windows=windows)
     with pytest.raises(ValueError, match="draws is 0"):
-        dpvim_posterior(trace, draws=0)
+        dpvim_posterior(trace, key=0, draws=0)
     with pytest.raises(ValueError, match=r"too short for 10 windows: it has T = 18 steps.*at least T = 19"):
-        dpvim_posterior(trace_of(np.zeros((19, 2))))
-    dpvim_posterior(trace_of(np.zeros((20, 2))))  # T = 19 is enough
+        dpvim_posterior(trace_of(np.zeros((19, 2))), key=0)
+    dpvim_posterior(trace_of(np.zeros((20, 2))), key=0)  # T = 19 is enough
     rows = np.zeros((100, 2))
     rows[40, 1] = np.nan
     with pytest.raises(ValueError, match="params holds nan at row 40, parameter 1.*finite"):

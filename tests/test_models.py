@@ -17,7 +17,7 @@ import noiseaware.recording.dpvi
 from noiseaware.recording.contract import ModelError
 from noiseaware.recording.dpvi import build_recorder, record_dpvi
 from noiseaware.models import from_numpyro, get, names
-from noiseaware.recording.sites import SiteSpec
+from noiseaware.trace.sites import SiteSpec
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 
@@ -129,7 +129,7 @@ def test_presets_match_the_research_settings(name, monkeypatch):
     assert settings["transforms"] == "research"
     assert bm.n_examples == n
     # resolve the per-coordinate vectors (σ given, so the κ learning rate reveals v); skip the accountant
-    monkeypatch.setattr(noiseaware.dpvi, "epsilon_spent", lambda *args: 1.0)
+    monkeypatch.setattr(noiseaware.recording.dpvi, "epsilon_spent", lambda *args: 1.0)
     _, data = bm.simulate(0)
     sigma = 37.81
     recorder = build_recorder(bm.model, data, noise_multiplier=sigma, **settings)

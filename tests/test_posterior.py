@@ -11,7 +11,16 @@ from scipy import stats
 
 import noiseaware as na
 from noiseaware.posteriors.mixture import comparison_table, mixture_quantile
-from noiseaware.recording.sites import SiteSpec
+from noiseaware.trace.sites import SiteSpec
+from noiseaware.util.diagnostics import Diagnostics, NoDiagnostics
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyDiagnostics(Diagnostics):
+    """A diagnostics record of a made-up route: a float and an array, as a file must bring them back."""
+
+    max_rhat: float
+    ess: np.ndarray
 
 
 def posterior(seed=0, k=500, d=2, sites=None):
@@ -19,7 +28,8 @@ def posterior(seed=0, k=500, d=2, sites=None):
     optimum = np.concatenate([rng.normal(1.0, 0.5, (1, k, d)), rng.normal(-1.0, 0.3, (1, k, d))], axis=-1)
     names = tuple(f"mu:t[{i}]" for i in range(d)) + tuple(f"rho:t[{i}]" for i in range(d))
     return na.NoiseAwarePosterior(optimum, rng.uniform(1, 2, optimum.shape), rng.uniform(0, 1, optimum.shape), "test",
-                                  names, sites=sites, prior="default", diagnostics={"max_rhat": 1.002, "ess": np.array([10.0, 20.0])},
+                                  names, sites=sites, prior="default",
+                                  diagnostics=ToyDiagnostics(max_rhat=1.002, ess=np.array([10.0, 20.0])),
                                   info={"epsilon": 1.0, "steps": 100})
 
 
@@ -65,15 +75,19 @@ def test_one_component_is_the_gaussian():
 def test_save_load_round_trip_and_arviz_groups(tmp_path):
     sites = (SiteSpec("t", (2,), "softplus"),)
     post = posterior(sites=sites)
-    post.save(tmp_path / "p.nc")
+    post.save(tmp_path / "p.nc", key=0)
     loaded = na.load_posterior(tmp_path / "p.nc")
     np.testing.assert_array_equal(loaded.optimum_chains, post.optimum_chains)
     np.testing.assert_array_equal(loaded.hessian_chains, post.hessian_chains)
     np.testing.assert_array_equal(loaded.extra_noise_chains, post.extra_noise_chains)
     assert loaded.sites == sites and loaded.method == "test" and loaded.param_names == post.param_names
     assert loaded.prior == post.prior and loaded.info == post.info
-    assert loaded.diagnostics == {"max_rhat": 1.002, "ess": [10.0, 20.0]}
-    tree = post.to_arviz()
+    # the typed record comes back as its own type, its array as an array
+    assert type(loaded.diagnostics) is ToyDiagnostics and type(loaded) is na.NoiseAwarePosterior
+    assert loaded.diagnostics.max_rhat == 1.002 and loaded.diagnostics["max_rhat"] == 1.002
+    np.testing.assert_array_equal(loaded.diagnostics["ess"], [10.0, 20.0])
+    assert isinstance(loaded.diagnostics.ess, np.ndarray) and set(loaded.diagnostics) == {"max_rhat", "ess"}
+    tree = post.to_arviz(key=0)
     assert tree["posterior"]["t"].shape == (1, 500, 2)
     # θ[k] is drawn from the k-th component: its mean over draws of (θ − μ*)/softplus(ρ*) is standard normal
     z = (np.log(np.expm1(tree["posterior"]["t"].values[0])) - post.optimum_draws[:, :2]) / np.log1p(np.exp(post.optimum_draws[:, 2:]))
@@ -87,9 +101,9 @@ def test_save_load_round_trip_and_arviz_groups(tmp_path):
 def test_bad_files_and_paths_give_clear_errors(tmp_path):
     post = posterior()
     with pytest.raises(ValueError, match="use a .nc path"):
-        post.save(tmp_path / "p.npz")
+        post.save(tmp_path / "p.npz", key=0)
     with pytest.raises(ValueError, match="does not exist"):
-        post.save(tmp_path / "missing" / "p.nc")
+        post.save(tmp_path / "missing" / "p.nc", key=0)
     with pytest.raises(ValueError, match="no posterior file"):
         na.load_posterior(tmp_path / "nothing.nc")
     na.Trace.from_arrays(np.zeros((10, 2)) + np.arange(10)[:, None], np.ones((10, 2)), noise_multiplier=1.0,
@@ -100,14 +114,35 @@ def test_bad_files_and_paths_give_clear_errors(tmp_path):
         post.constrained_sample(0, 5)
     with pytest.raises(ValueError, match="non-finite"):
         na.NoiseAwarePosterior(np.full((1, 3, 2), np.nan), None, None, "x", ("mu:a", "rho:a"))
+    with pytest.raises(TypeError, match="Diagnostics record"):  # a plain dict is not a diagnostics record
+        na.NoiseAwarePosterior(np.zeros((1, 3, 2)), None, None, "x", ("mu:a", "rho:a"), diagnostics={"a": 1.0})
+
+
+def test_the_types_say_what_they_are():
+    """Each mixture posterior's summary opens with its own kind; without diagnostics a posterior has NoDiagnostics."""
+    trace = ou_trace(steps=200)
+    optimum = np.zeros((1, 3, 4))
+    names = trace.param_names
+    for kind in (na.NoiseAwarePosterior, na.NaivePosterior, na.DPVImPosterior):
+        post = kind(optimum, None, None, "x", names)
+        assert isinstance(post, na.Posterior) and post.diagnostics == NoDiagnostics()
+        assert post.summary().startswith(kind.kind + ": method x")
+    assert len({na.NoiseAwarePosterior.kind, na.NaivePosterior.kind, na.DPVImPosterior.kind}) == 3
+    assert na.naive_posterior(trace).summary().startswith(na.NaivePosterior.kind)
 
 
 def test_fit_rejects_short_traces_and_unknown_methods():
     trace = ou_trace(steps=60)
     with pytest.raises(ValueError, match="at least 50 stationary steps"):
-        na.fit(trace)
-    with pytest.raises(ValueError, match="unknown method 'mcmc'"):
-        na.fit(ou_trace(steps=500), "mcmc")
+        na.fit(trace, key=0)
+    with pytest.raises(ValueError, match=r"unknown methods \['mcmc'\]: choose from exact, laplace, nuts"):
+        na.fit(ou_trace(steps=500), "mcmc", key=0)
+    with pytest.raises(TypeError, match="key"):  # the draws depend on the key: there is no default
+        na.fit(ou_trace(steps=500), "exact")
+    with pytest.raises(ValueError, match="reads the data, not a trace"):
+        na.fit(ou_trace(steps=500), "bs2018", key=0)
+    with pytest.raises(ValueError, match="method 'exact' has no option 'style'"):
+        na.fit(ou_trace(steps=500), "exact", key=0, style="paper")
     with pytest.raises(na.TraceError, match="finite"):
         params = ou_trace(steps=100).params.copy()
         params[5, 0] = np.nan
@@ -115,6 +150,7 @@ def test_fit_rejects_short_traces_and_unknown_methods():
                              n_examples=N)
 
 
+@pytest.mark.slow
 def test_gradients_without_signal_warn_and_widen_the_interval():
     """Gradients that ignore φ (pure DP noise): the slope is ~0, fit warns, and the optimum's interval is
     as wide as its prior allows instead of a confident wrong answer."""
@@ -127,24 +163,27 @@ def test_gradients_without_signal_warn_and_widen_the_interval():
     prior_width = 2 * stats.norm.ppf(0.95)  # φ* ~ N(φ̄, 1)
     for method in ("exact", "laplace"):
         with pytest.warns(UserWarning, match="carry little signal"):
-            post = na.fit(trace, method)
+            post = na.fit(trace, method, key=0)
         low, high = post.optimum_interval(0.9)
         assert np.all(np.isfinite(post.optimum_draws)) and np.all(high - low > 0.3 * prior_width), method
 
 
+@pytest.mark.slow
 def test_fit_on_a_well_identified_trace_does_not_warn_and_compares():
     trace = ou_trace(steps=4000, optimum=(0.5, -1.0, -3.0, -2.0), hessian=(400.0, 400.0, 20.0, 20.0))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        post = na.fit(trace)
+        post = na.fit(trace, key=0)
     table = comparison_table({"noise-aware": post, "naive": na.naive_posterior(trace)}, truth=[0.5, -1.0])
     assert "noise-aware 90%" in table and "truth" in table
     assert post.info["burn_in"] == 0.2 and post.method == "exact" and post.prior == "default"
 
 
+@pytest.mark.slow
 def test_fit_batch_equals_fit_per_trace_and_counts_warnings():
-    """fit_batch's exact route is fit's, trace by trace (moments are key-free, draws use split keys), and a
-    warning raised by some traces comes back once, with their number."""
+    """fit_batch's exact route is fit's, trace by trace: trace m of M uses jax.random.split(key, M)[m], so
+    moments and draws match fit with that key; a warning raised by some traces comes back once, with their
+    number."""
     rng = np.random.default_rng(0)
     params = np.cumsum(rng.normal(0, 0.01, (3000, 4)), axis=0)
     silent = na.Trace.from_arrays(params, rng.normal(0, SIGMA * CLIP, (3000, 4)), noise_multiplier=SIGMA,
@@ -165,11 +204,16 @@ def test_fit_batch_equals_fit_per_trace_and_counts_warnings():
             single = na.fit(trace, key=key)
         np.testing.assert_allclose(post.diagnostics["optimum_sd"], single.diagnostics["optimum_sd"], rtol=1e-10)
         np.testing.assert_allclose(post.optimum_draws, single.optimum_draws, rtol=1e-8)
-    with pytest.raises(ValueError, match="same number of parameters"):
-        na.fit_batch([traces[0], na.Trace.from_arrays(params[:, :2], params[:, :2], noise_multiplier=SIGMA, clip=CLIP,
-                                                      sampling_rate=Q, n_examples=N)])
+    # traces of two models in one batch are a wrong request, not a failed fit: a TypeError at once, which
+    # on_error="skip" does not turn into skipped traces
+    other_model = na.Trace.from_arrays(params[:, :2], params[:, :2], noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q,
+                                       n_examples=N)
+    for on_error in ("raise", "skip"):
+        with pytest.raises(TypeError, match="same number of parameters"):
+            na.fit_batch([traces[0], other_model], key=0, on_error=on_error)
 
 
+@pytest.mark.slow
 def test_fit_batch_laplace_vmapped_equals_fit_per_trace():
     """The vmapped Newton solve has fit's mode and covariance, and with the same key the same draws."""
     traces = [ou_trace(steps=2000, seed=s) for s in (3, 4, 5)]
@@ -186,6 +230,7 @@ def test_fit_batch_laplace_vmapped_equals_fit_per_trace():
             np.testing.assert_allclose(post.optimum_draws, single.optimum_draws, rtol=1e-8, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_fit_batch_nuts_vmapped_in_padded_chunks_agrees_with_exact():
     """Vmapped blackjax NUTS over 3 traces in chunks of 2 (the last padded): every trace gets its own
     draws, whose means agree with the exact route's within 5 Monte Carlo standard errors."""
@@ -202,6 +247,7 @@ def test_fit_batch_nuts_vmapped_in_padded_chunks_agrees_with_exact():
         assert np.all(error < 5 * mcse), (error / mcse)
 
 
+@pytest.mark.slow
 def test_fit_batch_skips_failed_fits_on_request():
     """A trace whose exact fit fails is None under on_error='skip' (with a warning naming it) and raises,
     naming the trace, under the default."""
@@ -209,12 +255,12 @@ def test_fit_batch_skips_failed_fits_on_request():
     bad = dataclasses.replace(good, grads=np.where(np.arange(good.steps)[:, None] == 1500, 1e300, good.grads))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        out = na.fit_batch([good, bad], on_error="skip")
+        out = na.fit_batch([good, bad], key=0, on_error="skip")
     assert out[0] is not None and out[1] is None
     assert any("1 of 2 fits failed" in str(w.message) and "trace 1" in str(w.message) for w in caught)
     with pytest.raises(ValueError, match="trace 1: "):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            na.fit_batch([good, bad])
-    with pytest.raises(ValueError, match="on_error must be one of"):
-        na.fit_batch([good], on_error="ignore")
+            na.fit_batch([good, bad], key=0)
+    with pytest.raises(ValueError, match="on_error must be 'raise' or 'skip'"):
+        na.fit_batch([good], key=0, on_error="ignore")

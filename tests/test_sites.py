@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpyro.distributions import constraints
 
-from noiseaware.recording.sites import (
+from noiseaware.trace.sites import (
     AdditiveLogRatioTransform,
     SiteMap,
     SiteSpec,

@@ -14,7 +14,7 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from noiseaware.recording.sites import SiteSpec
+from noiseaware.trace.sites import SiteSpec
 from noiseaware.trace import Trace, TraceError
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "trace-format.md"

@@ -28,14 +28,15 @@ import numpy as np
 
 from ..util.checks import choice, positive_float, positive_int
 from ..util.keys import as_key
-from .expfam import Family, GammaExponential, family as make_family
+from .expfam import Family, GammaExponential
+from .expfam import family as make_family
 from .mechanisms import MECHANISMS, NEIGHBOURING, Mechanism, Neighbouring, keys_for, noise_scale, problem_keys
 from .primitives import condition_gaussian, mixing_variance
 from .sampled import ClosedFormPosterior, GibbsPosterior, Marginal, ReleaseDiagnostics, gibbs_posterior
 
-__all__ = ["INITS", "ConjugatePosterior", "GibbsSettings", "Release", "ReleaseSettings", "bernstein_sheldon_naive",
-           "bernstein_sheldon_posterior", "naive_batch", "naive_posteriors", "noise_aware_batch",
-           "noise_aware_posteriors", "release_statistics"]
+__all__ = ["INITS", "ConjugatePosterior", "GibbsSettings", "Init", "Release", "ReleaseSettings",
+           "bernstein_sheldon_naive", "bernstein_sheldon_posterior", "bs2018_batch", "bs2018_naive_batch",
+           "naive_posteriors", "noise_aware_posteriors", "release_statistics"]
 
 METHOD, NAIVE_METHOD = "bs2018", "bs2018-naive"
 
@@ -267,7 +268,7 @@ def naive_posteriors(release: Release) -> list[ConjugatePosterior]:
 # ---------------------------------------------------------------- entry points
 
 
-def noise_aware_batch(model: str, x, *, keys, epsilon: float, delta: float | None,
+def bs2018_batch(model: str, x, *, keys, epsilon: float, delta: float | None,
                       release: ReleaseSettings = ReleaseSettings(),
                       gibbs: GibbsSettings = GibbsSettings()) -> list[GibbsPosterior | FloatingPointError]:
     """B&S 2018 for M data sets x (M, N) of `model`: data set m is released at (ε, δ) with the first half of
@@ -277,9 +278,9 @@ def noise_aware_batch(model: str, x, *, keys, epsilon: float, delta: float | Non
     return noise_aware_posteriors(released, sampler_keys, gibbs)
 
 
-def naive_batch(model: str, x, *, keys, epsilon: float, delta: float | None,
+def bs2018_naive_batch(model: str, x, *, keys, epsilon: float, delta: float | None,
                 release: ReleaseSettings = ReleaseSettings()) -> list[ConjugatePosterior]:
-    """The naive SSP counterpart for x (M, N): the release `noise_aware_batch` makes with the same keys, then
+    """The naive SSP counterpart for x (M, N): the release `bs2018_batch` makes with the same keys, then
     the conjugate update of each z."""
     release_keys, _ = problem_keys(keys, np.shape(x)[0])
     return naive_posteriors(release_statistics(model, x, keys=release_keys, epsilon=epsilon, delta=delta,
@@ -292,10 +293,10 @@ def bernstein_sheldon_posterior(model: str, data, *, key, epsilon: float, delta:
     """B&S 2018 for one data set: release Σ t(x) at (ε, δ), then the Gibbs sampler on the released z.
 
     data: the records x (N,) or a mapping with key 'x'. settings: GibbsSettings (chains, warmup, draws,
-    retries, init). Equals problem m of `noise_aware_batch` when keys[m] = key; a failed fit raises its
+    retries, init). Equals problem m of `bs2018_batch` when keys[m] = key; a failed fit raises its
     FloatingPointError.
     """
-    (outcome,) = noise_aware_batch(model, _records(data)[None], keys=as_key(key)[None], epsilon=epsilon,
+    (outcome,) = bs2018_batch(model, _records(data)[None], keys=as_key(key)[None], epsilon=epsilon,
                                    delta=delta, release=ReleaseSettings(mechanism, neighbouring, bound),
                                    gibbs=GibbsSettings(**settings))
     if isinstance(outcome, Exception):
@@ -307,7 +308,7 @@ def bernstein_sheldon_naive(model: str, data, *, key, epsilon: float, delta: flo
                             mechanism: Mechanism = "laplace", neighbouring: Neighbouring = "add-remove",
                             bound: float | None = None) -> ConjugatePosterior:
     """The naive SSP counterpart for one data set: the same release (same key → same z), conjugate update."""
-    return naive_batch(model, _records(data)[None], keys=as_key(key)[None], epsilon=epsilon, delta=delta,
+    return bs2018_naive_batch(model, _records(data)[None], keys=as_key(key)[None], epsilon=epsilon, delta=delta,
                        release=ReleaseSettings(mechanism, neighbouring, bound))[0]
 
 

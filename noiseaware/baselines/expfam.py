@@ -215,7 +215,7 @@ class _Counts(Family):
         return self.posterior_params(self.project(z))
 
     def marginals(self, params):
-        """θ_j = log g_j − log g_last with g ~ independent Gamma(params): g_j/g_last ~ BetaPrime(params_j, params_last)."""
+        """θ_j = log g_j − log g_last, g ~ independent Gamma(params): g_j/g_last ~ BetaPrime(params_j, params_last)."""
         return [(stats.betaprime(params[j], params[-1]), np.log) for j in range(self.dim)]
 
 

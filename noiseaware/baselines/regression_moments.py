@@ -1,4 +1,4 @@
-"""B&S 2019 for linear regression: the released statistic's layout, the design moments and the CLT (docs/baselines.md §2).
+"""B&S 2019 for linear regression: the released statistic's layout, the design moments and the CLT (baselines.md §2).
 
 With x̃ = (x₁..x_d, 1) and u = (x̃, y) ∈ R^p, p = d + 2 (bias at index d, y at index d + 1):
 
@@ -35,7 +35,7 @@ __all__ = ["clt_factor", "clt_moments", "component_bounds", "fourth_sums", "gram
 # ---------------------------------------------------------------- index layouts
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def pairs(d: int) -> tuple[np.ndarray, np.ndarray]:
     """The D = p(p+1)/2 − 1 released Gram entries (a_c, b_c), a ≤ b, of u = (x̃, y), without (bias, bias)."""
     a, b = np.triu_indices(d + 2)
@@ -43,13 +43,13 @@ def pairs(d: int) -> tuple[np.ndarray, np.ndarray]:
     return a[keep], b[keep]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def quartets(d: int) -> np.ndarray:
     """The C(d+4, 4) − 1 multisets (i ≤ j ≤ k ≤ l) of x̃ indices without the all-bias one, (Q, 4)."""
     return np.array([q for q in itertools.combinations_with_replacement(range(d + 1), 4) if q != (d,) * 4])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _quartet_tensor_index(d: int) -> np.ndarray:
     """For every (i, j, k, l) ∈ [d+1]⁴, its quartet's row in `quartets(d)`, or Q for the all-bias entry."""
     position = {tuple(q): r for r, q in enumerate(quartets(d))}
@@ -175,7 +175,7 @@ def gram(s: jax.Array, n, d: int) -> jax.Array:
     return jnp.concatenate([s, jnp.asarray(n, s.dtype)[None]])[_gram_index(d)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _gram_index(d: int) -> np.ndarray:
     """(p, p) positions of the Gram entries in (s, N): component c at (a_c, b_c) and (b_c, a_c), N at (bias, bias)."""
     a, b = pairs(d)

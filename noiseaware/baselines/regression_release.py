@@ -1,4 +1,4 @@
-"""B&S 2019 for linear regression: the DP release of the Gram statistic and the design moments (docs/baselines.md §2.2, §2.4).
+"""B&S 2019 for linear regression: the DP release of the Gram statistic and the design moments (baselines.md §2.2–2.4).
 
 * Bounds fixed before seeing data (§2.2): x_j ← clip(x_j, ±B_x), y ← clip(y, ±B_y); sensitivities of the
   released monomials over that box (add-remove: sup ‖t(u)‖; substitute: the norm of the component ranges).
@@ -22,10 +22,17 @@ import numpy as np
 
 from ..util.checks import choice, positive_float
 from .mechanisms import MECHANISMS, NEIGHBOURING, Mechanism, Neighbouring, check_epsilon, keys_for, noise_scale
-from .regression_moments import (component_bounds, fourth_sums, known_moments, noisy_moments, pairs, quartets,
-                                 sufficient_statistics)
+from .regression_moments import (
+    component_bounds,
+    fourth_sums,
+    known_moments,
+    noisy_moments,
+    pairs,
+    quartets,
+    sufficient_statistics,
+)
 
-__all__ = ["MOMENTS", "RegressionRelease", "Released", "check_data", "moment_sensitivity", "release_facts",
+__all__ = ["MOMENTS", "Moments", "RegressionRelease", "Released", "check_data", "moment_sensitivity", "release_facts",
            "release_statistics", "statistic_sensitivity"]
 
 Moments = Literal["noisy", "known"]
@@ -167,7 +174,8 @@ def _release_batch(keys, X, y, scale, moment_scale, *, release: RegressionReleas
 def release_statistics(X, y, *, keys, epsilon: float, delta: float | None = 1e-5,
                        release: RegressionRelease = RegressionRelease()) -> Released:
     """The DP releases of M data sets: X (M, N, d+1) with the bias column last, y (M, N), keys (M,) → `Released`
-    with a leading M axis; data set m's noise depends on keys[m] alone. δ is spent by the Gaussian only."""
+    (numpy, float64) with a leading M axis; data set m's noise depends on keys[m] alone. δ is spent by the
+    Gaussian only."""
     X, y = check_data(X, y)
     epsilon = check_epsilon(epsilon)
     d = X.shape[-1] - 1
@@ -175,8 +183,9 @@ def release_statistics(X, y, *, keys, epsilon: float, delta: float | None = 1e-5
     scale = _noise_scale(release, eps, dlt, d, "statistic")[0]
     moment_scale = _noise_scale(release, eps, dlt, d, "moments")[0] if release.moments == "noisy" else 0.0
     with jax.enable_x64(True):
-        return _release_batch(keys_for(keys, X.shape[0]), jnp.asarray(X, jnp.float64), jnp.asarray(y, jnp.float64),
-                              scale, moment_scale, release=release)
+        released = _release_batch(keys_for(keys, X.shape[0]), jnp.asarray(X, jnp.float64),
+                                  jnp.asarray(y, jnp.float64), scale, moment_scale, release=release)
+    return Released(*(np.asarray(field) for field in released))
 
 
 def check_data(X, y) -> tuple[np.ndarray, np.ndarray]:

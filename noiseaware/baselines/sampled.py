@@ -100,7 +100,7 @@ class GibbsDiagnostics(MixingDiagnostics, ReleaseDiagnostics):
 
 
 def chain_mixing(chains: np.ndarray) -> dict[str, Any]:
-    """Split R-hat, ESS and IAT = chains·draws/ESS per coordinate (d,), and their extremes, of draws (chains, draws, d)."""
+    """Split R-hat, ESS and IAT = chains·draws/ESS per coordinate (d,), their extremes; draws (chains, draws, d)."""
     rhat, ess = split_gelman_rubin(chains), effective_sample_size(chains)
     return {"rhat": rhat, "max_rhat": float(np.max(rhat)), "ess": ess, "min_ess": float(np.min(ess)),
             "iat": chains.shape[0] * chains.shape[1] / ess}
@@ -166,7 +166,8 @@ class BaselinePosterior(abc.ABC):
                 "diagnostics": json.dumps(plain(dict(self.diagnostics)))}
 
 
-def save_draws(path: str | os.PathLike, theta: np.ndarray, theta_names: Sequence[str], attrs: Mapping[str, Any]) -> None:
+def save_draws(path: str | os.PathLike, theta: np.ndarray, theta_names: Sequence[str],
+               attrs: Mapping[str, Any]) -> None:
     """Write θ draws (chain, draw, d) as an ArviZ-style DataTree to a .nc file (h5netcdf), atomically: group
     `posterior` holds `theta` (chain, draw, theta_dim) labelled by theta_names; the root holds `attrs`."""
     path = Path(path)
@@ -275,12 +276,7 @@ class ClosedFormPosterior(BaselinePosterior):
 
     def moments(self) -> tuple[np.ndarray, np.ndarray]:
         """E[g_j(X_j)] and sd[g_j(X_j)] by adaptive quadrature between the 1e-15 and 1 − 1e-15 quantiles, (d,) each."""
-        out = []
-        for law, g in self.marginals():
-            low, high = law.ppf(TAIL), law.isf(TAIL)
-            mean = law.expect(g, lb=low, ub=high)
-            out.append((mean, np.sqrt(law.expect(lambda x: (g(x) - mean) ** 2, lb=low, ub=high))))
-        mean, sd = np.array(out, np.float64).T
+        mean, sd = np.array([_transformed_moments(law, g) for law, g in self.marginals()], np.float64).T
         return mean, sd
 
     def saved_draws(self, key=None) -> np.ndarray:
@@ -294,3 +290,10 @@ class ClosedFormPosterior(BaselinePosterior):
 
     def _attrs(self) -> dict[str, Any]:
         return super()._attrs() | {"parameters": json.dumps(plain(self.parameters()))}
+
+
+def _transformed_moments(law, g) -> tuple[float, float]:
+    """E[g(X)] and sd[g(X)] for a frozen scipy law X, integrated between its TAIL and 1 − TAIL quantiles."""
+    low, high = law.ppf(TAIL), law.isf(TAIL)
+    mean = law.expect(g, lb=low, ub=high)
+    return mean, float(np.sqrt(law.expect(lambda x: (g(x) - mean) ** 2, lb=low, ub=high)))

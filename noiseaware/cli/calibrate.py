@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .common import epsilon_text, output_dir, print_method_warnings
-from .options import (add_delta, add_method_list, add_output_dir, add_prior, add_privacy_levels, count, level_tag,
-                      method_lists, positive_int, privacy_levels, seed)
+from .options import (add_delta, add_method_list, add_output_dir, add_prior, add_privacy_levels, count,
+                      experiment_options, level_tag, method_lists, positive_int, privacy_levels, seed)
 
 DATASETS = ("adult",)
 
@@ -32,10 +32,11 @@ def add_parser(subparsers) -> None:
     methods = method_lists()
     add_method_list(parser, methods.calibration, default=methods.calibration_default,
                     note="; nonprivate (NUTS on the data, no privacy) runs once for all levels")
-    parser.add_argument("--repeats", type=positive_int, default=20, metavar="R",
+    parser.add_argument("--runs", "--repeats", type=positive_int, default=20, metavar="R",
                         help="DPVI runs per level (default: %(default)d)")
-    parser.add_argument("--draws", type=positive_int, default=4000, metavar="K",
-                        help="draws of φ* per fit and of θ per posterior (default: %(default)d)")
+    parser.add_argument("--samples", "--draws", type=positive_int, default=4000, metavar="K",
+                        help="θ draws per posterior for the predictive; fits make their own default 4000 draws of φ* "
+                        "(default: %(default)d)")
     parser.add_argument("--steps", type=positive_int, metavar="T", help="DP-SGD steps (default: the preset's 10000)")
     add_delta(parser)
     parser.add_argument("--bins", type=positive_int, default=10, metavar="B", help="(default: %(default)d)")
@@ -52,29 +53,34 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from ..datasets import adult
     from ..evaluation import calibration
+    from ..plots import plot_calibration
 
     data = adult(args.data_dir, scaling=args.scaling, verify=not args.no_verify)
     out = output_dir(args.out)
-    common = dict(repeats=args.repeats, draws=args.draws, bins=args.bins, binning=args.binning, key=args.seed,
-                  method_options={m: {"warmup": args.warmup} for m in ("nuts", "nonprivate")}
-                  if args.warmup is not None else None, progress=True)
-    reference = (calibration(data, methods=("nonprivate",), **common) if "nonprivate" in args.methods else None)
+    common = dict(runs=args.runs, samples=args.samples, bins=args.bins, binning=args.binning, key=args.seed,
+                  progress=True)
+    # the reference's K NUTS draws are its θ draws
+    reference_options = experiment_options(("nonprivate",), args.prior, args.warmup)
+    reference_options["nonprivate"] = reference_options.get("nonprivate", {}) | {"draws": args.samples}
+    reference = (calibration(data, methods=("nonprivate",), **common, method_options=reference_options)
+                 if "nonprivate" in args.methods else None)
     traced = [m for m in args.methods if m != "nonprivate"]
     overrides = {} if args.steps is None else {"steps": args.steps}
     for name, value in privacy_levels(args):
-        result = calibration(data, methods=traced, delta=args.delta, prior=args.prior, **common, **{name: value},
+        result = calibration(data, methods=traced, delta=args.delta, **common, **{name: value},
+                             method_options=experiment_options(traced, args.prior, args.warmup),
                              **overrides) if traced else reference
         if traced and reference is not None:
             result = result.merge(reference)
         s = result.settings
         sigma = "" if s["noise_multiplier"] is None else f", σ = {s['noise_multiplier']:.4g}, T = {s['steps']}"
         print(f"\n{data.name} ({s['n_train']} train, {s['n_test']} test, d = {s['dim']}, {data.scaling}), ε = "
-              f"{epsilon_text(s['epsilon'])}{sigma}, R = {s['repeats']}, K = {s['draws']}, seed {args.seed}"
+              f"{epsilon_text(s['epsilon'])}{sigma}, R = {s['runs']}, K = {s['samples']}, seed {args.seed}"
               + (f"; DPVI {result.seconds['dpvi']:.0f} s" if "dpvi" in result.seconds else ""))
         print(result.table())
         print_method_warnings(result.diagnostics)
         stem = out / f"calibration-{data.name}-{level_tag(name, value)}"
         result.to_json(stem.with_name(f"{stem.name}.json"))
-        result.plot(stem.with_name(f"{stem.name}.png"))
+        plot_calibration(result, stem.with_name(f"{stem.name}.png"))
         print(f"wrote {stem}.json, .png")
     return 0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from .. import models
 from .common import builtin, epsilon_text, import_attribute, output_dir, print_method_warnings
-from .options import (add_delta, add_method_list, add_output_dir, add_prior, add_privacy_levels, count, level_tag,
-                      method_lists, positive_int, privacy_levels, seed)
+from .options import (add_delta, add_method_list, add_output_dir, add_prior, add_privacy_levels, count,
+                      experiment_options, level_tag, method_lists, positive_int, privacy_levels, seed)
 
 
 def add_parser(subparsers) -> None:
@@ -22,9 +22,9 @@ def add_parser(subparsers) -> None:
     add_privacy_levels(parser)
     add_method_list(parser, method_lists().coverage, default=("exact", "naive"))
     parser.add_argument("--simulations", type=positive_int, default=500, metavar="M", help="(default: %(default)d)")
-    parser.add_argument("--repeats", type=positive_int, default=20, metavar="R",
-                        help="reference-point draws (default: %(default)d)")
-    parser.add_argument("--draws", type=positive_int, default=20_000, metavar="K",
+    parser.add_argument("--references", "--repeats", type=positive_int, default=20, metavar="R",
+                        help="sets of reference points (default: %(default)d)")
+    parser.add_argument("--samples", "--draws", type=positive_int, default=20_000, metavar="K",
                         help="θ draws per posterior (default: %(default)d)")
     parser.add_argument("--steps", type=positive_int, metavar="T", help="DP-SGD steps (default: the preset's)")
     add_delta(parser)
@@ -37,25 +37,26 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from ..evaluation import coverage
+    from ..plots import plot_coverage
 
     bm = _coverage_model(args.model)
     out = output_dir(args.out)
     overrides = {} if args.steps is None else {"steps": args.steps}
-    options = {"nuts": {"warmup": args.warmup}} if args.warmup is not None else {}
+    options = experiment_options(args.methods, args.prior, args.warmup)
     for name, value in privacy_levels(args):
         result = coverage(bm, methods=args.methods, delta=args.delta, simulations=args.simulations,
-                          repeats=args.repeats, draws=args.draws, key=args.seed, prior=args.prior,
+                          references=args.references, samples=args.samples, key=args.seed,
                           method_options=options, progress=True, **{name: value}, **overrides)
         s = result.settings
         print(f"\n{bm.name}, ε = {epsilon_text(s['epsilon'])}, σ = {s['noise_multiplier']:.4g}, "
-              f"M = {s['simulations']}, R = {s['repeats']}, K = {s['draws']}, T = {s['steps']}, seed {args.seed}; DPVI "
+              f"M = {s['simulations']}, R = {s['references']}, K = {s['samples']}, T = {s['steps']}, seed {args.seed}; DPVI "
               f"{result.seconds['dpvi']:.0f} s")
         print(result.table())
         print_method_warnings(result.diagnostics)
         stem = f"coverage-{bm.name}-{level_tag(name, value)}"
         result.to_json(out / f"{stem}.json")
         result.to_csv(out / f"{stem}.csv")
-        result.plot(out / f"{stem}.png")
+        plot_coverage(result, out / f"{stem}.png")
         print(f"wrote {out / stem}.json, .csv, .png")
     return 0
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+import dataclasses
 from dataclasses import dataclass
 
 from ..inference.gradient_model import PRIORS
+from ..methods import DEFAULT_REGISTRY, GradientModelOptions
 
 SIMULATION_SEED = 0
 """The default seed of simulated runs (reproducible); real data get a secret random seed instead."""
@@ -36,13 +38,25 @@ class MethodLists:
 
 
 def method_lists() -> MethodLists:
-    """The method names of every command, read from the method registries (here only)."""
-    from ..evaluation.calibration_experiment import CALIBRATION_METHODS, TRACE_METHODS
-    from ..evaluation.simulate import METHODS as COVERAGE_REGISTRY
-    from ..methods.fit import METHODS as ROUTES
+    """The method names of every command, read from the method registry (here only)."""
+    routes = tuple(name for name, m in DEFAULT_REGISTRY.items() if issubclass(m.options, GradientModelOptions))
+    calibration = tuple(name for name, m in DEFAULT_REGISTRY.items() if m.reads == "trace" or not m.private)
+    return MethodLists(routes=routes, coverage=tuple(name for name, m in DEFAULT_REGISTRY.items() if m.private),
+                       calibration=calibration, calibration_default=DEFAULT_REGISTRY.names("trace"))
 
-    return MethodLists(routes=tuple(ROUTES), coverage=tuple(COVERAGE_REGISTRY),
-                       calibration=tuple(CALIBRATION_METHODS), calibration_default=tuple(TRACE_METHODS))
+
+def experiment_options(methods: Sequence[str], prior: str, warmup: int | None) -> dict[str, dict]:
+    """method_options of a study from --prior (the routes' gradient-model prior) and --warmup (every method
+    with a warmup option: nuts, nonprivate)."""
+    options: dict[str, dict] = {}
+    for name in methods:
+        fields = {f.name for f in dataclasses.fields(DEFAULT_REGISTRY[name].options)}
+        chosen = {"prior": prior} if "prior" in fields else {}
+        if warmup is not None and "warmup" in fields:
+            chosen["warmup"] = warmup
+        if chosen:
+            options[name] = chosen
+    return options
 
 
 def add_method_list(parser, choices: Sequence[str], default: Sequence[str], note: str = "") -> None:

@@ -20,14 +20,14 @@ METRICS = ("calibration_rmse", "ece", "brier", "log_loss", "accuracy")
 GRID = np.linspace(0.0, 1.0, 101)
 """Common grid of mean predicted probability on which each repeat's reliability curve is interpolated."""
 BAND = 1.96
-"""The reliability band is mean ± BAND × sd over the repeats (the research code's)."""
+"""The reliability band is mean ± BAND × sd over the runs (the research code's)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class CalibrationResult:
-    """Calibration of several methods on the same test set, R repeats each (one DPVI trace per repeat).
+    """Calibration of several methods on the same test set, R runs each (one DPVI trace per run).
 
-    metrics[method][name] (R_m,): each metric of METRICS per repeat, NaN where the fit failed;
+    metrics[method][name] (R_m,): each metric of METRICS per run, NaN where the fit failed;
     curves[method]: "mean_predicted", "fraction_positive" (R_m, B) float and "counts" (R_m, B) int, the
     reliability curve per repeat; histograms[method] (R_m, H): counts of p̂ in H equal-width bins of [0, 1];
     paired_methods: the methods run on the same traces (their repeat r shares trace r); failures[method];
@@ -48,13 +48,13 @@ class CalibrationResult:
         return list(self.metrics)
 
     def mean_sd(self, method: str, metric: str = "calibration_rmse") -> tuple[float, float | None]:
-        """(mean, sd with ddof 1) of a metric over the method's successful repeats; sd None below 2 repeats."""
+        """(mean, sd with ddof 1) of a metric over the method's successful runs; sd None below 2 runs."""
         return _mean_sd(self.metrics[method][metric])
 
     def paired(self, baseline: str = "naive", metric: str = "calibration_rmse") -> dict[str, tuple[float, float | None]]:
-        """method → (mean, sd) over repeats r of metric_method[r] − metric_baseline[r], on the same traces.
+        """method → (mean, sd) over runs r of metric_method[r] − metric_baseline[r], on the same traces.
 
-        Only methods in paired_methods (other than the baseline); repeats where either fit failed are left out.
+        Only methods in paired_methods (other than the baseline); runs where either fit failed are left out.
         """
         if baseline not in self.paired_methods:
             return {}
@@ -72,8 +72,8 @@ class CalibrationResult:
         return out
 
     def reliability_band(self, method: str) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and sd (ddof 1) over repeats of `reliability(method)`, each (101,) on GRID: NaN where no
-        repeat (mean) or fewer than two repeats (sd) reach that predicted probability."""
+        """Mean and sd (ddof 1) over runs of `reliability(method)`, each (101,) on GRID: NaN where no
+        run (mean) or fewer than two runs (sd) reach that predicted probability."""
         curves = self.reliability(method)
         count = np.sum(np.isfinite(curves), axis=0)
         mean = np.where(count > 0, np.nansum(curves, axis=0) / np.maximum(count, 1), np.nan)
@@ -94,7 +94,7 @@ class CalibrationResult:
         )
 
     def table(self) -> str:
-        """Methods × metrics: mean ± sd over the repeats; calibration RMSE and ECE in units of 10⁻³."""
+        """Methods × metrics: mean ± sd over the runs; calibration RMSE and ECE in units of 10⁻³."""
         paired = self.paired()
         rows = []
         for method in self.methods:
@@ -106,7 +106,7 @@ class CalibrationResult:
                 _text(*self.mean_sd(method, "log_loss")), _text(*self.mean_sd(method, "accuracy")),
                 f"{self.seconds.get(method, math.nan):.1f}",
             ])
-        header = ["method", "repeats", "calib. RMSE ×10⁻³", "− naive ×10⁻³", "ECE ×10⁻³", "Brier", "log loss",
+        header = ["method", "runs", "calib. RMSE ×10⁻³", "− naive ×10⁻³", "ECE ×10⁻³", "Brier", "log loss",
                   "accuracy", "fit s"]
         return text_table(header, rows)
 
@@ -122,7 +122,7 @@ class CalibrationResult:
                 if method in paired[metric]:
                     entry[f"{metric}_minus_naive_mean"], entry[f"{metric}_minus_naive_sd"] = _json_pair(
                         paired[metric][method])
-            entry["repeats"] = len(self.metrics[method]["calibration_rmse"])
+            entry["runs"] = len(self.metrics[method]["calibration_rmse"])
             entry["failures"] = int(self.failures[method])
             entry["diagnostics"] = dict(self.diagnostics.get(method, {}))
             out[method] = entry

@@ -15,6 +15,9 @@ a diagonal mass matrix. NUTS runs in reparametrised coordinates (`_Target`):
 A change of variables with its log-Jacobian leaves the posterior exactly as numpyro defines it. With
 these coordinates a dense mass matrix brought no ESS gain but cost 5–10× the time (measured on
 P = 24 OU traces, T = 10⁴), so the diagonal one is the default.
+
+Why this module is long: the reparametrised target, both backends that sample it, the vmapped batch and
+the diagnostics belong together; apart, a backend could drift from the target the other one samples.
 """
 
 from __future__ import annotations

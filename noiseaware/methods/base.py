@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import jax
-import numpy as np
 
 from ..models.benchmark import BenchmarkModel
 from ..posteriors.base import Posterior
@@ -31,7 +30,7 @@ from ..trace import Trace
 from ..util.keys import as_key
 
 __all__ = ["Batch", "FAILURES", "Method", "NoOptions", "Outcome", "Problem", "Registry", "fit_problems",
-           "per_problem", "per_trace", "summarise_warnings"]
+           "per_problem", "per_trace", "split_keys", "summarise_warnings"]
 
 Outcome = Posterior | Exception
 """What a method returns per problem: its posterior, or the exception that explains why the fit failed."""
@@ -249,8 +248,10 @@ class Registry(Mapping[str, Method]):
 
 
 def split_keys(key, count: int) -> jax.Array:
-    """The batch-key convention: problem m of M uses jax.random.split(key, M)[m]."""
-    return jax.random.split(as_key(key), count)
+    """The batch-key convention: problem m of M uses jax.random.split(key, M)[m], a batch of one the key itself
+    (so a batch of one is `fit` with that key): (M,) keys."""
+    key = as_key(key)
+    return key[None] if count == 1 else jax.random.split(key, count)
 
 
 def summarise_warnings(caught: Sequence[warnings.WarningMessage], count: int, stacklevel: int = 3) -> None:
@@ -263,7 +264,3 @@ def summarise_warnings(caught: Sequence[warnings.WarningMessage], count: int, st
     for (category, text), times in tally.items():
         warnings.warn(text if count == 1 else f"{times} of {count} traces: {text}", category, stacklevel=stacklevel)
 
-
-def failure_count(outcomes: Sequence[Outcome]) -> int:
-    """The number of failed problems."""
-    return int(np.sum([isinstance(o, Exception) for o in outcomes]))

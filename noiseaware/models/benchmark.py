@@ -11,7 +11,7 @@ import jax
 from ..recording.contract import N_EXAMPLES_ARG, ModelError, build_site_map, latent_sites, model_arguments, run_model
 from ..util.checks import positive_int
 from ..util.keys import as_key
-from ..recording.sites import SiteMap
+from ..trace.sites import SiteMap
 
 __all__ = ["BenchmarkModel", "from_numpyro"]
 

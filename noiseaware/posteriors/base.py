@@ -47,7 +47,8 @@ class Posterior(Protocol):
         ...
 
     def save(self, path: str | os.PathLike, key=None) -> None:
-        """Write the posterior to a netCDF file (atomically)."""
+        """Write the posterior to a netCDF file (atomically); key: required where the file holds fresh draws
+        (θ paired with each φ* of a mixture)."""
         ...
 
 

@@ -28,7 +28,7 @@ from scipy import special
 from ..util.diagnostics import Diagnostics, NoDiagnostics, diagnostics_type
 from ..util.files import atomic_write, plain
 from ..util.keys import as_key, standard_normal
-from ..recording.sites import SiteMap, SiteSpec
+from ..trace.sites import SiteMap, SiteSpec
 from ..trace import Trace
 from ..util.tables import text_table
 from .base import interval_table, tail_probability
@@ -198,7 +198,7 @@ class MixturePosterior:
 
     # ------------------------------------------------------------------ ArviZ and files
 
-    def to_arviz(self, key=0) -> xr.DataTree:
+    def to_arviz(self, key) -> xr.DataTree:
         """An ArviZ DataTree: group `posterior` holds θ by site name in the model's own space (one θ per φ*
         draw, paired with it, or 4000 for the naive baseline) — or `theta` with coordinate names when there is no site map;
         group `gradient_model` holds optimum, hessian and extra_noise (chain, draw, param); the root's attrs
@@ -256,7 +256,7 @@ class MixturePosterior:
             "site_transforms": json.dumps([s.transform for s in sites]),
         }
 
-    def save(self, path: str | os.PathLike, key=0) -> None:
+    def save(self, path: str | os.PathLike, key) -> None:
         """Write `to_arviz(key)` to a netCDF file (.nc, h5netcdf) atomically; `load_posterior` reads it back."""
         path = Path(path)
         if path.suffix != ".nc":

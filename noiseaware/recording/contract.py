@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
 
-from .sites import SiteMap, SiteSpec, choose_transform_name
+from ..trace.sites import SiteMap, SiteSpec, choose_transform_name
 
 __all__ = ["ModelError", "ModelSpec", "as_data", "build_site_map", "inspect_model", "latent_sites", "model_arguments", "run_model"]
 

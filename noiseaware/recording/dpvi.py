@@ -13,7 +13,12 @@ Jälkö et al. 2017; Alrawajfeh et al. 2025).
 
 `record_dpvi` is the convenient entry point. Under it, `Recorder` holds the compiled program: its
 `init(key)` and `run(state, data, n_steps)` are pure functions of arrays and keys, so they `vmap`
-over keys and over data sets of equal size (`record_dpvi_batch` does exactly that).
+over keys and over data sets of equal size (`record_dpvi_batch` does exactly that). Settings are
+resolved in `recording.settings`.
+
+Why this module is long: Poisson subsampling, the per-example gradient program, the scan over steps and
+the recorder that drives it in chunks are one compiled program; split, their shapes and keys would have
+to be kept in step across modules.
 """
 
 from __future__ import annotations
@@ -30,27 +35,21 @@ import optax
 from jax import lax
 
 from .contract import ModelSpec, as_data, inspect_model
+from .settings import DPVISettings, resolve_settings
 from ..util.keys import as_key, as_keys
-from ..privacy import epsilon_spent, noise_multiplier as calibrate_noise
-from ..util.checks import positive_float, positive_int
 from ..util.progress import progress_bar
 from ..trace import Trace
 
 __all__ = [
-    "DPVISettings",
     "DPVIState",
     "Recorder",
     "build_recorder",
-    "default_batch_size",
     "poisson_chunk",
     "record_dpvi",
     "record_dpvi_batch",
-    "resolve_settings",
     "step_keys",
 ]
 
-DEFAULT_LR_MULTIPLIER = math.sqrt(2.0)
-DEFAULT_INIT = (0.0, -4.0)
 
 
 class DPVIState(NamedTuple):
@@ -69,28 +68,6 @@ class Hyper(NamedTuple):
     noise_multiplier: jax.Array  # σ, scalar
     grad_scale: jax.Array  # s, (P,)
     learning_rate: jax.Array  # λ, (P,) (unused by an optax optimizer)
-
-
-@dataclass(frozen=True)
-class DPVISettings:
-    """Everything that defines a DPVI run, resolved: privacy level, step sizes, batch padding.
-
-    grad_scale, learning_rate, init: (P,) tuples; batch_size: padded size of one gradient chunk
-    (sampled examples beyond it are processed in further chunks, never dropped).
-    """
-
-    steps: int
-    sampling_rate: float
-    clip: float
-    noise_multiplier: float
-    grad_scale: tuple[float, ...]
-    learning_rate: tuple[float, ...]
-    init: tuple[float, ...]
-    mc_draws: int
-    batch_size: int
-    epsilon: float | None
-    delta: float | None
-    accountant: str | None
 
 
 # ---------------------------------------------------------------- Poisson subsampling
@@ -119,13 +96,6 @@ def poisson_chunk(key, last, sampling_rate, size: int, n_examples: int):
     offsets = lax.associative_scan(lambda a, b: jnp.minimum(a + b, n_examples + 1), gaps)
     indices = last + offsets
     return indices, indices < n_examples
-
-
-def default_batch_size(n_examples: int, sampling_rate: float) -> int:
-    """Padded chunk size: Nq + 6·sqrt(Nq(1 − q)) rounded up to a multiple of 8, at most N."""
-    mean = n_examples * sampling_rate
-    size = math.ceil(mean + 6.0 * math.sqrt(mean * (1.0 - sampling_rate)) + 1.0)
-    return max(1, min(n_examples, 8 * math.ceil(size / 8)))
 
 
 def step_keys(key):
@@ -233,111 +203,6 @@ def _scan(program: _Program, hyper: Hyper, data, state: DPVIState, n_steps: int)
 
 _run = jax.jit(_scan, static_argnames=("program", "n_steps"))
 _run_batch = jax.jit(jax.vmap(_scan, in_axes=(None, None, 0, 0, None)), static_argnames=("program", "n_steps"))
-
-
-# ---------------------------------------------------------------- settings
-
-
-def _per_coordinate(value, d: int, name: str) -> tuple[float, ...]:
-    """A scalar, a pair (μ block, ρ block) of scalars or (d,) vectors, or a full (2d,) vector → (2d,)."""
-    P = 2 * d
-    if isinstance(value, (tuple, list)) and len(value) == 2 and all(np.size(v) in (1, d) for v in value):
-        out = np.concatenate([np.broadcast_to(np.asarray(v, float).ravel(), (d,)) for v in value])
-    elif np.ndim(value) == 0:
-        out = np.full(P, float(value))
-    else:
-        out = np.asarray(value, float).ravel()
-        if out.shape != (P,):
-            raise ValueError(
-                f"{name} must be a scalar, a pair (μ block, ρ block) of scalars or length-{d} vectors, "
-                f"or a length-{P} vector; got shape {np.shape(value)}"
-            )
-    if not np.all(np.isfinite(out)):
-        raise ValueError(f"{name} must be finite, got {out}")
-    return tuple(out.tolist())
-
-
-def _privacy(epsilon, delta, noise_multiplier, non_private, sampling_rate, steps, learning_rate, optimizer):
-    """(σ, ε, δ, accountant) from exactly one of: epsilon, noise_multiplier, non_private=True."""
-    if non_private:
-        if epsilon is not None or noise_multiplier not in (None, 0, 0.0):
-            raise ValueError("non_private=True records without noise: do not pass epsilon or noise_multiplier")
-        if learning_rate is None and optimizer is None:
-            raise ValueError(
-                "a non-private run needs an explicit learning_rate (the κ heuristic divides by σ = 0)"
-            )
-        return 0.0, math.inf, None, None
-    if epsilon is not None and noise_multiplier is not None:
-        raise ValueError("pass either epsilon (σ is then calibrated) or noise_multiplier, not both")
-    if noise_multiplier is not None:
-        sigma = positive_float(
-            "noise_multiplier", noise_multiplier,
-            hint="for a non-private reference run pass non_private=True with a learning_rate",
-        )
-        epsilon = epsilon_spent(sigma, delta, sampling_rate, steps)
-        if not math.isfinite(epsilon):
-            raise ValueError(f"noise_multiplier={sigma} gives no finite ε at δ={delta}: increase the noise")
-        return sigma, epsilon, delta, "pld"
-    if epsilon is None:
-        raise ValueError(
-            "no privacy level: pass epsilon=… (σ is calibrated by the PLD accountant) or noise_multiplier=…; "
-            "a non-private reference run needs non_private=True and a learning_rate"
-        )
-    return calibrate_noise(epsilon, delta, sampling_rate, steps), float(epsilon), delta, "pld"
-
-
-def resolve_settings(
-    spec: ModelSpec,
-    *,
-    steps: int,
-    sampling_rate: float,
-    clip: float,
-    epsilon: float | None = None,
-    delta: float = 1e-5,
-    noise_multiplier: float | None = None,
-    non_private: bool = False,
-    grad_scale=1.0,
-    lr_multiplier=None,
-    learning_rate=None,
-    init=None,
-    mc_draws: int = 10,
-    batch_size: int | None = None,
-    optimizer=None,
-) -> DPVISettings:
-    """Validate the user's settings and resolve σ, λ (κ heuristic unless given), init and batch padding."""
-    steps = positive_int("steps", steps)
-    sampling_rate = positive_float("sampling_rate", sampling_rate, maximum=1.0)
-    clip = positive_float("clip", clip)
-    mc_draws = positive_int("mc_draws", mc_draws)
-    if learning_rate is not None and lr_multiplier is not None:
-        raise ValueError("pass either learning_rate (explicit λ) or lr_multiplier (v of the κ heuristic), not both")
-    if optimizer is not None and (learning_rate is not None or lr_multiplier is not None):
-        raise ValueError("learning_rate and lr_multiplier have no effect with an optax optimizer: set its step size there")
-    sigma, spent, dlt, accountant = _privacy(
-        epsilon, delta, noise_multiplier, non_private, sampling_rate, steps, learning_rate, optimizer
-    )
-    d = spec.site_map.dim
-    scale = _per_coordinate(grad_scale, d, "grad_scale")
-    if min(scale) <= 0:
-        raise ValueError(f"grad_scale must be positive, got {scale}")
-    if learning_rate is None and sigma > 0:
-        v = np.asarray(_per_coordinate(DEFAULT_LR_MULTIPLIER if lr_multiplier is None else lr_multiplier, d,
-                                       "lr_multiplier"))
-        lr = tuple((v * np.asarray(scale) / (math.sqrt(steps * 2 * d) * sigma * clip)).tolist())
-    else:
-        lr = _per_coordinate(1.0 if learning_rate is None else learning_rate, d, "learning_rate")
-    if min(lr) <= 0:
-        raise ValueError(f"learning rates must be positive, got {lr}")
-    n = spec.n_examples
-    if batch_size is None:
-        batch_size = default_batch_size(n, sampling_rate)
-    else:
-        batch_size = positive_int("batch_size", batch_size)
-    return DPVISettings(
-        steps, sampling_rate, clip, sigma, scale, lr,
-        _per_coordinate(DEFAULT_INIT if init is None else init, d, "init"),
-        mc_draws, int(min(batch_size, n)), spent, dlt, accountant,
-    )
 
 
 # ---------------------------------------------------------------- the recorder

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..recording.sites import SiteMap, SiteSpec
+from .sites import SiteMap, SiteSpec
 from .files import read_trace, write_trace
 from .summary import summary_text
 from .validation import VARIATIONAL_FAMILIES, TraceError, validate

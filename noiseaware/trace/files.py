@@ -19,7 +19,7 @@ import h5netcdf
 import h5py
 import numpy as np
 
-from ..recording.sites import SiteSpec
+from .sites import SiteSpec
 from ..util.files import atomic_write
 from .validation import TraceError
 

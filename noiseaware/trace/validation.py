@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..recording.sites import SiteMap, SiteSpec, transform_from_name
+from .sites import SiteMap, SiteSpec, transform_from_name
 
 if TYPE_CHECKING:
     from .core import Trace

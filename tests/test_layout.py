@@ -1,0 +1,65 @@
+"""The package's shape: no import cycles between modules, and no module above 400 lines without a reason
+stated in its docstring (import-linter's layer contracts in pyproject.toml are checked by `make test`)."""
+
+import ast
+from pathlib import Path
+
+import grimp
+
+PACKAGE = Path(__file__).parents[1] / "noiseaware"
+MAX_LINES = 400
+
+
+def _cycles(graph) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.find_modules_directly_imported_by(v):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_the_module_graph_has_no_cycles():
+    graph = grimp.build_graph("noiseaware", exclude_type_checking_imports=True)
+    assert _cycles(graph) == []
+
+
+def test_cycle_finder_finds_a_cycle():
+    graph = grimp.ImportGraph()
+    for module in ("a", "a.x", "a.y", "a.z"):
+        graph.add_module(module)
+    graph.add_import(importer="a.x", imported="a.y")
+    graph.add_import(importer="a.y", imported="a.x")
+    graph.add_import(importer="a.z", imported="a.x")
+    assert _cycles(graph) == [["a.x", "a.y"]]
+
+
+def test_long_modules_say_why():
+    for path in PACKAGE.rglob("*.py"):
+        lines = path.read_text().count("\n")
+        if lines > MAX_LINES:
+            docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+            assert "Why this module is long" in docstring, f"{path} has {lines} lines and no stated reason"
