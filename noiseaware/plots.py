@@ -74,8 +74,12 @@ def plot_trace(
     for row, j in enumerate(shown):
         _draw_mu_trace(axes[row, 0], trace, j, names[j], posteriors, truth, burn_in, level)
         if posteriors:
-            _draw_densities(axes[row, 1], {label: s[:, j] for label, s in samples.items()}, names[j],
-                            None if truth is None else truth[j])
+            _draw_densities(
+                axes[row, 1],
+                {label: s[:, j] for label, s in samples.items()},
+                names[j],
+                None if truth is None else truth[j],
+            )
     axes[-1, 0].set_xlabel("step t")
     for axis in axes[:-1, 0]:  # one step axis for the trace column; each density keeps its own θ axis
         axis.sharex(axes[-1, 0])
@@ -108,8 +112,12 @@ def plot_posteriors(
     figure = _figure(len(shown), 1, width=6.0)
     axes = figure.subplots(len(shown), 1, squeeze=False)
     for row, j in enumerate(shown):
-        _draw_densities(axes[row, 0], {label: s[:, j] for label, s in samples.items()}, first.theta_names[j],
-                        None if truth is None else truth[j])
+        _draw_densities(
+            axes[row, 0],
+            {label: s[:, j] for label, s in samples.items()},
+            first.theta_names[j],
+            None if truth is None else truth[j],
+        )
     axes[0, 0].legend(loc="best", fontsize="small")
     figure.suptitle(_title(title or "posterior densities of θ", len(shown), first.dim))
     return _save(figure, path)
@@ -118,8 +126,9 @@ def plot_posteriors(
 # ---------------------------------------------------------------- panels
 
 
-def _draw_mu_trace(axis: Axes, trace: Trace, j: int, name: str, posteriors, truth, burn_in: float,
-                   level: float) -> None:
+def _draw_mu_trace(
+    axis: Axes, trace: Trace, j: int, name: str, posteriors, truth, burn_in: float, level: float
+) -> None:
     """μ_j over the steps, the burn-in shaded, the posteriors' μ*_j (mean and band) and the true θ_j."""
     steps = np.arange(trace.steps)
     start = int(np.floor(burn_in * trace.steps))
@@ -134,8 +143,7 @@ def _draw_mu_trace(axis: Axes, trace: Trace, j: int, name: str, posteriors, trut
             continue
         low, high = post.optimum_interval(level)
         color = f"C{index}"
-        axis.axhspan(low[j], high[j], color=color, alpha=0.25, lw=0,
-                     label=f"μ* {label}: mean, {100 * level:g}% band")
+        axis.axhspan(low[j], high[j], color=color, alpha=0.25, lw=0, label=f"μ* {label}: mean, {100 * level:g}% band")
         axis.axhline(draws.mean(), color=color, lw=1.2)
         span.append(np.array([low[j], high[j]]))
     if truth is not None:
@@ -169,8 +177,14 @@ def _figure_legend(figure: Figure, axes) -> None:
     for axis in axes:
         for handle, label in zip(*axis.get_legend_handles_labels()):
             entries.setdefault(label, handle)
-    figure.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=min(len(entries), 3),
-                  fontsize="small", frameon=False)
+    figure.legend(
+        list(entries.values()),
+        list(entries),
+        loc="outside lower center",
+        ncols=min(len(entries), 3),
+        fontsize="small",
+        frameon=False,
+    )
 
 
 def _density(values: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -210,9 +224,13 @@ def plot_coverage(result: CoverageResult, path: str | os.PathLike, *, rule: str 
         axes.append(axis)
     s = result.settings
     level = f"ε = {s['epsilon']:g}" if s.get("epsilon") is not None else f"σ = {s['noise_multiplier']:.4g}"
-    figure.suptitle(_title(f"{s.get('model', '')}: coverage, {level}, M = {s.get('simulations')}, "
-                           f"{rule} reference rule", len(shown), d) if shown else
-                    f"{s.get('model', '')}: coverage, {level}, M = {s.get('simulations')}, {rule} reference rule")
+    figure.suptitle(
+        _title(
+            f"{s.get('model', '')}: coverage, {level}, M = {s.get('simulations')}, {rule} reference rule", len(shown), d
+        )
+        if shown
+        else f"{s.get('model', '')}: coverage, {level}, M = {s.get('simulations')}, {rule} reference rule"
+    )
     _figure_legend(figure, [joint])
     return _save(figure, path)
 
@@ -316,7 +334,10 @@ def plot_calibration(result: CalibrationResult, path: str | os.PathLike) -> Path
     histogram_axis.set_xlabel("predicted probability p̂ (posterior predictive)")
     histogram_axis.set_ylabel("fraction of test points")
     s = result.settings
-    level = (f"ε = {s['epsilon']:.3g}, σ = {s['noise_multiplier']:.4g}, " if s.get("noise_multiplier") else "")
-    curve_axis.set_title(f"{s.get('dataset', '')}: reliability, {level}R = {s.get('runs')}, "
-                         f"{s.get('bins')} {s.get('binning')} bins (band: mean ± {BAND:g} sd)", fontsize="small")
+    level = f"ε = {s['epsilon']:.3g}, σ = {s['noise_multiplier']:.4g}, " if s.get("noise_multiplier") else ""
+    curve_axis.set_title(
+        f"{s.get('dataset', '')}: reliability, {level}R = {s.get('runs')}, "
+        f"{s.get('bins')} {s.get('binning')} bins (band: mean ± {BAND:g} sd)",
+        fontsize="small",
+    )
     return _save(figure, path)

@@ -54,7 +54,9 @@ def epsilon_spent(noise_multiplier: float, delta: float, sampling_rate: float, s
     Returns: ε as a float ≥ 0.
     """
     noise_multiplier = positive_float(
-        "noise_multiplier", noise_multiplier, allow_zero=True,
+        "noise_multiplier",
+        noise_multiplier,
+        allow_zero=True,
         hint="pass σ, the noise standard deviation divided by the clipping norm (0 for no noise)",
     )
     delta, sampling_rate, steps = _checked_run(delta, sampling_rate, steps)
@@ -187,7 +189,9 @@ def _checked_run(delta, sampling_rate, steps) -> tuple[float, float, int]:
     return (
         probability("delta", delta, hint="use e.g. delta=1e-5 (below 1/N for N examples)"),
         positive_float(
-            "sampling_rate", sampling_rate, maximum=1.0,
+            "sampling_rate",
+            sampling_rate,
+            maximum=1.0,
             hint="pass the expected batch size divided by the number of examples",
         ),
         positive_int("steps", steps, hint="pass the number of DP-SGD steps as an int, e.g. steps=10_000"),

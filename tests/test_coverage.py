@@ -11,11 +11,13 @@ import numpyro.distributions as dist
 import pytest
 
 import noiseaware as na
-from noiseaware.evaluation import METHODS, coverage, evaluate, register_method, simulate_traces
-from noiseaware.util.keys import as_key
+from noiseaware.evaluation import coverage, evaluate, simulate_traces
 from noiseaware.models.builtin import GAMMA_PRIOR
+from noiseaware.plots import plot_coverage
+from noiseaware.util.diagnostics import NoDiagnostics
+from noiseaware.util.keys import as_key
 
-SMALL = {"simulations": 12, "repeats": 2, "draws": 400, "steps": 1000, "chunk": 12}
+SMALL = {"simulations": 12, "references": 2, "samples": 400, "steps": 1000, "chunk": 12}
 M1 = na.models.get("gamma-exponential")
 
 
@@ -55,9 +57,10 @@ def test_coverage_is_simulate_traces_then_evaluate(result):
     settings = dict(M1.dpvi_settings) | {"steps": 1000}
     sims = simulate_traces(M1, noise_multiplier=result.settings["noise_multiplier"], delta=1e-5, simulations=12,
                            key=jax.random.split(as_key(3), 4)[0], **settings)
-    again = evaluate(sims, ("naive", "dpvim"), repeats=2, draws=400, key=3)
+    again = evaluate(sims, ("naive", "dpvim"), references=2, samples=400, key=3)
     np.testing.assert_array_equal(again.curves["trace"]["naive"], result.curves["trace"]["naive"])
     assert again.settings["simulations"] == 12 and again.settings["steps"] == 1000
+    assert again.settings["references"] == 2 and again.settings["samples"] == 400
     assert set(again.methods) == {"naive", "dpvim"}
 
 
@@ -72,12 +75,16 @@ def test_results_files(result, tmp_path):
     lines = (tmp_path / "c.csv").read_text().splitlines()
     assert lines[0] == "method,reference_rule,dimension,level,ecp_mean,ecp_sd"
     assert len(lines) == 1 + 2 * 2 * 2 * 21  # rules × methods × (joint + 1 dimension) × levels
-    path = result.plot(tmp_path / "c.png")
+    assert payload["settings"]["references"] == 2 and payload["settings"]["samples"] == 400
+    path = plot_coverage(result, tmp_path / "c.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot_coverage(result, tmp_path / "t.png", rule="trace").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 class _GammaPosterior:
     """The exact conjugate posterior of M1, Gamma(8 + N, 2 + Σx), as draws of θ = softplus⁻¹(λ)."""
+
+    diagnostics = NoDiagnostics()
 
     def __init__(self, x):
         self.shape, self.rate = GAMMA_PRIOR[0] + x.size, GAMMA_PRIOR[1] + float(np.sum(x))
@@ -87,28 +94,60 @@ class _GammaPosterior:
         return (rate + np.log(-np.expm1(-rate)))[:, None]  # softplus⁻¹
 
 
+@pytest.mark.slow
 def test_an_exact_posterior_plugged_in_is_calibrated_and_failures_are_counted():
-    """A registered method with the exact posterior: the driver's TARP curve lies on the diagonal within
-    finite-M error (RMSE ≤ 0.07 at M = 120, whose expectation is ≈ 0.036), and a method failing on every
-    third simulation is counted, not dropped."""
-    register_method("oracle", lambda simulation, *, epsilon, delta, key: _GammaPosterior(np.asarray(simulation.data["x"])))
+    """A plug-in method with the exact posterior: the driver's TARP curve lies on the diagonal within
+    finite-M error (RMSE ≤ 0.07 at M = 120: each ECP has binomial sd ≤ sqrt(0.25/120) ≈ 0.046 and the RMSE
+    averages their squares over the levels, sqrt(mean l(1 − l) / 120) ≈ 0.036), and a method failing on
+    every third simulation is counted, not dropped. Plug-ins are Method records passed in `methods`: no
+    registry is changed."""
+    def oracle(problem, key, options):
+        """The exact posterior given the simulation's data (a non-private reference, not a release)."""
+        return _GammaPosterior(np.asarray(problem.data["x"]))
 
-    def flaky(simulation, *, epsilon, delta, key):
-        if simulation.index % 3 == 0:
+    def flaky(problem, key, options):
+        """The naive posterior, failing on every third simulation."""
+        if problem.index % 3 == 0:
             raise ValueError("no fit")
-        assert not hasattr(simulation, "truth")
-        return na.naive_posterior(simulation.trace)
+        assert not hasattr(problem, "truth")
+        return na.naive_posterior(problem.trace)
 
-    register_method("flaky", flaky)
-    try:
-        out = coverage(M1, methods=("oracle", "flaky"), epsilon=1.0, key=5, simulations=120, repeats=5,
-                       draws=2000, steps=300, chunk=120)
-    finally:
-        METHODS.pop("oracle")
-        METHODS.pop("flaky")
+    methods = (na.per_problem("oracle", oracle, private=False), na.per_problem("flaky", flaky))
+    out = coverage(M1, methods=methods, epsilon=1.0, key=5, simulations=120, references=5, samples=2000, steps=300,
+                   chunk=120)
+    assert "oracle" not in na.DEFAULT_REGISTRY and "flaky" not in na.DEFAULT_REGISTRY
     assert out.failures == {"oracle": 0, "flaky": 40}
     mean, _ = out.rmse["oracle"]
     assert mean <= 0.07, out.table()
+
+
+def test_a_plug_in_in_a_registry_and_its_options():
+    """A per-trace plug-in with typed options, looked up by name in a registry that includes it; its options
+    come from method_options and unknown ones are refused before any work."""
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Shift:
+        offset: float = 0.0
+
+    seen = []
+
+    def shifted(trace, key, options):
+        seen.append(options)
+        post = na.naive_posterior(trace)
+        return dataclasses.replace(post, optimum_chains=post.optimum_chains + options.offset)
+
+    registry = na.DEFAULT_REGISTRY.including(na.per_trace("shifted", shifted, options=Shift))
+    out = coverage(M1, methods=("naive", "shifted"), registry=registry, epsilon=1.0, key=3,
+                   method_options={"shifted": {"offset": 0.0}}, **SMALL)
+    assert seen == [Shift(0.0)] and out.failures == {"naive": 0, "shifted": 0}
+    for rule in out.curves:  # offset 0 is the naive posterior, scored on the same traces with its own θ draws
+        assert out.curves[rule]["shifted"].shape == out.curves[rule]["naive"].shape == (2, 21)
+    with pytest.raises(ValueError, match="method 'shifted' has no option 'scale'"):
+        coverage(M1, methods=("shifted",), registry=registry, epsilon=1.0, key=3,
+                 method_options={"shifted": {"scale": 2.0}}, **SMALL)
+    with pytest.raises(ValueError, match="unknown methods"):
+        coverage(M1, methods=("shifted",), epsilon=1.0, key=3, **SMALL)  # not in the default registry
 
 
 def normal_mean(x=None, n_examples=None):
@@ -122,7 +161,7 @@ def test_any_from_numpyro_model_and_every_trace_method():
     bm = na.models.from_numpyro(normal_mean, n_examples=500, name="normal-mean", steps=600, sampling_rate=0.1,
                                 clip=2.0, grad_scale=(1.0, 100.0), lr_multiplier=math.sqrt(2), init=(0.0, -4.0))
     out = coverage(bm, methods=("exact", "laplace", "nuts", "naive", "dpvim"), epsilon=1.0, key=1, simulations=8,
-                   repeats=2, draws=300, method_options={"nuts": {"warmup": 100, "draws": 200}})
+                   references=2, samples=300, method_options={"nuts": {"warmup": 100, "draws": 200}})
     assert set(out.methods) == {"exact", "laplace", "nuts", "naive", "dpvim"}
     assert all(count == 0 for count in out.failures.values())
     assert {"max_rhat", "divergences"} <= set(out.diagnostics["nuts"])
@@ -132,8 +171,26 @@ def test_any_from_numpyro_model_and_every_trace_method():
 
 def test_bad_requests_raise():
     with pytest.raises(ValueError, match="unknown methods"):
-        coverage(M1, methods=("exact", "magic"), epsilon=1.0)
+        coverage(M1, methods=("exact", "magic"), epsilon=1.0, key=0)
     with pytest.raises(ValueError, match="exactly one of epsilon and noise_multiplier"):
-        coverage(M1, methods=("exact",))
+        coverage(M1, methods=("exact",), key=0)
     with pytest.raises(ValueError, match="simulations must be a positive int"):
-        coverage(M1, methods=("exact",), epsilon=1.0, simulations=0)
+        coverage(M1, methods=("exact",), epsilon=1.0, simulations=0, key=0)
+    with pytest.raises(ValueError, match="references must be a positive int"):
+        coverage(M1, methods=("exact",), epsilon=1.0, references=0, key=0)
+    with pytest.raises(TypeError, match="key"):  # the numbers depend on the key: there is no default
+        coverage(M1, methods=("exact",), epsilon=1.0)
+    with pytest.raises(TypeError, match="prior"):  # the exact route's prior is a method option now
+        coverage(M1, methods=("exact",), epsilon=1.0, key=0, prior="paper")
+    with pytest.raises(ValueError, match="method_options names methods that do not run"):
+        coverage(M1, methods=("exact",), epsilon=1.0, key=0, method_options={"laplace": {"style": "paper"}})
+    with pytest.raises(ValueError, match="method 'exact' has no option 'style'"):
+        coverage(M1, methods=("exact",), epsilon=1.0, key=0, method_options={"exact": {"style": "paper"}})
+
+
+def test_the_paper_prior_is_a_method_option():
+    """method_options={"exact": {"prior": "paper"}} (what `prior="paper"` used to do) reaches the exact fits,
+    and the results file records it."""
+    out = coverage(M1, methods=("exact",), epsilon=1.0, key=3, method_options={"exact": {"prior": "paper"}}, **SMALL)
+    assert out.settings["method_options"]["exact"] == repr(na.methods.ExactOptions(prior="paper"))
+    assert out.failures == {"exact": 0}

@@ -11,7 +11,8 @@ from scipy import stats as scipy_stats
 from ou import ou_trace
 
 from noiseaware.inference.gradient_model import Prior, gradient_model, integrate_optimum
-from noiseaware.inference.laplace import fit_laplace, laplace_approximation, unconstrained_log_density
+from noiseaware.inference.laplace import (fit_laplace, fit_laplace_batch, laplace_approximation,
+                                         unconstrained_log_density)
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 
@@ -200,6 +201,24 @@ def test_same_key_same_draws_and_int_keys_work(trace):
     for name in ("optimum", "hessian", "extra_noise"):
         np.testing.assert_array_equal(getattr(first, name), getattr(again, name))
         assert not np.array_equal(getattr(first, name), getattr(other, name))
+
+
+def test_the_batch_gives_model_m_the_key_m_and_a_failed_model_its_error(trace):
+    """fit_laplace_batch(models, keys=…): model m's draws are fit_laplace's with keys[m]; a model whose solve
+    fails gets the ValueError fit_laplace raises, in its place, and the others are unaffected."""
+    prior = Prior(extra_noise="none")
+    good = gradient_model(trace, prior)
+    bad = saddle_and_improper(gradient_model(ou_trace(steps=3000, seed=3), prior))
+    keys = jax.random.split(jax.random.key(8), 3)
+    batch = fit_laplace_batch([good, bad, good], keys=keys, draws=100)
+    assert isinstance(batch[1], ValueError) and "not positive definite" in str(batch[1])
+    for m in (0, 2):
+        single = fit_laplace(good, key=keys[m], draws=100)
+        np.testing.assert_allclose(batch[m].optimum, single.optimum, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(batch[m].diagnostics["optimum_map"], single.diagnostics["optimum_map"], rtol=1e-10)
+    assert not np.array_equal(batch[0].optimum, batch[2].optimum)  # the same model, its own key
+    with pytest.raises(TypeError):  # one key for the batch is no longer accepted
+        fit_laplace_batch([good], key=keys[0], draws=100)
 
 
 def test_vmapped_over_stacked_models_equals_one_model_at_a_time():

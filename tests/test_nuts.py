@@ -8,7 +8,7 @@ from arviz_stats.base import array_stats
 from ou import ou_trace
 
 from noiseaware.inference.gradient_model import Prior, gradient_model, integrate_optimum, prior_distributions
-from noiseaware.inference.nuts import _target, fit_nuts, initial_values, nuts_blackjax_draws
+from noiseaware.inference.nuts import _target, fit_nuts, fit_nuts_batch, initial_values, nuts_blackjax_draws
 from noiseaware.util.keys import as_key
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
@@ -79,6 +79,7 @@ def test_initial_values_are_the_prior_means():
     assert "extra_noise" not in initial_values(gradient_model(ou_trace(steps=200), PRIORS["none"]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prior", ["default", "paper"])
 def test_sampled_coordinates_are_a_change_of_variables_of_numpyros_potential(prior):
     """U_y(y) = U(z(y)) − log|det ∂z/∂y| + const, with the Jacobian by autodiff, and y₀ maps to the start."""
@@ -109,6 +110,7 @@ def test_sampled_coordinates_are_a_change_of_variables_of_numpyros_potential(pri
     np.testing.assert_allclose(offsets, offsets[0], rtol=0, atol=1e-8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prior", list(PRIORS))
 def test_nuts_matches_quadrature_within_monte_carlo_error(trace, numpyro_fits, prior):
     draws = numpyro_fits[prior]
@@ -120,6 +122,7 @@ def test_nuts_matches_quadrature_within_monte_carlo_error(trace, numpyro_fits, p
     assert draws.diagnostics["min_ess"] > 800
 
 
+@pytest.mark.slow
 def test_backends_agree_with_each_other_and_the_reference(trace, numpyro_fits, blackjax_fit):
     reference_mean, _ = reference_moments(gradient_model(trace))
     mean_n, error_n, sd_n, sd_error_n = moments_with_errors(numpyro_fits["default"])
@@ -135,6 +138,7 @@ def test_backends_agree_with_each_other_and_the_reference(trace, numpyro_fits, b
     assert diagnostics["backend"] == "blackjax" and diagnostics["max_rhat"] < 1.01 and diagnostics["divergences"] == 0
 
 
+@pytest.mark.slow
 def test_draws_shapes_and_diagnostics(numpyro_fits):
     draws = numpyro_fits["default"]
     for value in (draws.optimum, draws.hessian, draws.extra_noise):
@@ -147,12 +151,14 @@ def test_draws_shapes_and_diagnostics(numpyro_fits):
     assert diagnostics["step_size"].shape == (1,) and diagnostics["divergences"] == 0
 
 
+@pytest.mark.slow
 def test_without_extra_noise_there_is_no_extra_noise_site(numpyro_fits):
     draws = numpyro_fits["none"]
     assert draws.extra_noise is None
     assert set(draws.diagnostics["rhat"]) == {"optimum", "hessian"}
 
 
+@pytest.mark.slow
 def test_several_chains_converge(trace):
     draws = fit_nuts(gradient_model(trace), key=1, chains=3, warmup=500, draws=1000)
     assert draws.optimum.shape == (3, 1000, 4) and draws.diagnostics["step_size"].shape == (3,)
@@ -160,6 +166,7 @@ def test_several_chains_converge(trace):
     assert draws.diagnostics["max_rhat"] < 1.01
 
 
+@pytest.mark.slow
 def test_same_key_same_draws(trace, numpyro_fits, blackjax_fit):
     model = gradient_model(trace)
     np.testing.assert_array_equal(fit_nuts(model, key=0).optimum, numpyro_fits["default"].optimum)
@@ -169,6 +176,7 @@ def test_same_key_same_draws(trace, numpyro_fits, blackjax_fit):
     assert not np.array_equal(other.optimum, blackjax_fit.optimum)
 
 
+@pytest.mark.slow
 def test_vmapped_blackjax_matches_separate_runs():
     """One vmapped run over 3 traces against separate runs with the same keys.
 
@@ -192,6 +200,25 @@ def test_vmapped_blackjax_matches_separate_runs():
         for j, (mean, error, *_) in enumerate(singles):
             close = np.all(np.abs(batched.mean(axis=(0, 1)) - mean) < 4 * np.hypot(error, batched_error))
             assert close == (i == j)
+
+
+@pytest.mark.slow
+def test_the_batch_gives_model_m_the_key_m():
+    """fit_nuts_batch(models, keys=…, backend=…): with numpyro (one model after another) model m's draws are
+    fit_nuts's with keys[m] exactly; with blackjax (vmapped) each model gets its own key's chain."""
+    models = [gradient_model(ou_trace(steps=1000, seed=seed)) for seed in (1, 2)]
+    keys = jax.random.split(jax.random.key(4), 2)
+    settings = {"warmup": 100, "draws": 100}
+    batch = fit_nuts_batch(models, keys=keys, backend="numpyro", **settings)
+    for model, key, result in zip(models, keys, batch):
+        single = fit_nuts(model, key=key, backend="numpyro", **settings)
+        np.testing.assert_array_equal(result.optimum, single.optimum)
+        assert result.diagnostics["backend"] == "numpyro"
+    same_model = fit_nuts_batch([models[0], models[0]], keys=keys, backend="blackjax", chunk=2, **settings)
+    assert same_model[0].diagnostics["backend"] == "blackjax"
+    assert not np.array_equal(same_model[0].optimum, same_model[1].optimum)  # one key each, not one for all
+    with pytest.raises(TypeError):  # one key for the batch is no longer accepted
+        fit_nuts_batch(models, key=keys[0], **settings)
 
 
 def test_bad_arguments_raise():

@@ -34,9 +34,21 @@ from .mechanisms import MECHANISMS, NEIGHBOURING, Mechanism, Neighbouring, keys_
 from .primitives import condition_gaussian, mixing_variance
 from .sampled import ClosedFormPosterior, GibbsPosterior, Marginal, ReleaseDiagnostics, gibbs_posterior
 
-__all__ = ["INITS", "ConjugatePosterior", "GibbsSettings", "Init", "Release", "ReleaseSettings",
-           "bernstein_sheldon_naive", "bernstein_sheldon_posterior", "bs2018_batch", "bs2018_naive_batch",
-           "naive_posteriors", "noise_aware_posteriors", "release_statistics"]
+__all__ = [
+    "INITS",
+    "ConjugatePosterior",
+    "GibbsSettings",
+    "Init",
+    "Release",
+    "ReleaseSettings",
+    "bernstein_sheldon_naive",
+    "bernstein_sheldon_posterior",
+    "bs2018_batch",
+    "bs2018_naive_batch",
+    "naive_posteriors",
+    "noise_aware_posteriors",
+    "release_statistics",
+]
 
 METHOD, NAIVE_METHOD = "bs2018", "bs2018-naive"
 
@@ -79,16 +91,23 @@ class Release:
 
     def facts(self) -> dict[str, Any]:
         """The privacy facts a posterior reports in its diagnostics."""
-        facts = {"mechanism": self.mechanism, "neighbouring": self.neighbouring, "epsilon": self.epsilon,
-                 "delta": self.delta, "sensitivity": self.sensitivity, "noise_scale": self.scale,
-                 "n_examples": self.family.n}
+        facts = {
+            "mechanism": self.mechanism,
+            "neighbouring": self.neighbouring,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "sensitivity": self.sensitivity,
+            "noise_scale": self.scale,
+            "n_examples": self.family.n,
+        }
         if isinstance(self.family, GammaExponential):
             facts["bound"] = self.family.bound
         return facts
 
 
-def release_statistics(model: str, x, *, keys, epsilon: float, delta: float | None = 1e-5,
-                       settings: ReleaseSettings = ReleaseSettings()) -> Release:
+def release_statistics(
+    model: str, x, *, keys, epsilon: float, delta: float | None = 1e-5, settings: ReleaseSettings = ReleaseSettings()
+) -> Release:
     """Release z_m = Σ_i t(x_mi) + noise for each of M data sets: x (M, N), keys (M,) → Release with z (M, D).
 
     model: 'gamma-exponential', 'beta-bernoulli', 'dirichlet-categorical' (or M1/M2/M3); N = x.shape[-1]
@@ -105,16 +124,26 @@ def release_statistics(model: str, x, *, keys, epsilon: float, delta: float | No
     scale, spent = noise_scale(settings.mechanism, l1=l1, l2=l2, epsilon=epsilon, delta=delta)
     with jax.enable_x64(True):
         z = _release(fam, settings.mechanism, jnp.asarray(x), keys, scale)
-    return Release(fam, np.asarray(z), settings.mechanism, settings.neighbouring, float(epsilon), spent,
-                   l1 if settings.mechanism == "laplace" else l2, scale)
+    return Release(
+        fam,
+        np.asarray(z),
+        settings.mechanism,
+        settings.neighbouring,
+        float(epsilon),
+        spent,
+        l1 if settings.mechanism == "laplace" else l2,
+        scale,
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("fam", "mechanism"))
 def _release(fam: Family, mechanism: str, x, keys, scale):
     """z (M, D) = statistic(x_m) + scale·(Laplace or normal noise), x (M, N), keys (M,)."""
+
     def one(x, key):
         draw = jax.random.laplace if mechanism == "laplace" else jax.random.normal
         return fam.statistic(x) + scale * draw(key, (fam.released,), jnp.float64)
+
     return jax.vmap(one)(x, keys)
 
 
@@ -129,7 +158,7 @@ class GibbsSettings:
     """Chains × (warmup + draws) sweeps per data set; retries R of the support redraws before projecting;
     where the chains start.
 
-    Default 4 × (1000 + 5000) = 20 000 kept draws (baselines.md §1.3 [I]; the released code: 1 × (500 + 1000)).
+    Default 4 × (1000 + 5000) = 20 000 kept draws (docs/baselines.md §1.3 [I]; the released code: 1 × (500 + 1000)).
     init: "naive" (default) starts each chain at an independent draw of the naive posterior of z
     (post-processing of the release); "prior" at a prior draw, as the released code does. With M1's
     truncated sum, E[s_in | λ] = N·P(x ≤ B)·E[x | x ≤ B] is not monotone in λ, so z also fits a small λ
@@ -150,8 +179,9 @@ class GibbsSettings:
         choice("init", self.init, INITS)
 
 
-def noise_aware_posteriors(release: Release, keys,
-                           settings: GibbsSettings = GibbsSettings()) -> list[GibbsPosterior | FloatingPointError]:
+def noise_aware_posteriors(
+    release: Release, keys, settings: GibbsSettings = GibbsSettings()
+) -> list[GibbsPosterior | FloatingPointError]:
     """B&S's Gibbs sampler on every released z of `release`: one compiled program for all M × chains.
 
     keys (M,): the sampler key of each data set (its chains start from split(split(keys[m])[0], chains) and
@@ -165,16 +195,30 @@ def noise_aware_posteriors(release: Release, keys,
     with jax.enable_x64(True):
         k_init, k_run = (jax.vmap(lambda k: jax.random.split(k, chains))(halves[:, i]) for i in (0, 1))
         z = jnp.asarray(release.z, jnp.float64)
-        params = (jnp.tile(jnp.asarray(fam.prior, jnp.float64), (count * chains, 1)) if settings.init == "prior"
-                  else jnp.repeat(jax.vmap(fam.naive_params)(z), chains, axis=0))
+        params = (
+            jnp.tile(jnp.asarray(fam.prior, jnp.float64), (count * chains, 1))
+            if settings.init == "prior"
+            else jnp.repeat(jax.vmap(fam.naive_params)(z), chains, axis=0)
+        )
         init = _start_draws(fam, params, k_init.reshape(-1))
-        theta, tries, fallbacks = (np.asarray(a) for a in _gibbs(
-            fam, release.mechanism, settings, k_run, z, release.scale, init))
+        theta, tries, fallbacks = (
+            np.asarray(a) for a in _gibbs(fam, release.mechanism, settings, k_run, z, release.scale, init)
+        )
     sweeps = chains * (settings.warmup + settings.draws)
     facts = release.facts() | dataclasses.asdict(settings)
-    return [gibbs_posterior(theta[m], method=METHOD, theta_names=fam.theta_names, fallbacks=int(fallbacks[m].sum()),
-                            redraws=int(tries[m].sum()) - sweeps, sweeps=sweeps, released=release.z[m], release=facts)
-            for m in range(count)]
+    return [
+        gibbs_posterior(
+            theta[m],
+            method=METHOD,
+            theta_names=fam.theta_names,
+            fallbacks=int(fallbacks[m].sum()),
+            redraws=int(tries[m].sum()) - sweeps,
+            sweeps=sweeps,
+            released=release.z[m],
+            release=facts,
+        )
+        for m in range(count)
+    ]
 
 
 @functools.partial(jax.jit, static_argnames=("fam", "mechanism", "config"))
@@ -207,7 +251,7 @@ def _gibbs(fam: Family, mechanism: str, config: GibbsSettings, keys, z, scale, i
         state = (theta, omega2, jnp.int32(0), jnp.int32(0))
         sweeps = jax.random.split(k_run, config.warmup + config.draws)
         (_, _, tries, fallbacks), draws = jax.lax.scan(sweep, state, sweeps)  # one loop: half the compile time
-        return draws[config.warmup:], tries, fallbacks
+        return draws[config.warmup :], tries, fallbacks
 
     m, c = keys.shape
     out = jax.vmap(chain)(keys.reshape(m * c), jnp.repeat(z, c, axis=0), init)  # flat: compiles faster than nested
@@ -238,8 +282,9 @@ class ConjugatePosterior(ClosedFormPosterior):
     def sample(self, key, n: int = 20_000) -> np.ndarray:
         """n exact draws of θ (n, d) from the conjugate posterior."""
         with jax.enable_x64(True):
-            return np.asarray(_conjugate_draws(self.family, jnp.asarray(self.params, jnp.float64),
-                                               jax.random.split(as_key(key), n)))
+            return np.asarray(
+                _conjugate_draws(self.family, jnp.asarray(self.params, jnp.float64), jax.random.split(as_key(key), n))
+            )
 
     def marginals(self) -> list[Marginal]:
         return self.family.marginals(np.asarray(self.params, np.float64))
@@ -260,17 +305,31 @@ def naive_posteriors(release: Release) -> list[ConjugatePosterior]:
     with jax.enable_x64(True):
         params = np.asarray(jax.vmap(fam.naive_params)(jnp.asarray(release.z, jnp.float64)))
     facts = release.facts()
-    return [ConjugatePosterior(family=fam, params=p, theta_names=fam.theta_names, method=NAIVE_METHOD,
-                               diagnostics=ReleaseDiagnostics(released=z, release=facts))
-            for p, z in zip(params, release.z)]
+    return [
+        ConjugatePosterior(
+            family=fam,
+            params=p,
+            theta_names=fam.theta_names,
+            method=NAIVE_METHOD,
+            diagnostics=ReleaseDiagnostics(released=z, release=facts),
+        )
+        for p, z in zip(params, release.z)
+    ]
 
 
 # ---------------------------------------------------------------- entry points
 
 
-def bs2018_batch(model: str, x, *, keys, epsilon: float, delta: float | None,
-                      release: ReleaseSettings = ReleaseSettings(),
-                      gibbs: GibbsSettings = GibbsSettings()) -> list[GibbsPosterior | FloatingPointError]:
+def bs2018_batch(
+    model: str,
+    x,
+    *,
+    keys,
+    epsilon: float,
+    delta: float | None,
+    release: ReleaseSettings = ReleaseSettings(),
+    gibbs: GibbsSettings = GibbsSettings(),
+) -> list[GibbsPosterior | FloatingPointError]:
     """B&S 2018 for M data sets x (M, N) of `model`: data set m is released at (ε, δ) with the first half of
     split(keys[m]) and sampled with the second (keys (M,)), all in one compiled sampler."""
     release_keys, sampler_keys = problem_keys(keys, np.shape(x)[0])
@@ -278,38 +337,69 @@ def bs2018_batch(model: str, x, *, keys, epsilon: float, delta: float | None,
     return noise_aware_posteriors(released, sampler_keys, gibbs)
 
 
-def bs2018_naive_batch(model: str, x, *, keys, epsilon: float, delta: float | None,
-                release: ReleaseSettings = ReleaseSettings()) -> list[ConjugatePosterior]:
+def bs2018_naive_batch(
+    model: str, x, *, keys, epsilon: float, delta: float | None, release: ReleaseSettings = ReleaseSettings()
+) -> list[ConjugatePosterior]:
     """The naive SSP counterpart for x (M, N): the release `bs2018_batch` makes with the same keys, then
     the conjugate update of each z."""
     release_keys, _ = problem_keys(keys, np.shape(x)[0])
-    return naive_posteriors(release_statistics(model, x, keys=release_keys, epsilon=epsilon, delta=delta,
-                                               settings=release))
+    return naive_posteriors(
+        release_statistics(model, x, keys=release_keys, epsilon=epsilon, delta=delta, settings=release)
+    )
 
 
-def bernstein_sheldon_posterior(model: str, data, *, key, epsilon: float, delta: float = 1e-5,
-                                mechanism: Mechanism = "laplace", neighbouring: Neighbouring = "add-remove",
-                                bound: float | None = None, **settings) -> GibbsPosterior:
+def bernstein_sheldon_posterior(
+    model: str,
+    data,
+    *,
+    key,
+    epsilon: float,
+    delta: float = 1e-5,
+    mechanism: Mechanism = "laplace",
+    neighbouring: Neighbouring = "add-remove",
+    bound: float | None = None,
+    **settings,
+) -> GibbsPosterior:
     """B&S 2018 for one data set: release Σ t(x) at (ε, δ), then the Gibbs sampler on the released z.
 
     data: the records x (N,) or a mapping with key 'x'. settings: GibbsSettings (chains, warmup, draws,
     retries, init). Equals problem m of `bs2018_batch` when keys[m] = key; a failed fit raises its
     FloatingPointError.
     """
-    (outcome,) = bs2018_batch(model, _records(data)[None], keys=as_key(key)[None], epsilon=epsilon,
-                                   delta=delta, release=ReleaseSettings(mechanism, neighbouring, bound),
-                                   gibbs=GibbsSettings(**settings))
+    (outcome,) = bs2018_batch(
+        model,
+        _records(data)[None],
+        keys=as_key(key)[None],
+        epsilon=epsilon,
+        delta=delta,
+        release=ReleaseSettings(mechanism, neighbouring, bound),
+        gibbs=GibbsSettings(**settings),
+    )
     if isinstance(outcome, Exception):
         raise outcome
     return outcome
 
 
-def bernstein_sheldon_naive(model: str, data, *, key, epsilon: float, delta: float = 1e-5,
-                            mechanism: Mechanism = "laplace", neighbouring: Neighbouring = "add-remove",
-                            bound: float | None = None) -> ConjugatePosterior:
+def bernstein_sheldon_naive(
+    model: str,
+    data,
+    *,
+    key,
+    epsilon: float,
+    delta: float = 1e-5,
+    mechanism: Mechanism = "laplace",
+    neighbouring: Neighbouring = "add-remove",
+    bound: float | None = None,
+) -> ConjugatePosterior:
     """The naive SSP counterpart for one data set: the same release (same key → same z), conjugate update."""
-    return bs2018_naive_batch(model, _records(data)[None], keys=as_key(key)[None], epsilon=epsilon, delta=delta,
-                       release=ReleaseSettings(mechanism, neighbouring, bound))[0]
+    return bs2018_naive_batch(
+        model,
+        _records(data)[None],
+        keys=as_key(key)[None],
+        epsilon=epsilon,
+        delta=delta,
+        release=ReleaseSettings(mechanism, neighbouring, bound),
+    )[0]
 
 
 def _records(data) -> np.ndarray:

@@ -51,8 +51,16 @@ from .sampled import (
     gibbs_posterior,
 )
 
-__all__ = ["CHUNK", "MODEL", "NIGPosterior", "RegressionGibbsDiagnostics", "bs2019_batch", "bs2019_naive_batch",
-           "bs2019_posterior", "naive_ss_posterior"]
+__all__ = [
+    "CHUNK",
+    "MODEL",
+    "NIGPosterior",
+    "RegressionGibbsDiagnostics",
+    "bs2019_batch",
+    "bs2019_naive_batch",
+    "bs2019_posterior",
+    "naive_ss_posterior",
+]
 
 MODEL = "linreg-10d"
 """The benchmark model whose prior (NIGPrior's defaults), design (bias column last) and θ space this method has."""
@@ -83,23 +91,42 @@ class NIGPosterior(ClosedFormPosterior):
     def sample(self, key, n: int = 20_000) -> np.ndarray:
         """n exact draws (n, d+2) of θ = (w, softplus⁻¹(σ²))."""
         with jax.enable_x64(True):
-            return np.asarray(theta_of(*nig_draw(as_key(key), jnp.asarray(self.mu), jnp.asarray(self.chol),
-                                                 jnp.asarray(self.a_n), jnp.asarray(self.b_n), (n,))))
+            return np.asarray(
+                theta_of(
+                    *nig_draw(
+                        as_key(key),
+                        jnp.asarray(self.mu),
+                        jnp.asarray(self.chol),
+                        jnp.asarray(self.a_n),
+                        jnp.asarray(self.b_n),
+                        (n,),
+                    )
+                )
+            )
 
     def marginals(self) -> list[Marginal]:
         """w_j ~ Student-t_{2a_n}(μ_j, √(b_n/a_n · (Λ_n⁻¹)_jj)); σ² ~ InvGamma(a_n, b_n), mapped by softplus⁻¹."""
         inverse_chol = linalg.solve_triangular(self.chol, np.eye(len(self.mu)), lower=True)
         scale = np.sqrt(self.b_n / self.a_n * np.sum(inverse_chol**2, axis=0))
-        slopes = [(stats.t(2 * self.a_n, loc=m, scale=s), np.positive) for m, s in zip(self.mu, scale)]
-        return slopes + [(stats.invgamma(self.a_n, scale=self.b_n), softplus_inverse)]
+        coefficients = [(stats.t(2 * self.a_n, loc=m, scale=s), np.positive) for m, s in zip(self.mu, scale)]
+        return coefficients + [(stats.invgamma(self.a_n, scale=self.b_n), softplus_inverse)]
 
     def parameters(self) -> dict[str, Any]:
         return {"mu": self.mu, "precision_cholesky": self.chol, "a_n": self.a_n, "b_n": self.b_n}
 
 
-def bs2019_batch(X, y, *, keys, epsilon: float, delta: float | None, release: RegressionRelease = RegressionRelease(),
-                 gibbs: RegressionGibbs = RegressionGibbs(), prior: NIGPrior = NIGPrior(),
-                 chunk: int = CHUNK) -> list[GibbsPosterior | FloatingPointError]:
+def bs2019_batch(
+    X,
+    y,
+    *,
+    keys,
+    epsilon: float,
+    delta: float | None,
+    release: RegressionRelease = RegressionRelease(),
+    gibbs: RegressionGibbs = RegressionGibbs(),
+    prior: NIGPrior = NIGPrior(),
+    chunk: int = CHUNK,
+) -> list[GibbsPosterior | FloatingPointError]:
     """B&S 2019 Gibbs-SS-Noisy (or -Known) for M data sets X (M, N, d+1) bias last, y (M, N), keys (M,): data set
     m is released at (ε, δ) with the first half of split(keys[m]) and sampled with the second; the sampler runs
     `chunk` data sets at a time in one compiled program (the last chunk padded to the same shape). Returns a
@@ -108,44 +135,78 @@ def bs2019_batch(X, y, *, keys, epsilon: float, delta: float | None, release: Re
     count, d = np.shape(X)[0], np.shape(X)[-1] - 1
     release_keys, sampler_keys = problem_keys(keys, count)
     released = release_statistics(X, y, keys=release_keys, epsilon=epsilon, delta=delta, release=release)
-    facts = release_facts(release, epsilon, delta, d) | {"chains": gibbs.chains, "warmup": warmup_sweeps(gibbs),
-                                                         "draws": gibbs.draws, "thin": gibbs.thin}
+    facts = release_facts(release, epsilon, delta, d) | {
+        "chains": gibbs.chains,
+        "warmup": warmup_sweeps(gibbs),
+        "draws": gibbs.draws,
+        "thin": gibbs.thin,
+    }
     out: list[GibbsPosterior | FloatingPointError] = []
     for first in range(0, count, chunk):
         index = np.arange(first, first + chunk) % count if count > chunk else np.arange(count)
-        thetas, counts = gibbs_sample(sampler_keys[index], Released(*(field[index] for field in released)),
-                                      gibbs=gibbs, prior=prior, mechanism=release.mechanism)
-        for j, m in enumerate(index[:count - first]):
+        thetas, counts = gibbs_sample(
+            sampler_keys[index],
+            Released(*(field[index] for field in released)),
+            gibbs=gibbs,
+            prior=prior,
+            mechanism=release.mechanism,
+        )
+        for j, m in enumerate(index[: count - first]):
             kept, total = int(counts["fallbacks"][j].sum()), int(counts["all_fallbacks"][j].sum())
-            out.append(gibbs_posterior(
-                thetas[j], method=METHOD, theta_names=theta_names(d), diagnostics=RegressionGibbsDiagnostics,
-                fallbacks=kept, redraws=int(counts["redraws"][j].sum()), sweeps=gibbs.chains * gibbs.draws * gibbs.thin,
-                warmup_fallbacks=total - kept, released=released.z[m], release=facts))
+            out.append(
+                gibbs_posterior(
+                    thetas[j],
+                    method=METHOD,
+                    theta_names=theta_names(d),
+                    diagnostics=RegressionGibbsDiagnostics,
+                    fallbacks=kept,
+                    redraws=int(counts["redraws"][j].sum()),
+                    sweeps=gibbs.chains * gibbs.draws * gibbs.thin,
+                    warmup_fallbacks=total - kept,
+                    released=released.z[m],
+                    release=facts,
+                )
+            )
     return out
 
 
-def bs2019_naive_batch(X, y, *, keys, epsilon: float, delta: float | None,
-                       release: RegressionRelease = RegressionRelease(),
-                       prior: NIGPrior = NIGPrior()) -> list[NIGPosterior | FloatingPointError]:
+def bs2019_naive_batch(
+    X,
+    y,
+    *,
+    keys,
+    epsilon: float,
+    delta: float | None,
+    release: RegressionRelease = RegressionRelease(),
+    prior: NIGPrior = NIGPrior(),
+) -> list[NIGPosterior | FloatingPointError]:
     """Noise-naive SS (§2.6) for M data sets: z at the full (ε, δ) (release.moments is not used: nothing spends on
     moments) with the release key `bs2019_batch` uses, then the NIG update of the PSD-projected Ĝ(z) as if exact."""
     count, d = np.shape(X)[0], np.shape(X)[-1] - 1
     release = dataclasses.replace(release, moments="known")
-    released = release_statistics(X, y, keys=problem_keys(keys, count)[0], epsilon=epsilon, delta=delta,
-                                  release=release)
+    released = release_statistics(
+        X, y, keys=problem_keys(keys, count)[0], epsilon=epsilon, delta=delta, release=release
+    )
     with jax.enable_x64(True):
-        mu, chol, a_n, b_n = (np.asarray(a) for a in jax.vmap(
-            lambda z, n: nig_parameters(project_psd(gram(z, n, d)), n, prior))(jnp.asarray(released.z),
-                                                                               jnp.asarray(released.n)))
+        update = jax.vmap(lambda z, n: nig_parameters(project_psd(gram(z, n, d)), n, prior))
+        mu, chol, a_n, b_n = (np.asarray(a) for a in update(jnp.asarray(released.z), jnp.asarray(released.n)))
     facts = release_facts(release, epsilon, delta, d) | {"moments": "none"}
     out: list[NIGPosterior | FloatingPointError] = []
     for m in range(count):
         if not (np.all(np.isfinite(mu[m])) and np.all(np.isfinite(chol[m])) and b_n[m] > 0):
             out.append(FloatingPointError(f"{NAIVE_METHOD}: the NIG update of the released Gram matrix is not finite"))
             continue
-        out.append(NIGPosterior(mu=mu[m], chol=chol[m], a_n=float(a_n[m]), b_n=float(b_n[m]),
-                                theta_names=theta_names(d), method=NAIVE_METHOD,
-                                diagnostics=ReleaseDiagnostics(released=released.z[m], release=facts)))
+        out.append(
+            NIGPosterior(
+                mu=mu[m],
+                chol=chol[m],
+                a_n=float(a_n[m]),
+                b_n=float(b_n[m]),
+                theta_names=theta_names(d),
+                method=NAIVE_METHOD,
+                diagnostics=ReleaseDiagnostics(released=released.z[m], release=facts),
+            )
+        )
     return out
 
 
@@ -157,8 +218,16 @@ def bs2019_posterior(X, y, *, key, epsilon: float, delta: float = 1e-5, **option
     raises its FloatingPointError.
     """
     release, gibbs, prior = _split_options(options, (RegressionRelease, RegressionGibbs, NIGPrior))
-    (outcome,) = bs2019_batch(np.asarray(X)[None], np.asarray(y)[None], keys=as_key(key)[None], epsilon=epsilon,
-                              delta=delta, release=release, gibbs=gibbs, prior=prior)
+    (outcome,) = bs2019_batch(
+        np.asarray(X)[None],
+        np.asarray(y)[None],
+        keys=as_key(key)[None],
+        epsilon=epsilon,
+        delta=delta,
+        release=release,
+        gibbs=gibbs,
+        prior=prior,
+    )
     if isinstance(outcome, Exception):
         raise outcome
     return outcome
@@ -169,8 +238,15 @@ def naive_ss_posterior(X, y, *, key, epsilon: float, delta: float = 1e-5, **opti
 
     options: RegressionRelease fields (moments unused) and NIGPrior fields (the posterior is exact: no sampler)."""
     release, prior = _split_options(options, (RegressionRelease, NIGPrior))
-    (outcome,) = bs2019_naive_batch(np.asarray(X)[None], np.asarray(y)[None], keys=as_key(key)[None],
-                                    epsilon=epsilon, delta=delta, release=release, prior=prior)
+    (outcome,) = bs2019_naive_batch(
+        np.asarray(X)[None],
+        np.asarray(y)[None],
+        keys=as_key(key)[None],
+        epsilon=epsilon,
+        delta=delta,
+        release=release,
+        prior=prior,
+    )
     if isinstance(outcome, Exception):
         raise outcome
     return outcome

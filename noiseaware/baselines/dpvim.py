@@ -23,10 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..util.keys import as_key, standard_normal
 from ..posteriors.mixture import DPVImPosterior, trace_facts
 from ..trace import Trace
 from ..util.diagnostics import Diagnostics
+from ..util.keys import as_key, standard_normal
 
 __all__ = ["dpvim_posterior", "convergence_start", "CENTRES"]
 
@@ -62,12 +62,12 @@ def dpvim_posterior(
     centre: str = "last",
     threshold: float = 0.05,
     windows: int = 10,
-) -> NoiseAwarePosterior:
+) -> DPVImPosterior:
     """The DPVIm posterior of a trace: `draws` draws of φ (1, draws, P) around the centre, diagonal spread v.
 
     trace: T steps of φ (T, P), with φ_T from `trace.final_iterate()`; the trace needs
     T ≥ 2·windows − 1 steps. key: int seed or jax PRNG key. centre:
-      "last"      φ^(k) = φ_T + sqrt(v) ⊙ ξ_k (the default, baselines.md §3.2 [I]);
+      "last"      φ^(k) = φ_T + sqrt(v) ⊙ ξ_k (the default, docs/baselines.md §3.2 [I]);
       "average"   φ^(k) = φ̄ + sqrt(v) ⊙ ξ_k (DPVIm's iterate-averaged point estimate);
       "empirical" φ^(k)_j = φ_{t,j} with t uniform on coordinate j's converged tail, drawn independently
                   per coordinate and with no Gaussian noise added: the tail's own spread is the spread.
@@ -112,7 +112,9 @@ def dpvim_posterior(
     )
 
 
-def convergence_start(params: np.ndarray, *, threshold: float = 0.05, windows: int = 10) -> tuple[np.ndarray, np.ndarray]:
+def convergence_start(
+    params: np.ndarray, *, threshold: float = 0.05, windows: int = 10
+) -> tuple[np.ndarray, np.ndarray]:
     """DPVIm's per-coordinate convergence test on the iterates φ_0..φ_T.
 
     params (T+1, P): the trace's params with φ_T appended (n = T+1 rows, n ≥ 2·windows). The candidate
@@ -173,4 +175,3 @@ def _count(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{name} is {value!r}; it must be an integer ≥ {minimum}")
     return int(value)
-

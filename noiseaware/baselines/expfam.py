@@ -32,8 +32,15 @@ from ..util.numerics import softplus_inverse
 from .primitives import draw_in_support
 from .sampled import Marginal
 
-__all__ = ["Family", "GammaExponential", "BetaBernoulli", "DirichletCategorical", "family", "FAMILIES",
-           "prior_predictive_bound"]
+__all__ = [
+    "Family",
+    "GammaExponential",
+    "BetaBernoulli",
+    "DirichletCategorical",
+    "family",
+    "FAMILIES",
+    "prior_predictive_bound",
+]
 
 BETA_PRIOR = (10.0, 10.0)
 DIRICHLET_PRIOR = (5.0, 5.0, 5.0)
@@ -320,8 +327,10 @@ def family(model: str, n: int, *, bound: float | None = None) -> Family:
     or M1/M2/M3) for N = n public records; `bound` is M1's truncation B (default `prior_predictive_bound()`)."""
     name = _ALIASES.get(str(model).lower(), str(model).lower())
     if name not in FAMILIES:
-        raise ValueError(f"Bernstein & Sheldon 2018 has no family for model {model!r}: choose one of "
-                         f"{', '.join(FAMILIES)} (or M1, M2, M3)")
+        raise ValueError(
+            f"Bernstein & Sheldon 2018 has no family for model {model!r}: choose one of "
+            f"{', '.join(FAMILIES)} (or M1, M2, M3)"
+        )
     n = positive_int("n", n, hint="n is N, the number of records of a data set")
     if bound is not None and name != "gamma-exponential":
         raise ValueError(f"bound is M1's truncation bound; model {name!r} has a bounded statistic already")

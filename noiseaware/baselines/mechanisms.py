@@ -17,8 +17,18 @@ from scipy.special import log_ndtr
 from ..util.checks import choice, positive_float, probability
 from ..util.keys import as_keys
 
-__all__ = ["MECHANISMS", "NEIGHBOURING", "Mechanism", "Neighbouring", "analytic_gaussian_sigma", "check_epsilon",
-           "keys_for", "laplace_scale", "noise_scale", "problem_keys"]
+__all__ = [
+    "MECHANISMS",
+    "NEIGHBOURING",
+    "Mechanism",
+    "Neighbouring",
+    "analytic_gaussian_sigma",
+    "check_epsilon",
+    "keys_for",
+    "laplace_scale",
+    "noise_scale",
+    "problem_keys",
+]
 
 Mechanism = Literal["laplace", "gaussian"]
 Neighbouring = Literal["add-remove", "substitute"]
@@ -53,8 +63,9 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
     return sensitivity * math.exp(brentq(excess, math.log(1e-4), math.log(1e8), xtol=1e-12, rtol=1e-12))
 
 
-def noise_scale(mechanism: Mechanism, *, l1: float, l2: float, epsilon: float,
-                delta: float | None) -> tuple[float, float]:
+def noise_scale(
+    mechanism: Mechanism, *, l1: float, l2: float, epsilon: float, delta: float | None
+) -> tuple[float, float]:
     """(scale, δ spent): Laplace b = Δ₁/ε with δ = 0 (delta unused), or the analytic Gaussian σ for (ε, δ)."""
     choice("mechanism", mechanism, MECHANISMS)
     if mechanism == "laplace":

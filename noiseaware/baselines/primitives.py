@@ -18,8 +18,14 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_factor, cho_solve
 
-__all__ = ["inverse_gaussian", "mixing_variance", "condition_gaussian", "covariance_root", "draw_in_support",
-           "project_psd"]
+__all__ = [
+    "inverse_gaussian",
+    "mixing_variance",
+    "condition_gaussian",
+    "covariance_root",
+    "draw_in_support",
+    "project_psd",
+]
 
 _MIN_RESIDUAL = 1e-12
 """|z − s| is floored at this multiple of b before the inverse-Gaussian step (its mean 1/(b|w|) → ∞ at w = 0)."""

@@ -1,4 +1,4 @@
-"""B&S 2019 Gibbs-SS-Noisy for linear regression: the normal–inverse-gamma update and the sampler (baselines.md §2.5).
+"""B&S 2019 Gibbs-SS-Noisy for linear regression: the normal–inverse-gamma update and the sampler (docs/baselines.md §2.5).
 
 Model: σ² ~ InvGamma(a₀, b₀), w | σ² ~ N(0, σ²Λ₀⁻¹), Λ₀ = I/prior_scale², y = wᵀx̃ + N(0, σ²).
 Gibbs, state (w, σ², ω²), one sweep:
@@ -30,8 +30,16 @@ from .primitives import mixing_variance, project_psd
 from .regression_moments import clt_factor, gram, pairs
 from .regression_release import Released
 
-__all__ = ["NIGPrior", "RegressionGibbs", "gibbs_sample", "nig_draw", "nig_parameters", "theta_names", "theta_of",
-           "warmup_sweeps"]
+__all__ = [
+    "NIGPrior",
+    "RegressionGibbs",
+    "gibbs_sample",
+    "nig_draw",
+    "nig_parameters",
+    "theta_names",
+    "theta_of",
+    "warmup_sweeps",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +62,7 @@ class RegressionGibbs:
 
     The defaults (4 × 1500 sweeps, 2000 kept draws) cost 3.5–5 s per 10D simulation on a 2-core CPU
     (docs/results.md; redraws=1 about halves it, since at DP noise levels the redraws all fail);
-    baselines.md §6.7 recommends 4 × (2000 + 5000) sweeps, about 5× the cost.
+    docs/baselines.md §6.7 recommends 4 × (2000 + 5000) sweeps, about 5× the cost.
     """
 
     chains: int = 4
@@ -107,11 +115,11 @@ def nig_draw(key, mu, L, a_n, b_n, shape=()) -> tuple[jax.Array, jax.Array]:
 
 
 class _State(NamedTuple):
-    w: jax.Array        # (d+1,)
-    sigma2: jax.Array   # ()
-    omega2: jax.Array   # (D,)
+    w: jax.Array  # (d+1,)
+    sigma2: jax.Array  # ()
+    omega2: jax.Array  # (D,)
     fallbacks: jax.Array  # () sweeps that ended in the PSD projection
-    redraws: jax.Array    # () S1 redraws beyond the first
+    redraws: jax.Array  # () S1 redraws beyond the first
 
 
 def _sweep(key, state: _State, r: Released, *, prior: NIGPrior, gaussian: bool, redraws: int) -> _State:
@@ -136,8 +144,9 @@ def _sweep(key, state: _State, r: Released, *, prior: NIGPrior, gaussian: bool, 
         return (k, *draw(sub), tries + 1)
 
     # the retry and projection loops run only while some lane needs them (a select would always pay)
-    _, s, valid, tries = jax.lax.while_loop(lambda c: (~c[2]) & (c[3] < redraws), retry,
-                                            (k2, *draw(k1), jnp.ones((), jnp.int64)))
+    _, s, valid, tries = jax.lax.while_loop(
+        lambda c: (~c[2]) & (c[3] < redraws), retry, (k2, *draw(k1), jnp.ones((), jnp.int64))
+    )
     G = jax.lax.while_loop(lambda c: ~c[1], lambda c: (project_psd(c[0]), True), (gram(s, r.n, d), valid))[0]
     a, b = pairs(d)
     s = G[a, b]
@@ -175,8 +184,9 @@ def _chain(key, r: Released, *, gibbs: RegressionGibbs, prior: NIGPrior, gaussia
         return state, (theta_of(state.w, state.sigma2), state.fallbacks, state.redraws)
 
     warm = warmup_sweeps(gibbs) // gibbs.thin
-    state, (thetas, fallbacks, redraws) = jax.lax.scan(block, _init(k_init, r, prior, gaussian),
-                                                       jax.random.split(k_run, warm + gibbs.draws))
+    state, (thetas, fallbacks, redraws) = jax.lax.scan(
+        block, _init(k_init, r, prior, gaussian), jax.random.split(k_run, warm + gibbs.draws)
+    )
     before = (lambda a: a[warm - 1]) if warm else (lambda a: jnp.zeros_like(a[0]))
     return thetas[warm:], fallbacks[-1] - before(fallbacks), redraws[-1] - before(redraws), fallbacks[-1]
 
@@ -188,8 +198,9 @@ def _sample_batch(keys, r: Released, *, gibbs: RegressionGibbs, prior: NIGPrior,
     return jax.vmap(jax.vmap(chain, in_axes=(0, None)))(keys, r)
 
 
-def gibbs_sample(keys, released: Released, *, gibbs: RegressionGibbs, prior: NIGPrior,
-                 mechanism: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def gibbs_sample(
+    keys, released: Released, *, gibbs: RegressionGibbs, prior: NIGPrior, mechanism: str
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Run the Gibbs sampler on M releases at once: keys (M,) PRNG keys (data set m's chains run on
     split(keys[m], chains)), released fields with a leading M axis → θ draws (M, chains, draws, d+2) in the
     unconstrained space and per-chain counts (M, chains): fallbacks (kept phase), redraws (kept phase),
@@ -197,7 +208,11 @@ def gibbs_sample(keys, released: Released, *, gibbs: RegressionGibbs, prior: NIG
     with jax.enable_x64(True):
         keys = jax.vmap(lambda k: jax.random.split(k, gibbs.chains))(keys)
         r = Released(*(jnp.asarray(f, jnp.float64) for f in released))
-        thetas, fallbacks, redraws, total = _sample_batch(keys, r, gibbs=gibbs, prior=prior,
-                                                          gaussian=mechanism == "gaussian")
-        return np.asarray(thetas), {"fallbacks": np.asarray(fallbacks), "redraws": np.asarray(redraws),
-                                    "all_fallbacks": np.asarray(total)}
+        thetas, fallbacks, redraws, total = _sample_batch(
+            keys, r, gibbs=gibbs, prior=prior, gaussian=mechanism == "gaussian"
+        )
+        return np.asarray(thetas), {
+            "fallbacks": np.asarray(fallbacks),
+            "redraws": np.asarray(redraws),
+            "all_fallbacks": np.asarray(total),
+        }

@@ -1,4 +1,4 @@
-"""B&S 2019 for linear regression: the released statistic's layout, the design moments and the CLT (baselines.md §2).
+"""B&S 2019 for linear regression: the released statistic's layout, the design moments and the CLT (docs/baselines.md §2).
 
 With x̃ = (x₁..x_d, 1) and u = (x̃, y) ∈ R^p, p = d + 2 (bias at index d, y at index d + 1):
 
@@ -28,8 +28,18 @@ from scipy import special
 
 from .primitives import project_psd
 
-__all__ = ["clt_factor", "clt_moments", "component_bounds", "fourth_sums", "gram", "known_moments", "noisy_moments",
-           "pairs", "quartets", "sufficient_statistics"]
+__all__ = [
+    "clt_factor",
+    "clt_moments",
+    "component_bounds",
+    "fourth_sums",
+    "gram",
+    "known_moments",
+    "noisy_moments",
+    "pairs",
+    "quartets",
+    "sufficient_statistics",
+]
 
 
 # ---------------------------------------------------------------- index layouts
@@ -125,8 +135,9 @@ def known_moments(d: int, bound_x: float) -> tuple[np.ndarray, np.ndarray]:
     E[x_j²] = (2Φ(B)−1) − 2Bφ(B) + 2B²Φ(−B),  E[x_j⁴] = 3(2Φ(B)−1) − 2(B³+3B)φ(B) + 2B⁴Φ(−B), odd moments 0."""
     B = float(bound_x)
     inner, pdf, tail = 2 * special.ndtr(B) - 1, math.exp(-0.5 * B * B) / math.sqrt(2 * math.pi), special.ndtr(-B)
-    raw = np.array([1.0, 0.0, inner - 2 * B * pdf + 2 * B**2 * tail, 0.0,
-                    3 * inner - 2 * (B**3 + 3 * B) * pdf + 2 * B**4 * tail])
+    raw = np.array(
+        [1.0, 0.0, inner - 2 * B * pdf + 2 * B**2 * tail, 0.0, 3 * inner - 2 * (B**3 + 3 * B) * pdf + 2 * B**4 * tail]
+    )
     grid = np.stack(np.meshgrid(*[np.arange(d + 1)] * 4, indexing="ij"), -1)
     counts = np.stack([np.sum(grid == j, axis=-1) for j in range(d)], -1)  # the bias contributes factors 1
     m4 = np.prod(raw[counts], axis=-1)
@@ -154,9 +165,9 @@ def clt_factor(w: jax.Array, sigma2, second: jax.Array, factor: jax.Array) -> tu
     c = jnp.zeros(k + 1, w.dtype).at[-1].set(1.0)
     mean = (A @ second @ A.T + sigma2 * jnp.outer(c, c))[a, b]
     F = factor.reshape(k, k, -1)
-    F = jnp.concatenate([F, jnp.einsum("i,ijr->jr", w, F)[None]], axis=0)          # (p, k, r)
-    F = jnp.concatenate([F, jnp.einsum("j,ajr->ar", w, F)[:, None]], axis=1)       # (p, p, r)
-    AL = A @ jnp.linalg.cholesky(second)                                           # (p, k)
+    F = jnp.concatenate([F, jnp.einsum("i,ijr->jr", w, F)[None]], axis=0)  # (p, k, r)
+    F = jnp.concatenate([F, jnp.einsum("j,ajr->ar", w, F)[:, None]], axis=1)  # (p, p, r)
+    AL = A @ jnp.linalg.cholesky(second)  # (p, k)
     H = AL[a] * c[b][:, None] + c[a][:, None] * AL[b]
     W = jnp.concatenate([F[a, b], jnp.sqrt(sigma2) * H, (jnp.sqrt(2.0) * sigma2 * c[a] * c[b])[:, None]], axis=1)
     return mean, W

@@ -1,4 +1,4 @@
-"""B&S 2019 for linear regression: the DP release of the Gram statistic and the design moments (baselines.md §2.2–2.4).
+"""B&S 2019 for linear regression: the DP release of the Gram statistic and the design moments (docs/baselines.md §2.2–2.4).
 
 * Bounds fixed before seeing data (§2.2): x_j ← clip(x_j, ±B_x), y ← clip(y, ±B_y); sensitivities of the
   released monomials over that box (add-remove: sup ‖t(u)‖; substitute: the norm of the component ranges).
@@ -32,8 +32,17 @@ from .regression_moments import (
     sufficient_statistics,
 )
 
-__all__ = ["MOMENTS", "Moments", "RegressionRelease", "Released", "check_data", "moment_sensitivity", "release_facts",
-           "release_statistics", "statistic_sensitivity"]
+__all__ = [
+    "MOMENTS",
+    "Moments",
+    "RegressionRelease",
+    "Released",
+    "check_data",
+    "moment_sensitivity",
+    "release_facts",
+    "release_statistics",
+    "statistic_sensitivity",
+]
 
 Moments = Literal["noisy", "known"]
 MOMENTS: tuple[str, ...] = get_args(Moments)
@@ -41,7 +50,7 @@ MOMENTS: tuple[str, ...] = get_args(Moments)
 
 @dataclasses.dataclass(frozen=True)
 class RegressionRelease:
-    """How the statistics are released: fixed before seeing data (baselines.md §0.2, §2.2, §6.2–6.6).
+    """How the statistics are released: fixed before seeing data (docs/baselines.md §0.2, §2.2, §6.2–6.6).
 
     bound_x, bound_y: clamping bounds B_x, B_y (defaults (3, 4): Δ₁ = 665 for d = 10);
     mechanism: "laplace" (pure ε) or "gaussian" (analytic Gaussian at (ε, δ)); neighbouring:
@@ -87,8 +96,9 @@ def _sensitivity(sup: np.ndarray, ranges: np.ndarray, neighbouring: str, norm: i
     return float(np.sum(per) if norm == 1 else np.sqrt(np.sum(per**2)))
 
 
-def statistic_sensitivity(d: int, bound_x: float, bound_y: float, *, neighbouring: Neighbouring = "add-remove",
-                          norm: int = 1) -> float:
+def statistic_sensitivity(
+    d: int, bound_x: float, bound_y: float, *, neighbouring: Neighbouring = "add-remove", norm: int = 1
+) -> float:
     """Δ of the Gram components t(u) (§2.2).
 
     add-remove: sup_u ‖t(u)‖ (exact: every |t_c| peaks at the same corner), e.g. Δ₁ = C(d,2)B_x² + dB_x² +
@@ -106,15 +116,19 @@ def moment_sensitivity(d: int, bound_x: float, *, neighbouring: Neighbouring = "
     return _sensitivity(sup, ranges, neighbouring, norm)
 
 
-def _noise_scale(release: RegressionRelease, epsilon: float, delta: float | None, d: int,
-                 which: str) -> tuple[float, float]:
+def _noise_scale(
+    release: RegressionRelease, epsilon: float, delta: float | None, d: int, which: str
+) -> tuple[float, float]:
     """(noise scale, sensitivity) of one release: Laplace b = Δ₁/ε or Gaussian σ_G(ε, δ, Δ₂)."""
     if which == "statistic":
-        l1, l2 = (statistic_sensitivity(d, release.bound_x, release.bound_y, neighbouring=release.neighbouring,
-                                        norm=norm) for norm in (1, 2))
+        l1, l2 = (
+            statistic_sensitivity(d, release.bound_x, release.bound_y, neighbouring=release.neighbouring, norm=norm)
+            for norm in (1, 2)
+        )
     else:
-        l1, l2 = (moment_sensitivity(d, release.bound_x, neighbouring=release.neighbouring, norm=norm)
-                  for norm in (1, 2))
+        l1, l2 = (
+            moment_sensitivity(d, release.bound_x, neighbouring=release.neighbouring, norm=norm) for norm in (1, 2)
+        )
     scale, _ = noise_scale(release.mechanism, l1=l1, l2=l2, epsilon=epsilon, delta=delta)
     return scale, l1 if release.mechanism == "laplace" else l2
 
@@ -130,11 +144,18 @@ def release_facts(release: RegressionRelease, epsilon: float, delta: float | Non
     """The privacy parameters actually spent, for diagnostics."""
     eps, dlt = _budget(release, epsilon, delta)
     scale, sensitivity = _noise_scale(release, eps, dlt, d, "statistic")
-    facts = {"mechanism": release.mechanism, "neighbouring": release.neighbouring, "moments": release.moments,
-             "epsilon": float(epsilon), "delta": float(delta) if release.mechanism == "gaussian" else 0.0,
-             "bounds": (release.bound_x, release.bound_y), "statistic_epsilon": eps,
-             "statistic_sensitivity": sensitivity, "statistic_noise_scale": scale,
-             "sensitivity_norm": "L1" if release.mechanism == "laplace" else "L2"}
+    facts = {
+        "mechanism": release.mechanism,
+        "neighbouring": release.neighbouring,
+        "moments": release.moments,
+        "epsilon": float(epsilon),
+        "delta": float(delta) if release.mechanism == "gaussian" else 0.0,
+        "bounds": (release.bound_x, release.bound_y),
+        "statistic_epsilon": eps,
+        "statistic_sensitivity": sensitivity,
+        "statistic_noise_scale": scale,
+        "sensitivity_norm": "L1" if release.mechanism == "laplace" else "L2",
+    }
     if release.moments == "noisy":
         m_scale, m_sensitivity = _noise_scale(release, eps, dlt, d, "moments")
         facts |= {"moment_epsilon": eps, "moment_sensitivity": m_sensitivity, "moment_noise_scale": m_scale}
@@ -171,8 +192,9 @@ def _release_batch(keys, X, y, scale, moment_scale, *, release: RegressionReleas
     return jax.vmap(one)(keys, X, y)
 
 
-def release_statistics(X, y, *, keys, epsilon: float, delta: float | None = 1e-5,
-                       release: RegressionRelease = RegressionRelease()) -> Released:
+def release_statistics(
+    X, y, *, keys, epsilon: float, delta: float | None = 1e-5, release: RegressionRelease = RegressionRelease()
+) -> Released:
     """The DP releases of M data sets: X (M, N, d+1) with the bias column last, y (M, N), keys (M,) → `Released`
     (numpy, float64) with a leading M axis; data set m's noise depends on keys[m] alone. δ is spent by the
     Gaussian only."""
@@ -183,8 +205,14 @@ def release_statistics(X, y, *, keys, epsilon: float, delta: float | None = 1e-5
     scale = _noise_scale(release, eps, dlt, d, "statistic")[0]
     moment_scale = _noise_scale(release, eps, dlt, d, "moments")[0] if release.moments == "noisy" else 0.0
     with jax.enable_x64(True):
-        released = _release_batch(keys_for(keys, X.shape[0]), jnp.asarray(X, jnp.float64),
-                                  jnp.asarray(y, jnp.float64), scale, moment_scale, release=release)
+        released = _release_batch(
+            keys_for(keys, X.shape[0]),
+            jnp.asarray(X, jnp.float64),
+            jnp.asarray(y, jnp.float64),
+            scale,
+            moment_scale,
+            release=release,
+        )
     return Released(*(np.asarray(field) for field in released))
 
 
@@ -192,8 +220,10 @@ def check_data(X, y) -> tuple[np.ndarray, np.ndarray]:
     """X (M, N, d+1) with the bias column last and y (M, N) as float64 arrays; a ValueError that says what is wrong."""
     X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
     if X.ndim != 3 or X.shape[-1] < 2 or y.shape != X.shape[:-1]:
-        raise ValueError(f"X must be (M, N, d+1) with the bias column last and y (M, N) for M data sets; got "
-                         f"X {X.shape}, y {y.shape}")
+        raise ValueError(
+            f"X must be (M, N, d+1) with the bias column last and y (M, N) for M data sets; got "
+            f"X {X.shape}, y {y.shape}"
+        )
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
         raise ValueError("X and y must be finite")
     if not np.all(X[..., -1] == 1):

@@ -21,32 +21,57 @@ import dataclasses
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
-import jax
 import numpy as np
-import xarray as xr
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
 from ..posteriors.base import interval_table, tail_probability
+from ..posteriors.draws import draws_interval, resample, save_draws
 from ..posteriors.mixture import DEFAULT_THETA_DRAWS
 from ..util.diagnostics import Diagnostics, MixingDiagnostics
-from ..util.files import atomic_write, plain
-from ..util.keys import as_key
+from ..util.files import plain
 
-__all__ = ["RELEASE_FACTS", "BaselinePosterior", "ClosedFormPosterior", "GibbsDiagnostics", "GibbsPosterior",
-           "ReleaseDiagnostics", "chain_mixing", "gibbs_posterior", "save_draws"]
+__all__ = [
+    "RELEASE_FACTS",
+    "BaselinePosterior",
+    "ClosedFormPosterior",
+    "GibbsDiagnostics",
+    "GibbsPosterior",
+    "ReleaseDiagnostics",
+    "chain_mixing",
+    "gibbs_posterior",
+]
 
 SCHEMA = "noiseaware-baseline-posterior"
 SCHEMA_VERSION = 1
 TAIL = 1e-15
 """Probability left out of each tail when a closed form's moments are integrated."""
 
-RELEASE_FACTS = ("mechanism", "neighbouring", "epsilon", "delta", "sensitivity", "noise_scale", "bound", "bounds",
-                 "moments", "statistic_epsilon", "statistic_sensitivity", "statistic_noise_scale", "moment_epsilon",
-                 "moment_sensitivity", "moment_noise_scale", "chains", "warmup", "draws", "thin", "retries", "init",
-                 "n_examples")
+RELEASE_FACTS = (
+    "mechanism",
+    "neighbouring",
+    "epsilon",
+    "delta",
+    "sensitivity",
+    "noise_scale",
+    "bound",
+    "bounds",
+    "moments",
+    "statistic_epsilon",
+    "statistic_sensitivity",
+    "statistic_noise_scale",
+    "moment_epsilon",
+    "moment_sensitivity",
+    "moment_noise_scale",
+    "chains",
+    "warmup",
+    "draws",
+    "thin",
+    "retries",
+    "init",
+    "n_examples",
+)
 """The privacy and sampler facts a study reports for a sufficient-statistic baseline (shared by its fits)."""
 
 
@@ -94,16 +119,23 @@ class GibbsDiagnostics(MixingDiagnostics, ReleaseDiagnostics):
         if not records:
             return {}
         fallbacks = np.array([r.fallbacks for r in records])
-        return (MixingDiagnostics.summarise(records)
-                | {"fallbacks": int(fallbacks.sum()), "simulations_with_fallbacks": int(np.count_nonzero(fallbacks))}
-                | ReleaseDiagnostics.summarise(records))
+        return (
+            MixingDiagnostics.summarise(records)
+            | {"fallbacks": int(fallbacks.sum()), "simulations_with_fallbacks": int(np.count_nonzero(fallbacks))}
+            | ReleaseDiagnostics.summarise(records)
+        )
 
 
 def chain_mixing(chains: np.ndarray) -> dict[str, Any]:
     """Split R-hat, ESS and IAT = chains·draws/ESS per coordinate (d,), their extremes; draws (chains, draws, d)."""
     rhat, ess = split_gelman_rubin(chains), effective_sample_size(chains)
-    return {"rhat": rhat, "max_rhat": float(np.max(rhat)), "ess": ess, "min_ess": float(np.min(ess)),
-            "iat": chains.shape[0] * chains.shape[1] / ess}
+    return {
+        "rhat": rhat,
+        "max_rhat": float(np.max(rhat)),
+        "ess": ess,
+        "min_ess": float(np.min(ess)),
+        "iat": chains.shape[0] * chains.shape[1] / ess,
+    }
 
 
 # ---------------------------------------------------------------- the shared base
@@ -161,27 +193,15 @@ class BaselinePosterior(abc.ABC):
         save_draws(path, self.saved_draws(key), self.theta_names, self._attrs())
 
     def _attrs(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "kind": type(self).__name__,
-                "description": self.kind, "method": self.method, "diagnostics_type": type(self.diagnostics).__name__,
-                "diagnostics": json.dumps(plain(dict(self.diagnostics)))}
-
-
-def save_draws(path: str | os.PathLike, theta: np.ndarray, theta_names: Sequence[str],
-               attrs: Mapping[str, Any]) -> None:
-    """Write θ draws (chain, draw, d) as an ArviZ-style DataTree to a .nc file (h5netcdf), atomically: group
-    `posterior` holds `theta` (chain, draw, theta_dim) labelled by theta_names; the root holds `attrs`."""
-    path = Path(path)
-    if path.suffix != ".nc":
-        raise ValueError(f"posterior files are netCDF: use a .nc path, not {path.name!r}")
-    if not path.parent.is_dir():
-        raise ValueError(f"cannot save {path}: the directory {path.parent} does not exist; create it first")
-    theta = np.asarray(theta, np.float64)
-    posterior = xr.Dataset({"theta": (("chain", "draw", "theta_dim"), theta)},
-                           coords={"chain": np.arange(theta.shape[0]), "draw": np.arange(theta.shape[1]),
-                                   "theta_dim": list(theta_names)})
-    posterior.attrs["sample_dims"] = ["chain", "draw"]
-    tree = xr.DataTree.from_dict({"/": xr.Dataset(attrs=dict(attrs)), "posterior": posterior})
-    atomic_write(path, lambda temporary: tree.to_netcdf(temporary, engine="h5netcdf"))
+        return {
+            "schema": SCHEMA,
+            "schema_version": SCHEMA_VERSION,
+            "kind": type(self).__name__,
+            "description": self.kind,
+            "method": self.method,
+            "diagnostics_type": type(self.diagnostics).__name__,
+            "diagnostics": json.dumps(plain(dict(self.diagnostics))),
+        }
 
 
 # ---------------------------------------------------------------- Gibbs draws
@@ -200,8 +220,10 @@ class GibbsPosterior(BaselinePosterior):
         super().__post_init__()
         chains = np.asarray(self.chains, np.float64)
         if chains.ndim != 3 or chains.shape[-1] != len(self.theta_names):
-            raise ValueError(f"chains must be (chains, draws, d) with d = {len(self.theta_names)} theta_names; "
-                             f"got shape {chains.shape}")
+            raise ValueError(
+                f"chains must be (chains, draws, d) with d = {len(self.theta_names)} theta_names; "
+                f"got shape {chains.shape}"
+            )
         object.__setattr__(self, "chains", chains)
 
     @property
@@ -211,15 +233,11 @@ class GibbsPosterior(BaselinePosterior):
 
     def sample(self, key, n: int = 20_000) -> np.ndarray:
         """n of the stored draws (n, d), without replacement when n ≤ chains·draws, with it otherwise."""
-        pool = self.draws
-        index = jax.random.choice(as_key(key), pool.shape[0], (n,), replace=n > pool.shape[0])
-        return pool[np.asarray(index)]
+        return resample(self.draws, key, n)
 
     def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
         """Quantiles α/2 and 1 − α/2 of the stored draws, (d,) each (no key: nothing is drawn)."""
-        alpha = tail_probability(level)
-        low, high = np.quantile(self.draws, [alpha, 1.0 - alpha], axis=0)
-        return low, high
+        return draws_interval(self.draws, level)
 
     def moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean and sd of the stored draws, (d,) each."""
@@ -232,20 +250,31 @@ class GibbsPosterior(BaselinePosterior):
     def _details(self) -> list[str]:
         chains, draws = self.chains.shape[:2]
         d = self.diagnostics
-        return [f"{chains} × {draws} draws", f"max R-hat {d.max_rhat:.4g}", f"min ESS {d.min_ess:.4g}",
-                f"{d.fallbacks} support fallbacks"]
+        return [
+            f"{chains} × {draws} draws",
+            f"max R-hat {d.max_rhat:.4g}",
+            f"min ESS {d.min_ess:.4g}",
+            f"{d.fallbacks} support fallbacks",
+        ]
 
 
-def gibbs_posterior(chains: np.ndarray, *, method: str, theta_names: Sequence[str],
-                    diagnostics: type[GibbsDiagnostics] = GibbsDiagnostics,
-                    **facts) -> GibbsPosterior | FloatingPointError:
+def gibbs_posterior(
+    chains: np.ndarray,
+    *,
+    method: str,
+    theta_names: Sequence[str],
+    diagnostics: type[GibbsDiagnostics] = GibbsDiagnostics,
+    **facts,
+) -> GibbsPosterior | FloatingPointError:
     """One problem's GibbsPosterior from its draws θ (chains, draws, d), with their mixing facts and `facts` (the
     other fields of `diagnostics`); its FloatingPointError (a failed fit) when a draw is not finite."""
     if not np.all(np.isfinite(chains)):
-        return FloatingPointError(f"{method}: the Gibbs sampler produced non-finite draws of θ (a numerical "
-                                  "failure of this problem's fit)")
-    return GibbsPosterior(chains=chains, theta_names=theta_names, method=method,
-                          diagnostics=diagnostics(**chain_mixing(chains), **facts))
+        return FloatingPointError(
+            f"{method}: the Gibbs sampler produced non-finite draws of θ (a numerical failure of this problem's fit)"
+        )
+    return GibbsPosterior(
+        chains=chains, theta_names=theta_names, method=method, diagnostics=diagnostics(**chain_mixing(chains), **facts)
+    )
 
 
 # ---------------------------------------------------------------- closed forms

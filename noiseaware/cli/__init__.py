@@ -73,8 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of `noiseaware` with its subcommands."""
-    parser = _Parser(prog="noiseaware", description="Noise-aware differentially private Bayesian inference "
-                     "from DPVI traces.")
+    parser = _Parser(
+        prog="noiseaware", description="Noise-aware differentially private Bayesian inference from DPVI traces."
+    )
     parser.add_argument("--version", action="version", version=f"noiseaware {__version__}")
     subparsers = parser.add_subparsers(title="commands", dest="command", required=True)
     for command in COMMANDS:

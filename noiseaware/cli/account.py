@@ -9,14 +9,14 @@ from .options import add_dp_sgd_options
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "account", help="noise multiplier σ ⇄ ε (PLD accountant)",
+        "account",
+        help="noise multiplier σ ⇄ ε (PLD accountant)",
         description="Noise multiplier σ for a privacy level ε, or ε for σ, of T Poisson-subsampled Gaussian "
         "steps (DP-SGD), by the PLD accountant of dp-accounting. σ is always on the private side.",
     )
     level = parser.add_mutually_exclusive_group(required=True)
     level.add_argument("--epsilon", type=float, nargs="+", metavar="E", help="one or more ε: print σ for each")
-    level.add_argument("--noise-multiplier", type=float, nargs="+", metavar="S",
-                       help="one or more σ: print ε for each")
+    level.add_argument("--noise-multiplier", type=float, nargs="+", metavar="S", help="one or more σ: print ε for each")
     add_dp_sgd_options(parser, defaults=True)
     parser.set_defaults(run=run)
 
@@ -24,10 +24,14 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     rows = [("δ", f"{args.delta:g}"), ("sampling rate q", f"{args.sampling_rate:g}"), ("steps T", str(args.steps))]
     if args.epsilon is not None:
-        rows += [(f"σ for ε = {e:g}", f"{noise_multiplier(e, args.delta, args.sampling_rate, args.steps):.5g}")
-                 for e in args.epsilon]
+        rows += [
+            (f"σ for ε = {e:g}", f"{noise_multiplier(e, args.delta, args.sampling_rate, args.steps):.5g}")
+            for e in args.epsilon
+        ]
     else:
-        rows += [(f"ε for σ = {s:g}", f"{epsilon_spent(s, args.delta, args.sampling_rate, args.steps):.5g}")
-                 for s in args.noise_multiplier]
+        rows += [
+            (f"ε for σ = {s:g}", f"{epsilon_spent(s, args.delta, args.sampling_rate, args.steps):.5g}")
+            for s in args.noise_multiplier
+        ]
     print(text_table(("setting", "value"), rows, numeric=False))
     return 0

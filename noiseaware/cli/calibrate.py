@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 from .common import epsilon_text, output_dir, print_method_warnings
-from .options import (add_delta, add_method_list, add_output_dir, add_prior, add_privacy_levels, count,
-                      experiment_options, level_tag, method_lists, positive_int, privacy_levels, seed)
+from .options import (
+    add_delta,
+    add_method_list,
+    add_output_dir,
+    add_prior,
+    add_privacy_levels,
+    count,
+    experiment_options,
+    level_tag,
+    method_lists,
+    positive_int,
+    privacy_levels,
+    seed,
+)
 
 DATASETS = ("adult",)
 
@@ -14,7 +26,8 @@ def add_parser(subparsers) -> None:
     from ..evaluation.calibration import BINNINGS
 
     parser = subparsers.add_parser(
-        "calibrate", help="calibration of posterior predictive probabilities on real data (UCI Adult)",
+        "calibrate",
+        help="calibration of posterior predictive probabilities on real data (UCI Adult)",
         description="Record R DPVI traces of a Bayesian logistic regression on the training set (the adult-logistic "
         "research preset, one compiled program), fit every method on the same traces, and score the posterior "
         "predictive probabilities on the test set: calibration RMSE over equal-count bins, ECE, Brier score, log "
@@ -22,30 +35,62 @@ def add_parser(subparsers) -> None:
         "DIR/calibration-DATASET-eps-E.json and .png (reliability diagram) per privacy level.",
     )
     parser.add_argument("--dataset", choices=DATASETS, default="adult", help="(default: %(default)s)")
-    parser.add_argument("--data-dir", metavar="DIR",
-                        help="folder with your own copy of adult.data and adult.test (default: the shipped copy)")
-    parser.add_argument("--no-verify", action="store_true",
-                        help="read files whose SHA-256 differs from the UCI originals (a copy changed on purpose)")
-    parser.add_argument("--scaling", choices=SCALINGS, default="zscore",
-                        help="of the continuous columns, with training statistics (default: %(default)s)")
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="folder with your own copy of adult.data and adult.test (default: the shipped copy)",
+    )
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="read files whose SHA-256 differs from the UCI originals (a copy changed on purpose)",
+    )
+    parser.add_argument(
+        "--scaling",
+        choices=SCALINGS,
+        default="zscore",
+        help="of the continuous columns, with training statistics (default: %(default)s)",
+    )
     add_privacy_levels(parser)
     methods = method_lists()
-    add_method_list(parser, methods.calibration, default=methods.calibration_default,
-                    note="; nonprivate (NUTS on the data, no privacy) runs once for all levels")
-    parser.add_argument("--runs", "--repeats", type=positive_int, default=20, metavar="R",
-                        help="DPVI runs per level (default: %(default)d)")
-    parser.add_argument("--samples", "--draws", type=positive_int, default=4000, metavar="K",
-                        help="θ draws per posterior for the predictive; fits make their own default 4000 draws of φ* "
-                        "(default: %(default)d)")
+    add_method_list(
+        parser,
+        methods.calibration,
+        default=methods.calibration_default,
+        note="; nonprivate (NUTS on the data, no privacy) runs once for all levels",
+    )
+    parser.add_argument(
+        "--runs",
+        "--repeats",
+        type=positive_int,
+        default=20,
+        metavar="R",
+        help="DPVI runs per level (default: %(default)d)",
+    )
+    parser.add_argument(
+        "--samples",
+        "--draws",
+        type=positive_int,
+        default=4000,
+        metavar="K",
+        help="θ draws per posterior for the predictive; fits make their own default 4000 draws of φ* "
+        "(default: %(default)d)",
+    )
     parser.add_argument("--steps", type=positive_int, metavar="T", help="DP-SGD steps (default: the preset's 10000)")
     add_delta(parser)
     parser.add_argument("--bins", type=positive_int, default=10, metavar="B", help="(default: %(default)d)")
     parser.add_argument("--binning", choices=BINNINGS, default="equal-count", help="(default: %(default)s)")
     add_prior(parser)
-    parser.add_argument("--warmup", type=count, metavar="W", help="NUTS warmup steps of nuts and nonprivate "
-                        "(default: 1000)")
-    parser.add_argument("--seed", type=seed, default=0, metavar="SEED",
-                        help="of the DPVI runs and the posterior draws (default: %(default)d)")
+    parser.add_argument(
+        "--warmup", type=count, metavar="W", help="NUTS warmup steps of nuts and nonprivate (default: 1000)"
+    )
+    parser.add_argument(
+        "--seed",
+        type=seed,
+        default=0,
+        metavar="SEED",
+        help="of the DPVI runs and the posterior draws (default: %(default)d)",
+    )
     add_output_dir(parser)
     parser.set_defaults(run=run)
 
@@ -57,26 +102,42 @@ def run(args) -> int:
 
     data = adult(args.data_dir, scaling=args.scaling, verify=not args.no_verify)
     out = output_dir(args.out)
-    common = dict(runs=args.runs, samples=args.samples, bins=args.bins, binning=args.binning, key=args.seed,
-                  progress=True)
+    common = dict(
+        runs=args.runs, samples=args.samples, bins=args.bins, binning=args.binning, key=args.seed, progress=True
+    )
     # the reference's K NUTS draws are its θ draws
     reference_options = experiment_options(("nonprivate",), args.prior, args.warmup)
     reference_options["nonprivate"] = reference_options.get("nonprivate", {}) | {"draws": args.samples}
-    reference = (calibration(data, methods=("nonprivate",), **common, method_options=reference_options)
-                 if "nonprivate" in args.methods else None)
+    reference = (
+        calibration(data, methods=("nonprivate",), **common, method_options=reference_options)
+        if "nonprivate" in args.methods
+        else None
+    )
     traced = [m for m in args.methods if m != "nonprivate"]
     overrides = {} if args.steps is None else {"steps": args.steps}
     for name, value in privacy_levels(args):
-        result = calibration(data, methods=traced, delta=args.delta, **common, **{name: value},
-                             method_options=experiment_options(traced, args.prior, args.warmup),
-                             **overrides) if traced else reference
+        result = (
+            calibration(
+                data,
+                methods=traced,
+                delta=args.delta,
+                **common,
+                **{name: value},
+                method_options=experiment_options(traced, args.prior, args.warmup),
+                **overrides,
+            )
+            if traced
+            else reference
+        )
         if traced and reference is not None:
             result = result.merge(reference)
         s = result.settings
         sigma = "" if s["noise_multiplier"] is None else f", σ = {s['noise_multiplier']:.4g}, T = {s['steps']}"
-        print(f"\n{data.name} ({s['n_train']} train, {s['n_test']} test, d = {s['dim']}, {data.scaling}), ε = "
-              f"{epsilon_text(s['epsilon'])}{sigma}, R = {s['runs']}, K = {s['samples']}, seed {args.seed}"
-              + (f"; DPVI {result.seconds['dpvi']:.0f} s" if "dpvi" in result.seconds else ""))
+        print(
+            f"\n{data.name} ({s['n_train']} train, {s['n_test']} test, d = {s['dim']}, {data.scaling}), ε = "
+            f"{epsilon_text(s['epsilon'])}{sigma}, R = {s['runs']}, K = {s['samples']}, seed {args.seed}"
+            + (f"; DPVI {result.seconds['dpvi']:.0f} s" if "dpvi" in result.seconds else "")
+        )
         print(result.table())
         print_method_warnings(result.diagnostics)
         stem = out / f"calibration-{data.name}-{level_tag(name, value)}"

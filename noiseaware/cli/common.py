@@ -51,8 +51,10 @@ def import_attribute(spec: str):
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise ValueError(f"--model {spec}: cannot import {module_name} ({error}); run from the directory that "
-                          "holds it, or install it") from error
+        raise ValueError(
+            f"--model {spec}: cannot import {module_name} ({error}); run from the directory that "
+            "holds it, or install it"
+        ) from error
     finally:
         sys.path.remove(cwd)
     if not hasattr(module, name):

@@ -4,28 +4,57 @@ from __future__ import annotations
 
 from .. import models
 from .common import builtin, epsilon_text, import_attribute, output_dir, print_method_warnings
-from .options import (add_delta, add_method_list, add_output_dir, add_prior, add_privacy_levels, count,
-                      experiment_options, level_tag, method_lists, positive_int, privacy_levels, seed)
+from .options import (
+    add_delta,
+    add_method_list,
+    add_output_dir,
+    add_prior,
+    add_privacy_levels,
+    count,
+    experiment_options,
+    level_tag,
+    method_lists,
+    positive_int,
+    privacy_levels,
+    seed,
+)
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "coverage", help="TARP coverage of noise-aware and baseline posteriors on simulated data",
+        "coverage",
+        help="TARP coverage of noise-aware and baseline posteriors on simulated data",
         description="Simulate M data sets from the model's prior, record a DPVI trace of each (one compiled "
         "program), fit every method on the same traces and score them by TARP (expected coverage of balls "
         "around reference points, R reference draws). Prints the coverage RMSE under both reference rules "
         "and writes DIR/coverage-MODEL-eps-E.json, .csv (the ECP curves) and .png (the curves).",
     )
-    parser.add_argument("--model", required=True, metavar="NAME",
-                        help=f"a built-in ({', '.join(models.names())}, M1, M2, M3) or package.module:name of a "
-                        "model made by noiseaware.models.from_numpyro")
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="NAME",
+        help=f"a built-in ({', '.join(models.names())}, M1, M2, M3) or package.module:name of a "
+        "model made by noiseaware.models.from_numpyro",
+    )
     add_privacy_levels(parser)
     add_method_list(parser, method_lists().coverage, default=("exact", "naive"))
     parser.add_argument("--simulations", type=positive_int, default=500, metavar="M", help="(default: %(default)d)")
-    parser.add_argument("--references", "--repeats", type=positive_int, default=20, metavar="R",
-                        help="sets of reference points (default: %(default)d)")
-    parser.add_argument("--samples", "--draws", type=positive_int, default=20_000, metavar="K",
-                        help="θ draws per posterior (default: %(default)d)")
+    parser.add_argument(
+        "--references",
+        "--repeats",
+        type=positive_int,
+        default=20,
+        metavar="R",
+        help="sets of reference points (default: %(default)d)",
+    )
+    parser.add_argument(
+        "--samples",
+        "--draws",
+        type=positive_int,
+        default=20_000,
+        metavar="K",
+        help="θ draws per posterior (default: %(default)d)",
+    )
     parser.add_argument("--steps", type=positive_int, metavar="T", help="DP-SGD steps (default: the preset's)")
     add_delta(parser)
     add_prior(parser)
@@ -44,13 +73,26 @@ def run(args) -> int:
     overrides = {} if args.steps is None else {"steps": args.steps}
     options = experiment_options(args.methods, args.prior, args.warmup)
     for name, value in privacy_levels(args):
-        result = coverage(bm, methods=args.methods, delta=args.delta, simulations=args.simulations,
-                          references=args.references, samples=args.samples, key=args.seed,
-                          method_options=options, progress=True, **{name: value}, **overrides)
+        result = coverage(
+            bm,
+            methods=args.methods,
+            delta=args.delta,
+            simulations=args.simulations,
+            references=args.references,
+            samples=args.samples,
+            key=args.seed,
+            method_options=options,
+            progress=True,
+            **{name: value},
+            **overrides,
+        )
         s = result.settings
-        print(f"\n{bm.name}, ε = {epsilon_text(s['epsilon'])}, σ = {s['noise_multiplier']:.4g}, "
-              f"M = {s['simulations']}, R = {s['references']}, K = {s['samples']}, T = {s['steps']}, seed {args.seed}; DPVI "
-              f"{result.seconds['dpvi']:.0f} s")
+        print(
+            f"\n{bm.name}, ε = {epsilon_text(s['epsilon'])}, σ = {s['noise_multiplier']:.4g}, "
+            f"M = {s['simulations']}, R = {s['references']}, K = {s['samples']}, T = {s['steps']}, "
+            f"seed {args.seed}; DPVI "
+            f"{result.seconds['dpvi']:.0f} s"
+        )
         print(result.table())
         print_method_warnings(result.diagnostics)
         stem = f"coverage-{bm.name}-{level_tag(name, value)}"
@@ -67,6 +109,8 @@ def _coverage_model(spec: str) -> models.BenchmarkModel:
         return builtin(spec)
     bm = import_attribute(spec)
     if not isinstance(bm, models.BenchmarkModel):
-        raise ValueError(f"--model {spec} is not a BenchmarkModel: make one with "
-                         "noiseaware.models.from_numpyro(model, n_examples=…, steps=…, …)")
+        raise ValueError(
+            f"--model {spec} is not a BenchmarkModel: make one with "
+            "noiseaware.models.from_numpyro(model, n_examples=…, steps=…, …)"
+        )
     return bm

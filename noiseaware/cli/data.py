@@ -69,8 +69,10 @@ def read_csv(path: Path) -> dict[str, np.ndarray]:
     for line, row in body:
         if len(row) != len(header):
             raise DataError(f"{path}, line {line}: {len(row)} field(s), but the header names {len(header)} columns")
-    columns = {name: _parse_column(path, name, [(line, row[j]) for line, row in body])
-               for j, name in enumerate(_check_header(path, header))}
+    columns = {
+        name: _parse_column(path, name, [(line, row[j]) for line, row in body])
+        for j, name in enumerate(_check_header(path, header))
+    }
     return _stack_indexed(path, columns)
 
 
@@ -129,6 +131,7 @@ def _stack_indexed(path: Path, columns: Mapping[str, np.ndarray]) -> dict[str, n
 def _stack(path: Path, name: str, group: Mapping[int, np.ndarray]) -> np.ndarray:
     """Columns {j: column} with j = 0..k−1 → (N, k); int when every column is int."""
     if sorted(group) != list(range(len(group))):
-        raise DataError(f"{path}: columns of {name} have indices {sorted(group)}; they must be 0, 1, …, "
-                        f"{len(group) - 1}")
+        raise DataError(
+            f"{path}: columns of {name} have indices {sorted(group)}; they must be 0, 1, …, {len(group) - 1}"
+        )
     return np.stack([group[j] for j in range(len(group))], axis=1)

@@ -31,7 +31,8 @@ FIT_STREAM = 2
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "demo", help="M1 end to end: simulate, record a DPVI trace, fit it, compare and plot",
+        "demo",
+        help="M1 end to end: simulate, record a DPVI trace, fit it, compare and plot",
         description=f"Simulate M1 (gamma-exponential, N = 5000), record a DPVI trace with the research preset "
         f"at the tight σ for ε, fit its noise-aware posterior, and compare it with the naive last iterate, "
         f"the exact non-private posterior and the true value. Saves DIR/{DEMO_TRACE} (the trace), "
@@ -39,12 +40,18 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--epsilon", type=float, default=1.0, metavar="E", help="ε (default: %(default)g)")
     add_seed(parser, SIMULATION_SEED, "default: %(default)d; the data are simulated; the fit's key derives from it too")
-    parser.add_argument("--out", default="noiseaware-demo", metavar="DIR",
-                        help="output directory (default: ./%(default)s)")
-    parser.add_argument("--steps", type=int, metavar="T",
-                        help="DP-SGD steps (default: the preset's 10000; fewer are for quick checks)")
-    parser.add_argument("--method", choices=method_lists().routes, default="exact",
-                        help="inference route of the noise-aware posterior (default: %(default)s)")
+    parser.add_argument(
+        "--out", default="noiseaware-demo", metavar="DIR", help="output directory (default: ./%(default)s)"
+    )
+    parser.add_argument(
+        "--steps", type=int, metavar="T", help="DP-SGD steps (default: the preset's 10000; fewer are for quick checks)"
+    )
+    parser.add_argument(
+        "--method",
+        choices=method_lists().routes,
+        default="exact",
+        help="inference route of the noise-aware posterior (default: %(default)s)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -66,40 +73,66 @@ def run(args) -> int:
     truth = np.asarray(theta, np.float64)
     from .. import plots
 
-    plots.plot_trace(trace, out / DEMO_PLOT, posteriors=posteriors, truth=truth, level=LEVEL, key=key_theta,
-                     title=f"M1 gamma-exponential: DPVI trace at ε = {trace.epsilon:g} "
-                     f"(σ = {trace.noise_multiplier:.4g}), fitted by {args.method}")
+    plots.plot_trace(
+        trace,
+        out / DEMO_PLOT,
+        posteriors=posteriors,
+        truth=truth,
+        level=LEVEL,
+        key=key_theta,
+        title=f"M1 gamma-exponential: DPVI trace at ε = {trace.epsilon:g} "
+        f"(σ = {trace.noise_multiplier:.4g}), fitted by {args.method}",
+    )
     print(post.describe())
     print(comparison_table(posteriors, LEVEL, truth=truth))
     print()
     print(_m1_comparison(posteriors, float(truth[0]), np.asarray(data["x"], np.float64), trace.epsilon, key_theta))
     print(f"\nsaved in {out}:")
-    print(text_table(("file", "contents"), [
-        (DEMO_TRACE, f"the DPVI trace (refit it: noiseaware fit {out / DEMO_TRACE} --out FILE.nc)"),
-        (DEMO_POSTERIOR, f"the noise-aware posterior, method {args.method} (noiseaware.load_posterior reads it)"),
-        (DEMO_PLOT, f"μ_t with the burn-in and the inferred optimum μ* ({100 * LEVEL:g}% band), beside the "
-         "noise-aware and naive densities of θ and the true θ"),
-    ], numeric=False))
+    print(
+        text_table(
+            ("file", "contents"),
+            [
+                (DEMO_TRACE, f"the DPVI trace (refit it: noiseaware fit {out / DEMO_TRACE} --out FILE.nc)"),
+                (
+                    DEMO_POSTERIOR,
+                    f"the noise-aware posterior, method {args.method} (noiseaware.load_posterior reads it)",
+                ),
+                (
+                    DEMO_PLOT,
+                    f"μ_t with the burn-in and the inferred optimum μ* ({100 * LEVEL:g}% band), beside the "
+                    "noise-aware and naive densities of θ and the true θ",
+                ),
+            ],
+            numeric=False,
+        )
+    )
     return 0
 
 
-def _m1_comparison(posteriors: Mapping[str, NoiseAwarePosterior], theta: float, x: np.ndarray, epsilon: float,
-                   key) -> str:
+def _m1_comparison(
+    posteriors: Mapping[str, NoiseAwarePosterior], theta: float, x: np.ndarray, epsilon: float, key
+) -> str:
     """True λ, the exact non-private posterior, the DPVI last iterate and the noise-aware posterior (mean, sd
     and central interval of λ)."""
     prior_shape, prior_rate = GAMMA_PRIOR
     rows = [
         ("true λ (simulated)", f"{rate(theta):.4f}", "", ""),
-        _row(f"exact posterior Gamma({prior_shape:g} + N, {prior_rate:g} + Σx), non-private",
-             distribution_summary(exact_posterior(x, GAMMA_PRIOR), LEVEL)),
+        _row(
+            f"exact posterior Gamma({prior_shape:g} + N, {prior_rate:g} + Σx), non-private",
+            distribution_summary(exact_posterior(x, GAMMA_PRIOR), LEVEL),
+        ),
     ]
-    labels = {"naive": f"DPVI last iterate (naive), ε = {epsilon:g}",
-              "noise-aware": f"noise-aware posterior ({posteriors['noise-aware'].method}), ε = {epsilon:g}"}
+    labels = {
+        "naive": f"DPVI last iterate (naive), ε = {epsilon:g}",
+        "noise-aware": f"noise-aware posterior ({posteriors['noise-aware'].method}), ε = {epsilon:g}",
+    }
     for name in ("naive", "noise-aware"):
         draws = posteriors[name].constrained_sample(key, LAMBDA_DRAWS)["rate"]
         rows.append(_row(labels[name], draws_summary(draws, LEVEL)))
-    note = (f"λ = softplus(θ). The naive posterior is q at the last iterate and ignores the DP noise in the trace; "
-            f"the noise-aware one integrates over the VI optimum it implies. Posterior λ from {LAMBDA_DRAWS} draws.")
+    note = (
+        f"λ = softplus(θ). The naive posterior is q at the last iterate and ignores the DP noise in the trace; "
+        f"the noise-aware one integrates over the VI optimum it implies. Posterior λ from {LAMBDA_DRAWS} draws."
+    )
     header = ("λ = rate of the exponential", "mean", "sd", f"{100 * LEVEL:g}% interval")
     return "\n".join([text_table(header, rows), note])
 

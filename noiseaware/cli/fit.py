@@ -20,32 +20,62 @@ DIAGNOSTICS_FIRST = ("max_rhat", "min_ess", "divergences")
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "fit", help="the noise-aware posterior of a trace, beside the naive last iterate",
+        "fit",
+        help="the noise-aware posterior of a trace, beside the naive last iterate",
         description="Fit the gradient model to a trace file's steps after the burn-in, save the noise-aware "
         "posterior (.nc, read it with noiseaware.load_posterior), and print its intervals of θ beside the "
         "naive ones (the DPVI last iterate, which ignores the DP noise).",
     )
     parser.add_argument("trace", metavar="TRACE", help="trace file (.nc or .npz), e.g. from `noiseaware record`")
-    parser.add_argument("--method", choices=method_lists().routes, default="exact",
-                        help="exact: closed form and quadrature (fast, no sampling error); laplace: Newton MAP and "
-                        "a Gaussian; nuts: MCMC (default: %(default)s)")
+    parser.add_argument(
+        "--method",
+        choices=method_lists().routes,
+        default="exact",
+        help="exact: closed form and quadrature (fast, no sampling error); laplace: Newton MAP and "
+        "a Gaussian; nuts: MCMC (default: %(default)s)",
+    )
     parser.add_argument("--out", required=True, metavar="FILE", help="posterior file to write (.nc)")
     add_prior(parser, "prior preset of the gradient model; paper: the research settings (default: %(default)s)")
-    parser.add_argument("--burn-in", type=fraction, default=BURN_IN, metavar="F",
-                        help="fraction of the first steps left out of the fit (default: %(default)g)")
-    parser.add_argument("--draws", type=positive_int, default=4000, metavar="K",
-                        help="draws of the VI optimum φ* (per chain with nuts) (default: %(default)d)")
-    parser.add_argument("--seed", type=seed, default=0, metavar="SEED",
-                        help="key of the posterior's random draws (default: %(default)d)")
-    parser.add_argument("--level", type=probability, default=LEVEL, metavar="L",
-                        help="credibility level of the printed intervals and plotted bands (default: %(default)g)")
-    parser.add_argument("--plot", metavar="FILE", help="also write a PNG: μ_t per θ with the burn-in and the "
-                        "inferred optimum μ*, beside the noise-aware and naive densities of θ")
+    parser.add_argument(
+        "--burn-in",
+        type=fraction,
+        default=BURN_IN,
+        metavar="F",
+        help="fraction of the first steps left out of the fit (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--draws",
+        type=positive_int,
+        default=4000,
+        metavar="K",
+        help="draws of the VI optimum φ* (per chain with nuts) (default: %(default)d)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=seed,
+        default=0,
+        metavar="SEED",
+        help="key of the posterior's random draws (default: %(default)d)",
+    )
+    parser.add_argument(
+        "--level",
+        type=probability,
+        default=LEVEL,
+        metavar="L",
+        help="credibility level of the printed intervals and plotted bands (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also write a PNG: μ_t per θ with the burn-in and the "
+        "inferred optimum μ*, beside the noise-aware and naive densities of θ",
+    )
     nuts = parser.add_argument_group("NUTS options (--method nuts only)")
     nuts.add_argument("--warmup", type=count, metavar="W", help="warmup (adaptation) steps per chain (default: 1000)")
     nuts.add_argument("--chains", type=positive_int, metavar="C", help="chains (default: 1)")
-    nuts.add_argument("--backend", metavar="NAME",
-                      help="sampler implementation: numpyro or blackjax (default: numpyro)")
+    nuts.add_argument(
+        "--backend", metavar="NAME", help="sampler implementation: numpyro or blackjax (default: numpyro)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -56,10 +86,13 @@ def run(args) -> int:
     trace = Trace.load(args.trace)
     start = math.floor(args.burn_in * trace.steps)
     epsilon = "ε unknown" if trace.epsilon is None else f"ε = {trace.epsilon:g}"
-    print(f"trace {args.trace}: {epsilon}, σ = {trace.noise_multiplier:.4g}, T = {trace.steps} steps; fitting "
-          f"steps {start}…{trace.steps - 1} (burn-in {args.burn_in:g}) by {args.method}")
-    post = fit_reporting_warnings(trace, args.method, prior=args.prior, burn_in=args.burn_in, key=args.seed,
-                                  draws=args.draws, **options)
+    print(
+        f"trace {args.trace}: {epsilon}, σ = {trace.noise_multiplier:.4g}, T = {trace.steps} steps; fitting "
+        f"steps {start}…{trace.steps - 1} (burn-in {args.burn_in:g}) by {args.method}"
+    )
+    post = fit_reporting_warnings(
+        trace, args.method, prior=args.prior, burn_in=args.burn_in, key=args.seed, draws=args.draws, **options
+    )
     # θ draws for the file and plot, apart from the fit's
     key_theta = jax.random.fold_in(as_key(args.seed), THETA_STREAM)
     post.save(out, key=key_theta)
@@ -89,9 +122,11 @@ def _naive_column(trace: Trace) -> dict[str, NoiseAwarePosterior]:
 
 def _diagnostics_line(post: NoiseAwarePosterior) -> str | None:
     """The route's scalar diagnostics and settings (R-hat, ESS, divergences first), or None if there are none."""
-    scalars = {name: value.item() if isinstance(value, np.generic) else value
-               for name, value in post.diagnostics.items()
-               if isinstance(value, (bool, int, float, str, np.generic))}
+    scalars = {
+        name: value.item() if isinstance(value, np.generic) else value
+        for name, value in post.diagnostics.items()
+        if isinstance(value, (bool, int, float, str, np.generic))
+    }
     if not scalars:
         return None
     order = [name for name in DIAGNOSTICS_FIRST if name in scalars] + [n for n in scalars if n not in DIAGNOSTICS_FIRST]

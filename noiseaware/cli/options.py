@@ -6,8 +6,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..inference.gradient_model import PRIORS
@@ -41,8 +41,12 @@ def method_lists() -> MethodLists:
     """The method names of every command, read from the method registry (here only)."""
     routes = tuple(name for name, m in DEFAULT_REGISTRY.items() if issubclass(m.options, GradientModelOptions))
     calibration = tuple(name for name, m in DEFAULT_REGISTRY.items() if m.reads == "trace" or not m.private)
-    return MethodLists(routes=routes, coverage=tuple(name for name, m in DEFAULT_REGISTRY.items() if m.private),
-                       calibration=calibration, calibration_default=DEFAULT_REGISTRY.names("trace"))
+    return MethodLists(
+        routes=routes,
+        coverage=tuple(name for name, m in DEFAULT_REGISTRY.items() if m.private),
+        calibration=calibration,
+        calibration_default=DEFAULT_REGISTRY.names("trace"),
+    )
 
 
 def experiment_options(methods: Sequence[str], prior: str, warmup: int | None) -> dict[str, dict]:
@@ -61,8 +65,13 @@ def experiment_options(methods: Sequence[str], prior: str, warmup: int | None) -
 
 def add_method_list(parser, choices: Sequence[str], default: Sequence[str], note: str = "") -> None:
     """--methods: a comma-separated list from `choices`; `note` goes between the choices and the default."""
-    parser.add_argument("--methods", type=method_list(choices), default=default, metavar="LIST",
-                        help=f"comma-separated, from {', '.join(choices)}{note} (default: {','.join(default)})")
+    parser.add_argument(
+        "--methods",
+        type=method_list(choices),
+        default=default,
+        metavar="LIST",
+        help=f"comma-separated, from {', '.join(choices)}{note} (default: {','.join(default)})",
+    )
 
 
 def method_list(choices: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
@@ -108,10 +117,20 @@ def add_dp_sgd_options(parser, defaults: bool) -> None:
     """--delta, --sampling-rate, --steps: the research defaults for `account`, the preset's for `record`."""
     preset = "" if defaults else " (default: the model's preset)"
     add_delta(parser)
-    parser.add_argument("--sampling-rate", type=float, default=0.1 if defaults else None, metavar="Q",
-                        help="Poisson sampling rate q" + (" (default: %(default)g)" if defaults else preset))
-    parser.add_argument("--steps", type=int, default=10_000 if defaults else None, metavar="T",
-                        help="DP-SGD steps T" + (" (default: %(default)d)" if defaults else preset))
+    parser.add_argument(
+        "--sampling-rate",
+        type=float,
+        default=0.1 if defaults else None,
+        metavar="Q",
+        help="Poisson sampling rate q" + (" (default: %(default)g)" if defaults else preset),
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=10_000 if defaults else None,
+        metavar="T",
+        help="DP-SGD steps T" + (" (default: %(default)d)" if defaults else preset),
+    )
 
 
 def add_prior(parser, help_text: str = EXPERIMENT_PRIOR_HELP) -> None:
@@ -127,9 +146,13 @@ def add_output_dir(parser) -> None:
 
 def add_seed(parser, default: int | None, default_help: str) -> None:
     """--seed of a simulation and a DPVI run."""
-    parser.add_argument("--seed", type=seed, default=default, metavar="SEED",
-                        help=f"integer in [0, 2^{SEED_BITS}), split into the simulation key and the DPVI key "
-                        f"({default_help})")
+    parser.add_argument(
+        "--seed",
+        type=seed,
+        default=default,
+        metavar="SEED",
+        help=f"integer in [0, 2^{SEED_BITS}), split into the simulation key and the DPVI key ({default_help})",
+    )
 
 
 def seed(text: str) -> int:

@@ -26,47 +26,89 @@ from .options import SEED_BITS, SIMULATION_SEED, add_dp_sgd_options, add_seed
 TRACE_SUFFIXES = (".nc", ".npz")
 USER_MODEL_REQUIRED = ("steps", "sampling_rate", "clip")
 """Settings a user model must be given: it has no preset."""
-SETTING_OPTIONS = ("steps", "sampling_rate", "clip", "mc_draws", "grad_scale", "lr_multiplier", "learning_rate",
-                   "init", "transforms")
+SETTING_OPTIONS = (
+    "steps",
+    "sampling_rate",
+    "clip",
+    "mc_draws",
+    "grad_scale",
+    "lr_multiplier",
+    "learning_rate",
+    "init",
+    "transforms",
+)
 """record options that override a preset's `dpvi_settings` (argparse destinations = record_dpvi keywords)."""
 BLOCK_OPTIONS = ("grad_scale", "lr_multiplier", "learning_rate")
 """Options taking one value (all coordinates) or two (μ block, ρ block)."""
-KNOWN_SEED_WARNING = ("warning: --seed with --data: anyone who knows this seed can regenerate the DP noise and "
-                      "remove it from the trace; use a fixed seed on real data only for testing")
+KNOWN_SEED_WARNING = (
+    "warning: --seed with --data: anyone who knows this seed can regenerate the DP noise and "
+    "remove it from the trace; use a fixed seed on real data only for testing"
+)
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "record", help="record a DPVI trace of a built-in or your own numpyro model",
+        "record",
+        help="record a DPVI trace of a built-in or your own numpyro model",
         description="Run DPVI (DP-SGD on the ELBO) and save its trace. A built-in model simulates its data "
         "(or reads --data) and uses its research preset; options given here override the preset. A user "
         "model `package.module:function` needs --data, --steps, --sampling-rate and --clip.",
     )
-    parser.add_argument("--model", required=True, metavar="NAME",
-                        help=f"a built-in ({', '.join(models.names())}, M1, M2, M3) or package.module:function")
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="NAME",
+        help=f"a built-in ({', '.join(models.names())}, M1, M2, M3) or package.module:function",
+    )
     parser.add_argument("--out", required=True, metavar="FILE", help="trace file to write (.nc or .npz)")
-    parser.add_argument("--data", metavar="FILE",
-                        help=".npz (arrays by keyword) or .csv (header = keywords; X[0], X[1], … stack into X)")
+    parser.add_argument(
+        "--data",
+        metavar="FILE",
+        help=".npz (arrays by keyword) or .csv (header = keywords; X[0], X[1], … stack into X)",
+    )
     level = parser.add_mutually_exclusive_group(required=True)
     level.add_argument("--epsilon", type=float, metavar="E", help="ε; σ is calibrated by the PLD accountant")
     level.add_argument("--noise-multiplier", type=float, metavar="S", help="σ; ε is reported by the accountant")
-    level.add_argument("--non-private", action="store_true",
-                       help="σ = 0, a non-private reference run (needs --learning-rate)")
-    add_seed(parser, None, f"default: {SIMULATION_SEED} for simulated data; with --data a secret random seed, "
-             "never printed or saved, since anyone who knows the seed can remove the DP noise: give --seed "
-             "with --data only for testing")
+    level.add_argument(
+        "--non-private", action="store_true", help="σ = 0, a non-private reference run (needs --learning-rate)"
+    )
+    add_seed(
+        parser,
+        None,
+        f"default: {SIMULATION_SEED} for simulated data; with --data a secret random seed, "
+        "never printed or saved, since anyone who knows the seed can remove the DP noise: give --seed "
+        "with --data only for testing",
+    )
     add_dp_sgd_options(parser, defaults=False)
     parser.add_argument("--clip", type=float, metavar="C", help="clipping norm C")
     parser.add_argument("--mc-draws", type=int, metavar="DRAWS", help="Monte Carlo draws S per step")
-    parser.add_argument("--grad-scale", type=float, nargs="+", metavar="S",
-                        help="preconditioning s: one value, or two (μ block, ρ block)")
-    parser.add_argument("--lr-multiplier", type=float, nargs="+", metavar="V",
-                        help="v of the κ heuristic λ = v·s/(sqrt(T·P)·σ·C): one value or two (μ, ρ)")
-    parser.add_argument("--learning-rate", type=float, nargs="+", metavar="L",
-                        help="explicit step size λ instead of the κ heuristic: one value or two (μ, ρ)")
+    parser.add_argument(
+        "--grad-scale",
+        type=float,
+        nargs="+",
+        metavar="S",
+        help="preconditioning s: one value, or two (μ block, ρ block)",
+    )
+    parser.add_argument(
+        "--lr-multiplier",
+        type=float,
+        nargs="+",
+        metavar="V",
+        help="v of the κ heuristic λ = v·s/(sqrt(T·P)·σ·C): one value or two (μ, ρ)",
+    )
+    parser.add_argument(
+        "--learning-rate",
+        type=float,
+        nargs="+",
+        metavar="L",
+        help="explicit step size λ instead of the κ heuristic: one value or two (μ, ρ)",
+    )
     parser.add_argument("--init", type=float, nargs=2, metavar=("MU0", "RHO0"), help="initial μ₀ and ρ₀")
-    parser.add_argument("--transforms", choices=("numpyro", "research"),
-                        help="unconstrained maps: numpyro's biject_to, or research (softplus, additive log-ratio)")
+    parser.add_argument(
+        "--transforms",
+        choices=("numpyro", "research"),
+        help="unconstrained maps: numpyro's biject_to, or research (softplus, additive log-ratio)",
+    )
     parser.add_argument("--n-examples", type=int, metavar="N", help="size of the simulated data set")
     parser.add_argument("--float64", action="store_true", help="record in 64-bit floats")
     parser.set_defaults(run=run)
@@ -86,8 +128,9 @@ def run(args) -> int:
     out = _output_path(args.out)
     key_simulation, key_dpvi = keys(_record_seed(args))
     job = _user_job(args) if ":" in args.model else _builtin_job(args, key_simulation)
-    trace = record_dpvi(job.model, job.data, key=key_dpvi, progress=True, dtype=_dtype(args), **_privacy(args),
-                        **job.settings)
+    trace = record_dpvi(
+        job.model, job.data, key=key_dpvi, progress=True, dtype=_dtype(args), **_privacy(args), **job.settings
+    )
     trace.save(out)
     print(trace.summary())
     if job.truth is not None:
@@ -144,8 +187,9 @@ def _scalar_or_pair(values: Sequence[float], name: str):
         return values[0]
     if len(values) == 2:
         return tuple(values)
-    raise ValueError(f"--{name.replace('_', '-')} takes one value (all coordinates) or two (μ block, ρ block), "
-                     f"got {len(values)}")
+    raise ValueError(
+        f"--{name.replace('_', '-')} takes one value (all coordinates) or two (μ block, ρ block), got {len(values)}"
+    )
 
 
 def _builtin_job(args, key) -> _Job:
@@ -167,8 +211,9 @@ def _resized(bm: models.BenchmarkModel, args) -> models.BenchmarkModel:
     if args.transforms is not None:
         settings["transforms"] = args.transforms
     n_examples = bm.n_examples if args.n_examples is None else args.n_examples
-    return models.from_numpyro(bm.model, n_examples=n_examples, covariates=bm.covariates, name=bm.name,
-                               description=bm.description, **settings)
+    return models.from_numpyro(
+        bm.model, n_examples=n_examples, covariates=bm.covariates, name=bm.name, description=bm.description, **settings
+    )
 
 
 def _user_job(args) -> _Job:
@@ -200,7 +245,15 @@ def import_model(spec: str) -> Callable:
 def _truth_report(bm: models.BenchmarkModel, theta) -> str:
     """The simulation's true θ per coordinate and each site's value in the model's own space."""
     rows = [(name, f"{float(value):.4g}") for name, value in zip(bm.site_map.theta_names(), np.asarray(theta))]
-    sites = [f"  {name} = {np.array2string(np.asarray(value), precision=4, max_line_width=sys.maxsize)}"
-             for name, value in bm.site_map.constrain(jnp.asarray(theta)).items()]
-    return "\n".join(["true θ of the simulation (printed only; it is not part of the trace)",
-                      text_table(("θ", "unconstrained"), rows), "in the model's space:", *sites])
+    sites = [
+        f"  {name} = {np.array2string(np.asarray(value), precision=4, max_line_width=sys.maxsize)}"
+        for name, value in bm.site_map.constrain(jnp.asarray(theta)).items()
+    ]
+    return "\n".join(
+        [
+            "true θ of the simulation (printed only; it is not part of the trace)",
+            text_table(("θ", "unconstrained"), rows),
+            "in the model's space:",
+            *sites,
+        ]
+    )

@@ -1,4 +1,4 @@
-"""Calibration of predictive probabilities for binary labels (method.md §5).
+"""Calibration of predictive probabilities for binary labels (docs/method.md §5).
 
 Posterior predictive of a logistic regression from K posterior draws θ_k (d,) at test inputs x_i (d,):
 
@@ -20,12 +20,19 @@ empty. Per bin b with n_b points: p̄_b = mean p̂ (mean predicted probability) 
 from __future__ import annotations
 
 import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["BINNINGS", "CalibrationCurve", "CalibrationMetrics", "calibration_curve", "calibration_metrics",
-           "predictive_probabilities"]
+__all__ = [
+    "BINNINGS",
+    "CalibrationCurve",
+    "CalibrationMetrics",
+    "calibration_curve",
+    "calibration_metrics",
+    "predictive_probabilities",
+]
 
 BINNINGS = ("equal-count", "equal-width")
 LOG_LOSS_CLIP = 1e-15
@@ -129,14 +136,16 @@ def predictive_probabilities(theta, X, *, chunk: int = DRAW_CHUNK) -> np.ndarray
     padded[:draws] = theta
     weight = (np.arange(chunks * chunk) < draws).astype(np.float64)
     with jax.enable_x64(True):
-        total = _sum_sigmoid(jnp.asarray(padded.reshape(chunks, chunk, -1)),
-                             jnp.asarray(weight.reshape(chunks, chunk)), jnp.asarray(X))
+        total = _sum_sigmoid(
+            jnp.asarray(padded.reshape(chunks, chunk, -1)), jnp.asarray(weight.reshape(chunks, chunk)), jnp.asarray(X)
+        )
         return np.asarray(total) / draws
 
 
 @jax.jit
 def _sum_sigmoid(theta_chunks, weights, X):
     """Σ_k w_k sigmoid(X θ_k) over chunks: theta_chunks (C, c, d), weights (C, c), X (n, d) → (n,)."""
+
     def add(total, chunk):
         theta, weight = chunk
         return total + jax.nn.sigmoid(X @ theta.T) @ weight, None
@@ -149,7 +158,9 @@ def _check(y_true, p_pred) -> tuple[np.ndarray, np.ndarray]:
     """(y, p) as float64 (n,) vectors: y in {0, 1}, p finite in [0, 1], n ≥ 1."""
     y, p = np.asarray(y_true, np.float64), np.asarray(p_pred, np.float64)
     if y.ndim != 1 or y.shape != p.shape or y.size == 0:
-        raise ValueError(f"y_true and p_pred must be non-empty vectors of one length; got shapes {y.shape} and {p.shape}")
+        raise ValueError(
+            f"y_true and p_pred must be non-empty vectors of one length; got shapes {y.shape} and {p.shape}"
+        )
     if not np.all((y == 0) | (y == 1)):
         raise ValueError("y_true must hold binary labels 0 and 1")
     if not np.all((p >= 0) & (p <= 1)):

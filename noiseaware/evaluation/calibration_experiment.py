@@ -74,8 +74,10 @@ def calibration(
     options = {name: with_progress(o, progress) for name, o in options.items()}
     for method in resolved:
         if method.reads != "trace" and method.private:
-            raise ValueError(f"method {method.name!r} releases its own statistics; calibration compares methods "
-                             "on the same DPVI traces (and the non-private reference)")
+            raise ValueError(
+                f"method {method.name!r} releases its own statistics; calibration compares methods "
+                "on the same DPVI traces (and the non-private reference)"
+            )
     for name, value in {"runs": runs, "samples": samples, "chunk": chunk}.items():
         positive_int(name, value)
     k_dpvi, k_fit, k_draw = jax.random.split(as_key(key), 3)
@@ -86,15 +88,26 @@ def calibration(
     if traced:
         if (epsilon is None) == (noise_multiplier is None):
             raise ValueError("give exactly one of epsilon and noise_multiplier")
-        sigma = noise_multiplier if noise_multiplier is not None else calibrate(
-            epsilon, delta, settings["sampling_rate"], settings["steps"])
+        sigma = (
+            noise_multiplier
+            if noise_multiplier is not None
+            else calibrate(epsilon, delta, settings["sampling_rate"], settings["steps"])
+        )
         start = time.perf_counter()
-        traces = record_traces(data, noise_multiplier=sigma, delta=delta, runs=runs, key=k_dpvi, chunk=chunk,
-                               progress=progress, **settings)
+        traces = record_traces(
+            data, noise_multiplier=sigma, delta=delta, runs=runs, key=k_dpvi, chunk=chunk, progress=progress, **settings
+        )
         seconds["dpvi"] = time.perf_counter() - start
     train = data.train_data()
-    batch = Batch(tuple(traces), bm, {name: a[None] for name, a in train.items()}, epsilon, delta, shared_data=True,
-                  size=runs if traced else 1)
+    batch = Batch(
+        tuple(traces),
+        bm,
+        {name: a[None] for name, a in train.items()},
+        epsilon,
+        delta,
+        shared_data=True,
+        size=runs if traced else 1,
+    )
 
     def score(method: Method, outcomes: list[Outcome], k_samples) -> tuple[dict[str, Any], int]:
         keys = jax.random.split(k_samples, len(outcomes))
@@ -116,21 +129,39 @@ def calibration(
         paired_methods=tuple(traced),
         seconds=seconds,
         settings={
-            "dataset": data.name, "scaling": data.scaling, "n_train": int(data.X_train.shape[0]),
-            "n_test": int(data.X_test.shape[0]), "dim": data.dim,
+            "dataset": data.name,
+            "scaling": data.scaling,
+            "n_train": int(data.X_train.shape[0]),
+            "n_test": int(data.X_test.shape[0]),
+            "dim": data.dim,
             "epsilon": epsilon if epsilon is not None or first is None else first.epsilon,
-            "noise_multiplier": None if first is None else first.noise_multiplier, "delta": delta,
-            "runs": runs, "samples": samples, "bins": bins, "binning": binning,
-            "steps": None if first is None else first.steps, "preset": PRESET,
+            "noise_multiplier": None if first is None else first.noise_multiplier,
+            "delta": delta,
+            "runs": runs,
+            "samples": samples,
+            "bins": bins,
+            "binning": binning,
+            "steps": None if first is None else first.steps,
+            "preset": PRESET,
             "dpvi_settings": {k: repr(v) for k, v in settings.items()},
-            "key": key_repr(key), "methods": [m.name for m in resolved],
+            "key": key_repr(key),
+            "methods": [m.name for m in resolved],
             "method_options": {name: repr(o) for name, o in options.items()},
         },
     )
 
 
-def record_traces(data: Dataset, *, noise_multiplier: float, delta: float, runs: int, key, chunk: int = 20,
-                  progress: Progress = False, **settings) -> list[Trace]:
+def record_traces(
+    data: Dataset,
+    *,
+    noise_multiplier: float,
+    delta: float,
+    runs: int,
+    key,
+    chunk: int = 20,
+    progress: Progress = False,
+    **settings,
+) -> list[Trace]:
     """R DPVI traces of data's training set with keys split(key, R): `record_dpvi_batch` on R copies, in chunks."""
     keys = jax.random.split(key, runs)
     train = data.train_data()
@@ -138,8 +169,15 @@ def record_traces(data: Dataset, *, noise_multiplier: float, delta: float, runs:
     for first in range(0, runs, chunk):
         count = min(chunk, runs - first)
         copies = {name: np.broadcast_to(array, (count, *array.shape)) for name, array in train.items()}
-        traces += record_dpvi_batch(logistic_regression, copies, keys=keys[first:first + count],
-                                    noise_multiplier=noise_multiplier, delta=delta, progress=progress, **settings)
+        traces += record_dpvi_batch(
+            logistic_regression,
+            copies,
+            keys=keys[first : first + count],
+            noise_multiplier=noise_multiplier,
+            delta=delta,
+            progress=progress,
+            **settings,
+        )
     return traces
 
 
@@ -147,8 +185,11 @@ def _score(draws_per_repeat: list[np.ndarray | None], data: Dataset, bins: int, 
     """Per repeat: the metrics, the reliability curve and the histogram of p̂ (NaN rows where it failed)."""
     count = len(draws_per_repeat)
     metrics = {name: np.full(count, np.nan) for name in METRICS}
-    curves = {"mean_predicted": np.full((count, bins), np.nan), "fraction_positive": np.full((count, bins), np.nan),
-              "counts": np.zeros((count, bins), np.int64)}
+    curves = {
+        "mean_predicted": np.full((count, bins), np.nan),
+        "fraction_positive": np.full((count, bins), np.nan),
+        "counts": np.zeros((count, bins), np.int64),
+    }
     histograms = np.zeros((count, HISTOGRAM_BINS), np.int64)
     for r, theta in enumerate(draws_per_repeat):
         if theta is None:

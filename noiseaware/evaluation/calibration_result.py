@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,7 +50,9 @@ class CalibrationResult:
         """(mean, sd with ddof 1) of a metric over the method's successful runs; sd None below 2 runs."""
         return _mean_sd(self.metrics[method][metric])
 
-    def paired(self, baseline: str = "naive", metric: str = "calibration_rmse") -> dict[str, tuple[float, float | None]]:
+    def paired(
+        self, baseline: str = "naive", metric: str = "calibration_rmse"
+    ) -> dict[str, tuple[float, float | None]]:
         """method → (mean, sd) over runs r of metric_method[r] − metric_baseline[r], on the same traces.
 
         Only methods in paired_methods (other than the baseline); runs where either fit failed are left out.
@@ -99,15 +100,30 @@ class CalibrationResult:
         rows = []
         for method in self.methods:
             ok = int(np.sum(np.isfinite(self.metrics[method]["calibration_rmse"])))
-            rows.append([
-                method, f"{ok}/{len(self.metrics[method]['calibration_rmse'])}",
-                _text(*self.mean_sd(method), 1e3), _text(*paired[method], 1e3) if method in paired else "",
-                _text(*self.mean_sd(method, "ece"), 1e3), _text(*self.mean_sd(method, "brier")),
-                _text(*self.mean_sd(method, "log_loss")), _text(*self.mean_sd(method, "accuracy")),
-                f"{self.seconds.get(method, math.nan):.1f}",
-            ])
-        header = ["method", "runs", "calib. RMSE ×10⁻³", "− naive ×10⁻³", "ECE ×10⁻³", "Brier", "log loss",
-                  "accuracy", "fit s"]
+            rows.append(
+                [
+                    method,
+                    f"{ok}/{len(self.metrics[method]['calibration_rmse'])}",
+                    _text(*self.mean_sd(method), 1e3),
+                    _text(*paired[method], 1e3) if method in paired else "",
+                    _text(*self.mean_sd(method, "ece"), 1e3),
+                    _text(*self.mean_sd(method, "brier")),
+                    _text(*self.mean_sd(method, "log_loss")),
+                    _text(*self.mean_sd(method, "accuracy")),
+                    f"{self.seconds.get(method, math.nan):.1f}",
+                ]
+            )
+        header = [
+            "method",
+            "runs",
+            "calib. RMSE ×10⁻³",
+            "− naive ×10⁻³",
+            "ECE ×10⁻³",
+            "Brier",
+            "log loss",
+            "accuracy",
+            "fit s",
+        ]
         return text_table(header, rows)
 
     def summary(self) -> dict[str, Any]:
@@ -121,7 +137,8 @@ class CalibrationResult:
                 entry[f"{metric}_mean"], entry[f"{metric}_sd"] = _json_pair(self.mean_sd(method, metric))
                 if method in paired[metric]:
                     entry[f"{metric}_minus_naive_mean"], entry[f"{metric}_minus_naive_sd"] = _json_pair(
-                        paired[metric][method])
+                        paired[metric][method]
+                    )
             entry["runs"] = len(self.metrics[method]["calibration_rmse"])
             entry["failures"] = int(self.failures[method])
             entry["diagnostics"] = dict(self.diagnostics.get(method, {}))
@@ -139,7 +156,6 @@ class CalibrationResult:
             "reliability_mean": {m: _list(self.reliability_band(m)[0]) for m in self.methods},
         }
         write_json(path, payload)
-
 
 
 def _mean_sd(values: np.ndarray) -> tuple[float, float | None]:

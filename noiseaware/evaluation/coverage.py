@@ -60,9 +60,18 @@ class Simulations:
         return self.batch.model
 
 
-def simulate_traces(bm: BenchmarkModel, *, noise_multiplier: float | None, delta: float, simulations: int, key,
-                    epsilon: float | None = None, chunk: int = 100, progress: Progress = False,
-                    **settings) -> Simulations:
+def simulate_traces(
+    bm: BenchmarkModel,
+    *,
+    noise_multiplier: float | None,
+    delta: float,
+    simulations: int,
+    key,
+    epsilon: float | None = None,
+    chunk: int = 100,
+    progress: Progress = False,
+    **settings,
+) -> Simulations:
     """θ_m ~ prior, x_m ~ p(x | θ_m) and a DPVI trace of x_m for m = 1..M: one compiled program, in chunks.
 
     settings: record_dpvi's (the preset's, with overrides); noise_multiplier=None with non_private=True
@@ -76,8 +85,8 @@ def simulate_traces(bm: BenchmarkModel, *, noise_multiplier: float | None, delta
     with progress_bar(simulations, "DPVI", progress, unit="simulation") as advance:
         for first in range(0, simulations, chunk):
             part = slice(first, min(first + chunk, simulations))
-            traces += record_dpvi_batch(bm.model, jax.tree.map(lambda a: a[part], data), keys=keys[part],
-                                        delta=delta, **privacy, **settings)
+            chunk_data = jax.tree.map(lambda a, part=part: a[part], data)
+            traces += record_dpvi_batch(bm.model, chunk_data, keys=keys[part], delta=delta, **privacy, **settings)
             advance(part.stop - part.start)
     batch = Batch(tuple(traces), bm, data, epsilon, delta)
     return Simulations(batch, np.asarray(truth, np.float64), traces[0].noise_multiplier if traces else noise_multiplier)
@@ -115,14 +124,34 @@ def coverage(
     for name, value in (("simulations", simulations), ("references", references), ("samples", samples)):
         positive_int(name, value)
     settings = dict(bm.dpvi_settings) | overrides
-    sigma = noise_multiplier if noise_multiplier is not None else calibrate(
-        epsilon, delta, settings["sampling_rate"], settings["steps"])
+    sigma = (
+        noise_multiplier
+        if noise_multiplier is not None
+        else calibrate(epsilon, delta, settings["sampling_rate"], settings["steps"])
+    )
     start = time.perf_counter()
-    sims = simulate_traces(bm, noise_multiplier=sigma, delta=delta, simulations=simulations,
-                           key=_streams(key)[0], epsilon=epsilon, chunk=chunk, progress=progress, **settings)
+    sims = simulate_traces(
+        bm,
+        noise_multiplier=sigma,
+        delta=delta,
+        simulations=simulations,
+        key=_streams(key)[0],
+        epsilon=epsilon,
+        chunk=chunk,
+        progress=progress,
+        **settings,
+    )
     seconds = time.perf_counter() - start
-    result = evaluate(sims, methods, references=references, samples=samples, key=key, method_options=method_options,
-                      registry=registry, progress=progress)
+    result = evaluate(
+        sims,
+        methods,
+        references=references,
+        samples=samples,
+        key=key,
+        method_options=method_options,
+        registry=registry,
+        progress=progress,
+    )
     return dataclasses.replace(result, seconds={"dpvi": seconds, **result.seconds})
 
 
@@ -149,10 +178,14 @@ def evaluate(
     positive_int("samples", samples)
     _, k_fit, k_draw, k_ref = _streams(key)
     d, count = sims.truth.shape[1], len(sims)
-    centre = np.stack([t.params[math.floor(BURN_IN * t.steps):, :d].mean(axis=0) for t in sims.traces])
+    centre = np.stack([t.params[math.floor(BURN_IN * t.steps) :, :d].mean(axis=0) for t in sims.traces])
     dpvi_sd = np.stack([np.logaddexp(0.0, t.final_iterate()[d:]) for t in sims.traces])
-    uniform = np.asarray(jax.random.uniform(k_ref, (references, count, d), jnp.float64 if jax.config.jax_enable_x64
-                                            else jnp.float32, -1.0, 1.0), np.float64)
+    uniform = np.asarray(
+        jax.random.uniform(
+            k_ref, (references, count, d), jnp.float64 if jax.config.jax_enable_x64 else jnp.float32, -1.0, 1.0
+        ),
+        np.float64,
+    )
 
     def score(method: Method, outcomes: list[Outcome], k_samples) -> tuple[dict[str, dict[str, np.ndarray]], int]:
         joint, per_dim, failed = _score(outcomes, sims, k_samples, samples, uniform, centre, dpvi_sd)
@@ -164,25 +197,43 @@ def evaluate(
     return CoverageResult(
         levels=np.asarray(LEVELS),
         curves={rule: {name: run.score["curves"][rule] for name, run in runs.items()} for rule in REFERENCE_RULES},
-        marginal_curves={rule: {name: run.score["marginal"][rule] for name, run in runs.items()}
-                         for rule in REFERENCE_RULES},
+        marginal_curves={
+            rule: {name: run.score["marginal"][rule] for name, run in runs.items()} for rule in REFERENCE_RULES
+        },
         failures={name: run.failures for name, run in runs.items()},
-        seconds={k: v for name, run in runs.items()
-                 for k, v in ((name, run.fit_seconds), (f"tarp_{name}", run.score_seconds))},
+        seconds={
+            k: v
+            for name, run in runs.items()
+            for k, v in ((name, run.fit_seconds), (f"tarp_{name}", run.score_seconds))
+        },
         diagnostics={name: run.diagnostics for name, run in runs.items()},
         theta_names=tuple(name.removeprefix("mu:") for name in sims.traces[0].param_names[:d]),
         settings={
-            "model": sims.model.name, "epsilon": sims.batch.epsilon, "noise_multiplier": sims.noise_multiplier,
-            "delta": sims.batch.delta, "simulations": count, "references": references, "samples": samples,
-            "steps": sims.traces[0].steps, "key": key_repr(key), "methods": [m.name for m in resolved],
+            "model": sims.model.name,
+            "epsilon": sims.batch.epsilon,
+            "noise_multiplier": sims.noise_multiplier,
+            "delta": sims.batch.delta,
+            "simulations": count,
+            "references": references,
+            "samples": samples,
+            "steps": sims.traces[0].steps,
+            "key": key_repr(key),
+            "methods": [m.name for m in resolved],
             "method_options": {name: repr(o) for name, o in options.items()},
             "reference_rules": dict(REFERENCE_RULES),
         },
     )
 
 
-def _score(outcomes: Sequence[Outcome], sims: Simulations, key, samples: int, uniform: np.ndarray,
-           centre: np.ndarray, dpvi_sd: np.ndarray):
+def _score(
+    outcomes: Sequence[Outcome],
+    sims: Simulations,
+    key,
+    samples: int,
+    uniform: np.ndarray,
+    centre: np.ndarray,
+    dpvi_sd: np.ndarray,
+):
     """f for each rule over the simulations whose posterior exists and gives finite draws.
 
     Returns ({rule: joint f (R, M_ok)}, {rule: marginal f (R, M_ok, d)}, further failures (non-finite draws)).
@@ -194,7 +245,7 @@ def _score(outcomes: Sequence[Outcome], sims: Simulations, key, samples: int, un
     marginal: list[np.ndarray] = []
     non_finite = 0
     for first in range(0, alive.size, SCORE_CHUNK):
-        index = alive[first:first + SCORE_CHUNK]
+        index = alive[first : first + SCORE_CHUNK]
         draws = np.stack([np.asarray(outcomes[m].sample(keys[m], samples), np.float64) for m in index])
         finite = np.all(np.isfinite(draws), axis=(1, 2))
         non_finite += int(np.sum(~finite))

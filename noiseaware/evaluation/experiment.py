@@ -16,7 +16,7 @@ import time
 import warnings
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import jax
 
@@ -24,11 +24,9 @@ from ..methods.base import Batch, Method, Outcome, Registry, fit_problems, split
 
 __all__ = ["MethodRun", "check_methods", "method_stream", "run_methods", "with_progress"]
 
-Score = TypeVar("Score")
-
 
 @dataclasses.dataclass(frozen=True)
-class MethodRun(Generic[Score]):
+class MethodRun[Score]:
     """One method's part of an experiment: its score, failed problems, diagnostics summary and timings."""
 
     score: Score
@@ -43,8 +41,13 @@ def method_stream(name: str) -> int:
     return zlib.crc32(name.encode())
 
 
-def check_methods(methods: Sequence[str | Method], registry: Registry, model: str | None, epsilon: float | None,
-                  method_options: Mapping[str, Any] | None) -> tuple[list[Method], dict[str, Any]]:
+def check_methods(
+    methods: Sequence[str | Method],
+    registry: Registry,
+    model: str | None,
+    epsilon: float | None,
+    method_options: Mapping[str, Any] | None,
+) -> tuple[list[Method], dict[str, Any]]:
     """Resolve and check every method and its options before any work: (methods, {name: options object})."""
     resolved = registry.resolve(methods)
     given = dict(method_options or {})
@@ -58,8 +61,14 @@ def check_methods(methods: Sequence[str | Method], registry: Registry, model: st
     return resolved, options
 
 
-def run_methods(batch: Batch, methods: Sequence[Method], options: Mapping[str, Any], *, key,
-                score: Callable[[Method, list[Outcome], jax.Array], tuple[Score, int]]) -> dict[str, MethodRun[Score]]:
+def run_methods[Score](
+    batch: Batch,
+    methods: Sequence[Method],
+    options: Mapping[str, Any],
+    *,
+    key,
+    score: Callable[[Method, list[Outcome], jax.Array], tuple[Score, int]],
+) -> dict[str, MethodRun[Score]]:
     """Fit every method on `batch` and score it: {name: MethodRun}.
 
     key: the experiment's fit and draw keys (k_fit, k_draw). score(method, outcomes, draw key) returns
@@ -73,8 +82,9 @@ def run_methods(batch: Batch, methods: Sequence[Method], options: Mapping[str, A
         start = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            outcomes = fit_problems(method, batch, split_keys(jax.random.fold_in(k_fit, stream), count),
-                                    options[method.name])
+            outcomes = fit_problems(
+                method, batch, split_keys(jax.random.fold_in(k_fit, stream), count), options[method.name]
+            )
         fit_seconds = time.perf_counter() - start
         start = time.perf_counter()
         result, more_failures = score(method, outcomes, jax.random.fold_in(k_draw, stream))
@@ -103,4 +113,3 @@ def summarise_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
 
 def _one_line(warning: warnings.WarningMessage) -> str:
     return " ".join(str(warning.message).split())
-

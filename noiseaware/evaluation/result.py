@@ -19,7 +19,7 @@ __all__ = ["REFERENCE_RULES", "CoverageResult"]
 
 REFERENCE_RULES = {
     "research": "post-burn-in mean of the μ trace ± 4 × the evaluated posterior's sd per dimension (the "
-                "paper's rule; the box depends on the method)",
+    "paper's rule; the box depends on the method)",
     "trace": "post-burn-in mean of the μ trace ± 4 × softplus(ρ_T), the DPVI sd (one box for every method)",
 }
 """Reference-point rules: θ_ref = centre + U ⊙ half-width, U ~ U(−1, 1)^d, never looking at the truth."""
@@ -68,8 +68,10 @@ class CoverageResult:
 
     def marginal_rmse(self, rule: str = "research") -> dict[str, np.ndarray]:
         """method → (d,) coverage RMSE of each dimension's own curve, averaged over the R reference draws."""
-        return {m: np.mean([coverage_rmse(self.levels, c) for c in curves], axis=0)
-                for m, curves in self.marginal_curves[rule].items()}
+        return {
+            m: np.mean([coverage_rmse(self.levels, c) for c in curves], axis=0)
+            for m, curves in self.marginal_curves[rule].items()
+        }
 
     def table(self) -> str:
         """Methods × reference rules: RMSE mean ± sd, failures, fit seconds."""
@@ -85,8 +87,10 @@ class CoverageResult:
         return {
             method: {
                 "rmse": {rule: dict(zip(("mean", "sd"), self.rmse_under(rule)[method])) for rule in self.curves},
-                "marginal_rmse": {rule: dict(zip(self.theta_names, map(float, self.marginal_rmse(rule)[method])))
-                                  for rule in self.curves},
+                "marginal_rmse": {
+                    rule: dict(zip(self.theta_names, map(float, self.marginal_rmse(rule)[method])))
+                    for rule in self.curves
+                },
                 "failures": int(self.failures[method]),
                 "diagnostics": dict(self.diagnostics.get(method, {})),
             }
@@ -113,7 +117,9 @@ class CoverageResult:
         for rule in self.curves:
             for method in self.methods:
                 blocks = [("joint", self.curves[rule][method])]
-                blocks += [(name, self.marginal_curves[rule][method][..., j]) for j, name in enumerate(self.theta_names)]
+                blocks += [
+                    (name, self.marginal_curves[rule][method][..., j]) for j, name in enumerate(self.theta_names)
+                ]
                 for dimension, curves in blocks:
                     for level, mean, sd in zip(self.levels, np.nanmean(curves, 0), np.nanstd(curves, 0)):
                         writer.writerow([method, rule, dimension, f"{level:.3f}", f"{mean:.5f}", f"{sd:.5f}"])

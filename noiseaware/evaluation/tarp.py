@@ -1,4 +1,4 @@
-"""TARP: expected coverage probabilities of balls around reference points (Lemos et al. 2023; method.md §4).
+"""TARP: expected coverage probabilities of balls around reference points (Lemos et al. 2023; docs/method.md §4).
 
 For simulation m with truth θ_m, posterior draws θ_{m,k} (k = 1..K) and a reference point θ_ref,m chosen
 without θ_m,
@@ -17,8 +17,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["LEVELS", "coverage_rmse", "ecp_from_fractions", "marginal_ecp", "reference_box", "tarp_ecp", "tarp_fractions",
-           "tarp_repeats"]
+__all__ = [
+    "LEVELS",
+    "coverage_rmse",
+    "ecp_from_fractions",
+    "marginal_ecp",
+    "reference_box",
+    "tarp_ecp",
+    "tarp_fractions",
+    "tarp_repeats",
+]
 
 LEVELS = np.sort(1.0 - np.concatenate([[0.001], np.round(np.arange(0.05, 0.951, 0.05), 2), [0.999]]))
 """The paper's 21 credibility levels 1 − α, ascending: 0.001, 0.05, 0.10, …, 0.95, 0.999."""
@@ -74,8 +82,10 @@ def _marginal_fractions(samples, truth, references):
 @jax.jit
 def _fractions_per_set(samples, truth, references, scale):
     """Joint f (G, M) and per-dimension f (G, M, d) for G reference sets, references (G, M, d)."""
+
     def one(ref):
         return _fractions(samples, truth, ref, scale), _marginal_fractions(samples, truth, ref)
+
     return jax.lax.map(one, references)
 
 
@@ -149,8 +159,9 @@ def reference_box(key, centre, half_width, repeats: int):
     return centre + u * half_width
 
 
-def tarp_repeats(key, samples, truth, centre, half_width, *, repeats: int = 20, levels=None,
-                 metric: str = "euclidean", scale=None):
+def tarp_repeats(
+    key, samples, truth, centre, half_width, *, repeats: int = 20, levels=None, metric: str = "euclidean", scale=None
+):
     """ECP curves for `repeats` fresh reference draws from `reference_box` (samples fixed): (levels (L,), ecp (R, L)).
 
     The mean ± sd over the R curves of `coverage_rmse` is the paper's error band.

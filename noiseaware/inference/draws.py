@@ -1,6 +1,5 @@
 """`Draws`: what every route of the gradient model returns."""
 
-
 from __future__ import annotations
 
 import dataclasses
@@ -16,7 +15,8 @@ __all__ = ["Draws"]
 class Draws:
     """Posterior draws of the gradient model's unknowns, each (chains, K, P) float64.
 
-    optimum: φ* = (μ*, ρ*); hessian: the Hessian diagonal a = model.hessian(ã) (softplus or exp of ã); extra_noise: |u|, the extra
+    optimum: φ* = (μ*, ρ*); hessian: the Hessian diagonal a = model.hessian(ã) (softplus or exp of ã);
+    extra_noise: |u|, the extra
     gradient-noise sd (None when the prior has no extra noise). diagnostics: route-specific facts
     (R-hat, ESS, divergences, convergence flags, grid sizes …), plain Python/numpy values.
     """

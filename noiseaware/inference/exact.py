@@ -24,10 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .gradient_model import GradientModel, integrate_optimum, prior_distributions
 from ..util.diagnostics import Diagnostics
 from ..util.keys import as_key
 from .draws import Draws
+from .gradient_model import GradientModel, integrate_optimum, prior_distributions
 
 __all__ = ["QuadratureGrid", "exact_grid", "exact_cdf", "exact_moments", "exact_draws", "fit_exact", "fit_exact_batch"]
 
@@ -144,7 +144,9 @@ def _median_and_spread(nodes, weights):
     return quantiles[:, 1], 0.5 * (quantiles[:, 2] - quantiles[:, 0])
 
 
-def exact_grid(model: GradientModel, *, hessian_nodes: int = 96, extra_nodes: int = 32, passes: int = 3) -> QuadratureGrid:
+def exact_grid(
+    model: GradientModel, *, hessian_nodes: int = 96, extra_nodes: int = 32, passes: int = 3
+) -> QuadratureGrid:
     """The adaptively placed quadrature grid of each coordinate's (ã, u) posterior; jittable and vmappable.
 
     `passes` ≥ 1 placements: the first around `_initial_guess`, each later one around the previous grid's
@@ -198,13 +200,13 @@ def exact_moments(model: GradientModel, grid: QuadratureGrid) -> ExactMoments:
 
 
 def exact_cdf(grid: QuadratureGrid, values):
-    """P(φ*_j ≤ values_j | trace), (P,): the grid mixture of φ*'s conditional Gaussian CDFs, without Monte Carlo error."""
+    """P(φ*_j ≤ values_j | trace), (P,): the grid mixture of φ*'s conditional Gaussian CDFs (no Monte Carlo error)."""
     z = (values - grid.optimum_mean) / grid.optimum_sd
     return jnp.sum(grid.weights * jax.scipy.stats.norm.cdf(z), axis=(0, 1))
 
 
 def exact_draws(model: GradientModel, grid: QuadratureGrid, key, draws: int):
-    """`draws` joint draws (φ*, a, |u|), each (draws, P): a grid cell ∝ its weight, uniform jitter inside it, φ* | ã, u."""
+    """`draws` joint draws (φ*, a, |u|), each (draws, P): a grid cell ∝ its weight, uniform jitter in it, φ* | ã, u."""
     n_a, n_u, n_params = grid.weights.shape
     cell_key, raw_key, extra_key, optimum_key = jax.random.split(key, 4)
     cdf = jnp.cumsum(grid.weights.reshape(n_a * n_u, n_params), axis=0).T
@@ -254,8 +256,14 @@ def fit_exact(
     diagnostics: optimum_mean/optimum_sd/hessian_mean/hessian_sd (P,) from the grid, edge_mass (P,)
     (the largest weight on the grid's outer edge; above 1e-6 the grid may cut posterior mass) and the grid sizes.
     """
-    result = fit_exact_batch([model], keys=as_key(key)[None], draws=draws, hessian_nodes=hessian_nodes,
-                             extra_nodes=extra_nodes, passes=passes)[0]
+    result = fit_exact_batch(
+        [model],
+        keys=as_key(key)[None],
+        draws=draws,
+        hessian_nodes=hessian_nodes,
+        extra_nodes=extra_nodes,
+        passes=passes,
+    )[0]
     if isinstance(result, ValueError):
         raise result
     return result
@@ -284,14 +292,20 @@ def fit_exact_batch(
     for m, model in enumerate(models):
         optimum, hessian, extra = (np.asarray(x[m], np.float64)[None] for x in sample)
         if not (np.all(np.isfinite(grid.weights[m])) and np.all(np.isfinite(optimum))):
-            results.append(ValueError(
-                "the exact solver met non-finite posterior weights: the trace's statistics are not finite or the "
-                "prior is degenerate; check the trace with Trace.summary()"
-            ))
+            results.append(
+                ValueError(
+                    "the exact solver met non-finite posterior weights: the trace's statistics are not finite or the "
+                    "prior is degenerate; check the trace with Trace.summary()"
+                )
+            )
             continue
-        diagnostics = ExactDiagnostics(**{name: value[m] for name, value in moments._asdict().items()},
-                                       edge_mass=grid.edge_mass[m], hessian_nodes=hessian_nodes,
-                                       extra_nodes=grid.extra_noise.shape[1], passes=passes)
+        diagnostics = ExactDiagnostics(
+            **{name: value[m] for name, value in moments._asdict().items()},
+            edge_mass=grid.edge_mass[m],
+            hessian_nodes=hessian_nodes,
+            extra_nodes=grid.extra_noise.shape[1],
+            passes=passes,
+        )
         results.append(Draws(optimum, hessian, None if model.extra_noise == "none" else extra, diagnostics))
     return results
 

@@ -1,4 +1,4 @@
-"""The Bayesian linear gradient model's data: per-coordinate sufficient statistics of a trace (method.md §2).
+"""The Bayesian linear gradient model's data: per-coordinate sufficient statistics of a trace (docs/method.md §2).
 
 Near the VI optimum φ*, the noisy gradient sums of the stationary part t = B..T−1 of a trace follow
 
@@ -12,7 +12,7 @@ post-burn-in mean, so Σ_t φ̃_tj = 0 up to rounding) and δ_j = φ*_j − φ̄
 
 The sums are accumulated in float64 around φ̄ (raw Σφ² and ΣGφ lose precision in float32).
 
-Priors (empirical Bayes from the trace, method.md §2), independent over coordinates:
+Priors (empirical Bayes from the trace, docs/method.md §2), independent over coordinates:
 
     φ*_j ~ N(φ̄_j, τ_φ²),   ã_j ~ N(m_j, (w·τ̃_j)²) with a_j = link(ã_j),   u_j ~ N⁺(0, σ_u,j²) or N(0, σ_u,j²)
 
@@ -143,7 +143,7 @@ EXTRA_NOISE_UNITS = ("noise-sd", "gradient")
 
 @dataclasses.dataclass(frozen=True)
 class Prior:
-    """How the empirical-Bayes priors of the gradient model are built from a trace (method.md §2).
+    """How the empirical-Bayes priors of the gradient model are built from a trace (docs/method.md §2).
 
     optimum_sd: τ_φ, the prior sd of φ*_j around the post-burn-in mean φ̄_j.
     hessian_link: a = softplus(ã) (the paper) or a = exp(ã) (a log-normal prior on the Hessian diagonal).

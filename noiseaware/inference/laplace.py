@@ -1,4 +1,4 @@
-"""The "laplace" route: a Gaussian at the posterior mode of each coordinate (method.md §2–3).
+"""The "laplace" route: a Gaussian at the posterior mode of each coordinate (docs/method.md §2–3).
 
 The posterior factorises over the P coordinates, so the Laplace approximation is P independent
 k-dimensional Gaussians over the unconstrained unknowns x_j = (φ*_j, ã_j, η_j), u_j = exp(η_j), with
@@ -25,10 +25,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .gradient_model import GradientModel, log_density
 from ..util.diagnostics import Diagnostics
 from ..util.keys import as_key
 from .draws import Draws
+from .gradient_model import GradientModel, log_density
 
 __all__ = ["LaplaceFit", "fit_laplace", "fit_laplace_batch", "laplace_approximation", "unconstrained_log_density"]
 
@@ -161,17 +161,22 @@ def _failure_message(fit: LaplaceFit, max_steps: int) -> str | None:
     converged, positive_definite, finite = (np.asarray(v) for v in (fit.converged, fit.positive_definite, fit.finite))
     problems = [
         (~finite, "non-finite values at the mode or in its covariance"),
-        (finite & ~converged,
-         f"Newton's method reached no stationary point (in {max_steps} steps, or no step lowered the objective)"),
-        (finite & converged & ~positive_definite,
-         "the Hessian of the negative log posterior at the mode is not positive definite (a saddle or flat direction)"),
+        (
+            finite & ~converged,
+            f"Newton's method reached no stationary point (in {max_steps} steps, or no step lowered the objective)",
+        ),
+        (
+            finite & converged & ~positive_definite,
+            "the Hessian of the negative log posterior at the mode is not positive definite "
+            "(a saddle or flat direction)",
+        ),
     ]
     parts = [f"{why}: coordinates {np.flatnonzero(bad).tolist()}" for bad, why in problems if np.any(bad)]
     if not parts:
         return None
     return (
         "the Laplace approximation failed (" + "; ".join(parts) + "). The posterior is far from Gaussian "
-        "there: use the exact route (method=\"exact\") or NUTS, or record a longer trace."
+        'there: use the exact route (method="exact") or NUTS, or record a longer trace.'
     )
 
 
@@ -197,7 +202,7 @@ def fit_laplace(model: GradientModel, *, key, draws: int = 4000, style: str = "f
     """Draws from the Laplace approximation of the gradient model's posterior, arrays (1, draws, P) float64.
 
     style="full" (the honest default): x_j = (φ*_j, ã_j, η_j) ~ N(x̂_j, Σ_j), so the draws carry the
-        uncertainty of both μ* and ρ* (and of A and u) into the θ mixture of method.md §3;
+        uncertainty of both μ* and ρ* (and of A and u) into the θ mixture of docs/method.md §3;
         hessian = model.hessian(ã) (softplus or exp), extra_noise = exp(η) = |u| (None without extra noise).
     style="paper": the research Laplace of the paper's Table 2: u fixed at 0 (its Adam started u at 0,
         where the gradient vanishes), the mode over (φ*, ã), and θ ~ N(μ̂*, diag(V_μ*) + diag(softplus(ρ̂*)²)).
@@ -232,8 +237,14 @@ def fit_laplace_batch(
         fits = jax.vmap(lambda m: laplace_approximation(_target(m, style), max_steps=max_steps))(stacked)
         fits = jax.tree.map(np.asarray, fits)
         return [
-            _draws_from_fit(jax.tree.map(jnp.asarray, model), jax.tree.map(lambda x, m=m: x[m], fits), keys[m],
-                            draws, style, max_steps)
+            _draws_from_fit(
+                jax.tree.map(jnp.asarray, model),
+                jax.tree.map(lambda x, m=m: x[m], fits),
+                keys[m],
+                draws,
+                style,
+                max_steps,
+            )
             for m, model in enumerate(models)
         ]
 
@@ -253,8 +264,11 @@ def _target(model: GradientModel, style: str) -> GradientModel:
     return dataclasses.replace(model, extra_noise="none") if style == "paper" else model
 
 
-def _draws_from_fit(model: GradientModel, fit: LaplaceFit, key, draws: int, style: str, max_steps: int) -> Draws | ValueError:
-    """Draws (and diagnostics) of one model's Laplace fit (arrays (P, …)), or the ValueError naming failed coordinates."""
+def _draws_from_fit(
+    model: GradientModel, fit: LaplaceFit, key, draws: int, style: str, max_steps: int
+) -> Draws | ValueError:
+    """Draws (and diagnostics) of one model's Laplace fit (arrays (P, …)), or the ValueError naming failed
+    coordinates."""
     message = _failure_message(fit, max_steps)
     if message is not None:
         return ValueError(message)

@@ -1,4 +1,4 @@
-"""The "nuts" route: NUTS on the gradient model's joint posterior of (φ*, ã, u) (method.md §2).
+"""The "nuts" route: NUTS on the gradient model's joint posterior of (φ*, ã, u) (docs/method.md §2).
 
 Both backends (numpyro, blackjax) sample one target built from numpyro's potential energy U of
 `numpyro_model` (−log p(φ*, ã, u | trace) in numpyro's unconstrained space, O(P) from the trace's
@@ -26,8 +26,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,13 +34,21 @@ import numpy as np
 from numpyro.infer import MCMC, NUTS
 from numpyro.infer.util import constrain_fn, get_transforms, potential_energy, unconstrain_fn
 
-from .gradient_model import GradientModel, integrate_optimum, numpyro_model
 from ..util.diagnostics import MixingDiagnostics
 from ..util.keys import as_key
 from ..util.progress import Progress, progress_bar
 from .draws import Draws
+from .gradient_model import GradientModel, integrate_optimum, numpyro_model
 
-__all__ = ["BACKENDS", "NutsRun", "fit_nuts", "fit_nuts_batch", "initial_values", "nuts_blackjax_draws", "nuts_diagnostics"]
+__all__ = [
+    "BACKENDS",
+    "NutsRun",
+    "fit_nuts",
+    "fit_nuts_batch",
+    "initial_values",
+    "nuts_blackjax_draws",
+    "nuts_diagnostics",
+]
 
 BACKENDS = ("numpyro", "blackjax")
 
@@ -343,20 +350,32 @@ def fit_nuts_batch(
         with progress_bar(count, "NUTS", progress, unit="trace") as advance:
             if backend == "numpyro":
                 for model, key in zip(models, keys):
-                    run = _numpyro_draws(jax.tree_util.tree_map(jnp.asarray, model), key, warmup, draws, chains,
-                                         target_accept, dense_mass, False)
+                    run = _numpyro_draws(
+                        jax.tree_util.tree_map(jnp.asarray, model),
+                        key,
+                        warmup,
+                        draws,
+                        chains,
+                        target_accept,
+                        dense_mass,
+                        False,
+                    )
                     results.append(_draws_from_run(jax.tree_util.tree_map(_to_numpy, run), settings))
                     advance(1)
                 return results
             for first in range(0, count, chunk):
                 index = [min(i, count - 1) for i in range(first, first + chunk)]
-                stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]),
-                                                 *(models[i] for i in index))
+                stacked = jax.tree_util.tree_map(
+                    lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *(models[i] for i in index)
+                )
                 runs = jax.tree_util.tree_map(
-                    _to_numpy, _blackjax_batch(stacked, keys[np.asarray(index)], warmup, draws, chains, target_accept,
-                                               dense_mass))
+                    _to_numpy,
+                    _blackjax_batch(stacked, keys[np.asarray(index)], warmup, draws, chains, target_accept, dense_mass),
+                )
                 kept = min(chunk, count - first)
-                results += [_draws_from_run(jax.tree_util.tree_map(lambda x, m=m: x[m], runs), settings) for m in range(kept)]
+                results += [
+                    _draws_from_run(jax.tree_util.tree_map(lambda x, m=m: x[m], runs), settings) for m in range(kept)
+                ]
                 advance(kept)
     return results
 
@@ -369,14 +388,20 @@ def _settings(warmup, draws, chains, target_accept, dense_mass) -> dict:
         raise ValueError(f"draws must be at least 4 for R-hat and ESS; got {draws}")
     if not 0.0 < target_accept < 1.0:
         raise ValueError(f"target_accept must lie in (0, 1); got {target_accept}")
-    return {"warmup": warmup, "draws": draws, "chains": chains, "target_accept": target_accept,
-            "dense_mass": dense_mass}
+    return {
+        "warmup": warmup,
+        "draws": draws,
+        "chains": chains,
+        "target_accept": target_accept,
+        "dense_mass": dense_mass,
+    }
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6))
 def _blackjax_batch(models, keys, warmup, draws, chains, target_accept, dense_mass) -> NutsRun:
     return jax.vmap(lambda m, k: nuts_blackjax_draws(m, k, warmup, draws, chains, target_accept, dense_mass))(
-        models, keys)
+        models, keys
+    )
 
 
 def _to_numpy(x):

@@ -1,9 +1,9 @@
 """Methods: every way of turning traces (or released statistics) into posteriors, behind one contract.
 
-    import noiseaware as na
-    na.methods.DEFAULT_REGISTRY.names()            # ('exact', 'laplace', 'nuts', 'naive', 'dpvim', 'bs2018', …)
-    post = na.fit(trace, "exact", key=0)
-    mine = na.methods.per_trace("mine", fit_one)   # a plug-in: usable in fit, coverage and calibration
+import noiseaware as na
+na.methods.DEFAULT_REGISTRY.names()            # ('exact', 'laplace', 'nuts', 'naive', 'dpvim', 'bs2018', …)
+post = na.fit(trace, "exact", key=0)
+mine = na.methods.per_trace("mine", fit_one)   # a plug-in: usable in fit, coverage and calibration
 """
 
 from .base import Batch, Method, NoOptions, Outcome, Problem, Registry, per_problem, per_trace
@@ -12,6 +12,21 @@ from .registry import DEFAULT_REGISTRY
 from .routes import ExactOptions, GradientModelOptions, LaplaceOptions, NutsOptions
 from .trace_baselines import DPVImOptions
 
-__all__ = ["Batch", "DEFAULT_REGISTRY", "DPVImOptions", "ExactOptions", "GradientModelOptions", "LaplaceOptions",
-           "Method", "NoOptions", "NutsOptions", "Outcome", "Problem", "Registry", "fit", "fit_batch", "per_problem",
-           "per_trace"]
+__all__ = [
+    "Batch",
+    "DEFAULT_REGISTRY",
+    "DPVImOptions",
+    "ExactOptions",
+    "GradientModelOptions",
+    "LaplaceOptions",
+    "Method",
+    "NoOptions",
+    "NutsOptions",
+    "Outcome",
+    "Problem",
+    "Registry",
+    "fit",
+    "fit_batch",
+    "per_problem",
+    "per_trace",
+]

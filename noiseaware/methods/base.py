@@ -29,8 +29,20 @@ from ..posteriors.base import Posterior
 from ..trace import Trace
 from ..util.keys import as_key
 
-__all__ = ["Batch", "FAILURES", "Method", "NoOptions", "Outcome", "Problem", "Registry", "fit_problems",
-           "per_problem", "per_trace", "split_keys", "summarise_warnings"]
+__all__ = [
+    "Batch",
+    "FAILURES",
+    "Method",
+    "NoOptions",
+    "Outcome",
+    "Problem",
+    "Registry",
+    "fit_problems",
+    "per_problem",
+    "per_trace",
+    "split_keys",
+    "summarise_warnings",
+]
 
 Outcome = Posterior | Exception
 """What a method returns per problem: its posterior, or the exception that explains why the fit failed."""
@@ -134,8 +146,10 @@ class Method:
         known = {field.name for field in dataclasses.fields(self.options)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"method {self.name!r} has no option {', '.join(map(repr, unknown))}; its options: "
-                             f"{', '.join(sorted(known)) or 'none'}")
+            raise ValueError(
+                f"method {self.name!r} has no option {', '.join(map(repr, unknown))}; its options: "
+                f"{', '.join(sorted(known)) or 'none'}"
+            )
         return self.options(**values)
 
     def check(self, model: str | None, epsilon: float | None) -> None:
@@ -143,9 +157,11 @@ class Method:
         if self.models is not None and model not in self.models:
             raise ValueError(f"method {self.name!r} supports the models {', '.join(self.models)}, not {model!r}")
         if self.needs_epsilon and epsilon is None:
-            raise ValueError(f"method {self.name!r} releases its own statistics at an ε, and this run has a noise "
-                             "multiplier only: give the run an ε (--epsilon), or the ε that σ stands for as the "
-                             f"method's option, e.g. method_options={{{self.name!r}: {{'epsilon': …}}}}")
+            raise ValueError(
+                f"method {self.name!r} releases its own statistics at an ε, and this run has a noise "
+                "multiplier only: give the run an ε (--epsilon), or the ε that σ stands for as the "
+                f"method's option, e.g. method_options={{{self.name!r}: {{'epsilon': …}}}}"
+            )
 
 
 def fit_problems(method: Method, batch: Batch, keys, options) -> list[Outcome]:
@@ -161,27 +177,44 @@ def fit_problems(method: Method, batch: Batch, keys, options) -> list[Outcome]:
     return outcomes
 
 
-def per_trace(name: str, fit_one: Callable[[Trace, jax.Array, Any], Posterior], *, options: type = NoOptions,
-              description: str = "") -> Method:
+def per_trace(
+    name: str,
+    fit_one: Callable[[Trace, jax.Array, Any], Posterior],
+    *,
+    options: type = NoOptions,
+    description: str = "",
+) -> Method:
     """A method from a function of one trace: fit_one(trace, key, options) → posterior, called problem by problem."""
+
     def fit_batch(batch: Batch, keys, opts) -> list[Outcome]:
         return [_outcome(lambda t=t, k=k: fit_one(t, k, opts)) for t, k in zip(batch.traces, keys)]
+
     return Method(name, fit_batch, options, "trace", description=description or (fit_one.__doc__ or "").strip())
 
 
-def per_problem(name: str, fit_one: Callable[[Problem, jax.Array, Any], Posterior], *, options: type = NoOptions,
-                models: tuple[str, ...] | None = None, needs_epsilon: bool = False, private: bool = True,
-                description: str = "") -> Method:
+def per_problem(
+    name: str,
+    fit_one: Callable[[Problem, jax.Array, Any], Posterior],
+    *,
+    options: type = NoOptions,
+    models: tuple[str, ...] | None = None,
+    needs_epsilon: bool = False,
+    private: bool = True,
+    description: str = "",
+) -> Method:
     """A method that reads each problem's data: fit_one(problem, key, options) → posterior, problem by problem.
 
     A mechanism baseline must spend at most problem.epsilon, problem.delta on problem.data; a non-private
     reference (private=False) is fitted once when the problems share their data.
     """
+
     def fit_batch(batch: Batch, keys, opts) -> list[Outcome]:
         count = 1 if batch.shared_data and not private else len(batch)
         return [_outcome(lambda m=m: fit_one(batch.problem(m), keys[m], opts)) for m in range(count)]
-    return Method(name, fit_batch, options, "data", models, needs_epsilon, private,
-                  description or (fit_one.__doc__ or "").strip())
+
+    return Method(
+        name, fit_batch, options, "data", models, needs_epsilon, private, description or (fit_one.__doc__ or "").strip()
+    )
 
 
 def _outcome(make: Callable[[], Posterior]) -> Outcome:
@@ -207,8 +240,10 @@ class Registry(Mapping[str, Method]):
         try:
             return self._methods[name]
         except KeyError:
-            raise KeyError(f"unknown method {name!r}: choose from {', '.join(self._methods)}, or pass a Method "
-                           "(see docs/methods.md)") from None
+            raise KeyError(
+                f"unknown method {name!r}: choose from {', '.join(self._methods)}, or pass a Method "
+                "(see docs/methods.md)"
+            ) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._methods)
@@ -263,4 +298,3 @@ def summarise_warnings(caught: Sequence[warnings.WarningMessage], count: int, st
         tally[kind] = tally.get(kind, 0) + 1
     for (category, text), times in tally.items():
         warnings.warn(text if count == 1 else f"{times} of {count} traces: {text}", category, stacklevel=stacklevel)
-

@@ -1,7 +1,7 @@
 """`fit` and `fit_batch`: traces → posteriors by any registered method; `fit` is the batch of one.
 
-    fit(trace, "exact", key=k)                  ≡ fit_batch([trace], "exact", key=…) with keys [k]
-    fit_batch(traces, "exact", key=k)[m]        ≡ fit(traces[m], "exact", key=jax.random.split(k, M)[m])
+fit(trace, "exact", key=k)                  ≡ fit_batch([trace], "exact", key=…) with keys [k]
+fit_batch(traces, "exact", key=k)[m]        ≡ fit(traces[m], "exact", key=jax.random.split(k, M)[m])
 """
 
 from __future__ import annotations
@@ -21,8 +21,15 @@ __all__ = ["fit", "fit_batch"]
 OnError = Literal["raise", "skip"]
 
 
-def fit(trace: Trace, method: str | Method = "exact", *, key, options: Any = None, registry: Registry = DEFAULT_REGISTRY,
-        **option_values) -> Posterior:
+def fit(
+    trace: Trace,
+    method: str | Method = "exact",
+    *,
+    key,
+    options: Any = None,
+    registry: Registry = DEFAULT_REGISTRY,
+    **option_values,
+) -> Posterior:
     """The posterior of one trace by `method` (a registered name or a `Method`), with its options.
 
     key: a jax PRNG key or int seed (required: the draws depend on it). options: the method's options
@@ -32,9 +39,16 @@ def fit(trace: Trace, method: str | Method = "exact", *, key, options: Any = Non
     return _fit([trace], method, as_key(key)[None], options, registry, "raise", option_values, stacklevel=3)[0]
 
 
-def fit_batch(traces: Sequence[Trace], method: str | Method = "exact", *, key, options: Any = None,
-              on_error: OnError = "raise", registry: Registry = DEFAULT_REGISTRY,
-              **option_values) -> list[Posterior | None]:
+def fit_batch(
+    traces: Sequence[Trace],
+    method: str | Method = "exact",
+    *,
+    key,
+    options: Any = None,
+    on_error: OnError = "raise",
+    registry: Registry = DEFAULT_REGISTRY,
+    **option_values,
+) -> list[Posterior | None]:
     """`fit` for M traces of one model in one batched computation (vmapped where the method allows).
 
     Trace m uses jax.random.split(key, M)[m], so the result equals M `fit` calls with those keys.
@@ -46,20 +60,28 @@ def fit_batch(traces: Sequence[Trace], method: str | Method = "exact", *, key, o
     traces = list(traces)
     if not traces:
         raise ValueError("fit_batch needs at least one trace")
-    return _fit(traces, method, split_keys(key, len(traces)), options, registry, on_error, option_values,
-                stacklevel=3)
+    return _fit(traces, method, split_keys(key, len(traces)), options, registry, on_error, option_values, stacklevel=3)
 
 
-def _fit(traces: list[Trace], method: str | Method, keys, options, registry: Registry, on_error: OnError,
-         option_values: Mapping[str, Any], stacklevel: int) -> list[Posterior | None]:
+def _fit(
+    traces: list[Trace],
+    method: str | Method,
+    keys,
+    options,
+    registry: Registry,
+    on_error: OnError,
+    option_values: Mapping[str, Any],
+    stacklevel: int,
+) -> list[Posterior | None]:
     (chosen,) = registry.resolve([method])
     if chosen.reads != "trace":
-        raise ValueError(f"method {chosen.name!r} reads the data, not a trace: run it in na.coverage or call its "
-                         "baseline function on your data")
+        raise ValueError(
+            f"method {chosen.name!r} reads the data, not a trace: run it in na.coverage or call its "
+            "baseline function on your data"
+        )
     for trace in traces:
         if not isinstance(trace, Trace):
-            raise TypeError(f"fit needs a noiseaware.Trace, got {type(trace).__name__}: load one with "
-                            "Trace.load(path)")
+            raise TypeError(f"fit needs a noiseaware.Trace, got {type(trace).__name__}: load one with Trace.load(path)")
     settings = chosen.make_options(options, **option_values)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -71,6 +93,8 @@ def _fit(traces: list[Trace], method: str | Method, keys, options, registry: Reg
     summarise_warnings(caught, len(traces), stacklevel=stacklevel + 1)
     if failed:
         index, error = failed[0]
-        warnings.warn(f"{len(failed)} of {len(traces)} fits failed and are None (first: trace {index}: {error})",
-                      stacklevel=stacklevel)
+        warnings.warn(
+            f"{len(failed)} of {len(traces)} fits failed and are None (first: trace {index}: {error})",
+            stacklevel=stacklevel,
+        )
     return [None if isinstance(o, Exception) else o for o in outcomes]

@@ -26,8 +26,16 @@ from ..baselines.regression_release import Moments, RegressionRelease
 from ..util.checks import positive_int
 from .base import Batch, Method, Outcome
 
-__all__ = ["BS2018", "BS2018_NAIVE", "BS2018NaiveOptions", "BS2018Options", "BS2019", "BS2019_NAIVE",
-           "BS2019NaiveOptions", "BS2019Options"]
+__all__ = [
+    "BS2018",
+    "BS2018_NAIVE",
+    "BS2018NaiveOptions",
+    "BS2018Options",
+    "BS2019",
+    "BS2019_NAIVE",
+    "BS2019NaiveOptions",
+    "BS2019Options",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,8 +80,9 @@ class BS2018Options(BS2018NaiveOptions):
     init: Init = GibbsSettings.init
 
     def settings(self) -> dict[str, Any]:
-        return super().settings() | {"gibbs": GibbsSettings(self.chains, self.warmup, self.draws, self.retries,
-                                                            self.init)}
+        return super().settings() | {
+            "gibbs": GibbsSettings(self.chains, self.warmup, self.draws, self.retries, self.init)
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,8 +99,10 @@ class BS2019NaiveOptions(_MechanismOptions):
     prior_scale: float = NIGPrior.prior_scale
 
     def settings(self) -> dict[str, Any]:
-        return {"release": RegressionRelease(self.bound_x, self.bound_y, self.mechanism, self.neighbouring),
-                "prior": NIGPrior(self.a0, self.b0, self.prior_scale)}
+        return {
+            "release": RegressionRelease(self.bound_x, self.bound_y, self.mechanism, self.neighbouring),
+            "prior": NIGPrior(self.a0, self.b0, self.prior_scale),
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,9 +121,11 @@ class BS2019Options(BS2019NaiveOptions):
 
     def settings(self) -> dict[str, Any]:
         naive = super().settings()
-        return naive | {"release": dataclasses.replace(naive["release"], moments=self.moments),
-                        "gibbs": RegressionGibbs(self.chains, self.warmup, self.draws, self.thin, self.redraws),
-                        "chunk": positive_int("chunk", self.chunk)}
+        return naive | {
+            "release": dataclasses.replace(naive["release"], moments=self.moments),
+            "gibbs": RegressionGibbs(self.chains, self.warmup, self.draws, self.thin, self.redraws),
+            "chunk": positive_int("chunk", self.chunk),
+        }
 
 
 def _records(batch: Batch) -> tuple[str, np.ndarray]:
@@ -128,16 +141,24 @@ def _regression(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
 def _stacked(batch: Batch, name: str) -> np.ndarray:
     """The problems' data array `name` with a leading axis M (data shared by all problems is repeated)."""
     if batch.data is None or name not in batch.data:
-        raise ValueError(f"this method releases statistics of the data {name!r}; the batch holds "
-                         f"{sorted(batch.data or {})}")
+        raise ValueError(
+            f"this method releases statistics of the data {name!r}; the batch holds {sorted(batch.data or {})}"
+        )
     values = np.asarray(batch.data[name])
     return np.broadcast_to(values[:1], (len(batch), *values.shape[1:])) if batch.shared_data else values
 
 
-def _method(name: str, fit: Callable[..., list[Outcome]], arguments: Callable[[Batch], tuple], options: type,
-            models: tuple[str, ...], description: str) -> Method:
+def _method(
+    name: str,
+    fit: Callable[..., list[Outcome]],
+    arguments: Callable[[Batch], tuple],
+    options: type,
+    models: tuple[str, ...],
+    description: str,
+) -> Method:
     """A mechanism baseline: fit(*arguments(batch), keys=keys, epsilon, delta, **options.settings()) after
     the method's own check of the model and the ε (the option's, else the batch's)."""
+
     def fit_batch(batch: Batch, keys, opts) -> list[Outcome]:
         epsilon = batch.epsilon if opts.epsilon is None else opts.epsilon
         method.check(None if batch.model is None else batch.model.name, epsilon)
@@ -147,11 +168,35 @@ def _method(name: str, fit: Callable[..., list[Outcome]], arguments: Callable[[B
     return method
 
 
-BS2018 = _method("bs2018", bs2018_batch, _records, BS2018Options, tuple(FAMILIES),
-                 "Bernstein & Sheldon 2018: a DP release of Σ t(x), then Gibbs over the statistic (noise-aware)")
-BS2018_NAIVE = _method("bs2018-naive", bs2018_naive_batch, _records, BS2018NaiveOptions, tuple(FAMILIES),
-                       "the conjugate update of bs2018's released Σ t(x), as if it were exact (noise-naive)")
-BS2019 = _method("bs2019", bs2019_batch, _regression, BS2019Options, (MODEL,),
-                 "Bernstein & Sheldon 2019 Gibbs-SS-Noisy: a DP release of the Gram matrix, then Gibbs (noise-aware)")
-BS2019_NAIVE = _method("bs2019-naive", bs2019_naive_batch, _regression, BS2019NaiveOptions, (MODEL,),
-                       "the NIG update of the released Gram matrix, as if it were exact (noise-naive)")
+BS2018 = _method(
+    "bs2018",
+    bs2018_batch,
+    _records,
+    BS2018Options,
+    tuple(FAMILIES),
+    "Bernstein & Sheldon 2018: a DP release of Σ t(x), then Gibbs over the statistic (noise-aware)",
+)
+BS2018_NAIVE = _method(
+    "bs2018-naive",
+    bs2018_naive_batch,
+    _records,
+    BS2018NaiveOptions,
+    tuple(FAMILIES),
+    "the conjugate update of bs2018's released Σ t(x), as if it were exact (noise-naive)",
+)
+BS2019 = _method(
+    "bs2019",
+    bs2019_batch,
+    _regression,
+    BS2019Options,
+    (MODEL,),
+    "Bernstein & Sheldon 2019 Gibbs-SS-Noisy: a DP release of the Gram matrix, then Gibbs (noise-aware)",
+)
+BS2019_NAIVE = _method(
+    "bs2019-naive",
+    bs2019_naive_batch,
+    _regression,
+    BS2019NaiveOptions,
+    (MODEL,),
+    "the NIG update of the released Gram matrix, as if it were exact (noise-naive)",
+)

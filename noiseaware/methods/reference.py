@@ -33,12 +33,22 @@ class NonPrivatePosterior(DrawsPosterior):
 def nonprivate_posterior(problem: Problem, key, options: NonPrivateOptions) -> NonPrivatePosterior:
     """θ (1, draws, d) from the non-private posterior of the logistic regression on the problem's data:
     numpyro NUTS with a dense mass matrix (the one-hot blocks and the bias are collinear), one chain."""
-    mcmc = MCMC(NUTS(problem.model.model, dense_mass=True), num_warmup=options.warmup, num_samples=options.draws,
-                progress_bar=bool(options.progress))
+    mcmc = MCMC(
+        NUTS(problem.model.model, dense_mass=True),
+        num_warmup=options.warmup,
+        num_samples=options.draws,
+        progress_bar=bool(options.progress),
+    )
     mcmc.run(as_key(key), **problem.data)
     theta = np.asarray(mcmc.get_samples()["theta"], np.float64)
     return NonPrivatePosterior(theta[None], "nonprivate")
 
 
-NONPRIVATE = per_problem("nonprivate", nonprivate_posterior, options=NonPrivateOptions, models=("adult-logistic",),
-                         private=False, description="non-private reference: NUTS on the data itself")
+NONPRIVATE = per_problem(
+    "nonprivate",
+    nonprivate_posterior,
+    options=NonPrivateOptions,
+    models=("adult-logistic",),
+    private=False,
+    description="non-private reference: NUTS on the data itself",
+)

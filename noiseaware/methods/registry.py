@@ -9,11 +9,13 @@ reference (reads the data, fitted once on shared data): nonprivate (adult-logist
 from __future__ import annotations
 
 from .base import Registry
-from .reference import NONPRIVATE
 from .mechanisms import BS2018, BS2018_NAIVE, BS2019, BS2019_NAIVE
+from .reference import NONPRIVATE
 from .routes import EXACT, LAPLACE, NUTS
 from .trace_baselines import DPVIM, NAIVE
 
 __all__ = ["DEFAULT_REGISTRY"]
 
-DEFAULT_REGISTRY = Registry([EXACT, LAPLACE, NUTS, NAIVE, DPVIM, BS2018, BS2018_NAIVE, BS2019, BS2019_NAIVE, NONPRIVATE])
+DEFAULT_REGISTRY = Registry(
+    [EXACT, LAPLACE, NUTS, NAIVE, DPVIM, BS2018, BS2018_NAIVE, BS2019, BS2019_NAIVE, NONPRIVATE]
+)

@@ -24,8 +24,16 @@ from ..util.diagnostics import MAX_RHAT
 from ..util.progress import Progress
 from .base import Batch, Method, Outcome
 
-__all__ = ["EXACT", "ExactOptions", "GradientModelOptions", "LAPLACE", "LaplaceOptions", "MIN_STEPS", "NUTS",
-           "NutsOptions"]
+__all__ = [
+    "EXACT",
+    "ExactOptions",
+    "GradientModelOptions",
+    "LAPLACE",
+    "LaplaceOptions",
+    "MIN_STEPS",
+    "NUTS",
+    "NutsOptions",
+]
 
 MIN_STEPS = 50
 WEAK_SLOPE = 2.0
@@ -74,25 +82,33 @@ class NutsOptions(GradientModelOptions):
     progress: Progress = False
 
 
-def _route(name: str, solve: Callable[..., list[Draws | ValueError]], route_options: Callable[[object], dict],
-           warn: Callable[[Sequence[Outcome], list[GradientModel], tuple[str, ...]], None], options: type,
-           description: str) -> Method:
+def _route(
+    name: str,
+    solve: Callable[..., list[Draws | ValueError]],
+    route_options: Callable[[object], dict],
+    warn: Callable[[Sequence[Outcome], list[GradientModel], tuple[str, ...]], None],
+    options: type,
+    description: str,
+) -> Method:
     """A gradient-model method: the models of all traces, one batched solve, posteriors and warnings."""
+
     def fit_batch(batch: Batch, keys, opts: GradientModelOptions) -> list[Outcome]:
         prior = resolve_prior(opts.prior)
         models = [_gradient_model(trace, prior, opts.burn_in) for trace in batch.traces]
         if len({model.n_params for model in models}) > 1:
-            raise TypeError("a batch needs traces of one model (the same number of parameters P); fit the others "
-                            "apart")
+            raise TypeError("a batch needs traces of one model (the same number of parameters P); fit the others apart")
         results = solve(models, keys=keys, draws=opts.draws, **route_options(opts))
         label = opts.prior if isinstance(opts.prior, str) else repr(opts.prior)
-        outcomes = [result if isinstance(result, Exception) else _posterior(trace, result, name, label, opts.burn_in)
-                    for trace, result in zip(batch.traces, results)]
+        outcomes = [
+            result if isinstance(result, Exception) else _posterior(trace, result, name, label, opts.burn_in)
+            for trace, result in zip(batch.traces, results)
+        ]
         names = batch.traces[0].param_names if batch.traces else ()
         for model in models:
             _warn_weak_slopes(model, names)
         warn(outcomes, models, names)
         return outcomes
+
     return Method(name, fit_batch, options, "trace", description=description)
 
 
@@ -161,25 +177,52 @@ def _warn_mixing(outcomes: Sequence[Outcome], models, param_names) -> None:
     divergent = np.array([d.divergences for d in fitted])
     of = "" if count == 1 else f"{int(np.sum(~(rhat <= MAX_RHAT)))} of {count} traces: "
     if np.any(~(rhat <= MAX_RHAT)):
-        warnings.warn(f"{of}max R-hat {np.nanmax(rhat):.4g} > {MAX_RHAT:g}: the chains disagree; run more warmup "
-                      "and draws, or use method='exact'", stacklevel=2)
+        warnings.warn(
+            f"{of}max R-hat {np.nanmax(rhat):.4g} > {MAX_RHAT:g}: the chains disagree; run more warmup "
+            "and draws, or use method='exact'",
+            stacklevel=2,
+        )
     if np.any(divergent):
         of = "" if count == 1 else f"{int(np.sum(divergent > 0))} of {count} traces: "
-        warnings.warn(f"{of}{int(divergent.sum())} divergent transitions: the draws may be biased; compare with "
-                      "method='exact'", stacklevel=2)
+        warnings.warn(
+            f"{of}{int(divergent.sum())} divergent transitions: the draws may be biased; compare with method='exact'",
+            stacklevel=2,
+        )
 
 
 def _no_warning(outcomes, models, param_names) -> None:
     """The Laplace route reports its failures as failed fits, with nothing more to warn about."""
 
 
-EXACT = _route("exact", exact.fit_exact_batch,
-               lambda o: {"hessian_nodes": o.hessian_nodes, "extra_nodes": o.extra_nodes, "passes": o.passes},
-               _warn_grid_edges, ExactOptions,
-               "noise-aware: closed-form φ* given A, adaptive quadrature over A and u (no sampling error in moments)")
-LAPLACE = _route("laplace", laplace.fit_laplace_batch, lambda o: {"style": o.style, "max_steps": o.max_steps},
-                 _no_warning, LaplaceOptions, "noise-aware: Newton MAP and a Gaussian over all unknowns, per coordinate")
-NUTS = _route("nuts", nuts.fit_nuts_batch,
-              lambda o: {"warmup": o.warmup, "chains": o.chains, "backend": o.backend, "target_accept": o.target_accept,
-                         "dense_mass": o.dense_mass, "chunk": o.chunk, "progress": o.progress},
-              _warn_mixing, NutsOptions, "noise-aware: NUTS on the gradient model (blackjax, vmapped over traces)")
+EXACT = _route(
+    "exact",
+    exact.fit_exact_batch,
+    lambda o: {"hessian_nodes": o.hessian_nodes, "extra_nodes": o.extra_nodes, "passes": o.passes},
+    _warn_grid_edges,
+    ExactOptions,
+    "noise-aware: closed-form φ* given A, adaptive quadrature over A and u (no sampling error in moments)",
+)
+LAPLACE = _route(
+    "laplace",
+    laplace.fit_laplace_batch,
+    lambda o: {"style": o.style, "max_steps": o.max_steps},
+    _no_warning,
+    LaplaceOptions,
+    "noise-aware: Newton MAP and a Gaussian over all unknowns, per coordinate",
+)
+NUTS = _route(
+    "nuts",
+    nuts.fit_nuts_batch,
+    lambda o: {
+        "warmup": o.warmup,
+        "chains": o.chains,
+        "backend": o.backend,
+        "target_accept": o.target_accept,
+        "dense_mass": o.dense_mass,
+        "chunk": o.chunk,
+        "progress": o.progress,
+    },
+    _warn_mixing,
+    NutsOptions,
+    "noise-aware: NUTS on the gradient model (blackjax, vmapped over traces)",
+)

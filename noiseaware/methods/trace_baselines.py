@@ -7,7 +7,7 @@ from typing import Literal
 
 from ..baselines.dpvim import dpvim_posterior
 from ..baselines.naive import naive_posterior
-from .base import NoOptions, per_trace
+from .base import per_trace
 
 __all__ = ["DPVIM", "DPVImOptions", "NAIVE"]
 
@@ -23,8 +23,16 @@ class DPVImOptions:
     windows: int = 10
 
 
-NAIVE = per_trace("naive", lambda trace, key, options: naive_posterior(trace),
-                  description="naive: the last DPVI iterate q_{φ_T}, unaware of the DP noise")
-DPVIM = per_trace("dpvim", lambda trace, key, o: dpvim_posterior(trace, key=key, draws=o.draws, centre=o.centre,
-                                                                 threshold=o.threshold, windows=o.windows),
-                  options=DPVImOptions, description="DPVIm-style: φ spread by the variance of the converged tail")
+NAIVE = per_trace(
+    "naive",
+    lambda trace, key, options: naive_posterior(trace),
+    description="naive: the last DPVI iterate q_{φ_T}, unaware of the DP noise",
+)
+DPVIM = per_trace(
+    "dpvim",
+    lambda trace, key, o: dpvim_posterior(
+        trace, key=key, draws=o.draws, centre=o.centre, threshold=o.threshold, windows=o.windows
+    ),
+    options=DPVImOptions,
+    description="DPVIm-style: φ spread by the variance of the converged tail",
+)

@@ -9,9 +9,9 @@ from types import MappingProxyType
 import jax
 
 from ..recording.contract import N_EXAMPLES_ARG, ModelError, build_site_map, latent_sites, model_arguments, run_model
+from ..trace.sites import SiteMap
 from ..util.checks import positive_int
 from ..util.keys import as_key
-from ..trace.sites import SiteMap
 
 __all__ = ["BenchmarkModel", "from_numpyro"]
 

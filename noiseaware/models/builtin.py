@@ -105,35 +105,70 @@ def _linreg_lr_multiplier():
 def _build(name: str) -> BenchmarkModel:
     sqrt2 = math.sqrt(2)
     if name == "gamma-exponential":
-        return from_numpyro(gamma_exponential, n_examples=_N, name=name, transforms="research",
-                            description=gamma_exponential.__doc__, **_preset(2.0, 100.0, sqrt2, -4.0))
+        return from_numpyro(
+            gamma_exponential,
+            n_examples=_N,
+            name=name,
+            transforms="research",
+            description=gamma_exponential.__doc__,
+            **_preset(2.0, 100.0, sqrt2, -4.0),
+        )
     if name == "beta-bernoulli":
-        return from_numpyro(beta_bernoulli, n_examples=_N, name=name, transforms="research",
-                            description=beta_bernoulli.__doc__, **_preset(2.0, 120.0, sqrt2, -4.0))
+        return from_numpyro(
+            beta_bernoulli,
+            n_examples=_N,
+            name=name,
+            transforms="research",
+            description=beta_bernoulli.__doc__,
+            **_preset(2.0, 120.0, sqrt2, -4.0),
+        )
     if name == "dirichlet-categorical":
-        return from_numpyro(dirichlet_categorical, n_examples=_N, name=name, transforms="research",
-                            description=dirichlet_categorical.__doc__, **_preset(sqrt2, 100.0, sqrt2, -6.0))
+        return from_numpyro(
+            dirichlet_categorical,
+            n_examples=_N,
+            name=name,
+            transforms="research",
+            description=dirichlet_categorical.__doc__,
+            **_preset(sqrt2, 100.0, sqrt2, -6.0),
+        )
     if name == "linreg-10d":
         init = (tuple([1.0] * 11 + [-4.0]), -6.0)
         preset = {**_preset(260.0, 1500.0, _linreg_lr_multiplier(), -6.0), "init": init}
-        return from_numpyro(linear_regression, n_examples=_N, covariates=regression_design, name=name,
-                            transforms="research", sites=("w", "sigma2"),
-                            description=linear_regression.__doc__, **preset)
+        return from_numpyro(
+            linear_regression,
+            n_examples=_N,
+            covariates=regression_design,
+            name=name,
+            transforms="research",
+            sites=("w", "sigma2"),
+            description=linear_regression.__doc__,
+            **preset,
+        )
     if name == "logistic-3d":
-        return from_numpyro(logistic_regression, n_examples=_N, covariates=uniform_design, name=name,
-                            transforms="research", description=logistic_regression.__doc__,
-                            **_preset(2.0, 100.0, sqrt2, -6.0))
+        return from_numpyro(
+            logistic_regression,
+            n_examples=_N,
+            covariates=uniform_design,
+            name=name,
+            transforms="research",
+            description=logistic_regression.__doc__,
+            **_preset(2.0, 100.0, sqrt2, -6.0),
+        )
     if name == "adult-logistic":
-        return from_numpyro(logistic_regression, n_examples=ADULT_N, covariates=adult_like_design, name=name,
-                            transforms="research",
-                            description=logistic_regression.__doc__ + " Adult preset; simulated designs "
-                            "are a synthetic stand-in with Adult's shape.",
-                            **_preset(11.0, 550.0, math.sqrt(114), -6.0))
+        return from_numpyro(
+            logistic_regression,
+            n_examples=ADULT_N,
+            covariates=adult_like_design,
+            name=name,
+            transforms="research",
+            description=logistic_regression.__doc__ + " Adult preset; simulated designs "
+            "are a synthetic stand-in with Adult's shape.",
+            **_preset(11.0, 550.0, math.sqrt(114), -6.0),
+        )
     raise KeyError(name)
 
 
-_NAMES = ("gamma-exponential", "beta-bernoulli", "dirichlet-categorical", "linreg-10d", "logistic-3d",
-          "adult-logistic")
+_NAMES = ("gamma-exponential", "beta-bernoulli", "dirichlet-categorical", "linreg-10d", "logistic-3d", "adult-logistic")
 _ALIASES = {"m1": "gamma-exponential", "m2": "beta-bernoulli", "m3": "dirichlet-categorical"}
 
 

@@ -61,7 +61,9 @@ def tail_probability(level: float) -> float:
 
 def interval_table(names, mean, sd, low, high, level: float, label: str = "θ (unconstrained)") -> str:
     """A text table with one row per coordinate: mean, sd and the central `level` interval."""
-    rows = [(name, f"{m:.4g}", f"{s:.3g}", f"{lo:.4g}", f"{hi:.4g}")
-            for name, m, s, lo, hi in zip(names, mean, sd, low, high)]
+    rows = [
+        (name, f"{m:.4g}", f"{s:.3g}", f"{lo:.4g}", f"{hi:.4g}")
+        for name, m, s, lo, hi in zip(names, mean, sd, low, high)
+    ]
     percent = f"{100 * level:g}"
     return text_table((label, "mean", "sd", f"{percent}% low", f"{percent}% high"), rows)

@@ -1,8 +1,9 @@
-"""`DrawsPosterior`: a posterior known by stored draws of θ (MCMC chains), e.g. the non-private reference.
+"""Posteriors known by stored draws of θ (MCMC chains): the shared resampling, interval and file logic, and
+`DrawsPosterior`, the plain such posterior (e.g. the non-private reference).
 
-θ draws (C, K, d) in the model's unconstrained space. `sample` resamples the stored draws (without
-replacement while n ≤ C·K); intervals are empirical quantiles of the draws; `save` writes an ArviZ
-DataTree whose `posterior` group holds θ (chain, draw, theta_dim).
+θ draws (C, K, d) in the model's unconstrained space. `resample` draws from the stored draws (without
+replacement while n ≤ C·K); intervals are empirical quantiles; `save_draws` writes an ArviZ DataTree
+whose `posterior` group holds θ (chain, draw, theta_dim).
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax
 import numpy as np
@@ -22,7 +24,40 @@ from ..util.files import atomic_write, plain
 from ..util.keys import as_key
 from .base import interval_table, tail_probability
 
-__all__ = ["DrawsPosterior"]
+__all__ = ["DrawsPosterior", "draws_interval", "resample", "save_draws"]
+
+
+def resample(draws: np.ndarray, key, n: int) -> np.ndarray:
+    """n of the stored draws (n, d) from draws (S, d): without replacement when n ≤ S, with it otherwise."""
+    index = jax.random.choice(as_key(key), draws.shape[0], (n,), replace=n > draws.shape[0])
+    return draws[np.asarray(index)]
+
+
+def draws_interval(draws: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Quantiles α/2 and 1 − α/2 of draws (S, d) per coordinate, (d,) each."""
+    alpha = tail_probability(level)
+    low, high = np.quantile(draws, [alpha, 1.0 - alpha], axis=0)
+    return low, high
+
+
+def save_draws(
+    path: str | os.PathLike, theta: np.ndarray, theta_names: Sequence[str], attrs: Mapping[str, Any]
+) -> None:
+    """Write θ draws (chain, draw, d) as an ArviZ-style DataTree to a .nc file (h5netcdf), atomically: group
+    `posterior` holds `theta` (chain, draw, theta_dim) labelled by theta_names; the root holds `attrs`."""
+    path = Path(path)
+    if path.suffix != ".nc":
+        raise ValueError(f"posterior files are netCDF: use a .nc path, not {path.name!r}")
+    if not path.parent.is_dir():
+        raise ValueError(f"cannot save {path}: the directory {path.parent} does not exist; create it first")
+    theta = np.asarray(theta, np.float64)
+    posterior = xr.Dataset(
+        {"theta": (("chain", "draw", "theta_dim"), theta)},
+        coords={"chain": np.arange(theta.shape[0]), "draw": np.arange(theta.shape[1]), "theta_dim": list(theta_names)},
+    )
+    posterior.attrs["sample_dims"] = ["chain", "draw"]
+    tree = xr.DataTree.from_dict({"/": xr.Dataset(attrs=dict(attrs)), "posterior": posterior})
+    atomic_write(path, lambda temporary: tree.to_netcdf(temporary, engine="h5netcdf"))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -46,7 +81,9 @@ class DrawsPosterior:
 
     @property
     def theta_names(self) -> tuple[str, ...]:
-        return tuple(self.names) if self.names is not None else tuple(f"theta[{j}]" for j in range(self.chains.shape[-1]))
+        return (
+            tuple(self.names) if self.names is not None else tuple(f"theta[{j}]" for j in range(self.chains.shape[-1]))
+        )
 
     @property
     def draws(self) -> np.ndarray:
@@ -54,16 +91,12 @@ class DrawsPosterior:
         return self.chains.reshape(-1, self.chains.shape[-1])
 
     def sample(self, key, n: int = 20_000) -> np.ndarray:
-        """n of the stored draws (n, d), without replacement when n ≤ C·K, with it otherwise."""
-        flat = self.draws
-        index = jax.random.choice(as_key(key), flat.shape[0], (n,), replace=n > flat.shape[0])
-        return flat[np.asarray(index)]
+        """n of the stored draws (n, d) (`resample`)."""
+        return resample(self.draws, key, n)
 
     def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
         """Empirical central `level` interval of each θ_j from the stored draws, (d,) ends (no key needed)."""
-        alpha = tail_probability(level)
-        low, high = np.quantile(self.draws, [alpha, 1.0 - alpha], axis=0)
-        return low, high
+        return draws_interval(self.draws, level)
 
     def describe(self) -> str:
         chains, draws = self.chains.shape[:2]
@@ -71,27 +104,21 @@ class DrawsPosterior:
 
     def summary(self, level: float = 0.9, *, key=None) -> str:
         """A table per θ coordinate: mean, sd and the central `level` interval, under a header line."""
-        table = interval_table(self.theta_names, self.draws.mean(axis=0), self.draws.std(axis=0, ddof=1),
-                               *self.interval(level), level)
+        table = interval_table(
+            self.theta_names, self.draws.mean(axis=0), self.draws.std(axis=0, ddof=1), *self.interval(level), level
+        )
         return f"{self.describe()}\n{table}"
 
-    def to_arviz(self) -> xr.DataTree:
-        """A DataTree: `posterior` holds θ (chain, draw, theta_dim); the root's attrs the method and diagnostics."""
-        chains, draws = self.chains.shape[:2]
-        posterior = xr.Dataset({"theta": (("chain", "draw", "theta_dim"), self.chains)},
-                               coords={"chain": np.arange(chains), "draw": np.arange(draws),
-                                       "theta_dim": list(self.theta_names)})
-        attrs = {"kind": type(self).__name__, "method": self.method,
-                 "diagnostics_type": type(self.diagnostics).__name__,
-                 "diagnostics": json.dumps(plain(dict(self.diagnostics)))}
-        return xr.DataTree.from_dict({"/": xr.Dataset(attrs=attrs), "posterior": posterior})
-
     def save(self, path: str | os.PathLike, key=None) -> None:
-        """Write `to_arviz()` to a netCDF file (.nc) atomically (no key: the draws are stored as they are)."""
-        path = Path(path)
-        if path.suffix != ".nc":
-            raise ValueError(f"posterior files are netCDF: use a .nc path, not {path.name!r}")
-        if not path.parent.is_dir():
-            raise ValueError(f"cannot save {path}: the directory {path.parent} does not exist; create it first")
-        tree = self.to_arviz()
-        atomic_write(path, lambda temporary: tree.to_netcdf(temporary, engine="h5netcdf"))
+        """Write the draws to a netCDF file (.nc) atomically (no key: the draws are stored as they are)."""
+        save_draws(
+            path,
+            self.chains,
+            self.theta_names,
+            {
+                "kind": type(self).__name__,
+                "method": self.method,
+                "diagnostics_type": type(self.diagnostics).__name__,
+                "diagnostics": json.dumps(plain(dict(self.diagnostics))),
+            },
+        )

@@ -25,16 +25,23 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
+from ..trace import Trace
+from ..trace.sites import SiteMap, SiteSpec
 from ..util.diagnostics import Diagnostics, NoDiagnostics, diagnostics_type
 from ..util.files import atomic_write, plain
 from ..util.keys import as_key, standard_normal
-from ..trace.sites import SiteMap, SiteSpec
-from ..trace import Trace
 from ..util.tables import text_table
 from .base import interval_table, tail_probability
 
-__all__ = ["DPVImPosterior", "MixturePosterior", "NaivePosterior", "NoiseAwarePosterior", "comparison_table",
-           "load_posterior", "trace_facts"]
+__all__ = [
+    "DPVImPosterior",
+    "MixturePosterior",
+    "NaivePosterior",
+    "NoiseAwarePosterior",
+    "comparison_table",
+    "load_posterior",
+    "trace_facts",
+]
 
 SCHEMA = "noiseaware-posterior"
 SCHEMA_VERSION = 1
@@ -68,7 +75,9 @@ class MixturePosterior:
 
     def __post_init__(self):
         if not isinstance(self.diagnostics, Diagnostics):
-            raise TypeError(f"diagnostics must be a noiseaware Diagnostics record; got {type(self.diagnostics).__name__}")
+            raise TypeError(
+                f"diagnostics must be a noiseaware Diagnostics record; got {type(self.diagnostics).__name__}"
+            )
         optimum = np.asarray(self.optimum_chains, np.float64)
         if optimum.ndim != 3 or optimum.shape[-1] % 2 or optimum.shape[1] < 1:
             raise ValueError(f"optimum_chains must be (chains, draws, P) with P = 2d even; got shape {optimum.shape}")
@@ -169,7 +178,7 @@ class MixturePosterior:
         return np.sqrt(means.var(axis=0) + np.mean(sds**2, axis=0))
 
     def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
-        """The central `level` credible interval of each θ_j, (d,) ends: exact quantiles of the mixture (no key needed)."""
+        """The central `level` credible interval of each θ_j, (d,) ends: exact quantiles of the mixture (no key)."""
         alpha, mixture = tail_probability(level), self._mixture()
         return mixture_quantile(*mixture, alpha), mixture_quantile(*mixture, 1.0 - alpha)
 
@@ -200,7 +209,8 @@ class MixturePosterior:
 
     def to_arviz(self, key) -> xr.DataTree:
         """An ArviZ DataTree: group `posterior` holds θ by site name in the model's own space (one θ per φ*
-        draw, paired with it, or 4000 for the naive baseline) — or `theta` with coordinate names when there is no site map;
+        draw, paired with it, or 4000 for the naive baseline) — or `theta` with coordinate names when there is
+        no site map;
         group `gradient_model` holds optimum, hessian and extra_noise (chain, draw, param); the root's attrs
         hold the method, prior, diagnostics and trace facts."""
         chains, draws = self.optimum_chains.shape[:2]
@@ -237,7 +247,11 @@ class MixturePosterior:
         }
         posterior.attrs["sample_dims"] = list(sample_dims)
         return xr.DataTree.from_dict(
-            {"/": xr.Dataset(attrs=self._attrs()), "posterior": posterior, GROUP: xr.Dataset(gradient, coords=model_coords)}
+            {
+                "/": xr.Dataset(attrs=self._attrs()),
+                "posterior": posterior,
+                GROUP: xr.Dataset(gradient, coords=model_coords),
+            }
         )
 
     def _attrs(self) -> dict[str, Any]:
@@ -326,14 +340,21 @@ def load_posterior(path: str | os.PathLike) -> MixturePosterior:
             raise ValueError(f"{path} lacks the {GROUP}/optimum draws: the file is incomplete; save it again")
         model = tree[GROUP].to_dataset()
         names = json.loads(attrs["site_names"])
-        sites = None if names is None else tuple(
-            SiteSpec(name, tuple(shape), transform)
-            for name, shape, transform in zip(names, json.loads(attrs["site_shapes"]), json.loads(attrs["site_transforms"]))
+        sites = (
+            None
+            if names is None
+            else tuple(
+                SiteSpec(name, tuple(shape), transform)
+                for name, shape, transform in zip(
+                    names, json.loads(attrs["site_shapes"]), json.loads(attrs["site_transforms"])
+                )
+            )
         )
         method = str(attrs["method"])
         kind = KINDS[str(attrs.get("kind", _KIND_OF_METHOD.get(method, "NoiseAwarePosterior")))]
         diagnostics = diagnostics_type(str(attrs.get("diagnostics_type", ""))).from_mapping(
-            json.loads(attrs["diagnostics"]))
+            json.loads(attrs["diagnostics"])
+        )
         return kind(
             optimum_chains=model["optimum"].values,
             hessian_chains=model["hessian"].values if "hessian" in model else None,

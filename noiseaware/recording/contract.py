@@ -30,7 +30,16 @@ from numpyro import handlers
 
 from ..trace.sites import SiteMap, SiteSpec, choose_transform_name
 
-__all__ = ["ModelError", "ModelSpec", "as_data", "build_site_map", "inspect_model", "latent_sites", "model_arguments", "run_model"]
+__all__ = [
+    "ModelError",
+    "ModelSpec",
+    "as_data",
+    "build_site_map",
+    "inspect_model",
+    "latent_sites",
+    "model_arguments",
+    "run_model",
+]
 
 N_EXAMPLES_ARG = "n_examples"
 
@@ -177,7 +186,6 @@ class ModelSpec:
     def example_log_likelihood(self, theta, example: Mapping, constants: Mapping):
         """log p(x_i | θ) for one example (arrays without the example axis); θ (d,)."""
         return self.site_log_likelihood(self.site_map.unflatten(theta), example, constants)
-
 
     def log_prior(self, theta, examples: Mapping, constants: Mapping):
         """log p̃(θ): the latent sites' log densities plus the log-Jacobian of the site map; θ (d,).

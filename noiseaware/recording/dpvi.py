@@ -1,4 +1,4 @@
-"""DPVI: DP-SGD on the ELBO of any numpyro model, recorded as a Trace (method.md §1).
+"""DPVI: DP-SGD on the ELBO of any numpyro model, recorded as a Trace (docs/method.md §1).
 
 Variational family q_φ(θ) = N(μ, diag(softplus(ρ)²)), φ = (μ, ρ) ∈ R^P, P = 2d. Per example
 
@@ -34,11 +34,11 @@ import numpy as np
 import optax
 from jax import lax
 
-from .contract import ModelSpec, as_data, inspect_model
-from .settings import DPVISettings, resolve_settings
+from ..trace import Trace
 from ..util.keys import as_key, as_keys
 from ..util.progress import progress_bar
-from ..trace import Trace
+from .contract import ModelSpec, as_data, inspect_model
+from .settings import DPVISettings, resolve_settings
 
 __all__ = [
     "DPVIState",
@@ -49,7 +49,6 @@ __all__ = [
     "record_dpvi_batch",
     "step_keys",
 ]
-
 
 
 class DPVIState(NamedTuple):
@@ -162,8 +161,7 @@ class _Program:
 
         def chunk(carry):
             count, last, total_mu, total_rho = carry
-            indices, mask = poisson_chunk(jax.random.fold_in(key, count), last, hyper.sampling_rate,
-                                          self.batch_size, n)
+            indices, mask = poisson_chunk(jax.random.fold_in(key, count), last, hyper.sampling_rate, self.batch_size, n)
             examples = jax.tree.map(lambda a: a[jnp.where(mask, indices, 0)], per_example)
             g_mu, g_rho = self.gradient_blocks(params, eps, examples, constants)
             h_mu, h_rho = g_mu * scale_mu, g_rho * scale_rho
@@ -234,8 +232,13 @@ class Recorder:
 
     def hyper(self) -> Hyper:
         s, f = self.settings, self.dtype
-        return Hyper(jnp.asarray(s.sampling_rate, f), jnp.asarray(s.clip, f), jnp.asarray(s.noise_multiplier, f),
-                     jnp.asarray(s.grad_scale, f), jnp.asarray(s.learning_rate, f))
+        return Hyper(
+            jnp.asarray(s.sampling_rate, f),
+            jnp.asarray(s.clip, f),
+            jnp.asarray(s.noise_multiplier, f),
+            jnp.asarray(s.grad_scale, f),
+            jnp.asarray(s.learning_rate, f),
+        )
 
     def init(self, key) -> DPVIState:
         """Initial state φ₀ = init for one PRNG key (vmap over keys for many)."""
@@ -372,23 +375,41 @@ def record_dpvi(
     chunk of sampled examples (default Nq + 6 sd). `dtype`: float32 (default) or float64 (enable x64).
     """
     recorder = build_recorder(
-        model, data, transforms=transforms, sites=sites, optimizer=optimizer, dtype=dtype,
-        steps=steps, sampling_rate=sampling_rate, clip=clip, epsilon=epsilon, delta=delta,
-        noise_multiplier=noise_multiplier, non_private=non_private, grad_scale=grad_scale,
-        lr_multiplier=lr_multiplier, learning_rate=learning_rate, init=init, mc_draws=mc_draws,
+        model,
+        data,
+        transforms=transforms,
+        sites=sites,
+        optimizer=optimizer,
+        dtype=dtype,
+        steps=steps,
+        sampling_rate=sampling_rate,
+        clip=clip,
+        epsilon=epsilon,
+        delta=delta,
+        noise_multiplier=noise_multiplier,
+        non_private=non_private,
+        grad_scale=grad_scale,
+        lr_multiplier=lr_multiplier,
+        learning_rate=learning_rate,
+        init=init,
+        mc_draws=mc_draws,
         batch_size=batch_size,
     )
     prepared = recorder.prepare(data)
     hyper = recorder.hyper()
     state, params, grads = _drive(
         lambda st, n: _run(recorder.program, hyper, prepared, st, n),
-        recorder.init(key), recorder.settings.steps, progress, "DPVI",
+        recorder.init(key),
+        recorder.settings.steps,
+        progress,
+        "DPVI",
     )
     return recorder.to_trace(params, grads, state.params)
 
 
-def record_dpvi_batch(model: Callable, data: Mapping, *, keys, progress: bool | Callable = False,
-                      **kwargs) -> list[Trace]:
+def record_dpvi_batch(
+    model: Callable, data: Mapping, *, keys, progress: bool | Callable = False, **kwargs
+) -> list[Trace]:
     """`record_dpvi` for M data sets of equal size at once (one vmapped, compiled program).
 
     data: dict of arrays with a leading axis M (e.g. `jax.vmap(bm.simulate)(keys)[1]`); keys: (M,) PRNG
@@ -403,6 +424,9 @@ def record_dpvi_batch(model: Callable, data: Mapping, *, keys, progress: bool | 
     hyper = recorder.hyper()
     states, params, grads = _drive(
         lambda st, n: _run_batch(recorder.program, hyper, prepared, st, n),
-        jax.vmap(recorder.init)(keys), recorder.settings.steps, progress, f"DPVI ×{keys.shape[0]}",
+        jax.vmap(recorder.init)(keys),
+        recorder.settings.steps,
+        progress,
+        f"DPVI ×{keys.shape[0]}",
     )
     return [recorder.to_trace(params[m], grads[m], states.params[m]) for m in range(params.shape[0])]

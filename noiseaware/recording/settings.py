@@ -77,15 +77,14 @@ def _privacy(epsilon, delta, noise_multiplier, non_private, sampling_rate, steps
         if epsilon is not None or noise_multiplier not in (None, 0, 0.0):
             raise ValueError("non_private=True records without noise: do not pass epsilon or noise_multiplier")
         if learning_rate is None and optimizer is None:
-            raise ValueError(
-                "a non-private run needs an explicit learning_rate (the κ heuristic divides by σ = 0)"
-            )
+            raise ValueError("a non-private run needs an explicit learning_rate (the κ heuristic divides by σ = 0)")
         return 0.0, math.inf, None, None
     if epsilon is not None and noise_multiplier is not None:
         raise ValueError("pass either epsilon (σ is then calibrated) or noise_multiplier, not both")
     if noise_multiplier is not None:
         sigma = positive_float(
-            "noise_multiplier", noise_multiplier,
+            "noise_multiplier",
+            noise_multiplier,
             hint="for a non-private reference run pass non_private=True with a learning_rate",
         )
         epsilon = epsilon_spent(sigma, delta, sampling_rate, steps)
@@ -126,7 +125,9 @@ def resolve_settings(
     if learning_rate is not None and lr_multiplier is not None:
         raise ValueError("pass either learning_rate (explicit λ) or lr_multiplier (v of the κ heuristic), not both")
     if optimizer is not None and (learning_rate is not None or lr_multiplier is not None):
-        raise ValueError("learning_rate and lr_multiplier have no effect with an optax optimizer: set its step size there")
+        raise ValueError(
+            "learning_rate and lr_multiplier have no effect with an optax optimizer: set its step size there"
+        )
     sigma, spent, dlt, accountant = _privacy(
         epsilon, delta, noise_multiplier, non_private, sampling_rate, steps, learning_rate, optimizer
     )
@@ -135,8 +136,9 @@ def resolve_settings(
     if min(scale) <= 0:
         raise ValueError(f"grad_scale must be positive, got {scale}")
     if learning_rate is None and sigma > 0:
-        v = np.asarray(_per_coordinate(DEFAULT_LR_MULTIPLIER if lr_multiplier is None else lr_multiplier, d,
-                                       "lr_multiplier"))
+        v = np.asarray(
+            _per_coordinate(DEFAULT_LR_MULTIPLIER if lr_multiplier is None else lr_multiplier, d, "lr_multiplier")
+        )
         lr = tuple((v * np.asarray(scale) / (math.sqrt(steps * 2 * d) * sigma * clip)).tolist())
     else:
         lr = _per_coordinate(1.0 if learning_rate is None else learning_rate, d, "learning_rate")
@@ -148,7 +150,16 @@ def resolve_settings(
     else:
         batch_size = positive_int("batch_size", batch_size)
     return DPVISettings(
-        steps, sampling_rate, clip, sigma, scale, lr,
+        steps,
+        sampling_rate,
+        clip,
+        sigma,
+        scale,
+        lr,
         _per_coordinate(DEFAULT_INIT if init is None else init, d, "init"),
-        mc_draws, int(min(batch_size, n)), spent, dlt, accountant,
+        mc_draws,
+        int(min(batch_size, n)),
+        spent,
+        dlt,
+        accountant,
     )

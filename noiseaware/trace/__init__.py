@@ -1,4 +1,5 @@
-"""The trace: the released iterates and noisy gradients of a DP-SGD run, with its settings (docs/trace-format.md), and its site map (`sites`): the flat parameter vector ⇄ the model's named sites."""
+"""The trace: the released iterates and noisy gradients of a DP-SGD run, with its settings
+(docs/trace-format.md), and its site map (`sites`): the flat parameter vector ⇄ the model's named sites."""
 
 from .core import Trace
 from .files import SCHEMA, SCHEMA_VERSION

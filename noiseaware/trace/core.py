@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .sites import SiteMap, SiteSpec
 from .files import read_trace, write_trace
+from .sites import SiteMap, SiteSpec
 from .summary import summary_text
 from .validation import VARIATIONAL_FAMILIES, TraceError, validate
 

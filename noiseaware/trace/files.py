@@ -2,8 +2,9 @@
 
 A file holds the schema's fields (docs/trace-format.md): the arrays params, grads (T, P), final_params,
 grad_scale, learning_rate and the labels param_names (P,), the per-site columns site_names, site_shapes
-(JSON lists) and site_transforms, and the scalar settings. In .nc the arrays are variables on the dims step/param/site (param_names is the `param`
-coordinate) and the scalars global attributes. Nothing is ever pickled; every failure is a TraceError.
+(JSON lists) and site_transforms, and the scalar settings. In .nc the arrays are variables on the dims
+step/param/site (param_names is the `param` coordinate) and the scalars global attributes. Nothing is ever
+pickled; every failure is a TraceError.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import h5netcdf
 import h5py
 import numpy as np
 
-from .sites import SiteSpec
 from ..util.files import atomic_write
+from .sites import SiteSpec
 from .validation import TraceError
 
 if TYPE_CHECKING:
@@ -206,7 +207,6 @@ def _shape(site: str, text: str) -> tuple[int, ...]:
     return tuple(shape)
 
 
-
 # ---------------------------------------------------------------- files
 
 
@@ -295,4 +295,3 @@ def _add(fields: dict, name: str, value) -> None:
             f"field {name!r} appears twice (a variable and an attribute, or both param and param_names); keep one"
         )
     fields[name] = value
-

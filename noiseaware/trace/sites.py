@@ -85,8 +85,14 @@ RESEARCH_TRANSFORMS = "research"
 """Transform preset of the research code: softplus for positive sites, additive log-ratio for simplices."""
 
 
-_PLAIN_CODOMAINS = {"identity": ("real",), "exp": ("greater_than", 0.0), "softplus": ("greater_than", 0.0),
-                    "sigmoid": ("interval", 0.0, 1.0), "stick_breaking": ("simplex",), "alr": ("simplex",)}
+_PLAIN_CODOMAINS = {
+    "identity": ("real",),
+    "exp": ("greater_than", 0.0),
+    "softplus": ("greater_than", 0.0),
+    "sigmoid": ("interval", 0.0, 1.0),
+    "stick_breaking": ("simplex",),
+    "alr": ("simplex",),
+}
 
 
 def _codomain(name: str) -> tuple:
@@ -188,7 +194,7 @@ def _contract_event(g, jacobian, event_dims: int):
     Unrolled over i for small events: XLA's CPU dot and reduce on a size-3 axis batched over thousands
     of examples run ~15× slower than this sum of scaled copies.
     """
-    event = g.shape[g.ndim - event_dims:]
+    event = g.shape[g.ndim - event_dims :]
     size = math.prod(event)
     if size > 64:
         return jnp.tensordot(g, jacobian, axes=event_dims)

@@ -102,9 +102,7 @@ def _check_shapes(params: np.ndarray, grads: np.ndarray) -> None:
     if steps < 1:
         raise TraceError("params and grads have no rows; a trace needs at least one step (T ≥ 1)")
     if n_params < 2 or n_params % 2:
-        raise TraceError(
-            f"params and grads have P = {n_params} columns; P must be even and ≥ 2 (all μ, then all ρ)"
-        )
+        raise TraceError(f"params and grads have P = {n_params} columns; P must be even and ≥ 2 (all μ, then all ρ)")
 
 
 def _real(name: str, value, allow_inf: bool = False) -> float:
@@ -125,9 +123,7 @@ def _positive(name: str, number: float, meaning: str) -> float:
 
 def _positive_int(name: str, value, meaning: str) -> int:
     array = np.asarray(value)
-    integral = array.ndim == 0 and (
-        array.dtype.kind in "iu" or (array.dtype.kind == "f" and float(array).is_integer())
-    )
+    integral = array.ndim == 0 and (array.dtype.kind in "iu" or (array.dtype.kind == "f" and float(array).is_integer()))
     if not integral or int(array) < 1:
         raise TraceError(f"{name} is {value!r}; {meaning} must be a positive integer")
     return int(array)
@@ -263,4 +259,3 @@ def _param_names(value, n_params: int, sites: tuple[SiteSpec, ...] | None) -> tu
         repeated = sorted({name for name in names if names.count(name) > 1})
         raise TraceError(f"param_names repeats {repeated}; every parameter needs a unique label")
     return tuple(str(name) for name in names)
-

@@ -90,5 +90,9 @@ class MixingDiagnostics(Diagnostics):
             return {}
         rhat = np.array([r.max_rhat for r in records], np.float64)
         ess = np.array([r.min_ess for r in records], np.float64)
-        return {"max_rhat": float(np.max(rhat)), f"simulations_rhat_above_{MAX_RHAT:g}": int(np.sum(rhat > MAX_RHAT)),
-                "min_ess": float(np.min(ess)), "median_min_ess": float(np.median(ess))}
+        return {
+            "max_rhat": float(np.max(rhat)),
+            f"simulations_rhat_above_{MAX_RHAT:g}": int(np.sum(rhat > MAX_RHAT)),
+            "min_ess": float(np.min(ess)),
+            "median_min_ess": float(np.median(ess)),
+        }

@@ -18,8 +18,10 @@ def as_key(key) -> jax.Array:
         words = np.array([seed >> 32, seed & 0xFFFF_FFFF], np.uint32)
         return jax.random.wrap_key_data(words, impl="threefry2x32")
     if not isinstance(key, (jax.Array, np.ndarray)):
-        raise TypeError(f"key must be an int seed or a jax PRNG key, got {type(key).__name__}"
-                        + (": randomness reaches the result, so a key is required" if key is None else ""))
+        raise TypeError(
+            f"key must be an int seed or a jax PRNG key, got {type(key).__name__}"
+            + (": randomness reaches the result, so a key is required" if key is None else "")
+        )
     key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         return key
@@ -30,8 +32,9 @@ def as_key(key) -> jax.Array:
 
 def as_keys(keys) -> jax.Array:
     """(M,) typed PRNG keys from M int seeds, a typed key array of shape (M,), or raw keys (M, 2)."""
-    if isinstance(keys, (list, tuple)) or (isinstance(keys, np.ndarray) and np.issubdtype(keys.dtype, np.integer)
-                                           and keys.ndim == 1):
+    if isinstance(keys, (list, tuple)) or (
+        isinstance(keys, np.ndarray) and np.issubdtype(keys.dtype, np.integer) and keys.ndim == 1
+    ):
         return jnp.stack([as_key(k) for k in keys])
     keys = as_key(keys)
     if keys.ndim != 1:

@@ -12,7 +12,9 @@ Progress = bool | Callable[[int, int], None]
 
 
 @contextmanager
-def progress_bar(total: int, description: str, progress: Progress, unit: str = "step") -> Iterator[Callable[[int], None]]:
+def progress_bar(
+    total: int, description: str, progress: Progress, unit: str = "step"
+) -> Iterator[Callable[[int], None]]:
     """Yield `advance(n)`: a tqdm bar on stderr when progress is True, calls progress(done, total)
     when it is a callable, nothing when it is False."""
     if progress is True:
