@@ -69,14 +69,15 @@ def test_nuts(models):
 
 
 def test_exact_and_nuts_agree_on_means_and_sds():
-    """The same trace through na.fit: NUTS's φ* means within 4 Monte Carlo standard errors (from its bulk
-    ESS) of exact's, and its sds within 6 %."""
+    """The same trace through na.fit: NUTS (blackjax, fit's default backend) has φ* means within 4 Monte Carlo
+    standard errors (from its bulk ESS) of exact's, and sds within 6 %."""
     import noiseaware as na
     from ou import ou_trace
 
     trace = ou_trace(steps=4000)
-    exact = na.fit(trace, "exact")
+    exact = na.fit(trace, "exact", key=0)
     nuts = na.fit(trace, "nuts", key=1)
+    assert nuts.diagnostics.backend == "blackjax" and nuts.diagnostics["draws"] == 4000
     mean, sd = exact.diagnostics["optimum_mean"], exact.diagnostics["optimum_sd"]
     ess = np.asarray(nuts.diagnostics["ess_bulk"]["optimum"])
     assert np.all(np.abs(nuts.optimum_draws.mean(axis=0) - mean) < 4 * sd / np.sqrt(ess))
@@ -89,7 +90,8 @@ def test_laplace_matches_exact_when_the_posterior_is_near_gaussian():
     from ou import ou_trace
 
     trace = ou_trace(steps=20_000, hessian=(400.0, 400.0, 20.0, 20.0))
-    exact, laplace = na.fit(trace, "exact"), na.fit(trace, "laplace")
+    exact, laplace = na.fit(trace, "exact", key=0), na.fit(trace, "laplace", key=0)
+    assert laplace.diagnostics.style == "full"
     sd = exact.diagnostics["optimum_sd"]
     assert np.all(np.abs(laplace.diagnostics["optimum_map"] - exact.diagnostics["optimum_mean"]) < 0.02 * sd)
     np.testing.assert_allclose(laplace.diagnostics["optimum_sd"], sd, rtol=0.02)

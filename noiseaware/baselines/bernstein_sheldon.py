@@ -10,9 +10,9 @@ one sweep:
     S3  θ | s: the exact conjugate posterior with s as the data's statistic; θ is recorded after S3.
 Naive counterpart (§1.4): the conjugate update with z projected onto the support, as if it were s.
 
-Everything after the release reads only z and N. Problem m of a batch uses keys[m] alone: split into its
-release key and its sampler key (`problem_keys`). The sampler is one jitted program, vmapped over chains
-and problems, `lax.scan` over sweeps, in float64.
+The release is `expfam_release`. Everything after the release reads only z and N. Problem m of a batch
+uses keys[m] alone: split into its release key and its sampler key (`problem_keys`). The sampler is one
+jitted program, vmapped over chains and problems, `lax.scan` over sweeps, in float64.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..util.checks import choice, positive_float, positive_int
+from ..util.checks import choice, positive_int
 from ..util.keys import as_key
-from .expfam import Family, GammaExponential
-from .expfam import family as make_family
-from .mechanisms import MECHANISMS, NEIGHBOURING, Mechanism, Neighbouring, keys_for, noise_scale, problem_keys
+from .expfam import Family
+from .expfam_release import Release, ReleaseSettings, release_statistics
+from .mechanisms import Mechanism, Neighbouring, keys_for, problem_keys
 from .primitives import condition_gaussian, mixing_variance
 from .sampled import ClosedFormPosterior, GibbsPosterior, Marginal, ReleaseDiagnostics, gibbs_posterior
 
@@ -51,100 +51,6 @@ __all__ = [
 ]
 
 METHOD, NAIVE_METHOD = "bs2018", "bs2018-naive"
-
-
-# ---------------------------------------------------------------- release
-
-
-@dataclasses.dataclass(frozen=True)
-class ReleaseSettings:
-    """How Σ t(x) is released, fixed before seeing data: mechanism "laplace" (pure ε) or "gaussian" (analytic
-    Gaussian at (ε, δ)); neighbouring "add-remove" (N public) or "substitute"; bound: M1's truncation B (None:
-    the prior-predictive 0.99 quantile 1.557; the other models' statistics are bounded already)."""
-
-    mechanism: Mechanism = "laplace"
-    neighbouring: Neighbouring = "add-remove"
-    bound: float | None = None
-
-    def __post_init__(self):
-        choice("mechanism", self.mechanism, MECHANISMS)
-        choice("neighbouring relation", self.neighbouring, NEIGHBOURING)
-        if self.bound is not None:
-            positive_float("bound", self.bound, hint="M1's truncation bound B, fixed before seeing data")
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Release:
-    """M released statistics z (M, D) of one family at one privacy level, with the facts of the release.
-
-    sensitivity: Δ₁ (Laplace) or Δ₂ (Gaussian) of Σ t(x); scale: b = Δ₁/ε or σ; delta: δ spent (0 for Laplace).
-    """
-
-    family: Family
-    z: np.ndarray
-    mechanism: str
-    neighbouring: str
-    epsilon: float
-    delta: float
-    sensitivity: float
-    scale: float
-
-    def facts(self) -> dict[str, Any]:
-        """The privacy facts a posterior reports in its diagnostics."""
-        facts = {
-            "mechanism": self.mechanism,
-            "neighbouring": self.neighbouring,
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "sensitivity": self.sensitivity,
-            "noise_scale": self.scale,
-            "n_examples": self.family.n,
-        }
-        if isinstance(self.family, GammaExponential):
-            facts["bound"] = self.family.bound
-        return facts
-
-
-def release_statistics(
-    model: str, x, *, keys, epsilon: float, delta: float | None = 1e-5, settings: ReleaseSettings = ReleaseSettings()
-) -> Release:
-    """Release z_m = Σ_i t(x_mi) + noise for each of M data sets: x (M, N), keys (M,) → Release with z (M, D).
-
-    model: 'gamma-exponential', 'beta-bernoulli', 'dirichlet-categorical' (or M1/M2/M3); N = x.shape[-1]
-    is public; data set m's noise depends on keys[m] alone. The sensitivity comes from the family's bounded
-    domain (M1: settings.bound, fixed before the data), never from the data. δ is spent by the Gaussian only.
-    """
-    x = np.asarray(x)
-    if x.ndim != 2 or x.shape[-1] == 0:
-        raise ValueError(f"x has shape {x.shape}; it must be (M, N): the N records of each of M data sets")
-    keys = keys_for(keys, x.shape[0])
-    fam = make_family(model, x.shape[-1], bound=settings.bound)
-    fam.check_domain(x)
-    l1, l2 = fam.sensitivity(settings.neighbouring)
-    scale, spent = noise_scale(settings.mechanism, l1=l1, l2=l2, epsilon=epsilon, delta=delta)
-    with jax.enable_x64(True):
-        z = _release(fam, settings.mechanism, jnp.asarray(x), keys, scale)
-    return Release(
-        fam,
-        np.asarray(z),
-        settings.mechanism,
-        settings.neighbouring,
-        float(epsilon),
-        spent,
-        l1 if settings.mechanism == "laplace" else l2,
-        scale,
-    )
-
-
-@functools.partial(jax.jit, static_argnames=("fam", "mechanism"))
-def _release(fam: Family, mechanism: str, x, keys, scale):
-    """z (M, D) = statistic(x_m) + scale·(Laplace or normal noise), x (M, N), keys (M,)."""
-
-    def one(x, key):
-        draw = jax.random.laplace if mechanism == "laplace" else jax.random.normal
-        return fam.statistic(x) + scale * draw(key, (fam.released,), jnp.float64)
-
-    return jax.vmap(one)(x, keys)
 
 
 # ---------------------------------------------------------------- Gibbs sampler

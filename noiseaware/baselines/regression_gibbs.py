@@ -1,4 +1,4 @@
-"""B&S 2019 Gibbs-SS-Noisy for linear regression: the normal–inverse-gamma update and the sampler (docs/baselines.md §2.5).
+"""B&S 2019 Gibbs-SS-Noisy, linear regression: the NIG update and the sampler (docs/baselines.md §2.5).
 
 Model: σ² ~ InvGamma(a₀, b₀), w | σ² ~ N(0, σ²Λ₀⁻¹), Λ₀ = I/prior_scale², y = wᵀx̃ + N(0, σ²).
 Gibbs, state (w, σ², ω²), one sweep:

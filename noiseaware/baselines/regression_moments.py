@@ -1,4 +1,4 @@
-"""B&S 2019 for linear regression: the released statistic's layout, the design moments and the CLT (docs/baselines.md §2).
+"""B&S 2019 linear regression: the released statistic's layout, the design moments and the CLT (docs/baselines.md §2).
 
 With x̃ = (x₁..x_d, 1) and u = (x̃, y) ∈ R^p, p = d + 2 (bias at index d, y at index d + 1):
 

@@ -1,4 +1,4 @@
-"""B&S 2019 for linear regression: the DP release of the Gram statistic and the design moments (docs/baselines.md §2.2–2.4).
+"""B&S 2019 linear regression: the DP release of the Gram statistic and the design moments (docs/baselines.md §2.2–2.4).
 
 * Bounds fixed before seeing data (§2.2): x_j ← clip(x_j, ±B_x), y ← clip(y, ±B_y); sensitivities of the
   released monomials over that box (add-remove: sup ‖t(u)‖; substitute: the norm of the component ranges).

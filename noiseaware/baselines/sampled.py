@@ -27,7 +27,7 @@ import numpy as np
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
 from ..posteriors.base import interval_table, tail_probability
-from ..posteriors.draws import draws_interval, resample, save_draws
+from ..posteriors.draws import StoredDraws, save_draws
 from ..posteriors.mixture import DEFAULT_THETA_DRAWS
 from ..util.diagnostics import Diagnostics, MixingDiagnostics
 from ..util.files import plain
@@ -208,7 +208,7 @@ class BaselinePosterior(abc.ABC):
 
 
 @dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
-class GibbsPosterior(BaselinePosterior):
+class GibbsPosterior(StoredDraws, BaselinePosterior):
     """The Gibbs draws θ (chains, draws, d) of a noise-aware sufficient-statistic sampler (bs2018, bs2019)."""
 
     chains: np.ndarray
@@ -225,19 +225,6 @@ class GibbsPosterior(BaselinePosterior):
                 f"got shape {chains.shape}"
             )
         object.__setattr__(self, "chains", chains)
-
-    @property
-    def draws(self) -> np.ndarray:
-        """The stored draws, chains concatenated: (chains·draws, d)."""
-        return self.chains.reshape(-1, self.chains.shape[-1])
-
-    def sample(self, key, n: int = 20_000) -> np.ndarray:
-        """n of the stored draws (n, d), without replacement when n ≤ chains·draws, with it otherwise."""
-        return resample(self.draws, key, n)
-
-    def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
-        """Quantiles α/2 and 1 − α/2 of the stored draws, (d,) each (no key: nothing is drawn)."""
-        return draws_interval(self.draws, level)
 
     def moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Mean and sd of the stored draws, (d,) each."""

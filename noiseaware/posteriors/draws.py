@@ -24,7 +24,7 @@ from ..util.files import atomic_write, plain
 from ..util.keys import as_key
 from .base import interval_table, tail_probability
 
-__all__ = ["DrawsPosterior", "draws_interval", "resample", "save_draws"]
+__all__ = ["DrawsPosterior", "StoredDraws", "draws_interval", "resample", "save_draws"]
 
 
 def resample(draws: np.ndarray, key, n: int) -> np.ndarray:
@@ -60,8 +60,27 @@ def save_draws(
     atomic_write(path, lambda temporary: tree.to_netcdf(temporary, engine="h5netcdf"))
 
 
+class StoredDraws:
+    """What a posterior known by its draws `chains` (C, K, d) computes from them (mixed into such classes)."""
+
+    chains: np.ndarray
+
+    @property
+    def draws(self) -> np.ndarray:
+        """All draws, chains concatenated: (C·K, d)."""
+        return self.chains.reshape(-1, self.chains.shape[-1])
+
+    def sample(self, key, n: int = 20_000) -> np.ndarray:
+        """n of the stored draws (n, d), without replacement when n ≤ C·K, with it otherwise."""
+        return resample(self.draws, key, n)
+
+    def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
+        """Quantiles α/2 and 1 − α/2 of the stored draws, (d,) each (no key: nothing is drawn)."""
+        return draws_interval(self.draws, level)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
-class DrawsPosterior:
+class DrawsPosterior(StoredDraws):
     """θ draws (chains, draws, d), with the method that made them, coordinate names and diagnostics."""
 
     chains: np.ndarray
@@ -84,19 +103,6 @@ class DrawsPosterior:
         return (
             tuple(self.names) if self.names is not None else tuple(f"theta[{j}]" for j in range(self.chains.shape[-1]))
         )
-
-    @property
-    def draws(self) -> np.ndarray:
-        """All draws, chains concatenated: (C·K, d)."""
-        return self.chains.reshape(-1, self.chains.shape[-1])
-
-    def sample(self, key, n: int = 20_000) -> np.ndarray:
-        """n of the stored draws (n, d) (`resample`)."""
-        return resample(self.draws, key, n)
-
-    def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
-        """Empirical central `level` interval of each θ_j from the stored draws, (d,) ends (no key needed)."""
-        return draws_interval(self.draws, level)
 
     def describe(self) -> str:
         chains, draws = self.chains.shape[:2]
