@@ -10,7 +10,7 @@ from pathlib import Path
 import jax
 
 import noiseaware as na
-from noiseaware import files
+from noiseaware.util import files
 
 
 def machine() -> dict:

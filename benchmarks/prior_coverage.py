@@ -24,8 +24,8 @@ from _common import machine, merge_results
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 from ou import ou_traces  # noqa: E402
 
-from noiseaware.inference.gradient_model import Prior, gradient_model  # noqa: E402
 from noiseaware.inference.exact import exact_cdf, exact_grid  # noqa: E402
+from noiseaware.inference.gradient_model import Prior, gradient_model  # noqa: E402
 
 OPTIMUM = np.array([0.5, -1.0, -3.0, -2.0, 0.3, 1.0])
 HESSIAN = np.array([40.0, 400.0, 20.0, 5.0, 2.0, 100.0])
@@ -48,10 +48,14 @@ PRIORS = {
 def coverage(traces, prior) -> dict:
     grid = jax.jit(exact_grid)
     with jax.enable_x64(True):
-        pits = np.array([
-            np.asarray(exact_cdf(grid(jax.tree_util.tree_map(jnp.asarray, gradient_model(t, prior))), jnp.asarray(OPTIMUM)))
-            for t in traces
-        ])
+        pits = np.array(
+            [
+                np.asarray(
+                    exact_cdf(grid(jax.tree_util.tree_map(jnp.asarray, gradient_model(t, prior))), jnp.asarray(OPTIMUM))
+                )
+                for t in traces
+            ]
+        )
     result = {}
     for level in (0.9, 0.5):
         covered = (pits > 0.5 - level / 2) & (pits < 0.5 + level / 2)
@@ -69,16 +73,26 @@ def main() -> None:
     command = f"python benchmarks/prior_coverage.py --traces {args.traces} --seed {args.seed}"
     results = {}
     for scenario, (steps, extra) in SCENARIOS.items():
-        traces = ou_traces(args.traces, steps=steps, optimum=OPTIMUM, hessian=HESSIAN, scale=SCALE, extra=extra,
-                           seed=args.seed)
+        traces = ou_traces(
+            args.traces, steps=steps, optimum=OPTIMUM, hessian=HESSIAN, scale=SCALE, extra=extra, seed=args.seed
+        )
         print(f"{scenario}: {args.traces} traces; 90 % coverage per coordinate, pooled 90 % / 50 %")
         for name, prior in PRIORS.items():
             start = time.perf_counter()
             r = coverage(traces, prior)
             results[f"seed{args.seed}/{scenario}/{name}"] = r | {
-                "scenario": scenario, "prior": name, "traces": args.traces, "steps": steps, "extra_noise_sd": extra,
-                "optimum": OPTIMUM.tolist(), "hessian": HESSIAN.tolist(), "grad_scale": SCALE.tolist(),
-                "seed": args.seed, "command": command, "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
+                "scenario": scenario,
+                "prior": name,
+                "traces": args.traces,
+                "steps": steps,
+                "extra_noise_sd": extra,
+                "optimum": OPTIMUM.tolist(),
+                "hessian": HESSIAN.tolist(),
+                "grad_scale": SCALE.tolist(),
+                "seed": args.seed,
+                "command": command,
+                "date": time.strftime("%Y-%m-%d %H:%M"),
+                "machine": machine(),
                 "seconds": round(time.perf_counter() - start, 1),
             }
             print(f"  {name:<14} {r['coverage_0.9']}  pooled {r['pooled_0.9']:.3f} / {r['pooled_0.5']:.3f}", flush=True)

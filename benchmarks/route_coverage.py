@@ -26,8 +26,8 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 from ou import OPTIMUM, ou_traces  # noqa: E402
 
-from noiseaware.inference.gradient_model import gradient_model  # noqa: E402
 from noiseaware.inference.exact import exact_cdf, exact_grid  # noqa: E402
+from noiseaware.inference.gradient_model import gradient_model  # noqa: E402
 from noiseaware.inference.laplace import laplace_approximation  # noqa: E402
 from noiseaware.inference.nuts import nuts_blackjax_draws  # noqa: E402
 
@@ -71,8 +71,7 @@ def coverage(pits: np.ndarray) -> dict:
         covered = np.abs(pits - 0.5) < level / 2
         has_interval = ~np.isnan(pits)
         result[f"coverage_{level:g}"] = [
-            round(float(covered[has, j].mean()), 4) if has.any() else None
-            for j, has in enumerate(has_interval.T)
+            round(float(covered[has, j].mean()), 4) if has.any() else None for j, has in enumerate(has_interval.T)
         ]
         result[f"pooled_{level:g}"] = round(float(covered[has_interval].mean()), 4)
     return result
@@ -96,9 +95,16 @@ def main() -> None:
             pits = np.asarray(route(stacked, jax.random.key(args.seed)))
         r = coverage(pits)
         results[f"seed{args.seed}/{name}"] = r | {
-            "route": name.split("/")[0], "prior": prior, "traces": args.traces, "steps": 4000, "seed": args.seed,
-            "truth": TRUTH.tolist(), "command": command, "date": time.strftime("%Y-%m-%d %H:%M"),
-            "machine": machine(), "seconds": round(time.perf_counter() - start, 1),
+            "route": name.split("/")[0],
+            "prior": prior,
+            "traces": args.traces,
+            "steps": 4000,
+            "seed": args.seed,
+            "truth": TRUTH.tolist(),
+            "command": command,
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "machine": machine(),
+            "seconds": round(time.perf_counter() - start, 1),
         }
         print(f"  {name:<26} {r['coverage_0.9']}  pooled {r['pooled_0.9']:.3f} / {r['pooled_0.5']:.3f}", flush=True)
     merge_results(args.out, results)

@@ -25,9 +25,9 @@ import numpy as np
 from _common import machine, read_results, write_json
 
 import noiseaware as na
-from noiseaware.recording.dpvi import build_recorder
 from noiseaware.evaluation import coverage_rmse, simulate_traces, tarp_repeats
 from noiseaware.models.builtin import GAMMA_PRIOR
+from noiseaware.recording.dpvi import build_recorder
 
 RESEARCH_SIGMA_EPS1 = 37.81
 
@@ -43,8 +43,9 @@ def exact_posterior_draws(name: str, data, key, draws: int) -> np.ndarray | None
         return (lam + np.log(-np.expm1(-lam)))[..., None]
     if name == "beta-bernoulli":
         heads = x.sum(axis=1)
-        p = np.asarray(jax.vmap(lambda k, a, b: jax.random.beta(k, a, b, (draws,)))(
-            keys, 10.0 + heads, 10.0 + x.shape[1] - heads))
+        p = np.asarray(
+            jax.vmap(lambda k, a, b: jax.random.beta(k, a, b, (draws,)))(keys, 10.0 + heads, 10.0 + x.shape[1] - heads)
+        )
         return np.log(p / (1 - p))[..., None]
     if name == "dirichlet-categorical":
         counts = np.stack([(x == j).sum(axis=1) for j in range(3)], axis=1)
@@ -62,8 +63,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "vi_family.json")
     args = parser.parse_args()
-    command = (f"python benchmarks/vi_family.py --models {args.models} --simulations {args.simulations} "
-               f"--repeats {args.repeats} --draws {args.draws} --seed {args.seed}")
+    command = (
+        f"python benchmarks/vi_family.py --models {args.models} --simulations {args.simulations} "
+        f"--repeats {args.repeats} --draws {args.draws} --seed {args.seed}"
+    )
     results = read_results(args.out)
     for name in args.models.split(","):
         start = time.perf_counter()
@@ -72,36 +75,68 @@ def main() -> None:
         k_sim, k_draw, k_ref = jax.random.split(jax.random.key(args.seed), 3)
         # the ε = 1 research learning rate, then a non-private run with it
         first = jax.tree.map(lambda a: a[0], jax.vmap(bm.simulate)(jax.random.split(k_sim, 1))[1])
-        lr = build_recorder(bm.model, first, noise_multiplier=RESEARCH_SIGMA_EPS1, delta=1e-5,
-                            **settings).settings.learning_rate
+        lr = build_recorder(
+            bm.model, first, noise_multiplier=RESEARCH_SIGMA_EPS1, delta=1e-5, **settings
+        ).settings.learning_rate
         settings.pop("lr_multiplier")
-        sims = simulate_traces(bm, noise_multiplier=None, delta=1e-5, simulations=args.simulations, key=k_sim,
-                               non_private=True, learning_rate=lr, progress=True, **settings)
+        sims = simulate_traces(
+            bm,
+            noise_multiplier=None,
+            delta=1e-5,
+            simulations=args.simulations,
+            key=k_sim,
+            non_private=True,
+            learning_rate=lr,
+            progress=True,
+            **settings,
+        )
         d = bm.dim
-        phi = np.stack([t.params[math.floor(0.2 * t.steps):].mean(axis=0) for t in sims.traces])
+        phi = np.stack([t.params[math.floor(0.2 * t.steps) :].mean(axis=0) for t in sims.traces])
         mu, sd = phi[:, :d], np.logaddexp(0.0, phi[:, d:])
         eps = np.asarray(jax.random.normal(k_draw, (args.simulations, args.draws, d)))
         vi = mu[:, None] + sd[:, None] * eps
         _, curves = tarp_repeats(k_ref, vi, sims.truth, mu, 4 * sd, repeats=args.repeats)
         vi_rmse = np.atleast_1d(coverage_rmse(na.evaluation.LEVELS, curves.T))
-        entry = {"vi_at_nonprivate_optimum": {"rmse_mean": round(float(vi_rmse.mean()), 4),
-                                              "rmse_sd": round(float(vi_rmse.std(ddof=1)), 4),
-                                              "ecp_mean": np.round(curves.mean(axis=0), 4).tolist()}}
-        exact = exact_posterior_draws(name, sims.data, k_draw, args.draws)
+        entry = {
+            "vi_at_nonprivate_optimum": {
+                "rmse_mean": round(float(vi_rmse.mean()), 4),
+                "rmse_sd": round(float(vi_rmse.std(ddof=1)), 4),
+                "ecp_mean": np.round(curves.mean(axis=0), 4).tolist(),
+            }
+        }
+        exact = exact_posterior_draws(name, sims.batch.data, k_draw, args.draws)
         if exact is not None:
             centre, spread = exact.mean(axis=1), exact.std(axis=1)
             _, exact_curves = tarp_repeats(k_ref, exact, sims.truth, centre, 4 * spread, repeats=args.repeats)
             exact_rmse = np.atleast_1d(coverage_rmse(na.evaluation.LEVELS, exact_curves.T))
-            entry["exact_posterior"] = {"rmse_mean": round(float(exact_rmse.mean()), 4),
-                                        "rmse_sd": round(float(exact_rmse.std(ddof=1)), 4)}
+            entry["exact_posterior"] = {
+                "rmse_mean": round(float(exact_rmse.mean()), 4),
+                "rmse_sd": round(float(exact_rmse.std(ddof=1)), 4),
+            }
             entry["vi_sd_over_exact_sd_median"] = np.round(np.median(sd / spread, axis=0), 4).tolist()
-        entry |= {"M": args.simulations, "R": args.repeats, "K": args.draws, "T": settings["steps"],
-                  "seed": args.seed, "learning_rate": "research κ rule at σ = 37.81 (ε = 1)",
-                  "reference_rule": "research", "seconds": round(time.perf_counter() - start, 1),
-                  "command": command, "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
+        entry |= {
+            "M": args.simulations,
+            "R": args.repeats,
+            "K": args.draws,
+            "T": settings["steps"],
+            "seed": args.seed,
+            "learning_rate": "research κ rule at σ = 37.81 (ε = 1)",
+            "reference_rule": "research",
+            "seconds": round(time.perf_counter() - start, 1),
+            "command": command,
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "machine": machine(),
+        }
         results[name] = entry
-        print(name, {k: v for k, v in entry.items() if k in ("vi_at_nonprivate_optimum", "exact_posterior",
-                                                              "vi_sd_over_exact_sd_median")}, flush=True)
+        print(
+            name,
+            {
+                k: v
+                for k, v in entry.items()
+                if k in ("vi_at_nonprivate_optimum", "exact_posterior", "vi_sd_over_exact_sd_median")
+            },
+            flush=True,
+        )
         write_json(args.out, results)
     print(f"wrote {args.out}")
 

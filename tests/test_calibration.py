@@ -27,7 +27,9 @@ def test_metrics_of_a_small_case_by_hand():
     assert metrics.ece == pytest.approx(0.5 * abs(gaps[0]) + 0.5 * abs(gaps[1]))  # = 0.1
     assert metrics.ece == pytest.approx(0.1)
     assert metrics.brier == pytest.approx((0.01 + 0.04 + 0.49 + 0.16 + 0.49 + 0.01) / 6)
-    assert metrics.log_loss == pytest.approx(-(2 * math.log(0.9) + math.log(0.8) + 2 * math.log(0.3) + math.log(0.6)) / 6)
+    assert metrics.log_loss == pytest.approx(
+        -(2 * math.log(0.9) + math.log(0.8) + 2 * math.log(0.3) + math.log(0.6)) / 6
+    )
     assert metrics.accuracy == pytest.approx(4 / 6)  # predicted 0, 0, 0, 1, 1, 1
     assert set(metrics.as_dict()) == set(METRICS)
 
@@ -84,8 +86,9 @@ def test_an_overconfident_predictor_scores_as_expected():
     curve = na.calibration_curve(y, p)
     # p is increasing in q, so the equal-count bins are the deciles of q: q ∈ [b/10, (b+1)/10], whose expected
     # fraction of positives is (b + 0.5)/10 and expected mean prediction 10 ∫ q² / (q² + (1 − q)²) dq
-    expected_p = np.array([10 * integrate.quad(lambda t: t**2 / (t**2 + (1 - t) ** 2), b / 10, (b + 1) / 10)[0]
-                           for b in range(10)])
+    expected_p = np.array(
+        [10 * integrate.quad(lambda t: t**2 / (t**2 + (1 - t) ** 2), b / 10, (b + 1) / 10)[0] for b in range(10)]
+    )
     expected_y = (np.arange(10) + 0.5) / 10
     np.testing.assert_allclose(curve.mean_predicted, expected_p, atol=0.008)  # decile sd ≈ 0.0011 × slope ≤ 2
     np.testing.assert_allclose(curve.fraction_positive, expected_y, atol=0.012)
@@ -103,15 +106,18 @@ def test_predictive_probabilities_average_the_sigmoid_over_draws(draws, chunk):
     np.testing.assert_allclose(predictive_probabilities(theta, X, chunk=chunk), expected, rtol=1e-12)
 
 
-@pytest.mark.parametrize("y, p, options, message", [
-    ([0, 1, 2], [0.1, 0.5, 0.9], {}, "binary labels 0 and 1"),
-    ([0, 1], [0.1, 1.5], {}, "probabilities in \\[0, 1\\]"),
-    ([0, 1], [0.1, np.nan], {}, "probabilities in \\[0, 1\\]"),
-    ([0, 1, 1], [0.1, 0.5], {}, "one length"),
-    ([0, 1], [0.1, 0.5], {"bins": 3}, "2 predictions cannot fill 3 equal-count bins"),
-    ([0, 1], [0.1, 0.5], {"binning": "quantile"}, "unknown binning 'quantile'"),
-    ([0, 1], [0.1, 0.5], {"bins": 0}, "bins must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "y, p, options, message",
+    [
+        ([0, 1, 2], [0.1, 0.5, 0.9], {}, "binary labels 0 and 1"),
+        ([0, 1], [0.1, 1.5], {}, "probabilities in \\[0, 1\\]"),
+        ([0, 1], [0.1, np.nan], {}, "probabilities in \\[0, 1\\]"),
+        ([0, 1, 1], [0.1, 0.5], {}, "one length"),
+        ([0, 1], [0.1, 0.5], {"bins": 3}, "2 predictions cannot fill 3 equal-count bins"),
+        ([0, 1], [0.1, 0.5], {"binning": "quantile"}, "unknown binning 'quantile'"),
+        ([0, 1], [0.1, 0.5], {"bins": 0}, "bins must be a positive integer"),
+    ],
+)
 def test_bad_inputs_are_refused(y, p, options, message):
     with pytest.raises(ValueError, match=message):
         na.calibration_metrics(y, p, **options)
@@ -126,16 +132,30 @@ def result_with(rmse: dict) -> CalibrationResult:
     """A CalibrationResult holding given per-run calibration RMSEs (other metrics copies of them)."""
     methods = list(rmse)
     count = {m: len(v) for m, v in rmse.items()}
-    curves = {m: {"mean_predicted": np.tile([0.2, 0.6], (count[m], 1)),
-                  "fraction_positive": np.tile([0.3, 0.5], (count[m], 1)),
-                  "counts": np.full((count[m], 2), 5)} for m in methods}
+    curves = {
+        m: {
+            "mean_predicted": np.tile([0.2, 0.6], (count[m], 1)),
+            "fraction_positive": np.tile([0.3, 0.5], (count[m], 1)),
+            "counts": np.full((count[m], 2), 5),
+        }
+        for m in methods
+    }
     return CalibrationResult(
         metrics={m: {k: np.asarray(v, float) for k in METRICS} for m, v in rmse.items()},
-        curves=curves, histograms={m: np.ones((count[m], 20), int) for m in methods},
+        curves=curves,
+        histograms={m: np.ones((count[m], 20), int) for m in methods},
         paired_methods=tuple(m for m in methods if m != "nonprivate"),
-        failures={m: int(np.isnan(v).sum()) for m, v in rmse.items()}, seconds={m: 1.0 for m in methods},
-        diagnostics={}, settings={"dataset": "toy", "runs": 3, "bins": 2, "binning": "equal-count",
-                                  "epsilon": 1.0, "noise_multiplier": 2.0},
+        failures={m: int(np.isnan(v).sum()) for m, v in rmse.items()},
+        seconds={m: 1.0 for m in methods},
+        diagnostics={},
+        settings={
+            "dataset": "toy",
+            "runs": 3,
+            "bins": 2,
+            "binning": "equal-count",
+            "epsilon": 1.0,
+            "noise_multiplier": 2.0,
+        },
     )
 
 

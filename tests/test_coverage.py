@@ -36,7 +36,9 @@ def test_small_study_scores_every_method_under_both_rules(result):
         assert result.marginal_curves[rule]["exact"].shape == (2, 21, 1)
         assert np.all((result.curves[rule]["exact"] >= 0) & (result.curves[rule]["exact"] <= 1))
     # with d = 1 the TARP ball is the interval |θ − θ_ref| < |θ_m − θ_ref|: joint and marginal agree
-    np.testing.assert_array_equal(result.curves["research"]["exact"], result.marginal_curves["research"]["exact"][..., 0])
+    np.testing.assert_array_equal(
+        result.curves["research"]["exact"], result.marginal_curves["research"]["exact"][..., 0]
+    )
     assert result.ecp is result.curves["research"]
     assert result.failures == {"exact": 0, "naive": 0}
     assert set(result.rmse) == {"exact", "naive"} and all(0 <= m <= 1 for m, _ in result.rmse.values())
@@ -59,8 +61,14 @@ def test_coverage_is_simulate_traces_then_evaluate(result):
     """The documented split: simulate with stream 0 of split(key, 4), evaluate with the same key; more
     methods can then be scored on the same simulations."""
     settings = dict(M1.dpvi_settings) | {"steps": 1000}
-    sims = simulate_traces(M1, noise_multiplier=result.settings["noise_multiplier"], delta=1e-5, simulations=12,
-                           key=jax.random.split(as_key(3), 4)[0], **settings)
+    sims = simulate_traces(
+        M1,
+        noise_multiplier=result.settings["noise_multiplier"],
+        delta=1e-5,
+        simulations=12,
+        key=jax.random.split(as_key(3), 4)[0],
+        **settings,
+    )
     again = evaluate(sims, ("naive", "dpvim"), references=2, samples=400, key=3)
     np.testing.assert_array_equal(again.curves["trace"]["naive"], result.curves["trace"]["naive"])
     assert again.settings["simulations"] == 12 and again.settings["steps"] == 1000
@@ -106,6 +114,7 @@ def test_an_exact_posterior_plugged_in_is_calibrated_and_failures_are_counted():
     averages their squares over the levels, sqrt(mean l(1 − l) / 120) ≈ 0.036), and a method failing on
     every third simulation is counted, not dropped. Plug-ins are Method records passed in `methods`: no
     registry is changed."""
+
     def oracle(problem, key, options):
         """The exact posterior given the simulation's data (a non-private reference, not a release)."""
         return _GammaPosterior(np.asarray(problem.data["x"]))
@@ -118,8 +127,9 @@ def test_an_exact_posterior_plugged_in_is_calibrated_and_failures_are_counted():
         return na.naive_posterior(problem.trace)
 
     methods = (na.per_problem("oracle", oracle, private=False), na.per_problem("flaky", flaky))
-    out = coverage(M1, methods=methods, epsilon=1.0, key=5, simulations=120, references=5, samples=2000, steps=300,
-                   chunk=120)
+    out = coverage(
+        M1, methods=methods, epsilon=1.0, key=5, simulations=120, references=5, samples=2000, steps=300, chunk=120
+    )
     assert "oracle" not in na.DEFAULT_REGISTRY and "flaky" not in na.DEFAULT_REGISTRY
     assert out.failures == {"oracle": 0, "flaky": 40}
     mean, _ = out.rmse["oracle"]
@@ -143,14 +153,28 @@ def test_a_plug_in_in_a_registry_and_its_options():
         return dataclasses.replace(post, optimum_chains=post.optimum_chains + options.offset)
 
     registry = na.DEFAULT_REGISTRY.including(na.per_trace("shifted", shifted, options=Shift))
-    out = coverage(M1, methods=("naive", "shifted"), registry=registry, epsilon=1.0, key=3,
-                   method_options={"shifted": {"offset": 0.0}}, **SMALL)
+    out = coverage(
+        M1,
+        methods=("naive", "shifted"),
+        registry=registry,
+        epsilon=1.0,
+        key=3,
+        method_options={"shifted": {"offset": 0.0}},
+        **SMALL,
+    )
     assert seen == [Shift(0.0)] * SMALL["simulations"] and out.failures == {"naive": 0, "shifted": 0}
     for rule in out.curves:  # offset 0 is the naive posterior, scored on the same traces with its own θ draws
         assert out.curves[rule]["shifted"].shape == out.curves[rule]["naive"].shape == (2, 21)
     with pytest.raises(ValueError, match="method 'shifted' has no option 'scale'"):
-        coverage(M1, methods=("shifted",), registry=registry, epsilon=1.0, key=3,
-                 method_options={"shifted": {"scale": 2.0}}, **SMALL)
+        coverage(
+            M1,
+            methods=("shifted",),
+            registry=registry,
+            epsilon=1.0,
+            key=3,
+            method_options={"shifted": {"scale": 2.0}},
+            **SMALL,
+        )
     with pytest.raises(ValueError, match="unknown methods"):
         coverage(M1, methods=("shifted",), epsilon=1.0, key=3, **SMALL)  # not in the default registry
 
@@ -164,10 +188,27 @@ def normal_mean(x=None, n_examples=None):
 
 @pytest.mark.slow
 def test_any_from_numpyro_model_and_every_trace_method():
-    bm = na.models.from_numpyro(normal_mean, n_examples=500, name="normal-mean", steps=600, sampling_rate=0.1,
-                                clip=2.0, grad_scale=(1.0, 100.0), lr_multiplier=math.sqrt(2), init=(0.0, -4.0))
-    out = coverage(bm, methods=("exact", "laplace", "nuts", "naive", "dpvim"), epsilon=1.0, key=1, simulations=8,
-                   references=2, samples=300, method_options={"nuts": {"warmup": 100, "draws": 200}})
+    bm = na.models.from_numpyro(
+        normal_mean,
+        n_examples=500,
+        name="normal-mean",
+        steps=600,
+        sampling_rate=0.1,
+        clip=2.0,
+        grad_scale=(1.0, 100.0),
+        lr_multiplier=math.sqrt(2),
+        init=(0.0, -4.0),
+    )
+    out = coverage(
+        bm,
+        methods=("exact", "laplace", "nuts", "naive", "dpvim"),
+        epsilon=1.0,
+        key=1,
+        simulations=8,
+        references=2,
+        samples=300,
+        method_options={"nuts": {"warmup": 100, "draws": 200}},
+    )
     assert set(out.methods) == {"exact", "laplace", "nuts", "naive", "dpvim"}
     assert all(count == 0 for count in out.failures.values())
     assert {"max_rhat", "divergences"} <= set(out.diagnostics["nuts"])

@@ -19,7 +19,9 @@ import pytest
 from scipy import special, stats
 
 import noiseaware
-import noiseaware.recording.dpvi
+import noiseaware.recording.settings
+from noiseaware.models import from_numpyro
+from noiseaware.models.builtin import gamma_exponential, logistic_regression
 from noiseaware.recording.contract import ModelError, inspect_model
 from noiseaware.recording.dpvi import (
     build_recorder,
@@ -29,10 +31,8 @@ from noiseaware.recording.dpvi import (
     resolve_settings,
     step_keys,
 )
-from noiseaware.util.keys import as_key
-from noiseaware.models import from_numpyro
-from noiseaware.models.builtin import gamma_exponential, logistic_regression
 from noiseaware.trace import Trace
+from noiseaware.util.keys import as_key
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 
@@ -118,8 +118,18 @@ def test_recorder_steps_equal_slow_reference_loop():
     s, lr, init = (1.0, 10.0), (0.01, 0.002), (0.3, -1.0)
     data = normal_data(n, seed=1)
     trace = record_dpvi(
-        normal_model, data, key=7, steps=3, sampling_rate=q, clip=C, noise_multiplier=sigma, grad_scale=s,
-        learning_rate=lr, init=init, mc_draws=S, batch_size=batch_size,
+        normal_model,
+        data,
+        key=7,
+        steps=3,
+        sampling_rate=q,
+        clip=C,
+        noise_multiplier=sigma,
+        grad_scale=s,
+        learning_rate=lr,
+        init=init,
+        mc_draws=S,
+        batch_size=batch_size,
     )
     params, grads, final, counts, clipped = reference_normal_dpvi(
         data["x"], key=7, steps=3, q=q, batch_size=batch_size, S=S, C=C, s=s, sigma=sigma, lr=lr, init=init
@@ -212,8 +222,9 @@ def test_closed_form_gradient_with_two_sites_and_site_order():
     assert recorder.spec.site_map.names == ("a", "b")
     np.testing.assert_allclose(g.sum(0), _closed_form_2d(xy, mu, rho), rtol=1e-5)
     # reversed site order: φ = (μ_b, μ_a, ρ_b, ρ_a)
-    g_rev, recorder = _gradient_sum(two_site_model, data, np.concatenate([mu[::-1], rho[::-1]]), EPS_2D,
-                                    sites=("b", "a"))
+    g_rev, recorder = _gradient_sum(
+        two_site_model, data, np.concatenate([mu[::-1], rho[::-1]]), EPS_2D, sites=("b", "a")
+    )
     assert recorder.spec.site_map.param_names() == ("mu:b", "mu:a", "rho:b", "rho:a")
     np.testing.assert_allclose(g_rev.sum(0)[[1, 0, 3, 2]], _closed_form_2d(xy, mu, rho), rtol=1e-5)
 
@@ -241,8 +252,16 @@ def test_m1_log_prior_and_per_example_gradients_match_hand_written_density():
     bm = noiseaware.models.get("M1")
     _, sim = bm.simulate(5)
     data = {"x": np.asarray(sim["x"][:n])}
-    recorder = build_recorder(bm.model, data, steps=10, sampling_rate=1.0, clip=1.0, noise_multiplier=1.0,
-                              learning_rate=0.1, transforms="research")
+    recorder = build_recorder(
+        bm.model,
+        data,
+        steps=10,
+        sampling_rate=1.0,
+        clip=1.0,
+        noise_multiplier=1.0,
+        learning_rate=0.1,
+        transforms="research",
+    )
     spec = recorder.spec
     assert spec.site_map.sites[0].transform == "softplus"
     examples, constants = spec.split_data(recorder.prepare(data))
@@ -279,8 +298,9 @@ def test_logistic_regression_per_example_gradients_match_hand_written_density():
     bm = noiseaware.models.get("logistic-3d")
     _, sim = bm.simulate(6)
     data = {"X": np.asarray(sim["X"][:n]), "y": np.asarray(sim["y"][:n])}
-    recorder = build_recorder(bm.model, data, steps=10, sampling_rate=1.0, clip=1.0, noise_multiplier=1.0,
-                              learning_rate=0.1)
+    recorder = build_recorder(
+        bm.model, data, steps=10, sampling_rate=1.0, clip=1.0, noise_multiplier=1.0, learning_rate=0.1
+    )
     spec = recorder.spec
     assert spec.per_example == ("X", "y")
     examples, constants = spec.split_data(recorder.prepare(data))
@@ -423,9 +443,18 @@ M1_N, M1_STEPS = 200, 1000
 
 
 def _small_m1():
-    return from_numpyro(gamma_exponential, n_examples=M1_N, transforms="research", steps=M1_STEPS,
-                        sampling_rate=0.2, clip=2.0, grad_scale=(1.0, 100.0), init=(0.0, -4.0), mc_draws=4,
-                        batch_size=64)
+    return from_numpyro(
+        gamma_exponential,
+        n_examples=M1_N,
+        transforms="research",
+        steps=M1_STEPS,
+        sampling_rate=0.2,
+        clip=2.0,
+        grad_scale=(1.0, 100.0),
+        init=(0.0, -4.0),
+        mc_draws=4,
+        batch_size=64,
+    )
 
 
 def test_record_dpvi_batch_equals_record_dpvi_per_data_set():
@@ -473,16 +502,19 @@ def test_kappa_learning_rate():
     expected = v * s / (math.sqrt(steps * 2) * sigma * C)
     np.testing.assert_allclose(recorder.settings.learning_rate, expected, rtol=1e-13)
     default = build_recorder(normal_model, SMALL_DATA, **settings)
-    np.testing.assert_allclose(default.settings.learning_rate, math.sqrt(2) * s / (math.sqrt(steps * 2) * sigma * C),
-                               rtol=1e-13)
+    np.testing.assert_allclose(
+        default.settings.learning_rate, math.sqrt(2) * s / (math.sqrt(steps * 2) * sigma * C), rtol=1e-13
+    )
     trace = record_dpvi(normal_model, SMALL_DATA, key=0, lr_multiplier=tuple(v), init=(0.25, -2.0), **settings)
     np.testing.assert_allclose(trace.learning_rate, expected, rtol=1e-6)
     np.testing.assert_array_equal(trace.params[0], np.float32([0.25, -2.0]))
     # plain SGD with those step sizes
-    np.testing.assert_allclose(trace.params[1:], trace.params[:-1] - trace.learning_rate * trace.grads[:-1],
-                               rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(trace.final_params, trace.params[-1] - trace.learning_rate * trace.grads[-1],
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        trace.params[1:], trace.params[:-1] - trace.learning_rate * trace.grads[:-1], rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        trace.final_params, trace.params[-1] - trace.learning_rate * trace.grads[-1], rtol=1e-5, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("name", ["grad_scale", "lr_multiplier", "init"])
@@ -494,8 +526,13 @@ def test_per_coordinate_settings_accept_scalar_pair_and_vector(name):
     base = dict(steps=10, sampling_rate=0.5, clip=1.0, noise_multiplier=1.0)
     field = {"grad_scale": "grad_scale", "lr_multiplier": "learning_rate", "init": "init"}[name]
     got = {}
-    for label, value in [("scalar", 2.0), ("pair", (2.0, 5.0)), ("vector", (2.0, 3.0, 5.0, 7.0)),
-                         ("array", np.array([2.0, 3.0, 5.0, 7.0])), ("pair of blocks", ((2.0, 3.0), (5.0, 7.0)))]:
+    for label, value in [
+        ("scalar", 2.0),
+        ("pair", (2.0, 5.0)),
+        ("vector", (2.0, 3.0, 5.0, 7.0)),
+        ("array", np.array([2.0, 3.0, 5.0, 7.0])),
+        ("pair of blocks", ((2.0, 3.0), (5.0, 7.0))),
+    ]:
         settings = resolve_settings(spec, **base, **{name: value})  # what build_recorder uses
         got[label] = np.asarray(getattr(settings, field))
     if name == "lr_multiplier":
@@ -510,8 +547,18 @@ def test_per_coordinate_settings_accept_scalar_pair_and_vector(name):
 
 def test_optax_optimizer():
     optimizer = optax.adam(1e-2)
-    trace = record_dpvi(normal_model, SMALL_DATA, key=3, steps=20, sampling_rate=0.3, clip=1.0, noise_multiplier=1.0,
-                        optimizer=optimizer, init=(0.1, -1.0), **SMALL)
+    trace = record_dpvi(
+        normal_model,
+        SMALL_DATA,
+        key=3,
+        steps=20,
+        sampling_rate=0.3,
+        clip=1.0,
+        noise_multiplier=1.0,
+        optimizer=optimizer,
+        init=(0.1, -1.0),
+        **SMALL,
+    )
     assert trace.optimizer == "optax"
     assert trace.learning_rate is None
     assert trace.final_params is not None and trace.final_params.shape == (2,)
@@ -537,8 +584,18 @@ def test_non_private_run_records_sigma_zero_and_infinite_epsilon():
     np.testing.assert_allclose(trace.learning_rate, [0.01, 0.002])
     # exactly the reference loop with σ = 0 (every example, no clipping, no noise)
     params, grads, final, counts, clipped = reference_normal_dpvi(
-        SMALL_DATA["x"], key=5, steps=5, q=1.0, batch_size=16, S=4, C=100.0, s=(1.0, 1.0), sigma=0.0,
-        lr=(0.01, 0.002), init=(0.3, -1.0))
+        SMALL_DATA["x"],
+        key=5,
+        steps=5,
+        q=1.0,
+        batch_size=16,
+        S=4,
+        C=100.0,
+        s=(1.0, 1.0),
+        sigma=0.0,
+        lr=(0.01, 0.002),
+        init=(0.3, -1.0),
+    )
     assert counts == [30] * 5 and clipped == 0
     np.testing.assert_allclose(trace.params, params, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(trace.grads, grads, rtol=1e-4, atol=1e-4)
@@ -553,7 +610,7 @@ def test_epsilon_calibrates_sigma_with_the_pld_accountant(monkeypatch):
         calls.append((args, noiseaware.noise_multiplier(*args)))
         return calls[-1][1]
 
-    monkeypatch.setattr(noiseaware.recording.dpvi, "calibrate_noise", spy)
+    monkeypatch.setattr(noiseaware.recording.settings, "calibrate_noise", spy)
     trace = record_dpvi(normal_model, SMALL_DATA, key=0, steps=steps, sampling_rate=q, clip=1.0, epsilon=1.0, **SMALL)
     assert len(calls) == 1 and calls[0][0] == (1.0, 1e-5, q, steps)
     assert trace.noise_multiplier == calls[0][1] > 0
@@ -561,8 +618,17 @@ def test_epsilon_calibrates_sigma_with_the_pld_accountant(monkeypatch):
     assert noiseaware.epsilon_spent(trace.noise_multiplier, 1e-5, q, steps) <= 1.0
     assert noiseaware.epsilon_spent(trace.noise_multiplier * 0.995, 1e-5, q, steps) > 1.0
     assert trace.epsilon == 1.0 and trace.delta == 1e-5 and trace.accountant == "pld"
-    explicit = record_dpvi(normal_model, SMALL_DATA, key=0, steps=steps, sampling_rate=q, clip=1.0,
-                           noise_multiplier=2.0, delta=1e-6, **SMALL)
+    explicit = record_dpvi(
+        normal_model,
+        SMALL_DATA,
+        key=0,
+        steps=steps,
+        sampling_rate=q,
+        clip=1.0,
+        noise_multiplier=2.0,
+        delta=1e-6,
+        **SMALL,
+    )
     assert explicit.noise_multiplier == 2.0 and explicit.delta == 1e-6 and explicit.accountant == "pld"
     assert explicit.epsilon == pytest.approx(noiseaware.epsilon_spent(2.0, 1e-6, q, steps), rel=1e-12)
 
@@ -649,12 +715,14 @@ def test_nan_in_data_raises():
 def test_batch_data_of_the_wrong_shape_raises():
     x = np.asarray(np.random.default_rng(0).normal(size=(3, 20)), np.float32)
     with pytest.raises(ValueError, match="2 keys for 3 data sets"):
-        record_dpvi_batch(normal_model, {"x": x}, keys=[0, 1], steps=5, sampling_rate=0.5, clip=1.0,
-                          noise_multiplier=1.0)
+        record_dpvi_batch(
+            normal_model, {"x": x}, keys=[0, 1], steps=5, sampling_rate=0.5, clip=1.0, noise_multiplier=1.0
+        )
     # unbatched data: the first "data set" has no example axis
     with pytest.raises(ModelError, match="example axis"):
-        record_dpvi_batch(normal_model, {"x": x[0]}, keys=list(range(20)), steps=5, sampling_rate=0.5, clip=1.0,
-                          noise_multiplier=1.0)
+        record_dpvi_batch(
+            normal_model, {"x": x[0]}, keys=list(range(20)), steps=5, sampling_rate=0.5, clip=1.0, noise_multiplier=1.0
+        )
     # per-example arrays of different lengths
     with pytest.raises(ModelError, match="one leading example axis"):
         record_dpvi(two_site_model, {"x": x[0], "y": x[0, :15]}, **BASE, noise_multiplier=1.0)
@@ -737,8 +805,21 @@ def no_plate_model(x=None, n_examples=None):
         (vector_bounds_model, DATA, "per-element bounds"),
         (normal_model, [DATA["x"]], "must be a dict of keyword arrays"),
     ],
-    ids=["discrete", "local", "subsample", "misnamed", "param", "unknown-key", "unsupported-support", "unobserved",
-         "no-plate", "n_examples", "constant-plate", "vector-bounds", "not-a-dict"],
+    ids=[
+        "discrete",
+        "local",
+        "subsample",
+        "misnamed",
+        "param",
+        "unknown-key",
+        "unsupported-support",
+        "unobserved",
+        "no-plate",
+        "n_examples",
+        "constant-plate",
+        "vector-bounds",
+        "not-a-dict",
+    ],
 )
 def test_model_contract_violations_raise_model_error(model, data, match):
     with pytest.raises(ModelError, match=match):
@@ -790,11 +871,12 @@ NPZ_FIELDS = {
 
 def test_trace_holds_only_released_quantities(tmp_path):
     n, steps, data = 30, 7, SMALL_DATA
-    trace = record_dpvi(normal_model, data, key=41, steps=steps, sampling_rate=0.5, clip=1.0, noise_multiplier=1.0,
-                        **SMALL)
+    trace = record_dpvi(
+        normal_model, data, key=41, steps=steps, sampling_rate=0.5, clip=1.0, noise_multiplier=1.0, **SMALL
+    )
     assert isinstance(trace, Trace)
     assert {f.name for f in dataclasses.fields(trace)} == TRACE_FIELDS
-    assert not hasattr(trace, "__dict__")  or set(vars(trace)) <= TRACE_FIELDS
+    assert not hasattr(trace, "__dict__") or set(vars(trace)) <= TRACE_FIELDS
     path = tmp_path / "trace.npz"
     trace.save(path)
     with np.load(path, allow_pickle=False) as archive:
@@ -814,6 +896,7 @@ def test_trace_holds_only_released_quantities(tmp_path):
 # ---------------------------------------------------------------- 11. float64
 
 
+@pytest.mark.slow  # a fresh interpreter imports jax and compiles a DPVI run: ~10 s
 def test_float64_run_in_a_subprocess():
     code = textwrap.dedent(
         """

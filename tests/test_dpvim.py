@@ -4,7 +4,7 @@
 import jax
 import numpy as np
 import pytest
-from ou import CLIP, N, Q, SIGMA
+from ou import CLIP, SIGMA, N, Q
 
 import noiseaware as na
 from noiseaware.baselines.dpvim import DPVImDiagnostics, convergence_start, dpvim_posterior
@@ -19,8 +19,15 @@ STEPS, RAMP_END = 10_000, 2000
 def trace_of(rows: np.ndarray) -> Trace:
     """A trace whose iterates φ_0..φ_T are `rows` (T+1, P): T rows of params, φ_T as final_params."""
     rows = np.asarray(rows, np.float64)
-    return Trace.from_arrays(rows[:-1], np.zeros_like(rows[:-1]), noise_multiplier=SIGMA, clip=CLIP,
-                             sampling_rate=Q, n_examples=N, final_params=rows[-1])
+    return Trace.from_arrays(
+        rows[:-1],
+        np.zeros_like(rows[:-1]),
+        noise_multiplier=SIGMA,
+        clip=CLIP,
+        sampling_rate=Q,
+        n_examples=N,
+        final_params=rows[-1],
+    )
 
 
 def ar1(length, a, sd_e, mean, seed):
@@ -66,7 +73,7 @@ def test_d1_detector_finds_the_end_of_the_ramp_and_the_stationary_moments():
     np.testing.assert_allclose(post.diagnostics["tail_variance"], stationary_variance(RAMP_A, RAMP_SD), rtol=0.05)
     # brute force: the tail's own mean and population variance
     for j in range(2):
-        tail = rows[t0[j]:, j]
+        tail = rows[t0[j] :, j]
         np.testing.assert_allclose(post.diagnostics["tail_mean"][j], tail.mean(), rtol=1e-12)
         np.testing.assert_allclose(post.diagnostics["tail_variance"][j], tail.var(), rtol=1e-10)
 
@@ -81,7 +88,7 @@ def test_d1_linear_drift_is_flagged_not_converged_with_the_half_trace_fallback()
     np.testing.assert_array_equal(post.diagnostics["not_converged"], [True, False])
     assert post.diagnostics["any_not_converged"] is True
     np.testing.assert_array_equal(post.diagnostics["converged_from"], [STEPS // 2, 0])
-    np.testing.assert_allclose(post.diagnostics["tail_mean"][0], rows[STEPS // 2:, 0].mean(), rtol=1e-12)
+    np.testing.assert_allclose(post.diagnostics["tail_mean"][0], rows[STEPS // 2 :, 0].mean(), rtol=1e-12)
 
 
 def test_slope_is_the_fitted_total_drift_over_each_tail():
@@ -165,8 +172,9 @@ def test_the_registered_method_is_dpvim_posterior_with_its_typed_options():
     trace = trace_of(ramp_rows())
     direct = dpvim_posterior(trace, key=5, draws=300, centre="average", threshold=0.1, windows=8)
     by_keywords = na.fit(trace, "dpvim", key=5, draws=300, centre="average", threshold=0.1, windows=8)
-    by_options = na.fit(trace, "dpvim", key=5, options=DPVImOptions(draws=300, centre="average", threshold=0.1,
-                                                                     windows=8))
+    by_options = na.fit(
+        trace, "dpvim", key=5, options=DPVImOptions(draws=300, centre="average", threshold=0.1, windows=8)
+    )
     for post in (by_keywords, by_options):
         assert isinstance(post, DPVImPosterior)
         np.testing.assert_array_equal(post.optimum_draws, direct.optimum_draws)

@@ -6,11 +6,15 @@ import numpy as np
 import pytest
 from ou import ou_traces
 
-from noiseaware.inference.gradient_model import Prior, gradient_model, log_density
 from noiseaware.inference.exact import exact_cdf, exact_grid, exact_moments, fit_exact, fit_exact_batch
+from noiseaware.inference.gradient_model import Prior, gradient_model, log_density
 
-PRIORS = {"default": "default", "paper": "paper", "softplus": Prior(hessian_link="softplus", hessian_width=5.0),
-          "none": Prior(extra_noise="none")}
+PRIORS = {
+    "default": "default",
+    "paper": "paper",
+    "softplus": Prior(hessian_link="softplus", hessian_width=5.0),
+    "none": Prior(extra_noise="none"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +41,11 @@ def _scales(model, j):
     slope = s.sum_gphi / s.sum_phiphi
     residual = (s.sum_gg - s.sum_g**2 / s.count - slope**2 * s.sum_phiphi) / (s.count - 2)
     variance = max(residual, s.noise_var)
-    return s.centre - s.sum_g / s.count / slope, np.sqrt(variance / s.count) / abs(slope), np.sqrt(
-        variance * np.sqrt(2 / s.count))
+    return (
+        s.centre - s.sum_g / s.count / slope,
+        np.sqrt(variance / s.count) / abs(slope),
+        np.sqrt(variance * np.sqrt(2 / s.count)),
+    )
 
 
 def _sinh_nodes(centre, scale, low, high, nodes, midpoints=False):
@@ -75,9 +82,13 @@ def _brute_force(model, j, nodes=161):
             extra, extra_weight = np.zeros(1), np.ones(1)
         P, A, U = np.meshgrid(phi, raw, extra, indexing="ij")
         shape = P.shape + (m.n_params,)
+
         def full(x, fill):
             return jnp.broadcast_to(fill, shape).at[..., j].set(x)
-        logp = log_density(m, full(P, m.stats.centre), full(A, m.hessian_loc), full(U, m.extra_sd) if has_u else None)[..., j]
+
+        logp = log_density(m, full(P, m.stats.centre), full(A, m.hessian_loc), full(U, m.extra_sd) if has_u else None)[
+            ..., j
+        ]
         logp = np.asarray(logp) + np.log(phi_weight)[:, None, None] + np.log(extra_weight)[None, None, :]
         w = np.exp(logp - logp.max())
         w = w / w.sum()
@@ -113,7 +124,9 @@ def test_quadrature_converges_as_the_grid_refines(traces, prior, tolerance):
     errors = [np.max(np.abs(r.optimum_sd / finest.optimum_sd - 1)) for r in results[:-1]]
     assert errors[2] < tolerance
     assert errors[2] <= errors[0]
-    np.testing.assert_allclose(results[2].optimum_mean, finest.optimum_mean, rtol=0, atol=tolerance * float(np.max(finest.optimum_sd)))
+    np.testing.assert_allclose(
+        results[2].optimum_mean, finest.optimum_mean, rtol=0, atol=tolerance * float(np.max(finest.optimum_sd))
+    )
 
 
 @pytest.mark.slow
@@ -167,3 +180,11 @@ def test_vmapped_grids_equal_single_grids(traces):
         for i, model in enumerate(models):
             single = exact_grid(jax.tree_util.tree_map(jnp.asarray, model))
             np.testing.assert_allclose(batch.weights[i], single.weights, rtol=1e-9, atol=1e-300)
+
+
+def test_bad_grid_settings_raise(traces):
+    model = gradient_model(traces[0])
+    for options in ({"passes": 0}, {"hessian_nodes": 2}, {"extra_nodes": 2}):
+        with pytest.raises(ValueError, match="passes ≥ 1 and at least 3 nodes per grid axis"):
+            exact_grid(model, **options)
+    exact_grid(gradient_model(traces[0], PRIORS["none"]), extra_nodes=1, hessian_nodes=8, passes=1)  # no u axis

@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
+from ou import CLIP, HESSIAN, SCALE, SIGMA, N, Q, ou_trace  # noqa: F401  (ou_trace is re-exported for other tests)
 from scipy import stats as scipy_stats
 
 from noiseaware.inference.gradient_model import log_likelihood, slope_estimates, trace_statistics
 from noiseaware.trace import Trace
-
-from ou import CLIP, N, Q, SCALE, SIGMA, ou_trace  # noqa: F401  (ou_trace is re-exported for other tests)
 
 
 def test_log_likelihood_from_sums_equals_the_direct_sum():
@@ -42,8 +41,8 @@ def test_slope_is_ols_through_the_centre_and_recovers_the_hessian():
     for j in range(4):
         ols = np.linalg.lstsq(phi[:, j : j + 1], trace.grads[4000:, j], rcond=None)[0][0]
         assert slope[j] == pytest.approx(abs(ols) / Q, rel=1e-9)
-    # the OU trace was drawn with A = (40, 400, 20, 5): â is within 5 standard errors of it
-    assert np.all(np.abs(slope - np.array([40.0, 400.0, 20.0, 5.0])) < 5 * se)
+    # the OU trace was drawn with A = HESSIAN = (40, 400, 20, 5): â is within 5 standard errors of it
+    assert np.all(np.abs(slope - np.asarray(HESSIAN)) < 5 * se)
 
 
 def test_bad_inputs_raise():
@@ -51,11 +50,16 @@ def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="burn_in must be a fraction"):
         trace_statistics(trace, burn_in=1.0)
     with pytest.raises(ValueError, match="leaving 1 after a burn-in"):
-        trace_statistics(Trace.from_arrays(trace.params[:5], trace.grads[:5], noise_multiplier=SIGMA, clip=CLIP,
-                                           sampling_rate=Q, n_examples=N), burn_in=0.8)
+        trace_statistics(
+            Trace.from_arrays(
+                trace.params[:5], trace.grads[:5], noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q, n_examples=N
+            ),
+            burn_in=0.8,
+        )
     frozen = trace.params.copy()
     frozen[:, 1] = 0.3
-    stats = trace_statistics(Trace.from_arrays(frozen, trace.grads, noise_multiplier=SIGMA, clip=CLIP,
-                                               sampling_rate=Q, n_examples=N))
+    stats = trace_statistics(
+        Trace.from_arrays(frozen, trace.grads, noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q, n_examples=N)
+    )
     with pytest.raises(ValueError, match=r"parameters \[1\] never move"):
         slope_estimates(stats)

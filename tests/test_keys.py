@@ -26,3 +26,8 @@ def test_as_keys_from_seeds_and_keys():
     keys = as_keys([1, 2, 3])
     assert keys.shape == (3,)
     assert as_keys(jax.random.split(jax.random.key(0), 4)).shape == (4,)
+
+
+def test_a_missing_key_is_refused_not_defaulted():
+    with pytest.raises(TypeError, match="a key is required"):
+        as_key(None)

@@ -6,13 +6,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from ou import ou_trace
 from scipy import optimize
 from scipy import stats as scipy_stats
-from ou import ou_trace
 
 from noiseaware.inference.gradient_model import Prior, gradient_model, integrate_optimum
-from noiseaware.inference.laplace import (fit_laplace, fit_laplace_batch, laplace_approximation,
-                                         unconstrained_log_density)
+from noiseaware.inference.laplace import (
+    fit_laplace,
+    fit_laplace_batch,
+    laplace_approximation,
+    unconstrained_log_density,
+)
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 
@@ -64,8 +68,12 @@ def test_the_mode_is_stationary_and_matches_a_brute_force_optimiser(trace):
     for j in (0, 3):
         objective = coordinate_objective(model, fit.mode, j)
         # Nelder–Mead in posterior-sd units, started one sd off in every direction
-        result = optimize.minimize(lambda z: objective(fit.mode[j] + sd[j] * z), np.array([1.0, -1.0, 1.0]),
-                                   method="Nelder-Mead", options={"xatol": 1e-9, "fatol": 1e-13, "maxiter": 5000})
+        result = optimize.minimize(
+            lambda z, objective=objective, j=j: objective(fit.mode[j] + sd[j] * z),
+            np.array([1.0, -1.0, 1.0]),
+            method="Nelder-Mead",
+            options={"xatol": 1e-9, "fatol": 1e-13, "maxiter": 5000},
+        )
         np.testing.assert_allclose(result.x, 0.0, atol=1e-4)
         assert -result.fun <= float(fit.log_density[j]) + 1e-9
 
@@ -79,9 +87,21 @@ def test_the_covariance_is_the_inverse_of_a_finite_difference_hessian(trace):
     h = 1e-2
     # central second differences of f in posterior-sd units z, x = mode + sd ⊙ z
     steps = h * np.eye(3)
-    hessian = np.array([[(objective(fit.mode[j] + sd * (a + b)) - objective(fit.mode[j] + sd * (a - b))
-                          - objective(fit.mode[j] + sd * (b - a)) + objective(fit.mode[j] - sd * (a + b)))
-                         / (4 * h * h) for b in steps] for a in steps])
+    hessian = np.array(
+        [
+            [
+                (
+                    objective(fit.mode[j] + sd * (a + b))
+                    - objective(fit.mode[j] + sd * (a - b))
+                    - objective(fit.mode[j] + sd * (b - a))
+                    + objective(fit.mode[j] - sd * (a + b))
+                )
+                / (4 * h * h)
+                for b in steps
+            ]
+            for a in steps
+        ]
+    )
     standardised = np.asarray(fit.covariance[j]) / np.outer(sd, sd)
     np.testing.assert_allclose(np.linalg.inv(hessian), standardised, atol=1e-3)
 
@@ -156,8 +176,9 @@ def test_paper_style_draws_only_the_mu_half_with_u_fixed_at_zero(trace):
     optimum = draws.optimum[0]
     np.testing.assert_array_equal(optimum[:, 2:], np.broadcast_to(diagnostics["optimum_map"][2:], (4000, 2)))
     np.testing.assert_allclose(optimum[:, :2].std(axis=0) / diagnostics["optimum_sd"][:2], 1.0, atol=0.05)
-    np.testing.assert_allclose((optimum[:, :2].mean(axis=0) - diagnostics["optimum_map"][:2])
-                               / diagnostics["optimum_sd"][:2], 0.0, atol=0.06)
+    np.testing.assert_allclose(
+        (optimum[:, :2].mean(axis=0) - diagnostics["optimum_map"][:2]) / diagnostics["optimum_sd"][:2], 0.0, atol=0.06
+    )
     np.testing.assert_array_equal(draws.hessian[0], np.broadcast_to(diagnostics["hessian_map"], (4000, 4)))
     np.testing.assert_array_equal(draws.extra_noise, 0.0)
 

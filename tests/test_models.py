@@ -13,10 +13,10 @@ import numpyro.distributions as dist
 import pytest
 
 import noiseaware
-import noiseaware.recording.dpvi
+import noiseaware.recording.settings
+from noiseaware.models import from_numpyro, get, names
 from noiseaware.recording.contract import ModelError
 from noiseaware.recording.dpvi import build_recorder, record_dpvi
-from noiseaware.models import from_numpyro, get, names
 from noiseaware.trace.sites import SiteSpec
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
@@ -30,8 +30,11 @@ SHAPES = {
     "gamma-exponential": (1, {"x": (N,)}, (SiteSpec("rate", (), "softplus"),)),
     "beta-bernoulli": (1, {"x": (N,)}, (SiteSpec("p", (), "sigmoid"),)),
     "dirichlet-categorical": (2, {"x": (N,)}, (SiteSpec("p", (3,), "alr"),)),
-    "linreg-10d": (12, {"X": (N, 11), "y": (N,)}, (SiteSpec("w", (11,), "identity"),
-                                                   SiteSpec("sigma2", (), "softplus"))),
+    "linreg-10d": (
+        12,
+        {"X": (N, 11), "y": (N,)},
+        (SiteSpec("w", (11,), "identity"), SiteSpec("sigma2", (), "softplus")),
+    ),
     "logistic-3d": (3, {"X": (N, 3), "y": (N,)}, (SiteSpec("theta", (3,), "identity"),)),
     "adult-logistic": (57, {"X": (ADULT_N, 57), "y": (ADULT_N,)}, (SiteSpec("theta", (57,), "identity"),)),
 }
@@ -52,8 +55,13 @@ PRESETS = {
 # full N (and compiles once per shape), so the batches use the same model with fewer examples:
 # name → (number of simulations M, examples per simulation)
 # (The same M for the four models with gamma-based priors: the vmapped gamma sampler compiles once per shape.)
-SIMS = {"gamma-exponential": (1000, 200), "beta-bernoulli": (1000, 200), "dirichlet-categorical": (1000, 200),
-        "linreg-10d": (1000, 20), "logistic-3d": (3, 50)}
+SIMS = {
+    "gamma-exponential": (1000, 200),
+    "beta-bernoulli": (1000, 200),
+    "dirichlet-categorical": (1000, 200),
+    "linreg-10d": (1000, 20),
+    "logistic-3d": (3, 50),
+}
 
 
 def small(name):
@@ -129,7 +137,7 @@ def test_presets_match_the_research_settings(name, monkeypatch):
     assert settings["transforms"] == "research"
     assert bm.n_examples == n
     # resolve the per-coordinate vectors (σ given, so the κ learning rate reveals v); skip the accountant
-    monkeypatch.setattr(noiseaware.recording.dpvi, "epsilon_spent", lambda *args: 1.0)
+    monkeypatch.setattr(noiseaware.recording.settings, "epsilon_spent", lambda *args: 1.0)
     _, data = bm.simulate(0)
     sigma = 37.81
     recorder = build_recorder(bm.model, data, noise_multiplier=sigma, **settings)
@@ -152,14 +160,19 @@ def test_linreg_site_order_is_w_then_sigma2():
 
 
 def test_get_aliases_and_unknown_names():
-    for alias, name in (("M1", "gamma-exponential"), ("m2", "beta-bernoulli"), ("M3", "dirichlet-categorical"),
-                        ("Logistic-3D", "logistic-3d")):
+    for alias, name in (
+        ("M1", "gamma-exponential"),
+        ("m2", "beta-bernoulli"),
+        ("M3", "dirichlet-categorical"),
+        ("Logistic-3D", "logistic-3d"),
+    ):
         assert get(alias).name == name
     with pytest.raises(KeyError, match="unknown model 'M4'"):
         get("M4")
 
 
 # ---------------------------------------------------------------- simulated θ follow the prior, data the likelihood
+
 
 def _z_mean_ok(values, mean, sd, m):
     return abs(float(np.mean(values)) - mean) < 5 * sd / math.sqrt(m)
@@ -265,12 +278,16 @@ def waiting_times(x=None, n_examples=None):
 
 
 def test_from_numpyro_with_covariates():
-    bm = from_numpyro(regression, n_examples=40, covariates=design, name="reg", steps=20, sampling_rate=0.5,
-                      clip=3.0)
+    bm = from_numpyro(regression, n_examples=40, covariates=design, name="reg", steps=20, sampling_rate=0.5, clip=3.0)
     assert bm.name == "reg" and bm.n_examples == 40 and bm.observed == ("y",) and bm.dim == 3
     assert bm.site_map.sites == (SiteSpec("w", (2,), "identity"), SiteSpec("s", (), "exp"))
-    assert dict(bm.dpvi_settings) == {"transforms": "numpyro", "sites": None, "steps": 20, "sampling_rate": 0.5,
-                                      "clip": 3.0}
+    assert dict(bm.dpvi_settings) == {
+        "transforms": "numpyro",
+        "sites": None,
+        "steps": 20,
+        "sampling_rate": 0.5,
+        "clip": 3.0,
+    }
     theta, data = bm.simulate(1)
     assert theta.shape == (3,) and set(data) == {"X", "y"}
     assert data["X"].shape == (40, 2) and data["y"].shape == (40,)
@@ -279,8 +296,7 @@ def test_from_numpyro_with_covariates():
     resid = np.asarray(data["y"] - data["X"] @ theta[:2], np.float64)
     assert 0.5 * s < resid.std() < 1.5 * s
     # a per-site override and a site order
-    other = from_numpyro(regression, n_examples=40, covariates=design, transforms={"s": "softplus"},
-                         sites=("s", "w"))
+    other = from_numpyro(regression, n_examples=40, covariates=design, transforms={"s": "softplus"}, sites=("s", "w"))
     assert other.site_map.sites == (SiteSpec("s", (), "softplus"), SiteSpec("w", (2,), "identity"))
     assert other.dpvi_settings["sites"] == ("s", "w")
     # the simulated data set is accepted by the recorder as it is (the built-ins' smoke runs below record)

@@ -6,7 +6,7 @@ import warnings
 import jax
 import numpy as np
 import pytest
-from ou import CLIP, N, Q, SIGMA, ou_trace
+from ou import CLIP, SIGMA, N, Q, ou_trace
 from scipy import stats
 
 import noiseaware as na
@@ -27,10 +27,17 @@ def posterior(seed=0, k=500, d=2, sites=None):
     rng = np.random.default_rng(seed)
     optimum = np.concatenate([rng.normal(1.0, 0.5, (1, k, d)), rng.normal(-1.0, 0.3, (1, k, d))], axis=-1)
     names = tuple(f"mu:t[{i}]" for i in range(d)) + tuple(f"rho:t[{i}]" for i in range(d))
-    return na.NoiseAwarePosterior(optimum, rng.uniform(1, 2, optimum.shape), rng.uniform(0, 1, optimum.shape), "test",
-                                  names, sites=sites, prior="default",
-                                  diagnostics=ToyDiagnostics(max_rhat=1.002, ess=np.array([10.0, 20.0])),
-                                  info={"epsilon": 1.0, "steps": 100})
+    return na.NoiseAwarePosterior(
+        optimum,
+        rng.uniform(1, 2, optimum.shape),
+        rng.uniform(0, 1, optimum.shape),
+        "test",
+        names,
+        sites=sites,
+        prior="default",
+        diagnostics=ToyDiagnostics(max_rhat=1.002, ess=np.array([10.0, 20.0])),
+        info={"epsilon": 1.0, "steps": 100},
+    )
 
 
 def test_theta_moments_are_the_mixture_closed_forms_and_match_samples():
@@ -90,7 +97,9 @@ def test_save_load_round_trip_and_arviz_groups(tmp_path):
     tree = post.to_arviz(key=0)
     assert tree["posterior"]["t"].shape == (1, 500, 2)
     # θ[k] is drawn from the k-th component: its mean over draws of (θ − μ*)/softplus(ρ*) is standard normal
-    z = (np.log(np.expm1(tree["posterior"]["t"].values[0])) - post.optimum_draws[:, :2]) / np.log1p(np.exp(post.optimum_draws[:, 2:]))
+    z = (np.log(np.expm1(tree["posterior"]["t"].values[0])) - post.optimum_draws[:, :2]) / np.log1p(
+        np.exp(post.optimum_draws[:, 2:])
+    )
     assert abs(z.mean()) < 4 / np.sqrt(z.size) and abs(z.std() - 1) < 0.1
     assert np.all(tree["posterior"]["t"].values > 0)  # softplus: the model's own (positive) space
     assert tree["gradient_model"]["optimum"].dims == ("chain", "draw", "param")
@@ -106,8 +115,14 @@ def test_bad_files_and_paths_give_clear_errors(tmp_path):
         post.save(tmp_path / "missing" / "p.nc", key=0)
     with pytest.raises(ValueError, match="no posterior file"):
         na.load_posterior(tmp_path / "nothing.nc")
-    na.Trace.from_arrays(np.zeros((10, 2)) + np.arange(10)[:, None], np.ones((10, 2)), noise_multiplier=1.0,
-                         clip=1.0, sampling_rate=0.1, n_examples=10).save(tmp_path / "trace.nc")
+    na.Trace.from_arrays(
+        np.zeros((10, 2)) + np.arange(10)[:, None],
+        np.ones((10, 2)),
+        noise_multiplier=1.0,
+        clip=1.0,
+        sampling_rate=0.1,
+        n_examples=10,
+    ).save(tmp_path / "trace.nc")
     with pytest.raises(ValueError, match="not a noiseaware posterior"):
         na.load_posterior(tmp_path / "trace.nc")
     with pytest.raises(ValueError, match="needs the model's site map"):
@@ -146,8 +161,9 @@ def test_fit_rejects_short_traces_and_unknown_methods():
     with pytest.raises(na.TraceError, match="finite"):
         params = ou_trace(steps=100).params.copy()
         params[5, 0] = np.nan
-        na.Trace.from_arrays(params, np.ones_like(params), noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q,
-                             n_examples=N)
+        na.Trace.from_arrays(
+            params, np.ones_like(params), noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q, n_examples=N
+        )
 
 
 @pytest.mark.slow
@@ -186,8 +202,15 @@ def test_fit_batch_equals_fit_per_trace_and_counts_warnings():
     number."""
     rng = np.random.default_rng(0)
     params = np.cumsum(rng.normal(0, 0.01, (3000, 4)), axis=0)
-    silent = na.Trace.from_arrays(params, rng.normal(0, SIGMA * CLIP, (3000, 4)), noise_multiplier=SIGMA,
-                                  clip=CLIP, sampling_rate=Q, n_examples=N, grad_scale=np.array([1.0, 1.0, 50.0, 50.0]))
+    silent = na.Trace.from_arrays(
+        params,
+        rng.normal(0, SIGMA * CLIP, (3000, 4)),
+        noise_multiplier=SIGMA,
+        clip=CLIP,
+        sampling_rate=Q,
+        n_examples=N,
+        grad_scale=np.array([1.0, 1.0, 50.0, 50.0]),
+    )
     traces = [ou_trace(steps=2000, seed=1), silent, ou_trace(steps=2000, seed=2)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -206,8 +229,9 @@ def test_fit_batch_equals_fit_per_trace_and_counts_warnings():
         np.testing.assert_allclose(post.optimum_draws, single.optimum_draws, rtol=1e-8)
     # traces of two models in one batch are a wrong request, not a failed fit: a TypeError at once, which
     # on_error="skip" does not turn into skipped traces
-    other_model = na.Trace.from_arrays(params[:, :2], params[:, :2], noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q,
-                                       n_examples=N)
+    other_model = na.Trace.from_arrays(
+        params[:, :2], params[:, :2], noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q, n_examples=N
+    )
     for on_error in ("raise", "skip"):
         with pytest.raises(TypeError, match="same number of parameters"):
             na.fit_batch([traces[0], other_model], key=0, on_error=on_error)
@@ -224,8 +248,9 @@ def test_fit_batch_laplace_vmapped_equals_fit_per_trace():
         for trace, post, key in zip(traces, batch, keys):
             single = na.fit(trace, "laplace", key=key, draws=300)
             # vmapped and single solves round differently: entries agree to 1e-8 of the largest (≈ 0.2)
-            np.testing.assert_allclose(post.diagnostics["covariance"], single.diagnostics["covariance"], rtol=1e-8,
-                                       atol=1e-10)
+            np.testing.assert_allclose(
+                post.diagnostics["covariance"], single.diagnostics["covariance"], rtol=1e-8, atol=1e-10
+            )
             np.testing.assert_allclose(post.diagnostics["optimum_map"], single.diagnostics["optimum_map"], rtol=1e-10)
             np.testing.assert_allclose(post.optimum_draws, single.optimum_draws, rtol=1e-8, atol=1e-9)
 
@@ -244,7 +269,7 @@ def test_fit_batch_nuts_vmapped_in_padded_chunks_agrees_with_exact():
         assert post.method == "nuts" and post.diagnostics["backend"] == "blackjax"
         mcse = reference.diagnostics["optimum_sd"] / np.sqrt(post.diagnostics["ess_bulk"]["optimum"])
         error = np.abs(post.optimum_draws.mean(axis=0) - reference.diagnostics["optimum_mean"])
-        assert np.all(error < 5 * mcse), (error / mcse)
+        assert np.all(error < 5 * mcse), error / mcse
 
 
 @pytest.mark.slow

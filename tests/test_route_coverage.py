@@ -12,8 +12,8 @@ import pytest
 from ou import OPTIMUM, ou_traces
 from scipy import stats
 
-from noiseaware.inference.gradient_model import gradient_model
 from noiseaware.inference.exact import exact_cdf, exact_grid
+from noiseaware.inference.gradient_model import gradient_model
 from noiseaware.inference.laplace import laplace_approximation
 from noiseaware.inference.nuts import nuts_blackjax_draws
 
@@ -37,15 +37,20 @@ def assert_nominal(pits: np.ndarray) -> None:
         covered = np.abs(pits - 0.5) < level / 2
         sd = np.sqrt(level * (1 - level))
         assert abs(covered.mean() - level) < 3.5 * sd / np.sqrt(covered.size), (level, covered.mean(axis=0))
-        assert np.all(np.abs(covered.mean(axis=0) - level) < 3.5 * sd / np.sqrt(covered.shape[0])), (level, covered.mean(axis=0))
+        assert np.all(np.abs(covered.mean(axis=0) - level) < 3.5 * sd / np.sqrt(covered.shape[0])), (
+            level,
+            covered.mean(axis=0),
+        )
 
 
+@pytest.mark.slow
 def test_exact(models):
     with jax.enable_x64(True):
         pits = jax.jit(jax.vmap(lambda m: exact_cdf(exact_grid(m), jnp.asarray(TRUTH))))(models)
     assert_nominal(np.asarray(pits))
 
 
+@pytest.mark.slow
 def test_laplace(models):
     """The Laplace Gaussian's marginal of φ*; it is somewhat overconfident on the weakly identified
     coordinate 0 (measured pooled 90 % coverage 0.876), within the tolerance."""
@@ -56,6 +61,7 @@ def test_laplace(models):
     assert_nominal(stats.norm.cdf((TRUTH - mode) / np.sqrt(var)))
 
 
+@pytest.mark.slow
 def test_nuts(models):
     """blackjax NUTS vmapped over the 200 traces (300 warmup + 1000 draws each): the rank of the truth
     among the draws is the Monte Carlo estimate of P(φ* ≤ truth | trace)."""
@@ -68,11 +74,13 @@ def test_nuts(models):
     assert_nominal(np.mean(optimum <= TRUTH, axis=1))
 
 
+@pytest.mark.slow
 def test_exact_and_nuts_agree_on_means_and_sds():
     """The same trace through na.fit: NUTS (blackjax, fit's default backend) has φ* means within 4 Monte Carlo
     standard errors (from its bulk ESS) of exact's, and sds within 6 %."""
-    import noiseaware as na
     from ou import ou_trace
+
+    import noiseaware as na
 
     trace = ou_trace(steps=4000)
     exact = na.fit(trace, "exact", key=0)
@@ -84,10 +92,12 @@ def test_exact_and_nuts_agree_on_means_and_sds():
     np.testing.assert_allclose(nuts.optimum_draws.std(axis=0), sd, rtol=0.06)
 
 
+@pytest.mark.slow
 def test_laplace_matches_exact_when_the_posterior_is_near_gaussian():
     """A long trace with every coordinate well identified: Laplace's φ* means and sds within 2 % of exact's."""
-    import noiseaware as na
     from ou import ou_trace
+
+    import noiseaware as na
 
     trace = ou_trace(steps=20_000, hessian=(400.0, 400.0, 20.0, 20.0))
     exact, laplace = na.fit(trace, "exact", key=0), na.fit(trace, "laplace", key=0)

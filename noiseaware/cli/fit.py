@@ -74,7 +74,7 @@ def add_parser(subparsers) -> None:
     nuts.add_argument("--warmup", type=count, metavar="W", help="warmup (adaptation) steps per chain (default: 1000)")
     nuts.add_argument("--chains", type=positive_int, metavar="C", help="chains (default: 1)")
     nuts.add_argument(
-        "--backend", metavar="NAME", help="sampler implementation: numpyro or blackjax (default: numpyro)"
+        "--backend", metavar="NAME", help="sampler implementation: blackjax or numpyro (default: blackjax)"
     )
     parser.set_defaults(run=run)
 

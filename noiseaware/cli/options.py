@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..inference.gradient_model import PRIORS
-from ..methods import DEFAULT_REGISTRY, GradientModelOptions
+from ..methods import DEFAULT_REGISTRY, GradientModelOptions, NutsOptions
+from ..methods.reference import NonPrivateOptions
 
 SIMULATION_SEED = 0
 """The default seed of simulated runs (reproducible); real data get a secret random seed instead."""
@@ -50,13 +51,13 @@ def method_lists() -> MethodLists:
 
 
 def experiment_options(methods: Sequence[str], prior: str, warmup: int | None) -> dict[str, dict]:
-    """method_options of a study from --prior (the routes' gradient-model prior) and --warmup (every method
-    with a warmup option: nuts, nonprivate)."""
+    """method_options of a study from --prior (the routes' gradient-model prior) and --warmup (the NUTS
+    warmup of nuts and of the non-private reference; the Gibbs baselines keep their own)."""
     options: dict[str, dict] = {}
     for name in methods:
         fields = {f.name for f in dataclasses.fields(DEFAULT_REGISTRY[name].options)}
         chosen = {"prior": prior} if "prior" in fields else {}
-        if warmup is not None and "warmup" in fields:
+        if warmup is not None and issubclass(DEFAULT_REGISTRY[name].options, (NutsOptions, NonPrivateOptions)):
             chosen["warmup"] = warmup
         if chosen:
             options[name] = chosen

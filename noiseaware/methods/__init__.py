@@ -8,11 +8,18 @@ mine = na.methods.per_trace("mine", fit_one)   # a plug-in: usable in fit, cover
 
 from .base import Batch, Method, NoOptions, Outcome, Problem, Registry, per_problem, per_trace
 from .fit import fit, fit_batch
+from .mechanisms import BS2018NaiveOptions, BS2018Options, BS2019NaiveOptions, BS2019Options
+from .reference import NonPrivateOptions
 from .registry import DEFAULT_REGISTRY
 from .routes import ExactOptions, GradientModelOptions, LaplaceOptions, NutsOptions
 from .trace_baselines import DPVImOptions
 
 __all__ = [
+    "BS2018NaiveOptions",
+    "BS2018Options",
+    "BS2019NaiveOptions",
+    "BS2019Options",
+    "NonPrivateOptions",
     "Batch",
     "DEFAULT_REGISTRY",
     "DPVImOptions",
