@@ -112,9 +112,11 @@ def main() -> None:
     for name in args.cases.split(","):
         r = run_case(name, args.seed, command)
         results[name] = r
-        print(f"{name:<12} {r['compile_s']:>10.2f} {r['run_s']:>9.2f} {r['target_s']:>9.0f} "
-              f"{r['research_code_s_reported']:>11.0f} {r['speedup_vs_research']:>8.0f}×  "
-              f"{'yes' if r['meets_target'] else 'NO'}")
+        print(
+            f"{name:<12} {r['compile_s']:>10.2f} {r['run_s']:>9.2f} {r['target_s']:>9.0f} "
+            f"{r['research_code_s_reported']:>11.0f} {r['speedup_vs_research']:>8.0f}×  "
+            f"{'yes' if r['meets_target'] else 'NO'}"
+        )
     merge_results(args.out, results)
     print(f"wrote {args.out}")
 

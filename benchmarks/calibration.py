@@ -59,46 +59,86 @@ def main() -> None:
     start = time.perf_counter()
     data = na.datasets.adult(scaling=args.scaling)
     load_seconds = time.perf_counter() - start
-    common = {"scaling": args.scaling, "seed": args.seed, "command": command, "machine": machine(),
-              "dataset_seconds": round(load_seconds, 1)}
+    common = {
+        "scaling": args.scaling,
+        "seed": args.seed,
+        "command": command,
+        "machine": machine(),
+        "dataset_seconds": round(load_seconds, 1),
+    }
     results = read_results(args.out)
     if not args.no_reference:
         start = time.perf_counter()
-        reference = na.calibration(data, methods=("nonprivate",), samples=args.reference_draws, key=args.seed,
-                                   method_options={"nonprivate": {"warmup": args.reference_warmup,
-                                                                  "draws": args.reference_draws}}, progress=True)
+        reference = na.calibration(
+            data,
+            methods=("nonprivate",),
+            samples=args.reference_draws,
+            key=args.seed,
+            method_options={"nonprivate": {"warmup": args.reference_warmup, "draws": args.reference_draws}},
+            progress=True,
+        )
         wall = time.perf_counter() - start
         print(f"\nnon-private reference (NUTS on the training data), {wall:.0f} s")
         print(reference.table(), flush=True)
         results.setdefault("non-private", {})[f"nuts{suffix}"] = _entry(
-            reference, "nonprivate", {"fit": reference.seconds["nonprivate"],
-                                      "predict": reference.seconds["predict_nonprivate"], "wall": wall},
-            common | {"warmup": args.reference_warmup, "K": args.reference_draws, "sigma": "none (non-private)",
-                      "date": time.strftime("%Y-%m-%d %H:%M")})
+            reference,
+            "nonprivate",
+            {"fit": reference.seconds["nonprivate"], "predict": reference.seconds["predict_nonprivate"], "wall": wall},
+            common
+            | {
+                "warmup": args.reference_warmup,
+                "K": args.reference_draws,
+                "sigma": "none (non-private)",
+                "date": time.strftime("%Y-%m-%d %H:%M"),
+            },
+        )
         write_json(args.out, results)
     for epsilon in () if args.reference_only else (float(e) for e in args.epsilons.split(",")):
         level = {"noise_multiplier": RESEARCH_SIGMA[epsilon]} if args.sigma == "research" else {"epsilon": epsilon}
         start = time.perf_counter()
         methods = args.methods.split(",")
-        result = na.calibration(data, methods=methods, runs=args.repeats, samples=args.draws, key=args.seed,
-                                method_options=method_options(methods, args.draws, args.prior), steps=args.steps,
-                                progress=True, **level)
+        result = na.calibration(
+            data,
+            methods=methods,
+            runs=args.repeats,
+            samples=args.draws,
+            key=args.seed,
+            method_options=method_options(methods, args.draws, args.prior),
+            steps=args.steps,
+            progress=True,
+            **level,
+        )
         wall = time.perf_counter() - start
         sigma = result.settings["noise_multiplier"]
-        print(f"\nAdult, ε = {epsilon:g} (σ = {sigma:.4g}, {args.sigma}), R = {args.repeats}, T = {args.steps}, "
-              f"{wall:.0f} s (DPVI {result.seconds['dpvi']:.0f} s)")
+        print(
+            f"\nAdult, ε = {epsilon:g} (σ = {sigma:.4g}, {args.sigma}), R = {args.repeats}, T = {args.steps}, "
+            f"{wall:.0f} s (DPVI {result.seconds['dpvi']:.0f} s)"
+        )
         print(result.table(), flush=True)
         tag = f"{epsilon:g}"
         for method in result.methods:
             paper = PAPER_TABLE3.get(PAPER_ROW.get(method, ""), {}).get(tag)
             results.setdefault(tag, {})[f"{method}{suffix}"] = _entry(
-                result, method,
-                {"dpvi_all_repeats": result.seconds["dpvi"], "fit": result.seconds[method],
-                 "predict": result.seconds[f"predict_{method}"], "wall_this_epsilon_all_methods": wall},
-                common | {"sigma": f"{args.sigma} ({sigma:.4g})", "epsilon_spent": result.settings["epsilon"],
-                          "prior": args.prior, "R": args.repeats, "T": args.steps, "K": args.draws,
-                          "paper_calibration_rmse_e3": None if paper is None else {"mean": paper[0], "sd": paper[1]},
-                          "date": time.strftime("%Y-%m-%d %H:%M")})
+                result,
+                method,
+                {
+                    "dpvi_all_repeats": result.seconds["dpvi"],
+                    "fit": result.seconds[method],
+                    "predict": result.seconds[f"predict_{method}"],
+                    "wall_this_epsilon_all_methods": wall,
+                },
+                common
+                | {
+                    "sigma": f"{args.sigma} ({sigma:.4g})",
+                    "epsilon_spent": result.settings["epsilon"],
+                    "prior": args.prior,
+                    "R": args.repeats,
+                    "T": args.steps,
+                    "K": args.draws,
+                    "paper_calibration_rmse_e3": None if paper is None else {"mean": paper[0], "sd": paper[1]},
+                    "date": time.strftime("%Y-%m-%d %H:%M"),
+                },
+            )
         write_json(args.out, results)
     print(f"wrote {args.out}")
 
@@ -109,7 +149,9 @@ def method_options(methods: list[str], draws: int, prior: str) -> dict[str, dict
     options: dict[str, dict] = {}
     for name in methods:
         fields = {f.name for f in dataclasses.fields(na.DEFAULT_REGISTRY[name].options)}
-        options[name] = ({"draws": draws} if "draws" in fields else {}) | ({"prior": prior} if "prior" in fields else {})
+        options[name] = ({"draws": draws} if "draws" in fields else {}) | (
+            {"prior": prior} if "prior" in fields else {}
+        )
         if name == "laplace" and prior == "paper":
             options[name]["style"] = "paper"
     return options
@@ -119,9 +161,13 @@ def _entry(result, method: str, seconds: dict, provenance: dict) -> dict:
     """One method's row: every metric's mean and sd, the paired difference to naive, failures, provenance."""
     summary = result.summary()[method]
     entry = {k: _round(v) for k, v in summary.items() if k.endswith(("_mean", "_sd"))}
-    entry |= {"failures": summary["failures"], "warnings": summary["diagnostics"].get("warnings", []),
-              "seconds": {k: round(v, 1) for k, v in seconds.items()},
-              "bins": result.settings["bins"], "binning": result.settings["binning"]}
+    entry |= {
+        "failures": summary["failures"],
+        "warnings": summary["diagnostics"].get("warnings", []),
+        "seconds": {k: round(v, 1) for k, v in seconds.items()},
+        "bins": result.settings["bins"],
+        "binning": result.settings["binning"],
+    }
     return entry | provenance
 
 

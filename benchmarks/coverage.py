@@ -38,9 +38,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "table1.json")
     args = parser.parse_args()
-    command = (f"python benchmarks/coverage.py --models {args.models} --epsilons {args.epsilons} --methods "
-               f"{args.methods} --simulations {args.simulations} --repeats {args.repeats} --draws {args.draws} "
-               f"--prior {args.prior} --sigma {args.sigma} --seed {args.seed} --out {args.out}")
+    command = (
+        f"python benchmarks/coverage.py --models {args.models} --epsilons {args.epsilons} --methods "
+        f"{args.methods} --simulations {args.simulations} --repeats {args.repeats} --draws {args.draws} "
+        f"--prior {args.prior} --sigma {args.sigma} --seed {args.seed} --out {args.out}"
+    )
     results = read_results(args.out)
     for model in args.models.split(","):
         bm = na.models.get(model)
@@ -48,9 +50,17 @@ def main() -> None:
             level = {"noise_multiplier": RESEARCH_SIGMA[epsilon]} if args.sigma == "research" else {"epsilon": epsilon}
             options = method_options(args.methods.split(","), epsilon, args.prior)
             start = time.perf_counter()
-            result = na.coverage(bm, methods=args.methods.split(","), simulations=args.simulations,
-                                 references=args.repeats, samples=args.draws, key=args.seed, progress=True,
-                                 method_options=options, **level)
+            result = na.coverage(
+                bm,
+                methods=args.methods.split(","),
+                simulations=args.simulations,
+                references=args.repeats,
+                samples=args.draws,
+                key=args.seed,
+                progress=True,
+                method_options=options,
+                **level,
+            )
             wall = time.perf_counter() - start
             print(f"\n{model}, ε = {epsilon:g} (σ = {result.settings['noise_multiplier']:.4g}), {wall:.0f} s")
             print(result.table(), flush=True)
@@ -58,8 +68,10 @@ def main() -> None:
             marginal = result.marginal_rmse("research")
             for method, (mean, sd) in result.rmse.items():
                 results.setdefault(model, {}).setdefault(f"{epsilon:g}", {})[
-                    method if args.prior == "default" else f"{method}/{args.prior}"] = {
-                    "rmse_mean": round(mean, 4), "rmse_sd": round(sd, 4),
+                    method if args.prior == "default" else f"{method}/{args.prior}"
+                ] = {
+                    "rmse_mean": round(mean, 4),
+                    "rmse_sd": round(sd, 4),
                     "rmse_trace_reference_mean": round(trace_rule[method][0], 4),
                     "rmse_trace_reference_sd": round(trace_rule[method][1], 4),
                     "marginal_rmse": [round(float(v), 4) for v in marginal[method]],
@@ -68,15 +80,23 @@ def main() -> None:
                     "diagnostics": {k: v for k, v in result.diagnostics[method].items() if k != "warnings"},
                     "warnings": result.diagnostics[method]["warnings"][:WARNINGS_KEPT],
                     "distinct_warnings": len(result.diagnostics[method]["warnings"]),
-                    "seconds": {"dpvi_all_simulations": round(result.seconds["dpvi"], 1),
-                                "fit": round(result.seconds[method], 1),
-                                "draws_and_tarp": round(result.seconds[f"tarp_{method}"], 1),
-                                "wall_this_epsilon_all_methods": round(wall, 1)},
+                    "seconds": {
+                        "dpvi_all_simulations": round(result.seconds["dpvi"], 1),
+                        "fit": round(result.seconds[method], 1),
+                        "draws_and_tarp": round(result.seconds[f"tarp_{method}"], 1),
+                        "wall_this_epsilon_all_methods": round(wall, 1),
+                    },
                     "sigma": f"{args.sigma} ({result.settings['noise_multiplier']:.4g})",
                     "reference_rule": "research; trace rule beside it",
-                    "prior": args.prior, "M": args.simulations, "R": args.repeats, "K": args.draws,
-                    "T": result.settings["steps"], "seed": args.seed, "command": command,
-                    "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
+                    "prior": args.prior,
+                    "M": args.simulations,
+                    "R": args.repeats,
+                    "K": args.draws,
+                    "T": result.settings["steps"],
+                    "seed": args.seed,
+                    "command": command,
+                    "date": time.strftime("%Y-%m-%d %H:%M"),
+                    "machine": machine(),
                 }
             write_json(args.out, results)
     print(f"wrote {args.out}")

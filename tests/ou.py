@@ -22,8 +22,16 @@ def ou_traces(count, steps=4000, optimum=OPTIMUM, hessian=HESSIAN, scale=SCALE, 
         params[t] = phi
         phi = phi - lr * scale * grads[t]
     return [
-        Trace.from_arrays(params[:, m], grads[:, m], noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q,
-                          n_examples=N, grad_scale=scale, learning_rate=lr * scale)
+        Trace.from_arrays(
+            params[:, m],
+            grads[:, m],
+            noise_multiplier=SIGMA,
+            clip=CLIP,
+            sampling_rate=Q,
+            n_examples=N,
+            grad_scale=scale,
+            learning_rate=lr * scale,
+        )
         for m in range(count)
     ]
 

@@ -62,8 +62,13 @@ def simulate(model, n, m, seed):
 
 def conjugate(fam, params):
     """A ConjugatePosterior of given parameters (no release behind it)."""
-    return ConjugatePosterior(family=fam, params=np.asarray(params, np.float64), theta_names=fam.theta_names,
-                              method="reference", diagnostics=ReleaseDiagnostics(released=np.zeros(0), release={}))
+    return ConjugatePosterior(
+        family=fam,
+        params=np.asarray(params, np.float64),
+        theta_names=fam.theta_names,
+        method="reference",
+        diagnostics=ReleaseDiagnostics(released=np.zeros(0), release={}),
+    )
 
 
 def exact_posterior(model, x, **family_options):
@@ -113,8 +118,9 @@ def test_gaussian_conditioning_matches_the_precision_form():
     want_cov = np.linalg.inv(precision)
     want_mean = want_cov @ (np.linalg.solve(cov, mean) + observe.T @ (z / noise))
     with jax.enable_x64(True):
-        got_mean, got_cov = condition_gaussian(jnp.asarray(mean), jnp.asarray(cov), jnp.asarray(observe),
-                                               jnp.asarray(z), jnp.asarray(noise))
+        got_mean, got_cov = condition_gaussian(
+            jnp.asarray(mean), jnp.asarray(cov), jnp.asarray(observe), jnp.asarray(z), jnp.asarray(noise)
+        )
     np.testing.assert_allclose(got_mean, want_mean, rtol=1e-10)
     np.testing.assert_allclose(got_cov, want_cov, rtol=1e-10, atol=1e-12)
 
@@ -156,11 +162,13 @@ def test_release_reports_the_spec_sensitivity_and_scale_and_its_noise_has_that_s
     assert release.sensitivity == pytest.approx(1.5566, abs=1e-4) and release.delta == 0.0
     assert release.scale == pytest.approx(release.sensitivity / 0.5)
     assert stats.kstest(release.z[:, 0], stats.laplace(scale=release.scale).cdf).pvalue > 0.01
-    sub = release_statistics("M3", x, epsilon=0.5, keys=keys(1, 4000),
-                             settings=ReleaseSettings(neighbouring="substitute"))
+    sub = release_statistics(
+        "M3", x, epsilon=0.5, keys=keys(1, 4000), settings=ReleaseSettings(neighbouring="substitute")
+    )
     assert sub.sensitivity == 2.0 and sub.scale == 4.0 and abs(np.corrcoef(sub.z.T)[0, 1]) < 0.05
-    gauss = release_statistics("M3", x, epsilon=1.0, delta=1e-5, keys=keys(2, 4000),
-                               settings=ReleaseSettings(mechanism="gaussian"))
+    gauss = release_statistics(
+        "M3", x, epsilon=1.0, delta=1e-5, keys=keys(2, 4000), settings=ReleaseSettings(mechanism="gaussian")
+    )
     assert gauss.sensitivity == 1.0 and gauss.delta == 1e-5
     assert gauss.scale == pytest.approx(3.7306, abs=1e-3)
     np.testing.assert_allclose(np.std(gauss.z, axis=0), gauss.scale, rtol=0.03)
@@ -170,8 +178,9 @@ def test_release_reports_the_spec_sensitivity_and_scale_and_its_noise_has_that_s
 def test_analytic_gaussian_sigma_meets_delta_with_equality(epsilon, want):
     sigma = analytic_gaussian_sigma(1.0, epsilon, 1e-5)
     assert sigma == pytest.approx(want, abs=0.01)
-    delta = (stats.norm.cdf(0.5 / sigma - epsilon * sigma)
-             - math.exp(epsilon) * stats.norm.cdf(-0.5 / sigma - epsilon * sigma))
+    delta = stats.norm.cdf(0.5 / sigma - epsilon * sigma) - math.exp(epsilon) * stats.norm.cdf(
+        -0.5 / sigma - epsilon * sigma
+    )
     assert delta == pytest.approx(1e-5, rel=1e-6)
     assert analytic_gaussian_sigma(2.0, epsilon, 1e-5) == pytest.approx(2 * sigma)
 
@@ -265,8 +274,11 @@ def grid_posterior_moments(z, n, noise_logpdf):
     """Mean and sd of p under p(p | z) ∝ Beta(p; 10, 10) Σ_k Binom(k; n, p) noise(z − k), on a fine grid."""
     p = np.linspace(1e-4, 1 - 1e-4, 4000)
     k = np.arange(n + 1)
-    log_binom = (gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1))[None, :] + np.outer(np.log(p), k) + \
-        np.outer(np.log1p(-p), n - k)
+    log_binom = (
+        (gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1))[None, :]
+        + np.outer(np.log(p), k)
+        + np.outer(np.log1p(-p), n - k)
+    )
     log_post = 9 * np.log(p) + 9 * np.log1p(-p) - betaln(10, 10) + logsumexp(log_binom + noise_logpdf(z - k), axis=1)
     w = np.exp(log_post - log_post.max())
     w /= w.sum()
@@ -359,8 +371,6 @@ def test_nuts_on_the_same_target_agrees_with_gibbs(model):
     np.testing.assert_allclose(nuts.std(0), sd, rtol=0.1)
 
 
-
-
 # ---------------------------------------------------------------- the methods and their posteriors
 
 
@@ -370,8 +380,12 @@ def m3():
     _, x = simulate("M3", 5000, 3, seed=17)
     batch = Batch((), get("M3"), {"x": x}, 0.3, 1e-5, size=3)
     k = keys(0, 3)
-    return (batch, k, fit_problems(BS2018, batch, k, BS2018.make_options(TINY)),
-            fit_problems(BS2018_NAIVE, batch, k, BS2018_NAIVE.make_options()))
+    return (
+        batch,
+        k,
+        fit_problems(BS2018, batch, k, BS2018.make_options(TINY)),
+        fit_problems(BS2018_NAIVE, batch, k, BS2018_NAIVE.make_options()),
+    )
 
 
 def test_problem_m_depends_on_keys_m_alone(m3):
@@ -383,10 +397,17 @@ def test_problem_m_depends_on_keys_m_alone(m3):
     np.testing.assert_array_equal(one.chains, posts[1].chains)
     np.testing.assert_array_equal(one.diagnostics.released, posts[1].diagnostics.released)
     np.testing.assert_array_equal(naive[1].diagnostics.released, posts[1].diagnostics.released)
-    np.testing.assert_array_equal(bernstein_sheldon_naive("M3", {"x": x[1]}, key=k[1], epsilon=0.3).params,
-                                  naive[1].params)
-    other = bs2018_batch("M3", x, keys=jnp.concatenate([jax.random.key(99)[None], k[1:]]), epsilon=0.3, delta=1e-5,
-                         gibbs=GibbsSettings(**TINY))
+    np.testing.assert_array_equal(
+        bernstein_sheldon_naive("M3", {"x": x[1]}, key=k[1], epsilon=0.3).params, naive[1].params
+    )
+    other = bs2018_batch(
+        "M3",
+        x,
+        keys=jnp.concatenate([jax.random.key(99)[None], k[1:]]),
+        epsilon=0.3,
+        delta=1e-5,
+        gibbs=GibbsSettings(**TINY),
+    )
     assert not np.array_equal(other[0].chains, posts[0].chains)
     np.testing.assert_array_equal(other[1].chains, posts[1].chains)
 
@@ -412,8 +433,9 @@ def test_methods_release_at_the_batch_privacy_level(m3):
     assert gauss.diagnostics.release["noise_scale"] == pytest.approx(analytic_gaussian_sigma(1.0, 0.3, 1e-5))
     # repeated runs on one data set: each problem its own release of the shared records
     x = np.asarray(batch.data["x"])
-    shared = fit_problems(BS2018_NAIVE, dataclasses.replace(batch, data={"x": x[:1]}, shared_data=True), k,
-                          BS2018_NAIVE.make_options())
+    shared = fit_problems(
+        BS2018_NAIVE, dataclasses.replace(batch, data={"x": x[:1]}, shared_data=True), k, BS2018_NAIVE.make_options()
+    )
     assert len(shared) == 3 and not np.array_equal(shared[1].params, shared[2].params)
     np.testing.assert_array_equal(shared[1].params, bernstein_sheldon_naive("M3", x[0], key=k[1], epsilon=0.3).params)
     # a run given by σ: the ε it stands for as the option, or a clear error
@@ -429,21 +451,45 @@ def test_methods_release_at_the_batch_privacy_level(m3):
 def test_the_study_summary_has_the_facts_of_the_old_driver(m3):
     _, _, posts, naive = m3
     summary = summarise_diagnostics(posts)
-    assert list(summary) == ["max_rhat", "simulations_rhat_above_1.01", "min_ess", "median_min_ess", "fallbacks",
-                             "simulations_with_fallbacks", "release"]
+    assert list(summary) == [
+        "max_rhat",
+        "simulations_rhat_above_1.01",
+        "min_ess",
+        "median_min_ess",
+        "fallbacks",
+        "simulations_with_fallbacks",
+        "release",
+    ]
     records = [p.diagnostics for p in posts]
     assert summary["max_rhat"] == max(r.max_rhat for r in records)
     assert summary["simulations_rhat_above_1.01"] == sum(r.max_rhat > 1.01 for r in records)
     assert summary["min_ess"] == min(r.min_ess for r in records)
     assert summary["median_min_ess"] == np.median([r.min_ess for r in records])
-    assert summary["release"] == {"mechanism": "laplace", "neighbouring": "add-remove", "epsilon": 0.3, "delta": 0.0,
-                                  "sensitivity": 1.0, "noise_scale": pytest.approx(1 / 0.3), **TINY, "retries": 20,
-                                  "init": "naive", "n_examples": 5000}
+    assert summary["release"] == {
+        "mechanism": "laplace",
+        "neighbouring": "add-remove",
+        "epsilon": 0.3,
+        "delta": 0.0,
+        "sensitivity": 1.0,
+        "noise_scale": pytest.approx(1 / 0.3),
+        **TINY,
+        "retries": 20,
+        "init": "naive",
+        "n_examples": 5000,
+    }
     counted = GibbsDiagnostics.summarise([dataclasses.replace(r, fallbacks=f) for r, f in zip(records, (0, 3, 0))])
     assert counted["fallbacks"] == 3 and counted["simulations_with_fallbacks"] == 1
-    assert summarise_diagnostics(naive) == {"release": {"mechanism": "laplace", "neighbouring": "add-remove",
-                                                        "epsilon": 0.3, "delta": 0.0, "sensitivity": 1.0,
-                                                        "noise_scale": pytest.approx(1 / 0.3), "n_examples": 5000}}
+    assert summarise_diagnostics(naive) == {
+        "release": {
+            "mechanism": "laplace",
+            "neighbouring": "add-remove",
+            "epsilon": 0.3,
+            "delta": 0.0,
+            "sensitivity": 1.0,
+            "noise_scale": pytest.approx(1 / 0.3),
+            "n_examples": 5000,
+        }
+    }
 
 
 def test_gibbs_posterior_intervals_summary_and_file(m3, tmp_path):
@@ -487,8 +533,14 @@ def test_conjugate_intervals_are_exact_and_moments_match_the_draws(model):
     """The closed-form interval leaves 5 % of 200 000 exact draws in each tail; the integrated mean and sd are
     the draws' (and, for M2/M3, θ_j = log g_j − log g_last: ψ(α_j) − ψ(α_last) and √(ψ'(α_j) + ψ'(α_last)))."""
     fam = family(model, 50)
-    params = np.asarray(fam.prior) + {"gamma-exponential": [50.0, 27.0], "beta-bernoulli": [20.0, 30.0],
-                                      "dirichlet-categorical": [10.0, 30.0, 10.0]}[model]
+    params = (
+        np.asarray(fam.prior)
+        + {
+            "gamma-exponential": [50.0, 27.0],
+            "beta-bernoulli": [20.0, 30.0],
+            "dirichlet-categorical": [10.0, 30.0, 10.0],
+        }[model]
+    )
     post = conjugate(fam, params)
     n = 200_000
     draws = post.sample(0, n)
@@ -505,15 +557,32 @@ def test_conjugate_intervals_are_exact_and_moments_match_the_draws(model):
 
 
 def test_options_keep_their_defaults_and_check_values_before_any_work():
-    assert dataclasses.asdict(BS2018Options()) == {"epsilon": None, "mechanism": "laplace",
-                                                   "neighbouring": "add-remove", "bound": None, "chains": 4,
-                                                   "warmup": 1000, "draws": 5000, "retries": 20, "init": "naive"}
-    assert dataclasses.asdict(BS2018NaiveOptions()) == {"epsilon": None, "mechanism": "laplace",
-                                                        "neighbouring": "add-remove", "bound": None}
+    assert dataclasses.asdict(BS2018Options()) == {
+        "epsilon": None,
+        "mechanism": "laplace",
+        "neighbouring": "add-remove",
+        "bound": None,
+        "chains": 4,
+        "warmup": 1000,
+        "draws": 5000,
+        "retries": 20,
+        "init": "naive",
+    }
+    assert dataclasses.asdict(BS2018NaiveOptions()) == {
+        "epsilon": None,
+        "mechanism": "laplace",
+        "neighbouring": "add-remove",
+        "bound": None,
+    }
     assert BS2018.models == BS2018_NAIVE.models == tuple(FAMILIES)
     assert BS2018.reads == "data" and BS2018.needs_epsilon and BS2018_NAIVE.needs_epsilon
-    for bad, match in (({"chains": 0}, "chains"), ({"epsilon": -1.0}, "epsilon"), ({"init": "zero"}, "init"),
-                       ({"mechanism": "exponential"}, "unknown mechanism"), ({"bound": 0.0}, "bound")):
+    for bad, match in (
+        ({"chains": 0}, "chains"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"init": "zero"}, "init"),
+        ({"mechanism": "exponential"}, "unknown mechanism"),
+        ({"bound": 0.0}, "bound"),
+    ):
         with pytest.raises(ValueError, match=match):
             BS2018.make_options(bad)
 
@@ -557,8 +626,9 @@ def test_bad_inputs_raise_clear_errors():
 def test_a_non_finite_draw_is_returned_as_the_problems_failure():
     chains = np.zeros((2, 10, 1))
     chains[1, 3, 0] = np.nan
-    outcome = gibbs_posterior(chains, method="bs2018", theta_names=("p",), fallbacks=0, redraws=0, sweeps=20,
-                              released=np.zeros(1), release={})
+    outcome = gibbs_posterior(
+        chains, method="bs2018", theta_names=("p",), fallbacks=0, redraws=0, sweeps=20, released=np.zeros(1), release={}
+    )
     assert isinstance(outcome, FloatingPointError) and "non-finite" in str(outcome)
 
 
@@ -567,15 +637,25 @@ def test_coverage_runs_bs2018_end_to_end_and_refuses_what_it_cannot_do():
     sampler's diagnostics summarised; unsupported models and runs without an ε fail before any DPVI run."""
     bm = get("M3")
     tiny = {"simulations": 3, "references": 2, "samples": 200, "steps": 100, "chunk": 3}
-    result = na.coverage(bm, methods=("bs2018", "bs2018-naive"), epsilon=0.3, key=2,
-                         method_options={"bs2018": TINY}, **tiny)
+    result = na.coverage(
+        bm, methods=("bs2018", "bs2018-naive"), epsilon=0.3, key=2, method_options={"bs2018": TINY}, **tiny
+    )
     assert result.failures == {"bs2018": 0, "bs2018-naive": 0}
     assert result.curves["research"]["bs2018"].shape == (2, 21)
     diagnostics = result.diagnostics["bs2018"]
     assert {"max_rhat", "min_ess", "fallbacks", "simulations_with_fallbacks"} <= set(diagnostics)
-    assert diagnostics["release"] == {"mechanism": "laplace", "neighbouring": "add-remove", "epsilon": 0.3,
-                                      "delta": 0.0, "sensitivity": 1.0, "noise_scale": pytest.approx(1 / 0.3),
-                                      "n_examples": 5000, **TINY, "retries": 20, "init": "naive"}
+    assert diagnostics["release"] == {
+        "mechanism": "laplace",
+        "neighbouring": "add-remove",
+        "epsilon": 0.3,
+        "delta": 0.0,
+        "sensitivity": 1.0,
+        "noise_scale": pytest.approx(1 / 0.3),
+        "n_examples": 5000,
+        **TINY,
+        "retries": 20,
+        "init": "naive",
+    }
     assert result.diagnostics["bs2018-naive"]["release"]["epsilon"] == 0.3
     with pytest.raises(ValueError, match="noise multiplier only"):
         na.coverage(bm, methods=("bs2018",), noise_multiplier=50.0, key=0, **tiny)

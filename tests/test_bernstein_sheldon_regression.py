@@ -202,9 +202,9 @@ def test_known_moments_are_the_censored_normal_moments():
     K = (factor @ factor.T).reshape((D + 1,) * 4)
     assert second[0, 0] == pytest.approx(m2, rel=1e-10)
     assert second[0, 1] == pytest.approx(0.0, abs=1e-12) and second[-1, -1] == pytest.approx(1.0)
-    assert K[0, 0, 0, 0] == pytest.approx(m4 - m2**2, rel=1e-8)   # Var(x²)
-    assert K[0, 0, 1, 1] == pytest.approx(0.0, abs=1e-10)         # independent coordinates
-    assert K[0, -1, 0, -1] == pytest.approx(m2, rel=1e-8)          # Var(x · 1)
+    assert K[0, 0, 0, 0] == pytest.approx(m4 - m2**2, rel=1e-8)  # Var(x²)
+    assert K[0, 0, 1, 1] == pytest.approx(0.0, abs=1e-10)  # independent coordinates
+    assert K[0, -1, 0, -1] == pytest.approx(m2, rel=1e-8)  # Var(x · 1)
 
 
 def test_noisy_moments_tend_to_the_sample_moments_of_the_clamped_data():
@@ -227,13 +227,21 @@ def test_release_noise_scales():
     known = release_one(X, y, epsilon=0.5, release=rel.RegressionRelease(moments="known"))
     assert float(known.scale) == pytest.approx(rel.statistic_sensitivity(D, *BOUNDS) / 0.5)
     gauss = release_one(X, y, epsilon=0.5, delta=1e-5, release=rel.RegressionRelease(mechanism="gaussian"))
-    assert float(gauss.scale) == pytest.approx(analytic_gaussian_sigma(rel.statistic_sensitivity(D, *BOUNDS, norm=2),
-                                                                     0.25, 5e-6))
+    assert float(gauss.scale) == pytest.approx(
+        analytic_gaussian_sigma(rel.statistic_sensitivity(D, *BOUNDS, norm=2), 0.25, 5e-6)
+    )
     # the noise has the stated scale: z − s over many releases of one data set
     s = statistic(np.c_[X[:, :-1], X[:, -1], y]).sum(0)
-    draws = rel.release_statistics(np.broadcast_to(X, (200, *X.shape)), np.broadcast_to(y, (200, *y.shape)),
-                                   keys=list(range(200)), epsilon=0.5,
-                                   release=rel.RegressionRelease(moments="known")).z - s
+    draws = (
+        rel.release_statistics(
+            np.broadcast_to(X, (200, *X.shape)),
+            np.broadcast_to(y, (200, *y.shape)),
+            keys=list(range(200)),
+            epsilon=0.5,
+            release=rel.RegressionRelease(moments="known"),
+        ).z
+        - s
+    )
     assert np.std(draws) == pytest.approx(math.sqrt(2) * float(known.scale), rel=0.05)
 
 
@@ -274,7 +282,8 @@ def test_naive_ss_is_exact_without_noise_and_narrower_than_the_noise_aware_poste
     assert sigma2.mean() == pytest.approx(s2_mean, rel=0.01)
     naive = bs.naive_ss_posterior(X, y, epsilon=2.0, key=0)
     assert naive.diagnostics.release["statistic_noise_scale"] == pytest.approx(
-        rel.statistic_sensitivity(D, *BOUNDS) / 2.0)
+        rel.statistic_sensitivity(D, *BOUNDS) / 2.0
+    )
     w_naive, _ = constrained(naive.sample(1, 4000))
     w_aware, _ = constrained(bs.bs2019_posterior(X, y, epsilon=2.0, key=2, **GIBBS).sample(0, 1600))
     assert np.all(w_aware.std(0) > w_naive.std(0))
@@ -287,11 +296,16 @@ def test_naive_ss_is_exact_without_noise_and_narrower_than_the_noise_aware_poste
 def three():
     """Three data sets at ε = 10⁷ through the Method records: (batch, keys, bs2019 in chunks of two, bs2019-naive)."""
     sets = [dataset(10 + m) for m in range(3)]
-    batch = Batch((), get(bs.MODEL), {"X": np.stack([s[0] for s in sets]), "y": np.stack([s[1] for s in sets])},
-                  1e7, 1e-5, size=3)
+    batch = Batch(
+        (), get(bs.MODEL), {"X": np.stack([s[0] for s in sets]), "y": np.stack([s[1] for s in sets])}, 1e7, 1e-5, size=3
+    )
     keys = jax.random.split(jax.random.key(0), 3)
-    return (batch, keys, fit_problems(BS2019, batch, keys, BS2019.make_options(chunk=2, moments="known", **GIBBS)),
-            fit_problems(BS2019_NAIVE, batch, keys, BS2019_NAIVE.make_options()))
+    return (
+        batch,
+        keys,
+        fit_problems(BS2019, batch, keys, BS2019.make_options(chunk=2, moments="known", **GIBBS)),
+        fit_problems(BS2019_NAIVE, batch, keys, BS2019_NAIVE.make_options()),
+    )
 
 
 def test_batch_gives_one_posterior_per_problem_in_padded_chunks(three):
@@ -307,8 +321,9 @@ def test_batch_gives_one_posterior_per_problem_in_padded_chunks(three):
         assert isinstance(post, Posterior) and post.theta_names == ("w[0]", "w[1]", "w[2]", "sigma2")
     assert (posts[0].method, naive[0].method) == ("bs2019", "bs2019-naive")
     # problem m is the data set alone under keys[m] (the third ran padded in the second chunk)
-    one = bs.bs2019_posterior(batch.data["X"][2], batch.data["y"][2], key=keys[2], epsilon=1e7, moments="known",
-                              **GIBBS)
+    one = bs.bs2019_posterior(
+        batch.data["X"][2], batch.data["y"][2], key=keys[2], epsilon=1e7, moments="known", **GIBBS
+    )
     np.testing.assert_allclose(one.chains, posts[2].chains, rtol=1e-9, atol=1e-12)
     one = bs.naive_ss_posterior(batch.data["X"][1], batch.data["y"][1], key=keys[1], epsilon=1e7)
     np.testing.assert_allclose(one.mu, naive[1].mu, rtol=1e-12)
@@ -317,13 +332,30 @@ def test_batch_gives_one_posterior_per_problem_in_padded_chunks(three):
 def test_the_study_summary_reports_mixing_fallbacks_and_the_release(three):
     _, _, posts, naive = three
     summary = summarise_diagnostics(posts)
-    assert list(summary) == ["max_rhat", "simulations_rhat_above_1.01", "min_ess", "median_min_ess", "fallbacks",
-                             "simulations_with_fallbacks", "release"]
-    assert summary["release"] == {"mechanism": "laplace", "neighbouring": "add-remove", "epsilon": 1e7, "delta": 0.0,
-                                  "bounds": [3.0, 4.0], "moments": "known", "statistic_epsilon": 1e7,
-                                  "statistic_sensitivity": pytest.approx(rel.statistic_sensitivity(D, *BOUNDS)),
-                                  "statistic_noise_scale": pytest.approx(rel.statistic_sensitivity(D, *BOUNDS) / 1e7),
-                                  "chains": 4, "warmup": 100, "draws": 400, "thin": 1}
+    assert list(summary) == [
+        "max_rhat",
+        "simulations_rhat_above_1.01",
+        "min_ess",
+        "median_min_ess",
+        "fallbacks",
+        "simulations_with_fallbacks",
+        "release",
+    ]
+    assert summary["release"] == {
+        "mechanism": "laplace",
+        "neighbouring": "add-remove",
+        "epsilon": 1e7,
+        "delta": 0.0,
+        "bounds": [3.0, 4.0],
+        "moments": "known",
+        "statistic_epsilon": 1e7,
+        "statistic_sensitivity": pytest.approx(rel.statistic_sensitivity(D, *BOUNDS)),
+        "statistic_noise_scale": pytest.approx(rel.statistic_sensitivity(D, *BOUNDS) / 1e7),
+        "chains": 4,
+        "warmup": 100,
+        "draws": 400,
+        "thin": 1,
+    }
     diagnostics = posts[0].diagnostics
     assert diagnostics.sweeps == 4 * 400 and diagnostics.warmup_fallbacks >= 0
     assert diagnostics.fallback_rate == diagnostics.fallbacks / diagnostics.sweeps
@@ -369,18 +401,47 @@ def test_gibbs_posterior_file_holds_the_chains(three, tmp_path):
 
 def test_options_keep_their_defaults_and_theta_is_the_models():
     assert dataclasses.asdict(BS2019Options()) == {
-        "epsilon": None, "bound_x": 3.0, "bound_y": 4.0, "mechanism": "laplace", "neighbouring": "add-remove",
-        "a0": 20.0, "b0": 0.5, "prior_scale": 2.0, "moments": "noisy", "chains": 4, "warmup": 500, "draws": 500,
-        "thin": 2, "redraws": 10, "chunk": 50}
+        "epsilon": None,
+        "bound_x": 3.0,
+        "bound_y": 4.0,
+        "mechanism": "laplace",
+        "neighbouring": "add-remove",
+        "a0": 20.0,
+        "b0": 0.5,
+        "prior_scale": 2.0,
+        "moments": "noisy",
+        "chains": 4,
+        "warmup": 500,
+        "draws": 500,
+        "thin": 2,
+        "redraws": 10,
+        "chunk": 50,
+    }
     assert dataclasses.asdict(BS2019NaiveOptions()) == {
-        "epsilon": None, "bound_x": 3.0, "bound_y": 4.0, "mechanism": "laplace", "neighbouring": "add-remove",
-        "a0": 20.0, "b0": 0.5, "prior_scale": 2.0}
-    assert BS2019Options().settings() == {"release": rel.RegressionRelease(), "gibbs": RegressionGibbs(),
-                                          "prior": NIGPrior(), "chunk": 50}
+        "epsilon": None,
+        "bound_x": 3.0,
+        "bound_y": 4.0,
+        "mechanism": "laplace",
+        "neighbouring": "add-remove",
+        "a0": 20.0,
+        "b0": 0.5,
+        "prior_scale": 2.0,
+    }
+    assert BS2019Options().settings() == {
+        "release": rel.RegressionRelease(),
+        "gibbs": RegressionGibbs(),
+        "prior": NIGPrior(),
+        "chunk": 50,
+    }
     assert BS2019.models == BS2019_NAIVE.models == ("linreg-10d",) and BS2019.needs_epsilon
     assert theta_names(10) == get("linreg-10d").site_map.theta_names()
-    for bad, match in (({"chunk": 0}, "chunk"), ({"thin": 0}, "thin"), ({"moments": "exact"}, "moments"),
-                       ({"bound_y": -1.0}, "bound_y"), ({"epsilon": math.inf}, "epsilon")):
+    for bad, match in (
+        ({"chunk": 0}, "chunk"),
+        ({"thin": 0}, "thin"),
+        ({"moments": "exact"}, "moments"),
+        ({"bound_y": -1.0}, "bound_y"),
+        ({"epsilon": math.inf}, "epsilon"),
+    ):
         with pytest.raises(ValueError, match=match):
             BS2019.make_options(bad)
 

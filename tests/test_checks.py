@@ -183,8 +183,13 @@ def test_plain_keeps_json_values(value):
     assert plain(value) == value
 
 
-@given(hnp.arrays(hnp.floating_dtypes() | hnp.integer_dtypes(), hnp.array_shapes(min_dims=0, max_dims=3),
-                  elements={"allow_nan": False}))
+@given(
+    hnp.arrays(
+        hnp.floating_dtypes() | hnp.integer_dtypes(),
+        hnp.array_shapes(min_dims=0, max_dims=3),
+        elements={"allow_nan": False},
+    )
+)
 def test_plain_turns_numpy_arrays_into_nested_lists(array):
     assert plain(array) == array.tolist()
     json.dumps(plain(array))

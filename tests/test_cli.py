@@ -71,8 +71,9 @@ def exponential_csv(path: Path, n=500) -> Path:
 
 def record_m1(capsys, out: Path, *argv) -> tuple[na.Trace, str, str]:
     """(trace, stdout, stderr) of a short M1 recording with σ = 5 and further options `argv`."""
-    status, stdout, err = run(capsys, "record", "--model", "M1", "--noise-multiplier", "5", "--steps", "20",
-                              "--out", out, *argv)
+    status, stdout, err = run(
+        capsys, "record", "--model", "M1", "--noise-multiplier", "5", "--steps", "20", "--out", out, *argv
+    )
     assert status == 0, err
     return na.Trace.load(out), stdout, err
 
@@ -101,7 +102,8 @@ def test_account_epsilon_for_sigma_and_several_at_once(capsys):
     assert status == 0
     for sigma in (37.81, 360):
         assert number_after(f"ε for σ = {sigma:g}", out) == pytest.approx(
-            na.epsilon_spent(sigma, 1e-5, 0.1, 1000), rel=1e-4)
+            na.epsilon_spent(sigma, 1e-5, 0.1, 1000), rel=1e-4
+        )
 
 
 # ---------------------------------------------------------------- record: built-in models
@@ -110,8 +112,9 @@ def test_account_epsilon_for_sigma_and_several_at_once(capsys):
 @pytest.mark.parametrize("suffix", [".nc", ".npz"])
 def test_record_builtin_model_saves_a_trace_with_its_preset(capsys, tmp_path, suffix):
     out = tmp_path / f"m1{suffix}"
-    status, stdout, _ = run(capsys, "record", "--model", "M1", "--epsilon", "1", "--out", out, "--n-examples", "500",
-                            *QUICK)
+    status, stdout, _ = run(
+        capsys, "record", "--model", "M1", "--epsilon", "1", "--out", out, "--n-examples", "500", *QUICK
+    )
     assert status == 0
     trace = na.Trace.load(out)
     assert (trace.steps, trace.n_examples, trace.clip, trace.sampling_rate) == (200, 500, 2.0, 0.1)
@@ -124,9 +127,31 @@ def test_record_builtin_model_saves_a_trace_with_its_preset(capsys, tmp_path, su
 
 def test_record_options_override_the_preset(capsys, tmp_path):
     out = tmp_path / "m2.npz"
-    status, _, _ = run(capsys, "record", "--model", "beta-bernoulli", "--noise-multiplier", "5", "--out", out,
-                       "--n-examples", "400", "--clip", "3", "--mc-draws", "4", "--init", "0.5", "-3",
-                       "--learning-rate", "0.001", "0.01", "--delta", "1e-6", *QUICK)
+    status, _, _ = run(
+        capsys,
+        "record",
+        "--model",
+        "beta-bernoulli",
+        "--noise-multiplier",
+        "5",
+        "--out",
+        out,
+        "--n-examples",
+        "400",
+        "--clip",
+        "3",
+        "--mc-draws",
+        "4",
+        "--init",
+        "0.5",
+        "-3",
+        "--learning-rate",
+        "0.001",
+        "0.01",
+        "--delta",
+        "1e-6",
+        *QUICK,
+    )
     assert status == 0
     trace = na.Trace.load(out)
     assert (trace.clip, trace.mc_draws, trace.noise_multiplier, trace.delta) == (3.0, 4, 5.0, 1e-6)
@@ -138,8 +163,20 @@ def test_record_options_override_the_preset(capsys, tmp_path):
 def test_record_float64(capsys, tmp_path):
     out = tmp_path / "m1.nc"
     before = jax.config.jax_enable_x64
-    status, _, _ = run(capsys, "record", "--model", "M1", "--noise-multiplier", "5", "--out", out,
-                       "--n-examples", "300", "--float64", *QUICK)
+    status, _, _ = run(
+        capsys,
+        "record",
+        "--model",
+        "M1",
+        "--noise-multiplier",
+        "5",
+        "--out",
+        out,
+        "--n-examples",
+        "300",
+        "--float64",
+        *QUICK,
+    )
     assert status == 0
     assert na.Trace.load(out).params.dtype == np.float64
     assert jax.config.jax_enable_x64 == before  # restored for the rest of the process
@@ -156,8 +193,21 @@ def user_model_dir(monkeypatch):
 
 def record_user_model(capsys, data_path: Path, out: Path) -> na.Trace:
     """A recording with a fixed seed, so that two data files can be compared: the test use it warns about."""
-    status, stdout, err = run(capsys, "record", "--model", "user_models:logistic", "--data", data_path,
-                              "--noise-multiplier", "5", "--seed", "7", "--out", out, *USER_SETTINGS)
+    status, stdout, err = run(
+        capsys,
+        "record",
+        "--model",
+        "user_models:logistic",
+        "--data",
+        data_path,
+        "--noise-multiplier",
+        "5",
+        "--seed",
+        "7",
+        "--out",
+        out,
+        *USER_SETTINGS,
+    )
     assert status == 0, err
     assert "true θ" not in stdout
     assert err.count(KNOWN_SEED_WARNING) == 1
@@ -179,8 +229,19 @@ def test_record_user_model_from_csv_and_npz_gives_the_same_trace(capsys, tmp_pat
 
 def test_builtin_model_records_on_user_data(capsys, tmp_path):
     data = exponential_csv(tmp_path / "x.csv")
-    status, stdout, _ = run(capsys, "record", "--model", "gamma-exponential", "--data", data,
-                            "--noise-multiplier", "5", "--out", tmp_path / "m1.nc", *QUICK)
+    status, stdout, _ = run(
+        capsys,
+        "record",
+        "--model",
+        "gamma-exponential",
+        "--data",
+        data,
+        "--noise-multiplier",
+        "5",
+        "--out",
+        tmp_path / "m1.nc",
+        *QUICK,
+    )
     assert status == 0 and "true θ" not in stdout
     assert na.Trace.load(tmp_path / "m1.nc").n_examples == 500
 
@@ -194,8 +255,9 @@ SECRET_SEED = 2**40 + 12_345
 def test_real_data_get_a_secret_random_seed_that_is_never_shown(capsys, tmp_path, monkeypatch):
     data = exponential_csv(tmp_path / "x.csv")
     requested_bits = []
-    monkeypatch.setattr("noiseaware.cli.record.secrets.randbits",
-                        lambda bits: requested_bits.append(bits) or SECRET_SEED)
+    monkeypatch.setattr(
+        "noiseaware.cli.record.secrets.randbits", lambda bits: requested_bits.append(bits) or SECRET_SEED
+    )
     secret, out, err = record_m1(capsys, tmp_path / "secret.nc", "--data", data)
     assert requested_bits == [63]
     assert str(SECRET_SEED) not in out + err and "warning" not in err
@@ -256,8 +318,19 @@ def test_read_csv_stacks_indexed_columns_in_index_order_and_keeps_integers(tmp_p
 )
 def test_malformed_csv_is_one_clear_error(capsys, tmp_path, user_model_dir, text, message):
     (tmp_path / "bad.csv").write_text(text)
-    line = single_error(capsys, "record", "--model", "user_models:logistic", "--data", tmp_path / "bad.csv",
-                        "--epsilon", "1", "--out", tmp_path / "t.nc", *USER_SETTINGS)
+    line = single_error(
+        capsys,
+        "record",
+        "--model",
+        "user_models:logistic",
+        "--data",
+        tmp_path / "bad.csv",
+        "--epsilon",
+        "1",
+        "--out",
+        tmp_path / "t.nc",
+        *USER_SETTINGS,
+    )
     assert message in line
     with pytest.raises(DataError):
         load_data(tmp_path / "bad.csv")
@@ -275,11 +348,31 @@ def test_malformed_csv_is_one_clear_error(capsys, tmp_path, user_model_dir, text
         (("--model", "M1", "--non-private"), "--non-private needs --learning-rate"),
         (("--model", "M1", "--epsilon", "-1"), "epsilon must be positive and finite, got epsilon=-1.0"),
         (("--model", "M1", "--epsilon", "1", "--grad-scale", "1", "2", "3"), "one value"),
-        (("--model", "M1", "--epsilon", "1", "--n-examples", "0"), "n_examples must be a positive integer, got n_examples=0"),
-        (("--model", "user_models:logistic", "--epsilon", "1", "--data", "missing.csv", "--steps", "9",
-          "--sampling-rate", "0.1", "--clip", "1"), "no such file"),
-        (("--model", "user_models:logistic", "--epsilon", "1", "--data", "x.npz"),
-         "pass --steps, --sampling-rate, --clip"),
+        (
+            ("--model", "M1", "--epsilon", "1", "--n-examples", "0"),
+            "n_examples must be a positive integer, got n_examples=0",
+        ),
+        (
+            (
+                "--model",
+                "user_models:logistic",
+                "--epsilon",
+                "1",
+                "--data",
+                "missing.csv",
+                "--steps",
+                "9",
+                "--sampling-rate",
+                "0.1",
+                "--clip",
+                "1",
+            ),
+            "no such file",
+        ),
+        (
+            ("--model", "user_models:logistic", "--epsilon", "1", "--data", "x.npz"),
+            "pass --steps, --sampling-rate, --clip",
+        ),
         (("--model", "user_models:logistic", "--epsilon", "1"), "needs data"),
         (("--model", "no_such_module:f", "--epsilon", "1"), "cannot import no_such_module"),
         (("--model", "user_models:nothing", "--epsilon", "1"), "has no 'nothing'"),
@@ -290,10 +383,12 @@ def test_record_user_errors(capsys, tmp_path, user_model_dir, argv, message):
 
 
 def test_record_checks_the_output_path_before_running(capsys, tmp_path):
-    assert "ends in .nc" in single_error(capsys, "record", "--model", "M1", "--epsilon", "1", "--out",
-                                         tmp_path / "t.txt")
-    assert "does not exist" in single_error(capsys, "record", "--model", "M1", "--epsilon", "1", "--out",
-                                            tmp_path / "missing" / "t.nc")
+    assert "ends in .nc" in single_error(
+        capsys, "record", "--model", "M1", "--epsilon", "1", "--out", tmp_path / "t.txt"
+    )
+    assert "does not exist" in single_error(
+        capsys, "record", "--model", "M1", "--epsilon", "1", "--out", tmp_path / "missing" / "t.nc"
+    )
 
 
 def test_missing_command_is_a_usage_error(capsys):
@@ -314,16 +409,21 @@ def test_demo_records_fits_and_plots(capsys, tmp_path):
     assert (tmp_path / "demo" / "m1-trace.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert re.search(r"noise-aware 90%\s+naive 90%\s+truth", out)
     assert len(interval_after("rate ", out)) == 2
-    for row in ("true λ", "exact posterior Gamma(8 + N, 2 + Σx)", "DPVI last iterate (naive)",
-                "noise-aware posterior (exact)"):
+    for row in (
+        "true λ",
+        "exact posterior Gamma(8 + N, 2 + Σx)",
+        "DPVI last iterate (naive)",
+        "noise-aware posterior (exact)",
+    ):
         assert row in out
     for name in ("m1-trace.nc", "m1-posterior.nc", "m1-trace.png"):
         assert re.search(rf"^{re.escape(name)}\s+\S", out, re.MULTILINE)
 
 
 def test_demo_rejects_an_unknown_method(capsys, tmp_path):
-    assert "argument --method: invalid choice: 'mcmc'" in single_error(capsys, "demo", "--method", "mcmc", "--out",
-                                                                         tmp_path / "demo")
+    assert "argument --method: invalid choice: 'mcmc'" in single_error(
+        capsys, "demo", "--method", "mcmc", "--out", tmp_path / "demo"
+    )
     assert not (tmp_path / "demo").exists()
 
 
@@ -347,9 +447,18 @@ def sgd_trace(steps=4000, contraction=(0.02, 0.02), seed=0, learning_rate=True, 
         params[t] = phi
         grads[t] = q * hessian * (phi - OPTIMUM) + noise_sd * rng.standard_normal(2)
         phi = phi - rate * grads[t]
-    return na.Trace.from_arrays(params, grads, noise_multiplier=5.0, clip=2.0, sampling_rate=q, n_examples=5000,
-                                learning_rate=rate if learning_rate else None, epsilon=1.0, delta=1e-5,
-                                sites=[SiteSpec("x", (), "identity")] if sites else None)
+    return na.Trace.from_arrays(
+        params,
+        grads,
+        noise_multiplier=5.0,
+        clip=2.0,
+        sampling_rate=q,
+        n_examples=5000,
+        learning_rate=rate if learning_rate else None,
+        epsilon=1.0,
+        delta=1e-5,
+        sites=[SiteSpec("x", (), "identity")] if sites else None,
+    )
 
 
 def saved(trace: na.Trace, path: Path) -> Path:
@@ -359,8 +468,9 @@ def saved(trace: na.Trace, path: Path) -> Path:
 
 def test_fit_writes_a_loadable_posterior_and_prints_both_columns(capsys, tmp_path):
     trace_path = saved(sgd_trace(), tmp_path / "sgd.npz")
-    status, out, err = run(capsys, "fit", trace_path, "--method", "exact", "--out", tmp_path / "post.nc",
-                           "--plot", tmp_path / "fit.png")
+    status, out, err = run(
+        capsys, "fit", trace_path, "--method", "exact", "--out", tmp_path / "post.nc", "--plot", tmp_path / "fit.png"
+    )
     assert status == 0, err
     assert "warning" not in err
     post = na.load_posterior(tmp_path / "post.nc")
@@ -377,8 +487,9 @@ def test_fit_writes_a_loadable_posterior_and_prints_both_columns(capsys, tmp_pat
 
 def test_fit_options_reach_the_posterior_and_the_table(capsys, tmp_path):
     trace_path = saved(sgd_trace(), tmp_path / "sgd.nc")
-    status, out, err = run(capsys, "fit", trace_path, "--out", tmp_path / "post.nc", "--burn-in", "0.5",
-                           "--level", "0.5", "--seed", "3")
+    status, out, err = run(
+        capsys, "fit", trace_path, "--out", tmp_path / "post.nc", "--burn-in", "0.5", "--level", "0.5", "--seed", "3"
+    )
     assert status == 0, err
     post = na.load_posterior(tmp_path / "post.nc")
     assert post.method == "exact" and post.info["burn_in"] == 0.5
@@ -436,8 +547,9 @@ def test_fit_user_errors(capsys, tmp_path, argv, message):
 
 
 def test_fit_checks_the_output_path_before_loading(capsys, tmp_path):
-    assert "--out post.txt: a posterior file ends in .nc" in single_error(capsys, "fit", "missing.nc", "--out",
-                                                                            "post.txt")
+    assert "--out post.txt: a posterior file ends in .nc" in single_error(
+        capsys, "fit", "missing.nc", "--out", "post.txt"
+    )
     assert "does not exist" in single_error(capsys, "fit", "missing.nc", "--out", tmp_path / "no" / "post.nc")
 
 
@@ -451,14 +563,28 @@ def test_plots_show_the_first_coordinates_of_a_large_model_and_check_the_truth(t
     rng = np.random.default_rng(0)
     d = 3
     params = np.cumsum(0.01 * rng.standard_normal((300, 2 * d)), axis=0)
-    trace = na.Trace.from_arrays(params, rng.standard_normal((300, 2 * d)), noise_multiplier=1.0, clip=1.0,
-                                 sampling_rate=0.1, n_examples=100, learning_rate=1e-3)
-    spread = na.NoiseAwarePosterior(optimum_chains=params[None, -50:], hessian_chains=None, extra_noise_chains=None,
-                                    method="test", param_names=trace.param_names)
+    trace = na.Trace.from_arrays(
+        params,
+        rng.standard_normal((300, 2 * d)),
+        noise_multiplier=1.0,
+        clip=1.0,
+        sampling_rate=0.1,
+        n_examples=100,
+        learning_rate=1e-3,
+    )
+    spread = na.NoiseAwarePosterior(
+        optimum_chains=params[None, -50:],
+        hessian_chains=None,
+        extra_noise_chains=None,
+        method="test",
+        param_names=trace.param_names,
+    )
     posteriors = {"spread": spread, "naive": na.naive_posterior(trace)}
-    for path in (plots.plot_trace(trace, tmp_path / "trace.png", posteriors=posteriors, truth=np.zeros(d)),
-                 plots.plot_trace(trace, tmp_path / "bare.png", burn_in=0.0),
-                 plots.plot_posteriors(posteriors, tmp_path / "densities.png", truth=np.zeros(d))):
+    for path in (
+        plots.plot_trace(trace, tmp_path / "trace.png", posteriors=posteriors, truth=np.zeros(d)),
+        plots.plot_trace(trace, tmp_path / "bare.png", burn_in=0.0),
+        plots.plot_posteriors(posteriors, tmp_path / "densities.png", truth=np.zeros(d)),
+    ):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match=f"the d = {d} coordinates"):
         plots.plot_posteriors(posteriors, tmp_path / "bad.png", truth=[0.0])
@@ -488,9 +614,27 @@ def test_fit_warnings_show_once_even_when_it_fails_and_deprecations_go_to_python
 
 
 def test_coverage_prints_a_table_and_writes_json_csv_png_per_epsilon(capsys, tmp_path):
-    status, out, err = run(capsys, "coverage", "--model", "M1", "--epsilon", "0.3", "1", "--methods", "exact,naive",
-                           "--simulations", "6", "--references", "2", "--samples", "200", "--steps", "300",
-                           "--out", tmp_path / "cov")
+    status, out, err = run(
+        capsys,
+        "coverage",
+        "--model",
+        "M1",
+        "--epsilon",
+        "0.3",
+        "1",
+        "--methods",
+        "exact,naive",
+        "--simulations",
+        "6",
+        "--references",
+        "2",
+        "--samples",
+        "200",
+        "--steps",
+        "300",
+        "--out",
+        tmp_path / "cov",
+    )
     assert status == 0, err
     assert "RMSE (research ref.)" in out and "RMSE (trace ref.)" in out and "exact" in out and "naive" in out
     assert "DPVI" in err  # the progress bar
@@ -503,10 +647,13 @@ def test_coverage_prints_a_table_and_writes_json_csv_png_per_epsilon(capsys, tmp
         assert stem.with_name(stem.name + ".png").read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (("--model", "M1", "--epsilon", "1", "--methods", "exact,magic"), "unknown methods"),
-    (("--model", "M9", "--epsilon", "1"), "unknown model"),
-    (("--model", "user_models:logistic", "--epsilon", "1"), "is not a BenchmarkModel"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (("--model", "M1", "--epsilon", "1", "--methods", "exact,magic"), "unknown methods"),
+        (("--model", "M9", "--epsilon", "1"), "unknown model"),
+        (("--model", "user_models:logistic", "--epsilon", "1"), "is not a BenchmarkModel"),
+    ],
+)
 def test_coverage_user_errors(capsys, tmp_path, user_model_dir, argv, message):
     assert message in single_error(capsys, "coverage", *argv, "--out", tmp_path / "cov")

@@ -33,9 +33,23 @@ def run(capsys, *argv):
 
 def test_calibrate_prints_a_table_and_writes_json_and_png_per_level(capsys, tmp_path, small_adult):
     folder, complete = small_adult
-    status, out, err = run(capsys, "calibrate", "--dataset", "adult", "--data-dir", folder, "--no-verify",
-                           "--noise-multiplier", "40", "20", "--methods", "exact,naive,dpvim,nonprivate", *TINY,
-                           "--out", tmp_path / "cal")
+    status, out, err = run(
+        capsys,
+        "calibrate",
+        "--dataset",
+        "adult",
+        "--data-dir",
+        folder,
+        "--no-verify",
+        "--noise-multiplier",
+        "40",
+        "20",
+        "--methods",
+        "exact,naive,dpvim,nonprivate",
+        *TINY,
+        "--out",
+        tmp_path / "cal",
+    )
     assert status == 0, err
     assert f"adult ({complete} train, {complete} test, d = 57, zscore)" in out
     assert "σ = 40, T = 80, R = 2, K = 20" in out and "σ = 20, T = 80" in out
@@ -59,11 +73,14 @@ def test_calibrate_prints_a_table_and_writes_json_and_png_per_level(capsys, tmp_
     assert seconds[0] == seconds[1]  # the non-private reference ran once, for both levels
 
 
-@pytest.mark.parametrize("argv, message", [
-    (("--epsilon", "1", "--methods", "exact,magic"), "unknown methods ['magic']"),
-    (("--epsilon", "1", "--dataset", "mnist"), "invalid choice: 'mnist'"),
-    (("--methods", "naive"), "one of the arguments --epsilon --noise-multiplier is required"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (("--epsilon", "1", "--methods", "exact,magic"), "unknown methods ['magic']"),
+        (("--epsilon", "1", "--dataset", "mnist"), "invalid choice: 'mnist'"),
+        (("--methods", "naive"), "one of the arguments --epsilon --noise-multiplier is required"),
+    ],
+)
 def test_calibrate_usage_errors(capsys, tmp_path, argv, message):
     status, _, err = run(capsys, "calibrate", *argv, "--out", tmp_path / "cal")
     assert status == 2 and err.count("error:") == 1 and message in err, err

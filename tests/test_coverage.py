@@ -240,5 +240,6 @@ def test_the_paper_prior_is_a_method_option():
     out = coverage(M1, methods=("exact",), epsilon=1.0, key=3, method_options={"exact": {"prior": "paper"}}, **SMALL)
     assert out.settings["method_options"]["exact"] == repr(na.methods.ExactOptions(prior="paper"))
     assert out.failures == {"exact": 0}
-    with pytest.raises(TypeError, match="prior"):  # coverage itself has no prior argument any more
+    # coverage itself has no prior argument any more: refused before any work, with the fix
+    with pytest.raises(ValueError, match=r"unknown settings \['prior'\].*method_options=\{'exact': \{'prior'"):
         coverage(M1, methods=("exact",), noise_multiplier=37.81, key=0, prior="paper", **SMALL)

@@ -49,7 +49,7 @@ def test_one_hot_blocks_have_the_training_levels(data):
     start = 5
     for size in sizes:
         for X in (data.X_train, data.X_test):
-            block = X[:, start:start + size]
+            block = X[:, start : start + size]
             assert set(np.unique(block)) == {0.0, 1.0} and np.all(block.sum(axis=1) == 1)
         start += size
     assert "sex=Female" in data.feature_names and "workclass=Never-worked" not in data.feature_names
@@ -90,17 +90,45 @@ def test_an_altered_copy_fails_the_checksum_unless_verify_is_off(copy):
     assert adult(copy, verify=False).X_train.shape == (30_162, 57)
 
 
-@pytest.mark.parametrize("file, line, text, problem", [
-    ("adult.data", 17, "39, State-gov, 77516, Bachelors, 13, Never-married", "6 comma-separated fields, expected 15"),
-    ("adult.data", 3, "thirty, Private, 215646, HS-grad, 9, Divorced, Handlers-cleaners, Not-in-family, White, Male, "
-     "0, 0, 40, United-States, <=50K", "age is 'thirty', not a number"),
-    ("adult.data", 5, "28, Private, 338409, Bachelors, 13, Married-civ-spouse, Prof-specialty, Wife, Black, Female, 0, "
-     "0, 40, Cuba, rich", "the label is 'rich'"),
-    ("adult.data", 8, "52, Self-emp, 209642, HS-grad, 9, Married-civ-spouse, Exec-managerial, Husband, White, Male, 0, "
-     "0, 45, United-States, >50K", "workclass is 'Self-emp', not one of the UCI values"),
-    ("adult.test", 2, "25, Private, 226802, 11th, 7, Never-married, Machine-op-inspct, Own-child, Black, Male, 0, 0, "
-     "40, United-States, 50K.", "the label is '50K.', expected one of <=50K., >50K."),
-])
+@pytest.mark.parametrize(
+    "file, line, text, problem",
+    [
+        (
+            "adult.data",
+            17,
+            "39, State-gov, 77516, Bachelors, 13, Never-married",
+            "6 comma-separated fields, expected 15",
+        ),
+        (
+            "adult.data",
+            3,
+            "thirty, Private, 215646, HS-grad, 9, Divorced, Handlers-cleaners, Not-in-family, White, Male, "
+            "0, 0, 40, United-States, <=50K",
+            "age is 'thirty', not a number",
+        ),
+        (
+            "adult.data",
+            5,
+            "28, Private, 338409, Bachelors, 13, Married-civ-spouse, Prof-specialty, Wife, Black, Female, 0, "
+            "0, 40, Cuba, rich",
+            "the label is 'rich'",
+        ),
+        (
+            "adult.data",
+            8,
+            "52, Self-emp, 209642, HS-grad, 9, Married-civ-spouse, Exec-managerial, Husband, White, Male, 0, "
+            "0, 45, United-States, >50K",
+            "workclass is 'Self-emp', not one of the UCI values",
+        ),
+        (
+            "adult.test",
+            2,
+            "25, Private, 226802, 11th, 7, Never-married, Machine-op-inspct, Own-child, Black, Male, 0, 0, "
+            "40, United-States, 50K.",
+            "the label is '50K.', expected one of <=50K., >50K.",
+        ),
+    ],
+)
 def test_a_malformed_line_names_the_file_the_line_and_the_fix(copy, file, line, text, problem):
     replace_line(copy / file, line, text)
     with pytest.raises(DatasetError) as error:

@@ -19,8 +19,9 @@ M1 = na.models.get("gamma-exponential")
 @pytest.fixture(scope="module")
 def traces():
     _, data = jax.vmap(M1.simulate)(jax.random.split(jax.random.key(0), 3))
-    return na.record_dpvi_batch(M1.model, data, keys=jax.random.split(jax.random.key(1), 3), epsilon=1.0,
-                                **M1.dpvi_settings | {"steps": 2000})
+    return na.record_dpvi_batch(
+        M1.model, data, keys=jax.random.split(jax.random.key(1), 3), epsilon=1.0, **M1.dpvi_settings | {"steps": 2000}
+    )
 
 
 def test_registry_resolves_names_and_records_and_never_mutates():
@@ -62,8 +63,12 @@ def test_fit_batch_equals_fit_with_the_split_keys(traces, method):
         single = na.fit(trace, method, key=key, draws=300)
         np.testing.assert_allclose(posterior.optimum_chains, single.optimum_chains, rtol=1e-12, atol=1e-12)
     # a batch of one uses its key itself: fit_batch([t], key=k) is fit(t, key=k)
-    np.testing.assert_allclose(na.fit_batch(traces[:1], method, key=5, draws=300)[0].optimum_chains,
-                               na.fit(traces[0], method, key=5, draws=300).optimum_chains, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        na.fit_batch(traces[:1], method, key=5, draws=300)[0].optimum_chains,
+        na.fit(traces[0], method, key=5, draws=300).optimum_chains,
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 def test_paper_prior_does_not_switch_the_laplace_algorithm(traces):
@@ -86,15 +91,16 @@ def test_posteriors_say_what_they_are(traces, tmp_path):
 
 
 def test_a_failed_fit_raises_in_fit_and_is_none_with_skip(traces):
-    short = na.Trace.from_arrays(traces[0].params[:40], traces[0].grads[:40], noise_multiplier=1.0, clip=1.0,
-                                 sampling_rate=0.1, n_examples=100)
+    short = na.Trace.from_arrays(
+        traces[0].params[:40], traces[0].grads[:40], noise_multiplier=1.0, clip=1.0, sampling_rate=0.1, n_examples=100
+    )
     with pytest.raises(ValueError, match="at least 50 stationary steps"):
         na.fit(short, "exact", key=0)
 
 
 def _docs_example() -> str:
     text = (Path(__file__).parents[1] / "docs" / "methods.md").read_text()
-    section = text[text.index("## A worked plug-in"):]
+    section = text[text.index("## A worked plug-in") :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -112,8 +118,9 @@ def test_the_worked_plugin_example_runs_in_fit_coverage_and_calibration(capsys):
 
 def test_plugin_in_coverage_is_scored_like_a_builtin():
     tail = na.per_trace("naive-copy", lambda trace, key, options: na.naive_posterior(trace))
-    result = na.coverage(M1, methods=("naive", tail), epsilon=1.0, simulations=8, references=2, samples=300,
-                         steps=1000, key=4)
+    result = na.coverage(
+        M1, methods=("naive", tail), epsilon=1.0, simulations=8, references=2, samples=300, steps=1000, key=4
+    )
     np.testing.assert_array_equal(result.curves["research"]["naive"].shape, (2, 21))
     assert result.failures == {"naive": 0, "naive-copy": 0}
     # same posteriors, but the θ draws come from each method's own key stream
@@ -128,6 +135,14 @@ def test_a_method_that_fails_is_counted_not_fatal():
     def broken(trace, key, options):
         raise ValueError("no")
 
-    result = na.coverage(M1, methods=(na.per_trace("broken", broken, options=Never),), epsilon=1.0, simulations=4,
-                         references=2, samples=100, steps=1000, key=0)
+    result = na.coverage(
+        M1,
+        methods=(na.per_trace("broken", broken, options=Never),),
+        epsilon=1.0,
+        simulations=4,
+        references=2,
+        samples=100,
+        steps=1000,
+        key=0,
+    )
     assert result.failures == {"broken": 4}

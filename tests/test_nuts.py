@@ -24,7 +24,7 @@ def trace():
 @pytest.fixture(scope="module")
 def numpyro_fits(trace):
     """Research-setting fits (1000 warmup, 4000 draws, 1 chain) under each prior, shared by the tests."""
-    return {name: fit_nuts(gradient_model(trace, prior), key=0) for name, prior in PRIORS.items()}
+    return {name: fit_nuts(gradient_model(trace, prior), key=0, backend="numpyro") for name, prior in PRIORS.items()}
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +160,7 @@ def test_without_extra_noise_there_is_no_extra_noise_site(numpyro_fits):
 
 @pytest.mark.slow
 def test_several_chains_converge(trace):
-    draws = fit_nuts(gradient_model(trace), key=1, chains=3, warmup=500, draws=1000)
+    draws = fit_nuts(gradient_model(trace), key=1, chains=3, warmup=500, draws=1000, backend="numpyro")
     assert draws.optimum.shape == (3, 1000, 4) and draws.diagnostics["step_size"].shape == (3,)
     assert not np.array_equal(draws.optimum[0], draws.optimum[1])
     assert draws.diagnostics["max_rhat"] < 1.01
@@ -169,7 +169,7 @@ def test_several_chains_converge(trace):
 @pytest.mark.slow
 def test_same_key_same_draws(trace, numpyro_fits, blackjax_fit):
     model = gradient_model(trace)
-    np.testing.assert_array_equal(fit_nuts(model, key=0).optimum, numpyro_fits["default"].optimum)
+    np.testing.assert_array_equal(fit_nuts(model, key=0, backend="numpyro").optimum, numpyro_fits["default"].optimum)
     again, other = (fit_nuts(model, key=key, backend="blackjax") for key in (0, 1))
     np.testing.assert_array_equal(again.optimum, blackjax_fit.optimum)
     np.testing.assert_array_equal(again.extra_noise, blackjax_fit.extra_noise)

@@ -149,11 +149,6 @@ def test_ecp_from_fractions_agrees_with_tarp_ecp_and_marginal_ecp():
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="package bug: TARP fractions are float32, and float32(k/K) < level for some levels (0.35, 0.7, 0.95 "
-    "with K = 20), so a simulation whose fraction equals a level exactly counts as below it",
-)
 def test_a_fraction_equal_to_a_level_is_not_below_it():
     """ECP(l) = mean of 1[f < l] with f = k/K: a tie k = l·K is not below l. K = 20 draws on a grid of quarters
     make ties at every level that is a multiple of 1/20; the exact answer compares the integer counts k < l·K."""

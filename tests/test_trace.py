@@ -14,8 +14,8 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from noiseaware.trace.sites import SiteSpec
 from noiseaware.trace import Trace, TraceError
+from noiseaware.trace.sites import SiteSpec
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "trace-format.md"
 SUFFIXES = (".npz", ".nc")
@@ -396,12 +396,18 @@ BAD_INPUTS = {
     "param_names repeated": (dict(param_names=("a", "b", "a", "c")), r"param_names repeats \['a'\]"),
     "sites inconsistent with d": (dict(sites=(SiteSpec("w", (3,), "identity"),)), r"sites cover 3 .* d = P/2 = 2"),
     "site with unknown transform": (dict(sites=(SiteSpec("w", (2,), "tanh"),)), r"site 'w' in sites is invalid"),
-    "simplex map on a scalar site": (dict(sites=(SiteSpec("p", (), "alr"),)),
-                                     r"site 'p': transform 'alr' needs a vector shape, got \(\)"),
-    "site with negative sizes": (dict(sites=(SiteSpec("w", (-1, -2), "identity"),)),
-                                 r"site 'w' in sites is invalid \(its shape \(-1, -2\) has a negative size\)"),
-    "site without coordinates": (dict(sites=(SiteSpec("p", (1,), "alr"), SiteSpec("w", (2,), "identity"))),
-                                 r"site 'p' in sites has no unconstrained coordinates"),
+    "simplex map on a scalar site": (
+        dict(sites=(SiteSpec("p", (), "alr"),)),
+        r"site 'p': transform 'alr' needs a vector shape, got \(\)",
+    ),
+    "site with negative sizes": (
+        dict(sites=(SiteSpec("w", (-1, -2), "identity"),)),
+        r"site 'w' in sites is invalid \(its shape \(-1, -2\) has a negative size\)",
+    ),
+    "site without coordinates": (
+        dict(sites=(SiteSpec("p", (1,), "alr"), SiteSpec("w", (2,), "identity"))),
+        r"site 'p' in sites has no unconstrained coordinates",
+    ),
     "unknown variational family": (dict(variational_family="full-rank"), r"variational_family is 'full-rank'"),
     "empty accountant": (dict(accountant=""), r"accountant is ''; it must be a non-empty string"),
 }

@@ -31,7 +31,7 @@ from ..util.keys import as_key, key_repr
 from ..util.progress import Progress
 from .calibration import calibration_curve, calibration_metrics, predictive_probabilities
 from .calibration_result import METRICS, CalibrationResult
-from .experiment import check_methods, run_methods, with_progress
+from .experiment import check_methods, check_overrides, run_methods, with_progress
 
 __all__ = ["PRESET", "calibration", "record_traces"]
 
@@ -71,6 +71,7 @@ def calibration(
     """
     bm = get_model(PRESET)
     resolved, options = check_methods(methods, registry, bm.name, epsilon, method_options)
+    check_overrides(overrides)
     options = {name: with_progress(o, progress) for name, o in options.items()}
     for method in resolved:
         if method.reads != "trace" and method.private:

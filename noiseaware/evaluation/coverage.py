@@ -30,7 +30,7 @@ from ..trace import BURN_IN, Trace
 from ..util.checks import positive_int
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
-from .experiment import check_methods, run_methods, with_progress
+from .experiment import check_methods, check_overrides, run_methods, with_progress
 from .result import REFERENCE_RULES, CoverageResult
 from .tarp import LEVELS, ecp_from_fractions, tarp_fractions
 
@@ -121,6 +121,7 @@ def coverage(
     if (epsilon is None) == (noise_multiplier is None):
         raise ValueError("give exactly one of epsilon and noise_multiplier")
     check_methods(methods, registry, bm.name, epsilon, method_options)
+    check_overrides(overrides)
     for name, value in (("simulations", simulations), ("references", references), ("samples", samples)):
         positive_int(name, value)
     settings = dict(bm.dpvi_settings) | overrides

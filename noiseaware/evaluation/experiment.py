@@ -12,6 +12,7 @@ gathered per method; the typed diagnostics of the fits are summarised by their o
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import time
 import warnings
 import zlib
@@ -21,8 +22,17 @@ from typing import Any
 import jax
 
 from ..methods.base import Batch, Method, Outcome, Registry, fit_problems, split_keys
+from ..recording.dpvi import record_dpvi
 
-__all__ = ["MethodRun", "check_methods", "method_stream", "run_methods", "with_progress"]
+__all__ = [
+    "DPVI_SETTINGS",
+    "MethodRun",
+    "check_methods",
+    "check_overrides",
+    "method_stream",
+    "run_methods",
+    "with_progress",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +69,24 @@ def check_methods(
         options[method.name] = method.make_options(given.get(method.name))
         method.check(model, getattr(options[method.name], "epsilon", None) or epsilon)
     return resolved, options
+
+
+DPVI_SETTINGS = tuple(
+    name
+    for name in inspect.signature(record_dpvi).parameters
+    if name not in ("model", "data", "key", "epsilon", "noise_multiplier", "delta", "progress")
+)
+"""The DPVI settings a study's keyword overrides may replace (record_dpvi's, less the privacy level)."""
+
+
+def check_overrides(overrides: Mapping[str, Any]) -> None:
+    """A ValueError, before any work, for a keyword that is not a DPVI setting (e.g. a method's option)."""
+    unknown = sorted(set(overrides) - set(DPVI_SETTINGS))
+    if unknown:
+        raise ValueError(
+            f"unknown settings {unknown}: keyword arguments replace DPVI settings ({', '.join(DPVI_SETTINGS)}); "
+            "a method's options go in method_options, e.g. method_options={'exact': {'prior': 'paper'}}"
+        )
 
 
 def run_methods[Score](

@@ -28,8 +28,9 @@ __all__ = [
     "tarp_repeats",
 ]
 
-LEVELS = np.sort(1.0 - np.concatenate([[0.001], np.round(np.arange(0.05, 0.951, 0.05), 2), [0.999]]))
-"""The paper's 21 credibility levels 1 − α, ascending: 0.001, 0.05, 0.10, …, 0.95, 0.999."""
+LEVELS = np.round(np.sort(1.0 - np.concatenate([[0.001], np.round(np.arange(0.05, 0.951, 0.05), 2), [0.999]])), 3)
+"""The paper's 21 credibility levels 1 − α, ascending: 0.001, 0.05, 0.10, …, 0.95, 0.999 (each the float64
+nearest its decimal, so that a fraction k/K equal to a level compares equal to it)."""
 
 METRICS = ("euclidean", "standardised")
 
@@ -66,27 +67,32 @@ def _scale(metric: str, scale, d: int) -> jax.Array:
 
 
 @jax.jit
-def _fractions(samples, truth, references, scale):
-    """f_m (M,): the fraction of draws closer to the reference than the truth (distances in units of `scale`)."""
+def _closer(samples, truth, references, scale):
+    """(M,) int: how many of the K draws are closer to the reference than the truth (in units of `scale`)."""
     sample_distance = jnp.sum(((samples - references[:, None, :]) / scale) ** 2, axis=-1)
     truth_distance = jnp.sum(((truth - references) / scale) ** 2, axis=-1)
-    return jnp.mean(sample_distance < truth_distance[:, None], axis=1)
+    return jnp.sum(sample_distance < truth_distance[:, None], axis=1)
 
 
 @jax.jit
-def _marginal_fractions(samples, truth, references):
-    """f_mj (M, d): the same per dimension, with distances |θ_j − θ_ref,j|."""
-    return jnp.mean(jnp.abs(samples - references[:, None, :]) < jnp.abs(truth - references)[:, None, :], axis=1)
+def _marginal_closer(samples, truth, references):
+    """(M, d) int: the same per dimension, with distances |θ_j − θ_ref,j|."""
+    return jnp.sum(jnp.abs(samples - references[:, None, :]) < jnp.abs(truth - references)[:, None, :], axis=1)
 
 
 @jax.jit
-def _fractions_per_set(samples, truth, references, scale):
-    """Joint f (G, M) and per-dimension f (G, M, d) for G reference sets, references (G, M, d)."""
+def _closer_per_set(samples, truth, references, scale):
+    """Joint counts (G, M) and per-dimension counts (G, M, d) for G reference sets, references (G, M, d)."""
 
     def one(ref):
-        return _fractions(samples, truth, ref, scale), _marginal_fractions(samples, truth, ref)
+        return _closer(samples, truth, ref, scale), _marginal_closer(samples, truth, ref)
 
     return jax.lax.map(one, references)
+
+
+def _fractions(counts, draws: int) -> np.ndarray:
+    """f = count / K in float64 (exact ties with the levels, whatever JAX's float width)."""
+    return np.asarray(counts, np.float64) / draws
 
 
 def tarp_fractions(samples, truth, references, *, metric: str = "euclidean", scale=None):
@@ -100,8 +106,8 @@ def tarp_fractions(samples, truth, references, *, metric: str = "euclidean", sca
     if references.ndim != 3:
         raise ValueError(f"references must be (G, M, d); got shape {references.shape}")
     _check(samples, truth, references[0])
-    joint, marginal = _fractions_per_set(samples, truth, references, _scale(metric, scale, samples.shape[-1]))
-    return np.asarray(joint), np.asarray(marginal)
+    joint, marginal = _closer_per_set(samples, truth, references, _scale(metric, scale, samples.shape[-1]))
+    return _fractions(joint, samples.shape[1]), _fractions(marginal, samples.shape[1])
 
 
 def ecp_from_fractions(fractions, levels=None) -> np.ndarray:
@@ -125,7 +131,7 @@ def tarp_ecp(samples, truth, references, *, levels=None, metric: str = "euclidea
     """
     samples, truth, references = _check(samples, truth, references)
     levels = _levels(levels)
-    f = np.asarray(_fractions(samples, truth, references, _scale(metric, scale, samples.shape[-1])))
+    f = _fractions(_closer(samples, truth, references, _scale(metric, scale, samples.shape[-1])), samples.shape[1])
     return levels, ecp_from_fractions(f[None], levels)[0]
 
 
@@ -133,7 +139,7 @@ def marginal_ecp(samples, truth, references, *, levels=None):
     """(levels (L,), ecp (L, d)): the TARP curve of each dimension alone (1-D balls |θ_j − θ_ref,j|)."""
     samples, truth, references = _check(samples, truth, references)
     levels = _levels(levels)
-    f = np.asarray(_marginal_fractions(samples, truth, references))
+    f = _fractions(_marginal_closer(samples, truth, references), samples.shape[1])
     return levels, ecp_from_fractions(f[None], levels)[0]
 
 
@@ -170,5 +176,5 @@ def tarp_repeats(
     levels = _levels(levels)
     scale = _scale(metric, scale, samples.shape[-1])
     references = reference_box(key, centre, half_width, repeats)
-    fractions = jax.lax.map(functools.partial(_fractions, samples, truth, scale=scale), references)
-    return levels, ecp_from_fractions(np.asarray(fractions), levels)
+    counts = jax.lax.map(functools.partial(_closer, samples, truth, scale=scale), references)
+    return levels, ecp_from_fractions(_fractions(counts, samples.shape[1]), levels)

@@ -287,15 +287,15 @@ def fit_nuts(
     warmup: int = 1000,
     draws: int = 4000,
     chains: int = 1,
-    backend: str = "numpyro",
+    backend: str = "blackjax",
     target_accept: float = 0.8,
     progress: bool = False,
     dense_mass: bool = False,
 ) -> Draws:
     """Fit the gradient model by NUTS (research setting: 1000 warmup, 4000 draws, 1 chain): Draws (chains, draws, P).
 
-    backend "numpyro" (vectorized chains; `progress` shows its progress bar) or "blackjax"
-    (`nuts_blackjax_draws`, compiled once per shape and settings); both run in float64 from the prior
+    backend "blackjax" (the default everywhere; `nuts_blackjax_draws`, compiled once per shape and settings)
+    or "numpyro" (vectorized chains; `progress` shows its progress bar); both run in float64 from the prior
     means, on the same target; `dense_mass` adapts a dense instead of a diagonal mass matrix.
     diagnostics: rhat and ess_bulk (rank-normalised), {"optimum", "hessian", "extra_noise_squared"} → (P,),
     the extra noise on u² since u's posterior is sign-symmetric; max_rhat, min_ess, divergences (total);
