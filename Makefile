@@ -25,11 +25,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check noiseaware tests benchmarks
 	$(VENV)/bin/lint-imports
 
+# two pytest-xdist workers (one per core); --dist loadfile keeps each file's module fixtures on one worker
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 test-fast: lint
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_dpvi.py

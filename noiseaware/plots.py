@@ -1,8 +1,8 @@
 """Figures of traces and posteriors, written as PNG files (matplotlib's Agg canvas; nothing is shown).
 
-    posteriors = {"noise-aware": na.fit(trace), "naive": na.naive_posterior(trace)}
-    plot_trace(trace, "trace.png", posteriors=posteriors, truth=theta)   # μ_t, μ*, and the densities of θ
-    plot_posteriors(posteriors, "posterior.png", truth=theta)           # the densities of θ alone
+    posteriors = {"noise-aware": na.fit(trace, "exact", key=0), "naive": na.naive_posterior(trace)}
+    plot_trace(trace, "trace.png", posteriors=posteriors, truth=theta, key=1)   # μ_t, μ*, densities of θ
+    plot_posteriors(posteriors, "posterior.png", truth=theta, key=1)           # the densities of θ alone
 
 Figures show θ in the unconstrained space of the trace, one row per coordinate (the first
 `MAX_COORDINATES`). Files are written atomically: a PNG is complete or absent. The figures are built
@@ -51,7 +51,7 @@ def plot_trace(
     truth=None,
     burn_in: float = BURN_IN,
     level: float = 0.9,
-    key=0,
+    key=None,
     title: str | None = None,
 ) -> Path:
     """Write a PNG of the trace's μ_t per θ coordinate, annotated with what was inferred from it; return the path.
@@ -67,7 +67,9 @@ def plot_trace(
     names = [name.removeprefix("mu:") for name in trace.param_names[: trace.dim]]
     truth = _truth(truth, trace.dim)
     posteriors = dict(posteriors or {})
-    samples = _samples(posteriors, key)
+    if posteriors and key is None:
+        raise TypeError("plot_trace draws θ from the posteriors for their densities: pass key=… (a seed or PRNG key)")
+    samples = _samples(posteriors, key) if posteriors else {}
     columns = 2 if posteriors else 1
     figure = _figure(len(shown), columns, width=11.0 if posteriors else 8.0)
     axes = figure.subplots(len(shown), columns, squeeze=False, width_ratios=[3, 2] if posteriors else None)
@@ -94,7 +96,7 @@ def plot_posteriors(
     path: str | os.PathLike,
     *,
     truth=None,
-    key=0,
+    key,
     title: str | None = None,
 ) -> Path:
     """Write a PNG of the posteriors' densities of θ, one panel per coordinate; return the path.

@@ -21,6 +21,8 @@ class DomainError(ValueError):
 
 
 NOT_NUMBERS = [True, False, np.bool_(True), None, "3", [3], (3,), np.array([3]), object()]
+NOT_NUMBER_IDS = [f"{type(v).__name__}-{i}" for i, v in enumerate(NOT_NUMBERS)]
+"""Stable test ids (an object's repr holds its address, which differs between pytest-xdist workers)."""
 
 # ---------------------------------------------------------------- positive_int
 
@@ -43,7 +45,9 @@ def test_positive_int_rejects_every_float_even_integral_ones(value):
         positive_int("n", value)
 
 
-@pytest.mark.parametrize("value", [*NOT_NUMBERS, np.float64(3.0), np.array(3.0)], ids=repr)
+@pytest.mark.parametrize(
+    "value", [*NOT_NUMBERS, np.float64(3.0), np.array(3.0)], ids=[*NOT_NUMBER_IDS, "float64-3.0", "array-3.0"]
+)
 def test_positive_int_rejects_non_integers_and_bools(value):
     with pytest.raises(ValueError, match="must be a positive integer"):
         positive_int("n", value)
@@ -99,7 +103,7 @@ def test_positive_float_with_allow_zero_also_accepts_zero():
         positive_float("sigma", -0.5, allow_zero=True)
 
 
-@pytest.mark.parametrize("value", NOT_NUMBERS, ids=repr)
+@pytest.mark.parametrize("value", NOT_NUMBERS, ids=NOT_NUMBER_IDS)
 def test_positive_float_rejects_non_numbers_and_bools(value):
     with pytest.raises(ValueError, match="must be positive and finite"):
         positive_float("x", value)
@@ -124,7 +128,7 @@ def test_probability_rejects_the_ends_and_beyond(value):
         probability("p", value)
 
 
-@pytest.mark.parametrize("value", NOT_NUMBERS, ids=repr)
+@pytest.mark.parametrize("value", NOT_NUMBERS, ids=NOT_NUMBER_IDS)
 def test_probability_rejects_non_numbers(value):
     with pytest.raises(ValueError, match=r"^p must be a number in \(0, 1\), got p="):
         probability("p", value)

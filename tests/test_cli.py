@@ -581,15 +581,17 @@ def test_plots_show_the_first_coordinates_of_a_large_model_and_check_the_truth(t
     )
     posteriors = {"spread": spread, "naive": na.naive_posterior(trace)}
     for path in (
-        plots.plot_trace(trace, tmp_path / "trace.png", posteriors=posteriors, truth=np.zeros(d)),
+        plots.plot_trace(trace, tmp_path / "trace.png", posteriors=posteriors, truth=np.zeros(d), key=0),
         plots.plot_trace(trace, tmp_path / "bare.png", burn_in=0.0),
-        plots.plot_posteriors(posteriors, tmp_path / "densities.png", truth=np.zeros(d)),
+        plots.plot_posteriors(posteriors, tmp_path / "densities.png", truth=np.zeros(d), key=0),
     ):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match=f"the d = {d} coordinates"):
-        plots.plot_posteriors(posteriors, tmp_path / "bad.png", truth=[0.0])
+        plots.plot_posteriors(posteriors, tmp_path / "bad.png", truth=[0.0], key=0)
     with pytest.raises(ValueError, match="does not exist"):
         plots.plot_trace(trace, tmp_path / "missing" / "trace.png")
+    with pytest.raises(TypeError, match="pass key="):  # densities are draws: no silent default key
+        plots.plot_trace(trace, tmp_path / "nokey.png", posteriors=posteriors)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bare.png", "densities.png", "trace.png"]
 
 

@@ -13,6 +13,7 @@ import noiseaware as na
 from noiseaware.methods import ExactOptions, LaplaceOptions
 from noiseaware.posteriors.base import Posterior
 
+
 M1 = na.models.get("gamma-exponential")
 
 
@@ -116,18 +117,29 @@ def test_the_worked_plugin_example_runs_in_fit_coverage_and_calibration(capsys):
     assert "tail" not in na.DEFAULT_REGISTRY
 
 
-def test_plugin_in_coverage_is_scored_like_a_builtin():
-    tail = na.per_trace("naive-copy", lambda trace, key, options: na.naive_posterior(trace))
-    result = na.coverage(
-        M1, methods=("naive", tail), epsilon=1.0, simulations=8, references=2, samples=300, steps=1000, key=4
-    )
-    np.testing.assert_array_equal(result.curves["research"]["naive"].shape, (2, 21))
+@pytest.fixture(scope="module")
+def simulations():
+    """Eight small M1 simulations (one DPVI program), scored by several tests with `evaluate`."""
+    from noiseaware.evaluation import simulate_traces
+
+    sigma = na.noise_multiplier(1.0, 1e-5, 0.1, 1000)
+    settings = M1.dpvi_settings | {"steps": 1000}
+    return simulate_traces(M1, noise_multiplier=sigma, delta=1e-5, simulations=8, key=4, epsilon=1.0, **settings)
+
+
+def test_plugin_is_scored_like_the_builtin_it_copies(simulations):
+    copy = na.per_trace("naive-copy", lambda trace, key, options: na.naive_posterior(trace))
+    result = na.evaluation.evaluate(simulations, ("naive", copy), references=2, samples=300, key=4)
+    assert result.curves["research"]["naive"].shape == (2, 21)
     assert result.failures == {"naive": 0, "naive-copy": 0}
-    # same posteriors, but the θ draws come from each method's own key stream
+    # the same posteriors; only the θ draws differ (each method has its own key stream)
     assert result.rmse["naive"][0] == pytest.approx(result.rmse["naive-copy"][0], abs=0.15)
+    # and a method's numbers do not depend on which other methods run beside it
+    alone = na.evaluation.evaluate(simulations, (copy,), references=2, samples=300, key=4)
+    np.testing.assert_array_equal(alone.curves["research"]["naive-copy"], result.curves["research"]["naive-copy"])
 
 
-def test_a_method_that_fails_is_counted_not_fatal():
+def test_a_method_that_fails_is_counted_not_fatal(simulations):
     @dataclasses.dataclass(frozen=True)
     class Never:
         pass
@@ -135,14 +147,6 @@ def test_a_method_that_fails_is_counted_not_fatal():
     def broken(trace, key, options):
         raise ValueError("no")
 
-    result = na.coverage(
-        M1,
-        methods=(na.per_trace("broken", broken, options=Never),),
-        epsilon=1.0,
-        simulations=4,
-        references=2,
-        samples=100,
-        steps=1000,
-        key=0,
-    )
-    assert result.failures == {"broken": 4}
+    method = na.per_trace("broken", broken, options=Never)
+    result = na.evaluation.evaluate(simulations, (method,), references=2, samples=100, key=0)
+    assert result.failures == {"broken": 8}
