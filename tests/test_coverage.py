@@ -18,7 +18,6 @@ from noiseaware.plots import plot_coverage
 from noiseaware.util.diagnostics import NoDiagnostics
 from noiseaware.util.keys import as_key
 
-
 SMALL = {"simulations": 12, "references": 2, "samples": 400, "steps": 1000, "chunk": 12}
 M1 = na.models.get("gamma-exponential")
 

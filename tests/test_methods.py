@@ -13,7 +13,6 @@ import noiseaware as na
 from noiseaware.methods import ExactOptions, LaplaceOptions
 from noiseaware.posteriors.base import Posterior
 
-
 M1 = na.models.get("gamma-exponential")
 
 

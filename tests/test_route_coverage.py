@@ -17,7 +17,6 @@ from noiseaware.inference.gradient_model import gradient_model
 from noiseaware.inference.laplace import laplace_approximation
 from noiseaware.inference.nuts import nuts_blackjax_draws
 
-
 TRUTH = np.asarray(OPTIMUM)
 LEVELS = (0.5, 0.9)
 
