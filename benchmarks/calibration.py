@@ -2,7 +2,8 @@
 
     python benchmarks/calibration.py [--epsilons 0.1,0.3,1.0] [--methods exact,nuts,laplace,naive,dpvim] \
         [--repeats 20 --steps 10000 --draws 4000] [--scaling zscore|range] [--sigma research|tight] \
-        [--reference-warmup 1000 --reference-draws 4000 | --no-reference | --reference-only] [--out benchmarks/results/table3.json]
+        [--reference-warmup 1000 --reference-draws 4000 | --no-reference | --reference-only] \
+        [--out benchmarks/results/table3.json]
 
 Research scale by default: R = 20 DPVI runs per ε on the 30 162 training rows (T = 10⁴, q = 0.1, δ = 1e-5,
 the adult-logistic preset C = 11, s = (1, 550), v = √114, ρ₀ = −6) at the research σ (360, 117.5, 37.81 for

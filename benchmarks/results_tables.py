@@ -61,8 +61,8 @@ def model_table(model: str, per_epsilon: dict) -> str:
             notes.append(
                 f"{method}: "
                 + "; ".join(
-                    f"ε = {e}: max R-hat {f['max_rhat']:.3f}, {f.get('simulations_rhat_above_1.01', '?')} simulations above "
-                    f"1.01"
+                    f"ε = {e}: max R-hat {f['max_rhat']:.3f}, "
+                    f"{f.get('simulations_rhat_above_1.01', '?')} simulations above 1.01"
                     + (f", {f['divergences']} divergences" if "divergences" in f else "")
                     + (f", min ESS {f['min_ess']:.0f}" if "min_ess" in f else "")
                     + (f", {f['fallbacks']} support fallbacks" if "fallbacks" in f else "")
