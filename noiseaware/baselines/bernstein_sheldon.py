@@ -32,7 +32,7 @@ from .expfam import Family
 from .expfam_release import Release, ReleaseSettings, release_statistics
 from .mechanisms import Mechanism, Neighbouring, keys_for, problem_keys
 from .primitives import condition_gaussian, mixing_variance
-from .sampled import ClosedFormPosterior, GibbsPosterior, Marginal, ReleaseDiagnostics, gibbs_posterior
+from .sampled import ClosedFormPosterior, GibbsPosterior, Marginal, ReleaseDiagnostics, gibbs_posterior, single
 
 __all__ = [
     "INITS",
@@ -272,18 +272,17 @@ def bernstein_sheldon_posterior(
     retries, init). Equals problem m of `bs2018_batch` when keys[m] = key; a failed fit raises its
     FloatingPointError.
     """
-    (outcome,) = bs2018_batch(
-        model,
-        _records(data)[None],
-        keys=as_key(key)[None],
-        epsilon=epsilon,
-        delta=delta,
-        release=ReleaseSettings(mechanism, neighbouring, bound),
-        gibbs=GibbsSettings(**settings),
+    return single(
+        bs2018_batch(
+            model,
+            _records(data)[None],
+            keys=as_key(key)[None],
+            epsilon=epsilon,
+            delta=delta,
+            release=ReleaseSettings(mechanism, neighbouring, bound),
+            gibbs=GibbsSettings(**settings),
+        )
     )
-    if isinstance(outcome, Exception):
-        raise outcome
-    return outcome
 
 
 def bernstein_sheldon_naive(

@@ -49,6 +49,7 @@ from .sampled import (
     Marginal,
     ReleaseDiagnostics,
     gibbs_posterior,
+    single,
 )
 
 __all__ = [
@@ -218,19 +219,18 @@ def bs2019_posterior(X, y, *, key, epsilon: float, delta: float = 1e-5, **option
     raises its FloatingPointError.
     """
     release, gibbs, prior = _split_options(options, (RegressionRelease, RegressionGibbs, NIGPrior))
-    (outcome,) = bs2019_batch(
-        np.asarray(X)[None],
-        np.asarray(y)[None],
-        keys=as_key(key)[None],
-        epsilon=epsilon,
-        delta=delta,
-        release=release,
-        gibbs=gibbs,
-        prior=prior,
+    return single(
+        bs2019_batch(
+            np.asarray(X)[None],
+            np.asarray(y)[None],
+            keys=as_key(key)[None],
+            epsilon=epsilon,
+            delta=delta,
+            release=release,
+            gibbs=gibbs,
+            prior=prior,
+        )
     )
-    if isinstance(outcome, Exception):
-        raise outcome
-    return outcome
 
 
 def naive_ss_posterior(X, y, *, key, epsilon: float, delta: float = 1e-5, **options) -> NIGPosterior:
@@ -238,18 +238,17 @@ def naive_ss_posterior(X, y, *, key, epsilon: float, delta: float = 1e-5, **opti
 
     options: RegressionRelease fields (moments unused) and NIGPrior fields (the posterior is exact: no sampler)."""
     release, prior = _split_options(options, (RegressionRelease, NIGPrior))
-    (outcome,) = bs2019_naive_batch(
-        np.asarray(X)[None],
-        np.asarray(y)[None],
-        keys=as_key(key)[None],
-        epsilon=epsilon,
-        delta=delta,
-        release=release,
-        prior=prior,
+    return single(
+        bs2019_naive_batch(
+            np.asarray(X)[None],
+            np.asarray(y)[None],
+            keys=as_key(key)[None],
+            epsilon=epsilon,
+            delta=delta,
+            release=release,
+            prior=prior,
+        )
     )
-    if isinstance(outcome, Exception):
-        raise outcome
-    return outcome
 
 
 def _split_options(options: Mapping[str, Any], classes: tuple[type, ...]) -> tuple:

@@ -41,6 +41,7 @@ __all__ = [
     "ReleaseDiagnostics",
     "chain_mixing",
     "gibbs_posterior",
+    "single",
 ]
 
 SCHEMA = "noiseaware-baseline-posterior"
@@ -243,6 +244,14 @@ class GibbsPosterior(StoredDraws, BaselinePosterior):
             f"min ESS {d.min_ess:.4g}",
             f"{d.fallbacks} support fallbacks",
         ]
+
+
+def single(outcomes: Sequence) -> Any:
+    """The one outcome of a batch of one data set; raised when it is the fit's failure."""
+    (outcome,) = outcomes
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
 
 
 def gibbs_posterior(

@@ -113,8 +113,6 @@ def _route(
 
 
 def _gradient_model(trace: Trace, prior: Prior, burn_in: float) -> GradientModel:
-    if not isinstance(trace, Trace):
-        raise TypeError(f"fit needs a noiseaware.Trace, got {type(trace).__name__}: load one with Trace.load(path)")
     kept = trace.steps - int(np.floor(burn_in * trace.steps))
     if kept < MIN_STEPS:
         raise ValueError(
