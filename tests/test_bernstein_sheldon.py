@@ -498,7 +498,7 @@ def test_gibbs_posterior_intervals_summary_and_file(m3, tmp_path):
     low, high = post.interval(0.8)
     np.testing.assert_allclose(low, np.quantile(draws, 0.1, axis=0), rtol=1e-12)
     np.testing.assert_allclose(high, np.quantile(draws, 0.9, axis=0), rtol=1e-12)
-    text = post.summary(0.8)
+    text = str(post.summary(0.8, scale="unconstrained"))
     assert text.splitlines()[0] == post.describe() and post.describe().startswith(post.kind)
     assert "80% low" in text and f"{draws[:, 1].mean():.4g}" in text and f"{high[0]:.4g}" in text
     post.save(tmp_path / "bs2018.nc")
@@ -515,7 +515,7 @@ def test_gibbs_posterior_intervals_summary_and_file(m3, tmp_path):
 
 def test_naive_posterior_summary_and_file(m3, tmp_path):
     post = m3[3][0]
-    text = post.summary()
+    text = str(post.summary(key=0, scale="unconstrained"))
     mean, sd = post.moments()
     assert text.splitlines()[0] == post.describe() and f"{mean[0]:.4g}" in text and f"{sd[1]:.3g}" in text
     with pytest.raises(ValueError, match="key"):

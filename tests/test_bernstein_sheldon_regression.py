@@ -379,7 +379,7 @@ def test_nig_posterior_intervals_moments_summary_and_file(three, tmp_path):
     np.testing.assert_allclose(sd[:-1], np.sqrt(post.b_n / (post.a_n - 1) * np.diag(covariance)), rtol=1e-6)
     np.testing.assert_array_less(np.abs(mean - draws.mean(0)), 5 * sd / math.sqrt(n))
     np.testing.assert_allclose(sd, draws.std(0), rtol=0.01)
-    text = post.summary(0.9)
+    text = str(post.summary(0.9, key=0, scale="unconstrained"))
     assert text.splitlines()[0] == post.describe() and "sigma2" in text and f"{high[-1]:.4g}" in text
     with pytest.raises(ValueError, match="key"):
         post.save(tmp_path / "naive.nc")

@@ -113,7 +113,7 @@ def test_d2_constant_trace_has_zero_variance_and_draws_exactly_the_naive_last_it
     np.testing.assert_array_equal(post.optimum_draws, np.broadcast_to(trace.final_iterate(), (500, 4)))
     # the component index differs (K = 500 vs 1) but every component is φ_T and the η draws share the key
     naive = naive_posterior(trace)
-    assert isinstance(naive, NaivePosterior) and naive.summary().startswith(NaivePosterior.kind)
+    assert isinstance(naive, NaivePosterior) and str(naive.summary(key=0)).startswith(NaivePosterior.kind)
     for key in (0, jax.random.key(7)):
         np.testing.assert_array_equal(post.sample(key, 1000), naive.sample(key, 1000))
 
@@ -140,7 +140,7 @@ def test_d3_tail_variance_is_the_stationary_variance_and_the_draws_have_it():
     # typed: a DPVImPosterior with DPVImDiagnostics, read as attributes or as a mapping alike
     assert isinstance(post, DPVImPosterior) and isinstance(post.diagnostics, DPVImDiagnostics)
     np.testing.assert_array_equal(post.diagnostics.tail_variance, post.diagnostics["tail_variance"])
-    assert post.summary().startswith(DPVImPosterior.kind)
+    assert str(post.summary(key=0)).startswith(DPVImPosterior.kind)
 
 
 def test_average_centre_shifts_the_same_draws_to_the_tail_mean():

@@ -15,6 +15,7 @@ import pytest
 import noiseaware
 import noiseaware.recording.settings
 from noiseaware.models import from_numpyro, get, names
+from noiseaware.models.adult import ADULT_FEATURE_NAMES
 from noiseaware.recording.contract import ModelError
 from noiseaware.recording.dpvi import build_recorder, record_dpvi
 from noiseaware.trace.sites import SiteSpec
@@ -36,7 +37,11 @@ SHAPES = {
         (SiteSpec("w", (11,), "identity"), SiteSpec("sigma2", (), "softplus")),
     ),
     "logistic-3d": (3, {"X": (N, 3), "y": (N,)}, (SiteSpec("theta", (3,), "identity"),)),
-    "adult-logistic": (57, {"X": (ADULT_N, 57), "y": (ADULT_N,)}, (SiteSpec("theta", (57,), "identity"),)),
+    "adult-logistic": (
+        57,
+        {"X": (ADULT_N, 57), "y": (ADULT_N,)},
+        (SiteSpec("theta", (57,), "identity", ADULT_FEATURE_NAMES),),
+    ),
 }
 
 # name → (N, C, s_ρ, v (per coordinate of φ), init (per coordinate of φ)), from docs/experiments.md

@@ -117,6 +117,7 @@ def noise_aware_posteriors(
             theta[m],
             method=METHOD,
             theta_names=fam.theta_names,
+            sites=fam.sites,
             fallbacks=int(fallbacks[m].sum()),
             redraws=int(tries[m].sum()) - sweeps,
             sweeps=sweeps,
@@ -173,7 +174,7 @@ def _start_draws(fam: Family, params, keys):
 # ---------------------------------------------------------------- naive counterpart
 
 
-@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True, repr=False)
 class ConjugatePosterior(ClosedFormPosterior):
     """The noise-naive SSP posterior: the conjugate update with the projected z as the statistic (§1.4).
 
@@ -185,11 +186,11 @@ class ConjugatePosterior(ClosedFormPosterior):
 
     kind: ClassVar[str] = "noise-naive sufficient-statistic posterior (conjugate update of the released z)"
 
-    def sample(self, key, n: int = 20_000) -> np.ndarray:
+    def _sample(self, key, n: int) -> np.ndarray:
         """n exact draws of θ (n, d) from the conjugate posterior."""
         with jax.enable_x64(True):
             return np.asarray(
-                _conjugate_draws(self.family, jnp.asarray(self.params, jnp.float64), jax.random.split(as_key(key), n))
+                _conjugate_draws(self.family, jnp.asarray(self.params, jnp.float64), jax.random.split(key, n))
             )
 
     def marginals(self) -> list[Marginal]:
@@ -216,6 +217,7 @@ def naive_posteriors(release: Release) -> list[ConjugatePosterior]:
             family=fam,
             params=p,
             theta_names=fam.theta_names,
+            sites=fam.sites,
             method=NAIVE_METHOD,
             diagnostics=ReleaseDiagnostics(released=z, release=facts),
         )

@@ -38,6 +38,7 @@ from .regression_gibbs import (
     nig_parameters,
     theta_names,
     theta_of,
+    theta_sites,
     warmup_sweeps,
 )
 from .regression_moments import gram
@@ -77,7 +78,7 @@ class RegressionGibbsDiagnostics(GibbsDiagnostics):
     warmup_fallbacks: int
 
 
-@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True, repr=False)
 class NIGPosterior(ClosedFormPosterior):
     """An exact NIG posterior σ² ~ InvGamma(a_n, b_n), w | σ² ~ N(μ_n, σ²Λ_n⁻¹), Λ_n = chol cholᵀ, over the
     unconstrained θ = (w, softplus⁻¹(σ²)): mu (d+1,), chol (d+1, d+1) lower, a_n, b_n."""
@@ -89,13 +90,13 @@ class NIGPosterior(ClosedFormPosterior):
 
     kind: ClassVar[str] = "noise-naive sufficient-statistic posterior (NIG update of the released Gram matrix)"
 
-    def sample(self, key, n: int = 20_000) -> np.ndarray:
+    def _sample(self, key, n: int) -> np.ndarray:
         """n exact draws (n, d+2) of θ = (w, softplus⁻¹(σ²))."""
         with jax.enable_x64(True):
             return np.asarray(
                 theta_of(
                     *nig_draw(
-                        as_key(key),
+                        key,
                         jnp.asarray(self.mu),
                         jnp.asarray(self.chol),
                         jnp.asarray(self.a_n),
@@ -159,6 +160,7 @@ def bs2019_batch(
                     thetas[j],
                     method=METHOD,
                     theta_names=theta_names(d),
+                    sites=theta_sites(d),
                     diagnostics=RegressionGibbsDiagnostics,
                     fallbacks=kept,
                     redraws=int(counts["redraws"][j].sum()),
@@ -204,6 +206,7 @@ def bs2019_naive_batch(
                 a_n=float(a_n[m]),
                 b_n=float(b_n[m]),
                 theta_names=theta_names(d),
+                sites=theta_sites(d),
                 method=NAIVE_METHOD,
                 diagnostics=ReleaseDiagnostics(released=released.z[m], release=facts),
             )

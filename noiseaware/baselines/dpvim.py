@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..posteriors.mixture import DPVImPosterior, trace_facts
+from ..posteriors.mixture import DPVImPosterior, trace_facts, trace_iterates
 from ..trace import Trace
 from ..util.diagnostics import Diagnostics
 from ..util.keys import as_key, standard_normal
@@ -109,6 +109,7 @@ def dpvim_posterior(
             windows=windows,
         ),
         info=trace_facts(trace),
+        iterates=trace_iterates(trace),
     )
 
 

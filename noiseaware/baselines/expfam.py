@@ -74,6 +74,11 @@ class Family:
         """The labels of θ (d,): the benchmark model's own."""
         return _theta_names(self.name)
 
+    @property
+    def sites(self):
+        """The benchmark model's sites (θ here is its unconstrained θ under the research transforms)."""
+        return _sites(self.name)
+
     def marginals(self, params) -> list[Marginal]:
         """(X_j, g_j), j = 1..d, with θ_j = g_j(X_j) under the conjugate posterior of parameters `params`."""
         raise NotImplementedError
@@ -316,6 +321,11 @@ def _finite_or_fallback(latent, project, mean):
 @functools.cache
 def _theta_names(model: str) -> tuple[str, ...]:
     return get(model).site_map.theta_names()
+
+
+@functools.cache
+def _sites(model: str):
+    return get(model).site_map.sites
 
 
 FAMILIES = {cls.name: cls for cls in (GammaExponential, BetaBernoulli, DirichletCategorical)}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..posteriors.mixture import NaivePosterior, trace_facts
+from ..posteriors.mixture import NaivePosterior, trace_facts, trace_iterates
 from ..trace import Trace
 
 __all__ = ["naive_posterior"]
@@ -18,4 +18,5 @@ def naive_posterior(trace: Trace) -> NaivePosterior:
         param_names=trace.param_names,
         sites=trace.sites,
         info=trace_facts(trace),
+        iterates=trace_iterates(trace),
     )

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.distributions.transforms import SoftplusTransform
 
+from ..trace.sites import SiteSpec
 from ..util.checks import positive_float, positive_int
 from .primitives import mixing_variance, project_psd
 from .regression_moments import clt_factor, gram, pairs
@@ -38,6 +39,7 @@ __all__ = [
     "nig_parameters",
     "theta_names",
     "theta_of",
+    "theta_sites",
     "warmup_sweeps",
 ]
 
@@ -84,6 +86,11 @@ def warmup_sweeps(gibbs: RegressionGibbs) -> int:
 def theta_names(d: int) -> tuple[str, ...]:
     """Labels of θ = (w, softplus⁻¹(σ²)) (d+2,), as linreg-10d's site map labels them."""
     return tuple(f"w[{j}]" for j in range(d + 1)) + ("sigma2",)
+
+
+def theta_sites(d: int) -> tuple[SiteSpec, SiteSpec]:
+    """The sites θ = (w, softplus⁻¹(σ²)) maps to, w (d+1,) and σ² > 0, as linreg-10d's site map has them."""
+    return SiteSpec("w", (d + 1,), "identity"), SiteSpec("sigma2", (), "softplus")
 
 
 def theta_of(w: jax.Array, sigma2: jax.Array) -> jax.Array:

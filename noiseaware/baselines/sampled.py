@@ -1,17 +1,18 @@
 """The posteriors of the sufficient-statistic baselines (docs/baselines.md §1, §2), behind the `Posterior` protocol.
 
-Both kinds are posteriors over the model's unconstrained θ (d,):
+Both kinds are posteriors over the model's unconstrained θ (d,), with the model's sites (`sites`) where known:
 
 * `GibbsPosterior` (bs2018, bs2019): the noise-aware sampler's draws θ (chains, draws, d); its mean, sd
   and central intervals are those of the stored draws, so they need no key.
 * `ClosedFormPosterior` (the noise-naive bs2018-naive, bs2019-naive): marginals θ_j = g_j(X_j) with X_j a
   one-dimensional law and g_j increasing, so the central interval is exact, g_j(F_j⁻¹(α/2)), g_j(F_j⁻¹(1 − α/2)),
-  and E[θ_j], sd[θ_j] are 1-D integrals; only draws (and the draws a saved file holds) need a key.
+  and E[θ_j], sd[θ_j] are 1-D integrals; draws (and so summaries on the sites' scale, and the draws a saved
+  file holds) need a key.
 
-`BaselinePosterior` holds what they share: the summary table, the one-line description and `save`, which
-writes an ArviZ-style netCDF file (`save_draws`). Their diagnostics are typed: `ReleaseDiagnostics` (the
-released statistic and the privacy facts) and `GibbsDiagnostics` (those, the mixing and the support fallbacks),
-each with the `summarise` a coverage study reports.
+`BaselinePosterior` holds what they share: the one-line description and `save`, which writes an ArviZ-style
+netCDF file (`save_draws`); sampling, summaries and the repr are `PosteriorBase`'s. Their diagnostics are
+typed: `ReleaseDiagnostics` (the released statistic and the privacy facts) and `GibbsDiagnostics` (those, the
+mixing and the support fallbacks), each with the `summarise` a coverage study reports.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from typing import Any, ClassVar
 import numpy as np
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
-from ..posteriors.base import interval_table, tail_probability
+from ..posteriors.base import PosteriorBase, tail_probability
 from ..posteriors.draws import StoredDraws, save_draws
 from ..posteriors.mixture import DEFAULT_THETA_DRAWS
+from ..trace.sites import SiteMap, SiteSpec
 from ..util.diagnostics import Diagnostics, MixingDiagnostics
 from ..util.files import plain
 
@@ -142,14 +144,15 @@ def chain_mixing(chains: np.ndarray) -> dict[str, Any]:
 # ---------------------------------------------------------------- the shared base
 
 
-@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
-class BaselinePosterior(abc.ABC):
-    """A posterior over θ (d,) with labels theta_names (d,), the registered method that made it and its
-    diagnostics (a `ReleaseDiagnostics`, so it knows its release)."""
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True, repr=False)
+class BaselinePosterior(PosteriorBase, abc.ABC):
+    """A posterior over θ (d,) with labels theta_names (d,), the registered method that made it, its
+    diagnostics (a `ReleaseDiagnostics`, so it knows its release) and the model's sites (None when unknown)."""
 
     theta_names: tuple[str, ...]
     diagnostics: ReleaseDiagnostics
     method: str
+    sites: tuple[SiteSpec, ...] | None = None
 
     kind: ClassVar[str]
 
@@ -157,18 +160,18 @@ class BaselinePosterior(abc.ABC):
         if not isinstance(self.diagnostics, ReleaseDiagnostics):
             raise TypeError(f"diagnostics must be a ReleaseDiagnostics record; got {type(self.diagnostics).__name__}")
         object.__setattr__(self, "theta_names", tuple(self.theta_names))
+        if self.sites is not None:
+            object.__setattr__(self, "sites", tuple(self.sites))
+            if SiteMap(self.sites).dim != len(self.theta_names):
+                raise ValueError(f"the sites describe d = {SiteMap(self.sites).dim}, θ has d = {len(self.theta_names)}")
 
     @abc.abstractmethod
-    def sample(self, key, n: int = 20_000) -> np.ndarray:
-        """n draws of θ, (n, d)."""
+    def _sample(self, key, n: int) -> np.ndarray:
+        """n ≥ 1 draws of θ, (n, d); key a jax PRNG key."""
 
     @abc.abstractmethod
     def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
         """The central `level` credible interval of each θ_j, (d,) ends."""
-
-    @abc.abstractmethod
-    def moments(self) -> tuple[np.ndarray, np.ndarray]:
-        """E[θ] and sd[θ], (d,) each."""
 
     @abc.abstractmethod
     def saved_draws(self, key=None) -> np.ndarray:
@@ -184,14 +187,10 @@ class BaselinePosterior(abc.ABC):
         release = f"ε = {facts['epsilon']:g} ({facts['mechanism']}, δ spent {facts['delta']:g})"
         return f"{self.kind}: " + ", ".join([f"method {self.method}", release, *self._details()])
 
-    def summary(self, level: float = 0.9, *, key=None) -> str:
-        """A table per θ coordinate: mean, sd and the central `level` interval, under `describe()`."""
-        table = interval_table(self.theta_names, *self.moments(), *self.interval(level, key=key), level)
-        return f"{self.describe()}\n{table}"
-
-    def save(self, path: str | os.PathLike, key=None) -> None:
-        """Write `saved_draws(key)` and the diagnostics to a netCDF file, atomically (`save_draws`)."""
-        save_draws(path, self.saved_draws(key), self.theta_names, self._attrs())
+    def save(self, path: str | os.PathLike, key=None, *, overwrite: bool = False) -> None:
+        """Write `saved_draws(key)` and the diagnostics to a netCDF file, atomically (`save_draws`); an existing
+        file is replaced only with `overwrite=True`."""
+        save_draws(path, self.saved_draws(key), self.theta_names, self._attrs(), overwrite=overwrite)
 
     def _attrs(self) -> dict[str, Any]:
         return {
@@ -208,7 +207,7 @@ class BaselinePosterior(abc.ABC):
 # ---------------------------------------------------------------- Gibbs draws
 
 
-@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True, repr=False)
 class GibbsPosterior(StoredDraws, BaselinePosterior):
     """The Gibbs draws θ (chains, draws, d) of a noise-aware sufficient-statistic sampler (bs2018, bs2019)."""
 
@@ -226,10 +225,6 @@ class GibbsPosterior(StoredDraws, BaselinePosterior):
                 f"got shape {chains.shape}"
             )
         object.__setattr__(self, "chains", chains)
-
-    def moments(self) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and sd of the stored draws, (d,) each."""
-        return self.draws.mean(axis=0), self.draws.std(axis=0)
 
     def saved_draws(self, key=None) -> np.ndarray:
         """The stored chains (no key)."""
@@ -259,17 +254,23 @@ def gibbs_posterior(
     *,
     method: str,
     theta_names: Sequence[str],
+    sites: Sequence[SiteSpec] | None = None,
     diagnostics: type[GibbsDiagnostics] = GibbsDiagnostics,
     **facts,
 ) -> GibbsPosterior | FloatingPointError:
-    """One problem's GibbsPosterior from its draws θ (chains, draws, d), with their mixing facts and `facts` (the
-    other fields of `diagnostics`); its FloatingPointError (a failed fit) when a draw is not finite."""
+    """One problem's GibbsPosterior from its draws θ (chains, draws, d) of the model with these `sites`, with their
+    mixing facts and `facts` (the other fields of `diagnostics`); its FloatingPointError (a failed fit) when a draw
+    is not finite."""
     if not np.all(np.isfinite(chains)):
         return FloatingPointError(
             f"{method}: the Gibbs sampler produced non-finite draws of θ (a numerical failure of this problem's fit)"
         )
     return GibbsPosterior(
-        chains=chains, theta_names=theta_names, method=method, diagnostics=diagnostics(**chain_mixing(chains), **facts)
+        chains=chains,
+        theta_names=theta_names,
+        method=method,
+        sites=sites,
+        diagnostics=diagnostics(**chain_mixing(chains), **facts),
     )
 
 
@@ -279,7 +280,7 @@ Marginal = tuple[Any, Callable[[np.ndarray], np.ndarray]]
 """(X_j, g_j): a frozen scipy.stats law and an increasing map with θ_j = g_j(X_j)."""
 
 
-@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True, repr=False)
 class ClosedFormPosterior(BaselinePosterior):
     """A posterior known in closed form whose marginals are increasing maps of 1-D laws (`marginals`)."""
 
@@ -303,6 +304,12 @@ class ClosedFormPosterior(BaselinePosterior):
         """E[g_j(X_j)] and sd[g_j(X_j)] by adaptive quadrature between the 1e-15 and 1 − 1e-15 quantiles, (d,) each."""
         mean, sd = np.array([_transformed_moments(law, g) for law, g in self.marginals()], np.float64).T
         return mean, sd
+
+    def _exact_moments(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.moments()
+
+    def _exact_interval(self, level: float) -> tuple[np.ndarray, np.ndarray]:
+        return self.interval(level)
 
     def saved_draws(self, key=None) -> np.ndarray:
         """DEFAULT_THETA_DRAWS exact draws as one chain, (1, draws, d): the key is required."""

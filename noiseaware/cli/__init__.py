@@ -15,6 +15,10 @@ Simulated runs default to seed 0, for reproducibility. A run on real data (--dat
 seed that is never printed or saved: the DP noise is a function of the seed, so anyone who knows it can
 subtract the noise from the trace.
 
+No command replaces an existing file unless given --force, and none writes over one of its inputs, not
+even with --force. Every argument and every output location is checked before any work, and a failing
+command leaves nothing behind (`outputs`). `fit` without --out prints its result and writes nothing.
+
 User errors (a bad option, model, data or trace file, or setting) print one line `error: …` on stderr
 and exit with status 2; `main(argv)` returns the exit status instead of exiting, so it can be called
 in-process. Warnings of a fit (a weak signal, a quadrature grid that cuts posterior mass) print as

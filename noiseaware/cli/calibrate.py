@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from .common import epsilon_text, output_dir, print_method_warnings
+from .common import epsilon_text, print_method_warnings
 from .options import (
     add_delta,
     add_method_list,
     add_output_dir,
     add_prior,
     add_privacy_levels,
+    check_privacy_levels,
     count,
     experiment_options,
     level_tag,
@@ -17,8 +18,11 @@ from .options import (
     privacy_levels,
     seed,
 )
+from .outputs import Outputs
 
 DATASETS = ("adult",)
+SUFFIXES = (".json", ".png")
+"""The files of one privacy level: DIR/calibration-DATASET-eps-E plus each suffix."""
 
 
 def add_parser(subparsers) -> None:
@@ -32,7 +36,11 @@ def add_parser(subparsers) -> None:
         "research preset, one compiled program), fit every method on the same traces, and score the posterior "
         "predictive probabilities on the test set: calibration RMSE over equal-count bins, ECE, Brier score, log "
         "loss, accuracy, and the paired difference to the naive last iterate. Prints a table and writes "
-        "DIR/calibration-DATASET-eps-E.json and .png (reliability diagram) per privacy level.",
+        "DIR/calibration-DATASET-eps-E.json and .png (reliability diagram) per privacy level. Every argument "
+        "and every level's files are checked before any run: an existing file needs --force. The runs use a "
+        "fixed default seed (--seed 0): Adult is public benchmark data, the one exception to the rule that a "
+        "seed on real data must be secret (your own data go through `noiseaware record`, which draws a secret "
+        "seed).",
     )
     parser.add_argument("--dataset", choices=DATASETS, default="adult", help="(default: %(default)s)")
     parser.add_argument(
@@ -89,7 +97,8 @@ def add_parser(subparsers) -> None:
         type=seed,
         default=0,
         metavar="SEED",
-        help="of the DPVI runs and the posterior draws (default: %(default)d)",
+        help="of the DPVI runs and the posterior draws; fixed by default, since Adult is public benchmark data "
+        "(default: %(default)d)",
     )
     add_output_dir(parser)
     parser.set_defaults(run=run)
@@ -98,10 +107,18 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     from ..datasets import adult
     from ..evaluation import calibration
+    from ..evaluation.calibration_experiment import PRESET
+    from ..models import get as get_model
     from ..plots import plot_calibration
 
+    overrides = {"allow_weak_privacy": args.allow_weak_privacy} | ({} if args.steps is None else {"steps": args.steps})
+    settings = dict(get_model(PRESET).dpvi_settings) | overrides
+    levels = privacy_levels(args)
+    stems = [f"calibration-{args.dataset}-{level_tag(name, value)}" for name, value in levels]
+    outputs = Outputs(force=args.force)
+    out = outputs.directory(args.out, "--out", [stem + suffix for stem in stems for suffix in SUFFIXES])
+    check_privacy_levels(args, settings["sampling_rate"], settings["steps"])
     data = adult(args.data_dir, scaling=args.scaling, verify=not args.no_verify)
-    out = output_dir(args.out)
     common = dict(
         runs=args.runs, samples=args.samples, bins=args.bins, binning=args.binning, key=args.seed, progress=True
     )
@@ -114,8 +131,7 @@ def run(args) -> int:
         else None
     )
     traced = [m for m in args.methods if m != "nonprivate"]
-    overrides = {} if args.steps is None else {"steps": args.steps}
-    for name, value in privacy_levels(args):
+    for (name, value), stem in zip(levels, stems):
         result = (
             calibration(
                 data,
@@ -140,8 +156,9 @@ def run(args) -> int:
         )
         print(result.table())
         print_method_warnings(result.diagnostics)
-        stem = out / f"calibration-{data.name}-{level_tag(name, value)}"
-        result.to_json(stem.with_name(f"{stem.name}.json"))
-        plot_calibration(result, stem.with_name(f"{stem.name}.png"))
-        print(f"wrote {stem}.json, .png")
+        json_path, png_path = paths = [out / (stem + suffix) for suffix in SUFFIXES]
+        with outputs.writing(paths):  # the files of a level are written together or not at all
+            result.to_json(json_path, overwrite=args.force)
+            plot_calibration(result, png_path, overwrite=args.force)
+        print(f"wrote {out / stem}.json, .png")
     return 0

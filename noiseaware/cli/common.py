@@ -1,5 +1,5 @@
-"""Steps shared by the `noiseaware` commands: keys from a seed, models by name, output paths, fits that report
-their warnings, and the per-level reports of `coverage` and `calibrate`."""
+"""Steps shared by the `noiseaware` commands: keys from a seed, models by name, fits that report their warnings,
+and the per-level reports of `coverage` and `calibrate` (output files: `outputs`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .. import models
 from ..methods.fit import fit
 from ..posteriors.mixture import NoiseAwarePosterior
 from ..trace import Trace
+from ..util.batch_warnings import gather
 from ..util.keys import as_key
 
 LEVEL = 0.9
@@ -25,7 +26,7 @@ NUTS_OPTIONS = ("warmup", "chains", "backend")
 """fit options for --method nuts only (argparse destinations = fit_nuts keywords)."""
 
 
-# ---------------------------------------------------------------- keys, models, paths
+# ---------------------------------------------------------------- keys and models
 
 
 def keys(seed: int) -> tuple[jax.Array, jax.Array]:
@@ -62,23 +63,6 @@ def import_attribute(spec: str):
     return getattr(module, name)
 
 
-def checked_path(name: str, option: str, suffixes: Sequence[str], rule: str) -> Path:
-    """An output path, checked before any work: a known suffix in an existing directory."""
-    path = Path(name)
-    if path.suffix.lower() not in suffixes:
-        raise ValueError(f"{option} {name}: {rule}")
-    if not path.parent.is_dir():
-        raise ValueError(f"{option} {name}: the directory {path.parent} does not exist; create it first")
-    return path
-
-
-def output_dir(name: str) -> Path:
-    """The output directory `name`, created if missing."""
-    out = Path(name)
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
 # ---------------------------------------------------------------- fits
 
 
@@ -106,17 +90,15 @@ def fit_reporting_warnings(trace: Trace, method: str, **options) -> NoiseAwarePo
 
 
 def _show_warnings(caught: Sequence[warnings.WarningMessage]) -> None:
-    """UserWarnings (the fit's own, and libraries' advice) as one line each, repeats dropped; the rest
+    """The fit's warnings as one complete line each, repeats dropped (`batch_warnings.gather`): its own and
+    libraries' advice (UserWarning) and numerical ones (RuntimeWarning, with where they arose); the rest
     (deprecations and the like) go back to Python's warning filters."""
-    shown = set()
+    shown = [w for w in caught if issubclass(w.category, (UserWarning, RuntimeWarning))]
     for warning in caught:
-        if not issubclass(warning.category, UserWarning):
+        if not issubclass(warning.category, (UserWarning, RuntimeWarning)):
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-            continue
-        line = " ".join(str(warning.message).split())
-        if line not in shown:
-            shown.add(line)
-            print(f"warning: {line}", file=sys.stderr)
+    for _, line in gather(shown, 1):
+        print(f"warning: {line}", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- reports of coverage and calibrate
@@ -127,7 +109,12 @@ def epsilon_text(epsilon) -> str:
 
 
 def print_method_warnings(diagnostics: Mapping[str, Mapping]) -> None:
-    """Each method's warnings in an experiment's diagnostics as `warning: method: …` lines on stderr."""
+    """The methods' warnings in an experiment's diagnostics as `warning: methods: …` lines on stderr, complete:
+    one per distinct warning (already gathered over the problems, with their count), the methods that raised
+    the very same warning named together (`warning: exact, laplace: weak identification in …`)."""
+    methods_of: dict[str, list[str]] = {}
     for method, facts in diagnostics.items():
         for line in facts.get("warnings", []):
-            print(f"warning: {method}: {' '.join(line.split())}", file=sys.stderr)
+            methods_of.setdefault(" ".join(line.split()), []).append(method)
+    for line, methods in methods_of.items():
+        print(f"warning: {', '.join(methods)}: {line}", file=sys.stderr)

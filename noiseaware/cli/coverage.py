@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from .. import models
-from .common import builtin, epsilon_text, import_attribute, output_dir, print_method_warnings
+from .common import builtin, epsilon_text, import_attribute, print_method_warnings
 from .options import (
     add_delta,
     add_method_list,
     add_output_dir,
     add_prior,
     add_privacy_levels,
+    check_privacy_levels,
     count,
     experiment_options,
     level_tag,
@@ -18,6 +19,10 @@ from .options import (
     privacy_levels,
     seed,
 )
+from .outputs import Outputs
+
+SUFFIXES = (".json", ".csv", ".png")
+"""The files of one privacy level: DIR/coverage-MODEL-eps-E plus each suffix."""
 
 
 def add_parser(subparsers) -> None:
@@ -27,7 +32,8 @@ def add_parser(subparsers) -> None:
         description="Simulate M data sets from the model's prior, record a DPVI trace of each (one compiled "
         "program), fit every method on the same traces and score them by TARP (expected coverage of balls "
         "around reference points, R reference draws). Prints the coverage RMSE under both reference rules "
-        "and writes DIR/coverage-MODEL-eps-E.json, .csv (the ECP curves) and .png (the curves).",
+        "and writes DIR/coverage-MODEL-eps-E.json, .csv (the ECP curves) and .png (the curves). Every argument "
+        "and every level's files are checked before the first level runs: an existing file needs --force.",
     )
     parser.add_argument(
         "--model",
@@ -69,10 +75,15 @@ def run(args) -> int:
     from ..plots import plot_coverage
 
     bm = _coverage_model(args.model)
-    out = output_dir(args.out)
-    overrides = {} if args.steps is None else {"steps": args.steps}
+    overrides = {"allow_weak_privacy": args.allow_weak_privacy} | ({} if args.steps is None else {"steps": args.steps})
+    settings = dict(bm.dpvi_settings) | overrides
+    levels = privacy_levels(args)
+    stems = [f"coverage-{bm.name}-{level_tag(name, value)}" for name, value in levels]
+    outputs = Outputs(force=args.force)
+    out = outputs.directory(args.out, "--out", [stem + suffix for stem in stems for suffix in SUFFIXES])
+    check_privacy_levels(args, settings["sampling_rate"], settings["steps"])
     options = experiment_options(args.methods, args.prior, args.warmup)
-    for name, value in privacy_levels(args):
+    for (name, value), stem in zip(levels, stems):
         result = coverage(
             bm,
             methods=args.methods,
@@ -95,10 +106,11 @@ def run(args) -> int:
         )
         print(result.table())
         print_method_warnings(result.diagnostics)
-        stem = f"coverage-{bm.name}-{level_tag(name, value)}"
-        result.to_json(out / f"{stem}.json")
-        result.to_csv(out / f"{stem}.csv")
-        plot_coverage(result, out / f"{stem}.png")
+        json_path, csv_path, png_path = paths = [out / (stem + suffix) for suffix in SUFFIXES]
+        with outputs.writing(paths):  # the files of a level are written together or not at all
+            result.to_json(json_path, overwrite=args.force)
+            result.to_csv(csv_path, overwrite=args.force)
+            plot_coverage(result, png_path, overwrite=args.force)
         print(f"wrote {out / stem}.json, .csv, .png")
     return 0
 

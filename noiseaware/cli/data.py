@@ -1,7 +1,9 @@
 """Data files for `noiseaware record --data`: keyword arrays for a model from a .npz or a .csv.
 
 A .npz holds arrays by keyword. A .csv names its columns in the header row; indexed columns `X[0]`, `X[1]`, …
-(or `X.0`, `X.1`, …) are stacked in index order into one 2-D array `X` (N, k).
+(or `X.0`, `X.1`, …) are stacked in index order into one 2-D array `X` (N, k), without gaps in the numbering.
+Given a built-in model, each array's per-example shape is checked against the data the model simulates (a
+CSV short of `X[2]` for a model of 3 features is an error, not a 2-feature fit).
 """
 
 from __future__ import annotations
@@ -12,9 +14,13 @@ import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+import jax
 import numpy as np
 
-__all__ = ["DataError", "load_data", "read_csv", "read_npz"]
+from ..models import BenchmarkModel
+from ..recording.contract import ModelError, inspect_model
+
+__all__ = ["DataError", "check_shapes", "load_data", "read_csv", "read_npz"]
 
 DATA_SUFFIXES = (".csv", ".npz")
 
@@ -26,15 +32,58 @@ class DataError(ValueError):
     """A data file that cannot be read into keyword arrays for a model."""
 
 
-def load_data(path: str | Path) -> dict[str, np.ndarray]:
-    """Keyword arrays for a model from a .npz (arrays by name) or a .csv (see `read_csv`)."""
+def load_data(path: str | Path, model: BenchmarkModel | None = None) -> dict[str, np.ndarray]:
+    """Keyword arrays for a model from a .npz (arrays by name) or a .csv (see `read_csv`).
+
+    model: a built-in (or any BenchmarkModel) the data are for; each array's shape is then checked against the
+    model's own (`check_shapes`).
+    """
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in DATA_SUFFIXES:
         raise DataError(f"--data {path}: a data file ends in .csv or .npz")
     if not path.is_file():
         raise DataError(f"--data {path}: no such file")
-    return read_csv(path) if suffix == ".csv" else read_npz(path)
+    data = read_csv(path) if suffix == ".csv" else read_npz(path)
+    if model is not None:
+        check_shapes(path, data, model)
+    return data
+
+
+def check_shapes(path: Path, data: Mapping[str, np.ndarray], model: BenchmarkModel) -> None:
+    """A DataError for an array whose per-example shape (after the example axis) differs from that of the data
+    `model` simulates: it names the array, both shapes, the latent sites it would resize and, for a matrix short
+    of columns, the missing columns."""
+    _, simulated = jax.eval_shape(model.simulate, jax.random.key(0))
+    for name, expected in simulated.items():
+        if name not in data:
+            continue  # a missing keyword is the model contract's error
+        want, got = tuple(expected.shape[1:]), np.shape(data[name])[1:]
+        if got == want:
+            continue
+        if len(got) == len(want) == 1:
+            columns = [f"{name}[{j}]" for j in range(min(got[0], want[0]), max(got[0], want[0]))]
+            fix = f"the data lack {', '.join(columns)}" if got < want else f"drop {', '.join(columns)}"
+            problem = f"{name} has {got[0]} columns but model {model.name} expects {want[0]}"
+        else:
+            fix = f"pass {name} with examples of shape {want}"
+            problem = f"{name} has examples of shape {got} but model {model.name} expects {want}"
+        raise DataError(f"{path}: {problem}{_resized_sites(model, data)}: {fix}")
+
+
+def _resized_sites(model: BenchmarkModel, data: Mapping[str, np.ndarray]) -> str:
+    """' (its site theta has shape (3,), not (2,))' for the latent sites these data would resize, where the model
+    runs on them."""
+    try:
+        traced = {site.name: site.shape for site in inspect_model(model.model, data).site_map.sites}
+    except ModelError:
+        return ""
+    changed = [
+        f"{site.name} has shape {site.shape}, not {traced[site.name]}"
+        for site in model.site_map.sites
+        if traced.get(site.name, site.shape) != site.shape
+    ]
+    return f" (its site {'; site '.join(changed)})" if changed else ""
 
 
 def read_npz(path: Path) -> dict[str, np.ndarray]:
@@ -130,8 +179,10 @@ def _stack_indexed(path: Path, columns: Mapping[str, np.ndarray]) -> dict[str, n
 
 def _stack(path: Path, name: str, group: Mapping[int, np.ndarray]) -> np.ndarray:
     """Columns {j: column} with j = 0..k−1 → (N, k); int when every column is int."""
-    if sorted(group) != list(range(len(group))):
+    missing = [f"{name}[{j}]" for j in range(max(group) + 1) if j not in group]
+    if missing:
         raise DataError(
-            f"{path}: columns of {name} have indices {sorted(group)}; they must be 0, 1, …, {len(group) - 1}"
+            f"{path}: columns of {name} have indices {sorted(group)}, so {', '.join(missing)} is missing: "
+            "indexed columns are numbered 0, 1, …, k − 1 without gaps"
         )
     return np.stack([group[j] for j in range(len(group))], axis=1)

@@ -13,13 +13,15 @@ import numpy as np
 from .. import models
 from ..baselines.naive import naive_posterior
 from ..models.builtin import GAMMA_PRIOR
-from ..posteriors.mixture import NoiseAwarePosterior, comparison_table
+from ..posteriors.mixture import NoiseAwarePosterior
+from ..posteriors.summary import comparison_table
 from ..recording.dpvi import record_dpvi
 from ..util.keys import as_key
 from ..util.tables import text_table
-from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, keys, output_dir, route_options
+from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, keys, route_options
 from .m1_closed_form import Summary, distribution_summary, draws_summary, exact_posterior, rate
-from .options import SIMULATION_SEED, add_seed, method_lists
+from .options import SIMULATION_SEED, add_force, add_seed, method_lists, positive_float, positive_int
+from .outputs import Outputs
 
 DEMO_MODEL = "gamma-exponential"
 DEMO_TRACE, DEMO_POSTERIOR, DEMO_PLOT = "m1-trace.nc", "m1-posterior.nc", "m1-trace.png"
@@ -36,15 +38,23 @@ def add_parser(subparsers) -> None:
         description=f"Simulate M1 (gamma-exponential, N = 5000), record a DPVI trace with the research preset "
         f"at the tight σ for ε, fit its noise-aware posterior, and compare it with the naive last iterate, "
         f"the exact non-private posterior and the true value. Saves DIR/{DEMO_TRACE} (the trace), "
-        f"DIR/{DEMO_POSTERIOR} (the posterior) and DIR/{DEMO_PLOT} (trace and densities).",
+        f"DIR/{DEMO_POSTERIOR} (the posterior) and DIR/{DEMO_PLOT} (trace and densities); all three are checked "
+        "before any work, and an existing one needs --force.",
     )
-    parser.add_argument("--epsilon", type=float, default=1.0, metavar="E", help="ε (default: %(default)g)")
+    parser.add_argument("--epsilon", type=positive_float, default=1.0, metavar="E", help="ε > 0 (default: %(default)g)")
     add_seed(parser, SIMULATION_SEED, "default: %(default)d; the data are simulated; the fit's key derives from it too")
     parser.add_argument(
-        "--out", default="noiseaware-demo", metavar="DIR", help="output directory (default: ./%(default)s)"
+        "--out",
+        default="noiseaware-demo",
+        metavar="DIR",
+        help="output directory, created if missing (default: ./%(default)s)",
     )
+    add_force(parser)
     parser.add_argument(
-        "--steps", type=int, metavar="T", help="DP-SGD steps (default: the preset's 10000; fewer are for quick checks)"
+        "--steps",
+        type=positive_int,
+        metavar="T",
+        help="DP-SGD steps (default: the preset's 10000; fewer are for quick checks)",
     )
     parser.add_argument(
         "--method",
@@ -57,34 +67,38 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     bm = models.get(DEMO_MODEL)
+    outputs = Outputs(force=args.force)
+    out = outputs.directory(args.out, "--out", (DEMO_TRACE, DEMO_POSTERIOR, DEMO_PLOT))
+    options = route_options(args)
     key_simulation, key_dpvi = keys(args.seed)
     key_fit = jax.random.fold_in(as_key(args.seed), FIT_STREAM)
     theta, data = bm.simulate(key_simulation)
-    out = output_dir(args.out)
     settings = dict(bm.dpvi_settings, **({} if args.steps is None else {"steps": args.steps}))
     trace = record_dpvi(bm.model, data, epsilon=args.epsilon, key=key_dpvi, progress=True, **settings)
-    trace.save(out / DEMO_TRACE)
     print(trace.summary())
     print()
-    post = fit_reporting_warnings(trace, args.method, key=key_fit, **route_options(args))
+    post = fit_reporting_warnings(trace, args.method, key=key_fit, **options)
     key_theta = jax.random.fold_in(key_fit, THETA_STREAM)
-    post.save(out / DEMO_POSTERIOR, key=key_theta)
     posteriors = {"noise-aware": post, "naive": naive_posterior(trace)}
     truth = np.asarray(theta, np.float64)
     from .. import plots
 
-    plots.plot_trace(
-        trace,
-        out / DEMO_PLOT,
-        posteriors=posteriors,
-        truth=truth,
-        level=LEVEL,
-        key=key_theta,
-        title=f"M1 gamma-exponential: DPVI trace at ε = {trace.epsilon:g} "
-        f"(σ = {trace.noise_multiplier:.4g}), fitted by {args.method}",
-    )
+    with outputs.writing():
+        trace.save(out / DEMO_TRACE, overwrite=args.force)
+        post.save(out / DEMO_POSTERIOR, key=key_theta, overwrite=args.force)
+        plots.plot_trace(
+            trace,
+            out / DEMO_PLOT,
+            posteriors=posteriors,
+            truth=truth,
+            level=LEVEL,
+            key=key_theta,
+            title=f"M1 gamma-exponential: DPVI trace at ε = {trace.epsilon:g} "
+            f"(σ = {trace.noise_multiplier:.4g}), fitted by {args.method}",
+            overwrite=args.force,
+        )
     print(post.describe())
-    print(comparison_table(posteriors, LEVEL, truth=truth))
+    print(comparison_table(posteriors, LEVEL, truth=truth, key=key_theta))
     print()
     print(_m1_comparison(posteriors, float(truth[0]), np.asarray(data["x"], np.float64), trace.epsilon, key_theta))
     print(f"\nsaved in {out}:")
@@ -100,7 +114,7 @@ def run(args) -> int:
                 (
                     DEMO_PLOT,
                     f"μ_t with the burn-in and the inferred optimum μ* ({100 * LEVEL:g}% band), beside the "
-                    "noise-aware and naive densities of θ and the true θ",
+                    "noise-aware and naive densities of each site on its own scale, with the true value",
                 ),
             ],
             numeric=False,

@@ -1,19 +1,23 @@
-"""`noiseaware fit`: the noise-aware posterior of a trace file, saved and printed beside the naive last iterate."""
+"""`noiseaware fit`: the noise-aware posterior of a trace file, printed beside the naive last iterate and, with
+--out, saved (without --out nothing is written: a "just show me" run)."""
 
 from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 
 import jax
 import numpy as np
 
 from ..baselines.naive import naive_posterior
-from ..posteriors.mixture import NoiseAwarePosterior, comparison_table
+from ..posteriors.mixture import NoiseAwarePosterior
+from ..posteriors.summary import comparison_table
 from ..trace import BURN_IN, Trace, TraceError
 from ..util.keys import as_key
-from .common import LEVEL, THETA_STREAM, checked_path, fit_reporting_warnings, route_options
-from .options import add_prior, count, fraction, method_lists, positive_int, probability, seed
+from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, route_options
+from .options import add_force, add_prior, count, fraction, method_lists, positive_int, probability, seed
+from .outputs import Outputs
 
 DIAGNOSTICS_FIRST = ("max_rhat", "min_ess", "divergences")
 
@@ -22,9 +26,10 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "fit",
         help="the noise-aware posterior of a trace, beside the naive last iterate",
-        description="Fit the gradient model to a trace file's steps after the burn-in, save the noise-aware "
-        "posterior (.nc, read it with noiseaware.load_posterior), and print its intervals of θ beside the "
-        "naive ones (the DPVI last iterate, which ignores the DP noise).",
+        description="Fit the gradient model to a trace file's steps after the burn-in and print the noise-aware "
+        "posterior's intervals of θ beside the naive ones (the DPVI last iterate, which ignores the DP noise). "
+        "With --out, also save the posterior (.nc, read it with noiseaware.load_posterior); without it nothing "
+        "is written.",
     )
     parser.add_argument("trace", metavar="TRACE", help="trace file (.nc or .npz), e.g. from `noiseaware record`")
     parser.add_argument(
@@ -34,7 +39,12 @@ def add_parser(subparsers) -> None:
         help="exact: closed form and quadrature (fast, no sampling error); laplace: Newton MAP and "
         "a Gaussian; nuts: MCMC (default: %(default)s)",
     )
-    parser.add_argument("--out", required=True, metavar="FILE", help="posterior file to write (.nc)")
+    parser.add_argument(
+        "--out",
+        metavar="FILE",
+        help="posterior file to write (.nc; not the trace file); without --out the result is only printed",
+    )
+    add_force(parser)
     add_prior(parser, "prior preset of the gradient model; paper: the research settings (default: %(default)s)")
     parser.add_argument(
         "--burn-in",
@@ -67,8 +77,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--plot",
         metavar="FILE",
-        help="also write a PNG: μ_t per θ with the burn-in and the "
-        "inferred optimum μ*, beside the noise-aware and naive densities of θ",
+        help="also write a figure (.png, .pdf or .svg, by the suffix): μ_t per θ with the burn-in and the "
+        "inferred optimum μ*, beside the noise-aware and naive densities of each site on its own scale",
     )
     nuts = parser.add_argument_group("NUTS options (--method nuts only)")
     nuts.add_argument("--warmup", type=count, metavar="W", help="warmup (adaptation) steps per chain (default: 1000)")
@@ -80,8 +90,9 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    out = checked_path(args.out, "--out", (".nc",), "a posterior file ends in .nc (netCDF)")
-    plot = None if args.plot is None else checked_path(args.plot, "--plot", (".png",), "a plot file ends in .png")
+    outputs = Outputs(force=args.force, inputs=(args.trace,))
+    out = None if args.out is None else outputs.file(args.out, "--out", (".nc",), "a posterior file ends in .nc")
+    plot = None if args.plot is None else _plot_path(outputs, args.plot)
     options = route_options(args)
     trace = Trace.load(args.trace)
     start = math.floor(args.burn_in * trace.steps)
@@ -95,20 +106,38 @@ def run(args) -> int:
     )
     # θ draws for the file and plot, apart from the fit's
     key_theta = jax.random.fold_in(as_key(args.seed), THETA_STREAM)
-    post.save(out, key=key_theta)
     posteriors = {"noise-aware": post} | _naive_column(trace)
     print()
     print(post.describe())
-    print(comparison_table(posteriors, args.level))
+    print(comparison_table(posteriors, args.level, key=key_theta))
     diagnostics = _diagnostics_line(post)
     if diagnostics:
         print(diagnostics)
-    if plot is not None:
-        from .. import plots
+    with outputs.writing():
+        if out is not None:
+            post.save(out, key=key_theta, overwrite=args.force)
+        if plot is not None:
+            from .. import plots
 
-        plots.plot_trace(trace, plot, posteriors=posteriors, burn_in=args.burn_in, level=args.level, key=key_theta)
-    print(f"\nposterior saved to {out}" + ("" if plot is None else f"; plot saved to {plot}"))
+            plots.plot_trace(
+                trace,
+                plot,
+                posteriors=posteriors,
+                burn_in=args.burn_in,
+                level=args.level,
+                key=key_theta,
+                overwrite=args.force,
+            )
+    note = "posterior not saved (pass --out FILE.nc to save it)" if out is None else f"posterior saved to {out}"
+    print(f"\n{note}" + ("" if plot is None else f"; plot saved to {plot}"))
     return 0
+
+
+def _plot_path(outputs: Outputs, name: str) -> Path:
+    """--plot's file, checked before any work (matplotlib is imported only when a plot is asked for)."""
+    from ..plots import PLOT_SUFFIXES
+
+    return outputs.file(name, "--plot", PLOT_SUFFIXES, f"a plot file ends in {', '.join(PLOT_SUFFIXES)}")
 
 
 def _naive_column(trace: Trace) -> dict[str, NoiseAwarePosterior]:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..inference.gradient_model import PRIORS
 from ..methods import DEFAULT_REGISTRY, GradientModelOptions, NutsOptions
 from ..methods.reference import NonPrivateOptions
+from ..privacy import epsilon_spent, noise_multiplier
+from ..recording.settings import check_delta
 
 SIMULATION_SEED = 0
 """The default seed of simulated runs (reproducible); real data get a secret random seed instead."""
@@ -94,8 +97,10 @@ def method_list(choices: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
 def add_privacy_levels(parser) -> None:
     """The required choice of coverage and calibrate: one or more ε, or one or more σ."""
     level = parser.add_mutually_exclusive_group(required=True)
-    level.add_argument("--epsilon", type=float, nargs="+", metavar="E", help="one or more ε (σ by the accountant)")
-    level.add_argument("--noise-multiplier", type=float, nargs="+", metavar="S", help="one or more σ")
+    level.add_argument(
+        "--epsilon", type=positive_float, nargs="+", metavar="E", help="one or more ε > 0 (σ by the accountant)"
+    )
+    level.add_argument("--noise-multiplier", type=positive_float, nargs="+", metavar="S", help="one or more σ > 0")
 
 
 def privacy_levels(args) -> list[tuple[str, float]]:
@@ -105,13 +110,40 @@ def privacy_levels(args) -> list[tuple[str, float]]:
     return [("noise_multiplier", s) for s in args.noise_multiplier]
 
 
+def check_privacy_levels(args, sampling_rate: float, steps: int) -> None:
+    """`privacy_levels(args)` checked before any work at the run's q and T: δ (`check_delta`, with
+    --allow-weak-privacy), each ε by the accountant (one it cannot meet is an error) and each σ (one with no
+    finite ε is an error)."""
+    check_delta(args.delta, allow_weak_privacy=args.allow_weak_privacy)
+    for keyword, value in privacy_levels(args):
+        try:
+            if keyword == "epsilon":
+                noise_multiplier(value, args.delta, sampling_rate, steps)
+            elif not math.isfinite(epsilon_spent(value, args.delta, sampling_rate, steps)):
+                raise ValueError(f"it gives no finite ε at δ = {args.delta:g}: increase the noise")
+        except ValueError as error:
+            raise ValueError(f"--{keyword.replace('_', '-')} {value:g}: {error}") from None
+
+
 def level_tag(keyword: str, value: float) -> str:
     """The file-name tag of a privacy level from `privacy_levels`: eps-E or sigma-S."""
     return f"eps-{value:g}" if keyword == "epsilon" else f"sigma-{value:g}"
 
 
 def add_delta(parser) -> None:
-    parser.add_argument("--delta", type=float, default=1e-5, metavar="D", help="δ (default: %(default)g)")
+    """--delta and --allow-weak-privacy."""
+    parser.add_argument(
+        "--delta",
+        type=probability,
+        default=1e-5,
+        metavar="D",
+        help="δ, well below 1/N for N examples: δ ≥ 1/N warns, δ ≥ 0.5 is refused (default: %(default)g)",
+    )
+    parser.add_argument(
+        "--allow-weak-privacy",
+        action="store_true",
+        help="accept δ ≥ 0.5 (a guarantee that protects next to nothing; for tests and demonstrations only)",
+    )
 
 
 def add_dp_sgd_options(parser, defaults: bool) -> None:
@@ -120,14 +152,14 @@ def add_dp_sgd_options(parser, defaults: bool) -> None:
     add_delta(parser)
     parser.add_argument(
         "--sampling-rate",
-        type=float,
+        type=sampling_rate,
         default=0.1 if defaults else None,
         metavar="Q",
         help="Poisson sampling rate q" + (" (default: %(default)g)" if defaults else preset),
     )
     parser.add_argument(
         "--steps",
-        type=int,
+        type=positive_int,
         default=10_000 if defaults else None,
         metavar="T",
         help="DP-SGD steps T" + (" (default: %(default)d)" if defaults else preset),
@@ -140,6 +172,16 @@ def add_prior(parser, help_text: str = EXPERIMENT_PRIOR_HELP) -> None:
 
 def add_output_dir(parser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
+    add_force(parser)
+
+
+def add_force(parser) -> None:
+    """--force of every command that writes files."""
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace existing output files (without it an existing file is an error; an input file is never replaced)",
+    )
 
 
 # ---------------------------------------------------------------- seeds and numbers
@@ -176,6 +218,14 @@ def _number(text: str, kind, check: Callable, meaning: str):
     if value is None or not check(value):
         raise argparse.ArgumentTypeError(f"invalid value {text!r}: give {meaning}")
     return value
+
+
+def positive_float(text: str) -> float:
+    return _number(text, float, lambda x: 0.0 < x < math.inf, "a finite number > 0")
+
+
+def sampling_rate(text: str) -> float:
+    return _number(text, float, lambda x: 0.0 < x <= 1.0, "a rate in (0, 1]")
 
 
 def fraction(text: str) -> float:

@@ -10,7 +10,6 @@ import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -19,9 +18,18 @@ import numpy as np
 from .. import models
 from ..recording.dpvi import record_dpvi
 from ..util.tables import text_table
-from .common import builtin, checked_path, import_attribute, keys
+from .common import builtin, import_attribute, keys
 from .data import load_data
-from .options import SEED_BITS, SIMULATION_SEED, add_dp_sgd_options, add_seed
+from .options import (
+    SEED_BITS,
+    SIMULATION_SEED,
+    add_dp_sgd_options,
+    add_force,
+    add_seed,
+    positive_float,
+    positive_int,
+)
+from .outputs import Outputs
 
 TRACE_SUFFIXES = (".nc", ".npz")
 USER_MODEL_REQUIRED = ("steps", "sampling_rate", "clip")
@@ -60,15 +68,20 @@ def add_parser(subparsers) -> None:
         metavar="NAME",
         help=f"a built-in ({', '.join(models.names())}, M1, M2, M3) or package.module:function",
     )
-    parser.add_argument("--out", required=True, metavar="FILE", help="trace file to write (.nc or .npz)")
+    parser.add_argument(
+        "--out", required=True, metavar="FILE", help="trace file to write (.nc or .npz; not the --data file)"
+    )
+    add_force(parser)
     parser.add_argument(
         "--data",
         metavar="FILE",
         help=".npz (arrays by keyword) or .csv (header = keywords; X[0], X[1], … stack into X)",
     )
     level = parser.add_mutually_exclusive_group(required=True)
-    level.add_argument("--epsilon", type=float, metavar="E", help="ε; σ is calibrated by the PLD accountant")
-    level.add_argument("--noise-multiplier", type=float, metavar="S", help="σ; ε is reported by the accountant")
+    level.add_argument("--epsilon", type=positive_float, metavar="E", help="ε; σ is calibrated by the PLD accountant")
+    level.add_argument(
+        "--noise-multiplier", type=positive_float, metavar="S", help="σ; ε is reported by the accountant"
+    )
     level.add_argument(
         "--non-private", action="store_true", help="σ = 0, a non-private reference run (needs --learning-rate)"
     )
@@ -80,25 +93,25 @@ def add_parser(subparsers) -> None:
         "with --data only for testing",
     )
     add_dp_sgd_options(parser, defaults=False)
-    parser.add_argument("--clip", type=float, metavar="C", help="clipping norm C")
-    parser.add_argument("--mc-draws", type=int, metavar="DRAWS", help="Monte Carlo draws S per step")
+    parser.add_argument("--clip", type=positive_float, metavar="C", help="clipping norm C")
+    parser.add_argument("--mc-draws", type=positive_int, metavar="DRAWS", help="Monte Carlo draws S per step")
     parser.add_argument(
         "--grad-scale",
-        type=float,
+        type=positive_float,
         nargs="+",
         metavar="S",
         help="preconditioning s: one value, or two (μ block, ρ block)",
     )
     parser.add_argument(
         "--lr-multiplier",
-        type=float,
+        type=positive_float,
         nargs="+",
         metavar="V",
         help="v of the κ heuristic λ = v·s/(sqrt(T·P)·σ·C): one value or two (μ, ρ)",
     )
     parser.add_argument(
         "--learning-rate",
-        type=float,
+        type=positive_float,
         nargs="+",
         metavar="L",
         help="explicit step size λ instead of the κ heuristic: one value or two (μ, ρ)",
@@ -109,7 +122,7 @@ def add_parser(subparsers) -> None:
         choices=("numpyro", "research"),
         help="unconstrained maps: numpyro's biject_to, or research (softplus, additive log-ratio)",
     )
-    parser.add_argument("--n-examples", type=int, metavar="N", help="size of the simulated data set")
+    parser.add_argument("--n-examples", type=positive_int, metavar="N", help="size of the simulated data set")
     parser.add_argument("--float64", action="store_true", help="record in 64-bit floats")
     parser.set_defaults(run=run)
 
@@ -125,24 +138,21 @@ class _Job:
 
 
 def run(args) -> int:
-    out = _output_path(args.out)
+    out = Outputs(force=args.force, inputs=() if args.data is None else (args.data,)).file(
+        args.out, "--out", TRACE_SUFFIXES, "a trace file ends in .nc (netCDF4) or .npz (numpy)"
+    )
     key_simulation, key_dpvi = keys(_record_seed(args))
     job = _user_job(args) if ":" in args.model else _builtin_job(args, key_simulation)
     trace = record_dpvi(
         job.model, job.data, key=key_dpvi, progress=True, dtype=_dtype(args), **_privacy(args), **job.settings
     )
-    trace.save(out)
+    trace.save(out, overwrite=args.force)
     print(trace.summary())
     if job.truth is not None:
         print()
         print(_truth_report(*job.truth))
     print(f"\ntrace saved to {out}")
     return 0
-
-
-def _output_path(name: str) -> Path:
-    """The trace path, checked before any work: a known suffix in an existing directory."""
-    return checked_path(name, "--out", TRACE_SUFFIXES, "a trace file ends in .nc (netCDF4) or .npz (numpy)")
 
 
 def _record_seed(args) -> int:
@@ -164,7 +174,12 @@ def _privacy(args) -> dict:
         if args.learning_rate is None:
             raise ValueError("--non-private needs --learning-rate L (the κ heuristic divides by σ = 0)")
         return {"non_private": True}
-    return {"epsilon": args.epsilon, "noise_multiplier": args.noise_multiplier, "delta": args.delta}
+    return {
+        "epsilon": args.epsilon,
+        "noise_multiplier": args.noise_multiplier,
+        "delta": args.delta,
+        "allow_weak_privacy": args.allow_weak_privacy,
+    }
 
 
 def _settings(preset: Mapping, args) -> dict:
@@ -196,7 +211,7 @@ def _builtin_job(args, key) -> _Job:
     """A built-in model on simulated data (or on --data) with its preset."""
     bm = builtin(args.model)
     if args.data is not None:
-        return _Job(bm.model, _user_data(args), _settings(bm.dpvi_settings, args))
+        return _Job(bm.model, _user_data(args, bm), _settings(bm.dpvi_settings, args))
     bm = _resized(bm, args)
     theta, data = bm.simulate(key)
     return _Job(bm.model, data, _settings(bm.dpvi_settings, args), (bm, theta))
@@ -227,11 +242,12 @@ def _user_job(args) -> _Job:
     return _Job(model, _user_data(args), _settings({}, args))
 
 
-def _user_data(args) -> dict[str, np.ndarray]:
-    """The data of --data (where N is the data's length, so --n-examples has no place)."""
+def _user_data(args, model: models.BenchmarkModel | None = None) -> dict[str, np.ndarray]:
+    """The data of --data (where N is the data's length, so --n-examples has no place), shaped as the built-in
+    `model` declares them when one is given."""
     if args.n_examples is not None:
         raise ValueError("--n-examples sizes simulated data; with --data, N is the length of the data")
-    return load_data(args.data)
+    return load_data(args.data, model)
 
 
 def import_model(spec: str) -> Callable:

@@ -25,6 +25,7 @@ from ..models import get as get_model
 from ..models.builtin import logistic_regression
 from ..privacy import noise_multiplier as calibrate
 from ..recording.dpvi import record_dpvi_batch
+from ..recording.settings import check_delta
 from ..trace import Trace
 from ..util.checks import positive_int
 from ..util.keys import as_key, key_repr
@@ -66,12 +67,14 @@ def calibration(
     accountant) and noise_multiplier, unless every method is a non-private reference. runs R: DPVI runs;
     samples K: θ draws per posterior for the predictive; bins and binning: of the metrics; method_options:
     {method: options} (e.g. {"exact": {"prior": "paper"}}, {"nonprivate": {"warmup": 500}}); overrides
-    replace the adult-logistic preset's DPVI settings (steps, …). The same key gives the same numbers,
+    replace the adult-logistic preset's DPVI settings (steps, …); the traces name θ's coordinates by
+    data.feature_names (`theta[age]`). The same key gives the same numbers,
     whichever other methods run beside a method.
     """
     bm = get_model(PRESET)
     resolved, options = check_methods(methods, registry, bm.name, epsilon, method_options)
     check_overrides(overrides)
+    check_delta(delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
     options = {name: with_progress(o, progress) for name, o in options.items()}
     for method in resolved:
         if method.reads != "trace" and method.private:
@@ -82,7 +85,7 @@ def calibration(
     for name, value in {"runs": runs, "samples": samples, "chunk": chunk}.items():
         positive_int(name, value)
     k_dpvi, k_fit, k_draw = jax.random.split(as_key(key), 3)
-    settings = dict(bm.dpvi_settings) | overrides
+    settings = dict(bm.dpvi_settings) | {"labels": {"theta": tuple(data.feature_names)}} | overrides
     traced = [m.name for m in resolved if m.reads == "trace"]
     traces: list[Trace] = []
     seconds: dict[str, float] = {}

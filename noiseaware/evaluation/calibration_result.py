@@ -8,9 +8,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
+from ..util.figures import draw_and_save
 from ..util.files import write_json
 from ..util.tables import text_table
+from .figures import calibration_figure
 
 __all__ = ["GRID", "METRICS", "CalibrationResult"]
 
@@ -145,8 +148,15 @@ class CalibrationResult:
             out[method] = entry
         return out
 
-    def to_json(self, path) -> None:
-        """Settings, seconds, summary, per-repeat metrics and the mean reliability curves, written atomically."""
+    def plot(self, path=None, *, title: str | None = None, overwrite: bool = False) -> Figure:
+        """The reliability diagram: per method the mean over the repeats of `reliability` and mean ± 1.96 sd,
+        with the diagonal, above the mean histogram of the predictions p̂; saved to `path` (.png, .pdf or .svg)
+        when given; an existing file is replaced only with `overwrite=True`."""
+        return draw_and_save(lambda: calibration_figure(self, GRID, BAND, title=title), path, overwrite=overwrite)
+
+    def to_json(self, path, *, overwrite: bool = False) -> None:
+        """Settings, seconds, summary, per-repeat metrics and the mean reliability curves, written atomically;
+        an existing file is replaced only with `overwrite=True`."""
         payload = {
             "settings": dict(self.settings),
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
@@ -155,7 +165,7 @@ class CalibrationResult:
             "reliability_grid": GRID.tolist(),
             "reliability_mean": {m: _list(self.reliability_band(m)[0]) for m in self.methods},
         }
-        write_json(path, payload)
+        write_json(path, payload, overwrite=overwrite)
 
 
 def _mean_sd(values: np.ndarray) -> tuple[float, float | None]:

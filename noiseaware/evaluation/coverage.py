@@ -26,6 +26,7 @@ from ..methods.registry import DEFAULT_REGISTRY
 from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
 from ..recording.dpvi import record_dpvi_batch
+from ..recording.settings import check_delta
 from ..trace import BURN_IN, Trace
 from ..util.checks import positive_int
 from ..util.keys import as_key, key_repr
@@ -122,6 +123,7 @@ def coverage(
         raise ValueError("give exactly one of epsilon and noise_multiplier")
     check_methods(methods, registry, bm.name, epsilon, method_options)
     check_overrides(overrides)
+    check_delta(delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
     for name, value in (("simulations", simulations), ("references", references), ("samples", samples)):
         positive_int(name, value)
     settings = dict(bm.dpvi_settings) | overrides

@@ -6,7 +6,8 @@
 Method m's keys come from fold_in(key, crc32(name)), so a method's numbers do not depend on which other
 methods run beside it. Problem i of M uses split(k, M)[i] (the key itself for a batch of one, e.g. a
 non-private reference fitted once on shared data). Failures are counted, never dropped; warnings are
-gathered per method; the typed diagnostics of the fits are summarised by their own type.
+gathered per method, one line per distinct warning with the number of problems that raised it; the typed
+diagnostics of the fits are summarised by their own type.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import jax
 
 from ..methods.base import Batch, Method, Outcome, Registry, fit_problems, split_keys
 from ..recording.dpvi import record_dpvi
+from ..util.batch_warnings import gather
 
 __all__ = [
     "DPVI_SETTINGS",
@@ -119,7 +121,7 @@ def run_methods[Score](
         runs[method.name] = MethodRun(
             score=result,
             failures=sum(isinstance(o, Exception) for o in outcomes) + more_failures,
-            diagnostics=summarise_diagnostics(outcomes) | {"warnings": sorted({_one_line(w) for w in caught})},
+            diagnostics=summarise_diagnostics(outcomes) | {"warnings": method_warnings(method, caught, count)},
             fit_seconds=fit_seconds,
             score_seconds=time.perf_counter() - start,
         )
@@ -139,5 +141,8 @@ def summarise_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     return type(records[0]).summarise(records) if records else {}
 
 
-def _one_line(warning: warnings.WarningMessage) -> str:
-    return " ".join(str(warning.message).split())
+def method_warnings(method: Method, caught: Sequence[warnings.WarningMessage], count: int) -> list[str]:
+    """The warnings of one method's fits of `count` problems, one complete line per distinct warning with the
+    number of problems that raised it (`batch_warnings.gather`)."""
+    unit = "traces" if method.reads == "trace" else "data sets"
+    return [text for _, text in gather(caught, count, unit)]

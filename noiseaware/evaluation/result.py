@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
+from ..util.figures import draw_and_save
 from ..util.files import atomic_write, write_json
 from ..util.tables import text_table
+from .figures import coverage_figure
 from .tarp import coverage_rmse
 
 __all__ = ["REFERENCE_RULES", "CoverageResult"]
@@ -97,20 +100,33 @@ class CoverageResult:
             for method in self.methods
         }
 
-    def to_json(self, path) -> None:
-        """Settings, summary, per-stage seconds and the mean/sd ECP curves, written atomically."""
+    def plot(
+        self, path=None, *, rule: str = "research", coordinates=None, title: str | None = None, overwrite: bool = False
+    ) -> Figure:
+        """A figure of the ECP curves under `rule`: per method the mean over the R reference draws and the
+        min–max band, with the diagonal, and each chosen dimension's marginal curves when d > 1 (coordinates:
+        θ names or indices; default all, up to 16, the title saying what is left out); saved to `path` (.png,
+        .pdf or .svg) when given; an existing file is replaced only with `overwrite=True`."""
+        return draw_and_save(
+            lambda: coverage_figure(self, rule=rule, coordinates=coordinates, title=title), path, overwrite=overwrite
+        )
+
+    def to_json(self, path, *, overwrite: bool = False) -> None:
+        """Settings, summary, per-stage seconds and the mean/sd ECP curves, written atomically; an existing
+        file is replaced only with `overwrite=True`."""
         payload = {
             "settings": dict(self.settings),
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
             "summary": self.summary(),
             "levels": self.levels.tolist(),
-            "ecp_mean": {r: {m: np.nanmean(c, 0).tolist() for m, c in cs.items()} for r, cs in self.curves.items()},
-            "ecp_sd": {r: {m: np.nanstd(c, 0).tolist() for m, c in cs.items()} for r, cs in self.curves.items()},
+            "ecp_mean": {r: {m: curve_band(c)[0].tolist() for m, c in cs.items()} for r, cs in self.curves.items()},
+            "ecp_sd": {r: {m: curve_band(c)[1].tolist() for m, c in cs.items()} for r, cs in self.curves.items()},
         }
-        write_json(path, payload)
+        write_json(path, payload, overwrite=overwrite)
 
-    def to_csv(self, path) -> None:
-        """Long table: method, reference_rule, dimension ("joint" or a θ name), level, ecp_mean, ecp_sd."""
+    def to_csv(self, path, *, overwrite: bool = False) -> None:
+        """Long table: method, reference_rule, dimension ("joint" or a θ name), level, ecp_mean, ecp_sd, written
+        atomically; an existing file is replaced only with `overwrite=True`."""
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(["method", "reference_rule", "dimension", "level", "ecp_mean", "ecp_sd"])
@@ -121,6 +137,15 @@ class CoverageResult:
                     (name, self.marginal_curves[rule][method][..., j]) for j, name in enumerate(self.theta_names)
                 ]
                 for dimension, curves in blocks:
-                    for level, mean, sd in zip(self.levels, np.nanmean(curves, 0), np.nanstd(curves, 0)):
+                    for level, mean, sd in zip(self.levels, *curve_band(curves)):
                         writer.writerow([method, rule, dimension, f"{level:.3f}", f"{mean:.5f}", f"{sd:.5f}"])
-        atomic_write(Path(path), lambda temporary: temporary.write_text(buffer.getvalue()))
+        atomic_write(Path(path), lambda temporary: temporary.write_text(buffer.getvalue()), overwrite=overwrite)
+
+
+def curve_band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sd (ddof 0) over axis 0 of ECP curves (R, L, …), ignoring NaN; NaN, quietly, where every curve is
+    NaN (a method whose every fit failed), instead of numpy's RuntimeWarnings about empty slices."""
+    count = np.sum(np.isfinite(curves), axis=0)
+    mean = np.where(count > 0, np.nansum(curves, axis=0) / np.maximum(count, 1), np.nan)
+    squares = np.nansum((curves - mean) ** 2, axis=0)
+    return mean, np.sqrt(np.where(count > 0, squares / np.maximum(count, 1), np.nan))

@@ -27,7 +27,7 @@ import numpy as np
 from ..util.diagnostics import Diagnostics
 from ..util.keys import as_key
 from .draws import Draws
-from .gradient_model import GradientModel, integrate_optimum, prior_distributions
+from .gradient_model import GradientModel, integrate_optimum, ols_fit, prior_distributions
 
 __all__ = ["QuadratureGrid", "exact_grid", "exact_cdf", "exact_moments", "exact_draws", "fit_exact", "fit_exact_batch"]
 
@@ -56,16 +56,18 @@ class QuadratureGrid(NamedTuple):
 
 
 def _initial_guess(model: GradientModel):
-    """A closed-form guess of each coordinate's (ã, u) posterior: ã's centre and scale, u's upper end, (P,) each.
+    """A closed-form guess of each coordinate's (ã, u) posterior: ã's centre and scale, u's lower and upper
+    ends, (P,) each.
 
     ã: the OLS slope with a free intercept and its standard error, mapped through link⁻¹ and combined
-    with the prior by precision; u: the residual variance in excess of the DP noise plus 9 sampling sds.
+    with the prior by precision; u²: the residual variance in excess of the DP noise ± 9 sampling sds
+    (sd(r²) ≈ v·sqrt(2/T')), clipped at 0. Where u carries the noise (a non-private trace, σ = 0) its
+    posterior is narrow, and a grid from 0 would be too coarse to place the next one.
     """
     s = model.stats
     n, q = s.count, s.sampling_rate
     centred_phiphi = s.sum_phiphi - s.sum_phi**2 / n
-    slope = (s.sum_gphi - s.sum_g * s.sum_phi / n) / centred_phiphi
-    residual = (s.sum_gg - s.sum_g**2 / n - slope**2 * centred_phiphi) / (n - 2)
+    slope, residual = ols_fit(s)
     variance = jnp.maximum(residual, s.noise_var)
     slope_se = jnp.sqrt(variance / centred_phiphi) / q
     a = jnp.maximum(jnp.abs(slope) / q, slope_se)
@@ -76,8 +78,9 @@ def _initial_guess(model: GradientModel):
         raw_se = slope_se / jax.nn.sigmoid(raw)
     precision = 1.0 / raw_se**2 + 1.0 / model.hessian_sd**2
     centre = (raw / raw_se**2 + model.hessian_loc / model.hessian_sd**2) / precision
-    extra_var = jnp.maximum(residual - s.noise_var, 0.0) + WIDTH * variance * jnp.sqrt(2.0 / n)
-    return centre, jax.lax.rsqrt(precision), jnp.sqrt(extra_var)
+    excess, spread = residual - s.noise_var, WIDTH * variance * jnp.sqrt(2.0 / n)
+    extra_low, extra_high = (jnp.sqrt(jnp.maximum(excess + sign * spread, 0.0)) for sign in (-1.0, 1.0))
+    return centre, jax.lax.rsqrt(precision), extra_low, extra_high
 
 
 def _sinh_nodes(model: GradientModel, centre, scale, size: int):
@@ -155,11 +158,11 @@ def exact_grid(
     """
     if passes < 1 or hessian_nodes < 3 or (model.extra_noise != "none" and extra_nodes < 3):
         raise ValueError("exact_grid needs passes ≥ 1 and at least 3 nodes per grid axis")
-    centre, scale, extra_high = _initial_guess(model)
+    centre, scale, extra_low, extra_high = _initial_guess(model)
     if model.extra_noise == "none":
         extra_nodes = 1
-        extra_high = jnp.zeros_like(extra_high)
-    placement = (centre, scale, jnp.zeros_like(extra_high), extra_high)
+        extra_low = extra_high = jnp.zeros_like(extra_high)
+    placement = (centre, scale, extra_low, extra_high)
 
     def evaluate(placement):
         centre, scale, extra_low, extra_high = placement

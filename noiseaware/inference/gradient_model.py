@@ -1,4 +1,4 @@
-"""The Bayesian linear gradient model's data: per-coordinate sufficient statistics of a trace (docs/method.md §2).
+"""The Bayesian linear gradient model: likelihood, empirical-Bayes priors and log density (docs/method.md §2).
 
 Near the VI optimum φ*, the noisy gradient sums of the stationary part t = B..T−1 of a trace follow
 
@@ -10,13 +10,14 @@ post-burn-in mean, so Σ_t φ̃_tj = 0 up to rounding) and δ_j = φ*_j − φ̄
 
     Σ_t (G_tj − q a_j (φ̃_tj − δ_j))² = S_GG − 2 q a (S_Gφ − δ S_G) + q² a² (S_φφ − 2 δ S_φ + T' δ²).
 
-The sums are accumulated in float64 around φ̄ (raw Σφ² and ΣGφ lose precision in float32).
+The sums, and the slope and noise estimates read off them, are in `statistics` (re-exported here).
 
 Priors (empirical Bayes from the trace, docs/method.md §2), independent over coordinates:
 
     φ*_j ~ N(φ̄_j, τ_φ²),   ã_j ~ N(m_j, (w·τ̃_j)²) with a_j = link(ã_j),   u_j ~ N⁺(0, σ_u,j²) or N(0, σ_u,j²)
 
-where link is softplus (the paper) or exp.
+where link is softplus (the paper) or exp. A non-private trace (σ = 0) is the same model without the DP noise
+term, v_j = u_j²; its priors are scaled by the noise the trace shows instead (`noise_reference`).
 
 `Prior` says how m_j, τ̃_j and σ_u,j are built; `GradientModel` holds the resulting per-coordinate arrays
 with the statistics, and `log_density` / `numpyro_model` / `integrate_optimum` are the one definition
@@ -37,6 +38,14 @@ import numpyro.distributions as dist
 
 from ..trace import BURN_IN, Trace
 from ..util.numerics import softplus_inverse
+from .statistics import (
+    TraceStatistics,
+    is_non_private,
+    noise_reference,
+    ols_fit,
+    slope_estimates,
+    trace_statistics,
+)
 
 __all__ = [
     "PRIORS",
@@ -45,58 +54,16 @@ __all__ = [
     "TraceStatistics",
     "gradient_model",
     "integrate_optimum",
+    "is_non_private",
     "log_density",
     "log_likelihood",
+    "noise_reference",
     "numpyro_model",
+    "ols_fit",
     "resolve_prior",
     "slope_estimates",
     "trace_statistics",
 ]
-
-
-class TraceStatistics(NamedTuple):
-    """Per-coordinate sums over the post-burn-in steps, all (P,) float64 arrays except `count`.
-
-    count T'; centre φ̄; sum_g Σ G; sum_phi Σ φ̃; sum_gg Σ G²; sum_phiphi Σ φ̃²; sum_gphi Σ G φ̃;
-    noise_var (σC/s)², the DP noise variance of G; sampling_rate q.
-    """
-
-    count: int
-    centre: np.ndarray
-    sum_g: np.ndarray
-    sum_phi: np.ndarray
-    sum_gg: np.ndarray
-    sum_phiphi: np.ndarray
-    sum_gphi: np.ndarray
-    noise_var: np.ndarray
-    sampling_rate: float
-
-
-def trace_statistics(trace: Trace, burn_in: float = BURN_IN) -> TraceStatistics:
-    """The sufficient statistics of `trace` over steps t ≥ B = ⌊burn_in · T⌋ (float64, centred at φ̄)."""
-    if not 0.0 <= burn_in < 1.0:
-        raise ValueError(f"burn_in must be a fraction in [0, 1), got {burn_in}")
-    start = math.floor(burn_in * trace.steps)
-    if trace.steps - start < 2:
-        raise ValueError(
-            f"the trace has {trace.steps} steps, leaving {trace.steps - start} after a burn-in of {burn_in:g}: "
-            "the gradient model needs at least 2 (and many more for a useful posterior)"
-        )
-    params = np.asarray(trace.params[start:], np.float64)
-    grads = np.asarray(trace.grads[start:], np.float64)
-    centre = params.mean(axis=0)
-    phi = params - centre
-    return TraceStatistics(
-        count=params.shape[0],
-        centre=centre,
-        sum_g=grads.sum(axis=0),
-        sum_phi=phi.sum(axis=0),
-        sum_gg=np.sum(grads * grads, axis=0),
-        sum_phiphi=np.sum(phi * phi, axis=0),
-        sum_gphi=np.sum(grads * phi, axis=0),
-        noise_var=np.asarray(trace.noise_sd, np.float64) ** 2,
-        sampling_rate=float(trace.sampling_rate),
-    )
 
 
 def log_likelihood(stats: TraceStatistics, optimum, hessian, extra_var=0.0):
@@ -114,25 +81,6 @@ def log_likelihood(stats: TraceStatistics, optimum, hessian, extra_var=0.0):
         + qa**2 * (stats.sum_phiphi - 2.0 * delta * stats.sum_phi + stats.count * delta**2)
     )
     return -0.5 * stats.count * jnp.log(2.0 * jnp.pi * var) - 0.5 * squares / var
-
-
-def slope_estimates(stats: TraceStatistics) -> tuple[np.ndarray, np.ndarray]:
-    """The OLS slope of G on φ with φ* fixed at φ̄, per coordinate, and its standard error, both (P,):
-
-    â_j = |Σ G_tj φ̃_tj / Σ φ̃_tj²| / q,   τ_j = (σC/s_j) / sqrt(Σ φ̃_tj²) / q.
-    A coordinate whose trace does not move (Σ φ̃² ≈ 0) carries no slope information: ValueError.
-    """
-    # "never moves": the spread of φ after burn-in is at rounding level (1e-12 relative to φ̄)
-    still = stats.sum_phiphi <= stats.count * (1e-12 * np.maximum(1.0, np.abs(stats.centre))) ** 2
-    if np.any(still):
-        frozen = np.flatnonzero(still).tolist()
-        raise ValueError(
-            f"parameters {frozen} never move after burn-in, so the trace says nothing about their Hessian: "
-            "record with a larger learning rate or check the trace"
-        )
-    q = stats.sampling_rate
-    slope = np.abs(stats.sum_gphi / stats.sum_phiphi) / q
-    return slope, np.sqrt(stats.noise_var / stats.sum_phiphi) / q
 
 
 HESSIAN_CENTRES = ("slope", "matched")
@@ -153,8 +101,9 @@ class Prior:
     hessian_width: w, the multiplier of the slope's standard error τ_j.
     extra_noise: the prior of u_j, the extra noise sd: "half-normal" (u ≥ 0), "normal" (the research
         u ~ N(0, σ_u²), sign-symmetric since only u² enters), or "none" (u = 0).
-    extra_noise_scale, extra_noise_units: σ_u,j = scale × (σC/s_j) for "noise-sd", or scale in raw gradient
-        units for "gradient" (research: 1).
+    extra_noise_scale, extra_noise_units: σ_u,j = scale × ν_j for "noise-sd", ν_j the DP noise sd σC/s_j
+        (for a non-private trace the residual sd: `noise_reference`), or scale in raw gradient units for
+        "gradient" (research: 1).
 
     The defaults — a log-normal prior on each Hessian diagonal entry centred at the OLS slope with twice
     its standard error, and a weakly informative half-normal on u ten times the DP noise sd — were chosen
@@ -246,9 +195,20 @@ class GradientModel:
 
 
 def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float = BURN_IN) -> GradientModel:
-    """The gradient model of `trace` under `prior` (a preset name or a `Prior`), float64 numpy arrays."""
+    """The gradient model of `trace` under `prior` (a preset name or a `Prior`), float64 numpy arrays.
+
+    A non-private trace (σ = 0) is the model without its DP noise term, v_j = u_j²: the extra noise is its
+    only noise, so a prior without extra noise is a ValueError, and the priors are scaled by the noise the
+    trace shows (`noise_reference`).
+    """
     prior = resolve_prior(prior)
     stats = trace_statistics(trace, burn_in)
+    if prior.extra_noise == "none" and is_non_private(stats):
+        raise ValueError(
+            "the trace is non-private (σ = 0), so the extra noise u (subsampling and Monte Carlo noise) is the "
+            "gradient model's only noise, and this prior has extra_noise='none', which leaves it no noise at "
+            "all: use a prior with extra noise (the default, or Prior(extra_noise='half-normal'))"
+        )
     slope, se = slope_estimates(stats)
     if prior.hessian_centre == "slope":
         loc, sd = slope, se
@@ -261,7 +221,7 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
         else:
             loc = softplus_inverse(slope)
             sd = se / _sigmoid(loc)
-    noise_sd = np.sqrt(stats.noise_var)
+    noise_sd = noise_reference(stats)
     extra = prior.extra_noise_scale * (noise_sd if prior.extra_noise_units == "noise-sd" else np.ones_like(noise_sd))
     return GradientModel(
         stats=stats,

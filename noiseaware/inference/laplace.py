@@ -25,10 +25,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..util.checks import choice, positive_int
 from ..util.diagnostics import Diagnostics
 from ..util.keys import as_key
 from .draws import Draws
-from .gradient_model import GradientModel, log_density
+from .gradient_model import GradientModel, is_non_private, log_density
 
 __all__ = ["LaplaceFit", "fit_laplace", "fit_laplace_batch", "laplace_approximation", "unconstrained_log_density"]
 
@@ -213,7 +214,7 @@ def fit_laplace(model: GradientModel, *, key, draws: int = 4000, style: str = "f
     (optimum_map, hessian_map, extra_noise_map), marginal sds in the unconstrained space (optimum_sd,
     hessian_raw_sd, log_extra_noise_sd), covariance (P, k, k), steps, converged, positive_definite.
     """
-    _check_options(style, draws, model)
+    _check_options(style, draws, [model])
     with jax.enable_x64(True):
         model = jax.tree.map(jnp.asarray, model)
         fit = laplace_approximation(_target(model, style), max_steps=max_steps)
@@ -231,7 +232,7 @@ def fit_laplace_batch(
     Model m uses keys[m] (keys: M jax PRNG keys); a model whose solve failed gets the ValueError
     `fit_laplace` would raise in its place.
     """
-    _check_options(style, draws, models[0])
+    _check_options(style, draws, models)
     with jax.enable_x64(True):
         stacked = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *models)
         fits = jax.vmap(lambda m: laplace_approximation(_target(m, style), max_steps=max_steps))(stacked)
@@ -249,13 +250,18 @@ def fit_laplace_batch(
         ]
 
 
-def _check_options(style: str, draws, model: GradientModel) -> None:
-    if style not in STYLES:
-        raise ValueError(f"unknown Laplace style {style!r}: use one of {', '.join(STYLES)}")
-    if not (isinstance(draws, (int, np.integer)) and draws > 0):
-        raise ValueError(f"draws must be a positive integer, got {draws!r}")
-    if style == "paper" and model.n_params % 2:
-        raise ValueError(f"style='paper' splits φ* = (μ*, ρ*) in halves, but P = {model.n_params} is odd")
+def _check_options(style: str, draws, models: Sequence[GradientModel]) -> None:
+    """One ValueError, before any work, for a bad style or draws, or a style="paper" fit the models cannot take."""
+    choice("Laplace style", style, STYLES)
+    positive_int("draws", draws)
+    if style == "paper" and models[0].n_params % 2:
+        raise ValueError(f"style='paper' splits φ* = (μ*, ρ*) in halves, but P = {models[0].n_params} is odd")
+    if style == "paper" and any(is_non_private(model.stats) for model in models):
+        raise ValueError(
+            "style='paper' fixes the extra noise u at 0, and the trace is non-private (σ = 0): without DP noise the "
+            "model would have no noise at all; use style='full' (the default), which fits u, the subsampling and "
+            "Monte Carlo noise"
+        )
 
 
 def _target(model: GradientModel, style: str) -> GradientModel:

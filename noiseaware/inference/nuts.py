@@ -34,6 +34,7 @@ import numpy as np
 from numpyro.infer import MCMC, NUTS
 from numpyro.infer.util import constrain_fn, get_transforms, potential_energy, unconstrain_fn
 
+from ..util.checks import positive_int, probability
 from ..util.diagnostics import MixingDiagnostics
 from ..util.keys import as_key
 from ..util.progress import Progress, progress_bar
@@ -341,8 +342,7 @@ def fit_nuts_batch(
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     settings = _settings(warmup, draws, chains, target_accept, dense_mass) | {"backend": backend}
-    if not (isinstance(chunk, int) and chunk >= 1):
-        raise ValueError(f"chunk must be a positive int; got {chunk!r}")
+    positive_int("chunk", chunk)
     count = len(models)
     chunk = 1 if backend == "numpyro" else min(chunk, count)
     results: list[Draws | ValueError] = []
@@ -381,13 +381,10 @@ def fit_nuts_batch(
 
 
 def _settings(warmup, draws, chains, target_accept, dense_mass) -> dict:
-    for name, value in (("warmup", warmup), ("draws", draws), ("chains", chains)):
-        if not (isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1):
-            raise ValueError(f"{name} must be a positive int; got {value!r}")
-    if draws < 4:
-        raise ValueError(f"draws must be at least 4 for R-hat and ESS; got {draws}")
-    if not 0.0 < target_accept < 1.0:
-        raise ValueError(f"target_accept must lie in (0, 1); got {target_accept}")
+    positive_int("warmup", warmup)
+    positive_int("draws", draws, minimum=4, hint="R-hat and ESS split each chain in halves")
+    positive_int("chains", chains)
+    probability("target_accept", target_accept)
     return {
         "warmup": warmup,
         "draws": draws,

@@ -27,6 +27,7 @@ import jax
 from ..models.benchmark import BenchmarkModel
 from ..posteriors.base import Posterior
 from ..trace import Trace
+from ..util.batch_warnings import gather
 from ..util.keys import as_key
 
 __all__ = [
@@ -290,11 +291,8 @@ def split_keys(key, count: int) -> jax.Array:
 
 
 def summarise_warnings(caught: Sequence[warnings.WarningMessage], count: int, stacklevel: int = 3) -> None:
-    """Re-issue the per-problem warnings of a batch once each (same category), with how many of the `count`
-    problems raised them (a batch of one re-issues them as they were)."""
-    tally: dict[tuple[type[Warning], str], int] = {}
-    for warning in caught:
-        kind = (warning.category, str(warning.message))
-        tally[kind] = tally.get(kind, 0) + 1
-    for (category, text), times in tally.items():
-        warnings.warn(text if count == 1 else f"{times} of {count} traces: {text}", category, stacklevel=stacklevel)
+    """Re-issue the per-problem warnings of a batch of `count` traces gathered (`batch_warnings.gather`): one
+    complete line per distinct warning, with how many of the traces raised it (a batch of one re-issues them
+    as they were)."""
+    for category, text in gather(caught, count):
+        warnings.warn(text, category, stacklevel=stacklevel)

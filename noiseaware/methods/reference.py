@@ -8,6 +8,7 @@ import numpy as np
 from numpyro.infer import MCMC, NUTS
 
 from ..posteriors.draws import DrawsPosterior
+from ..util.checks import flag, positive_int
 from ..util.keys import as_key
 from .base import Problem, per_problem
 
@@ -22,8 +23,13 @@ class NonPrivateOptions:
     draws: int = 4000
     progress: bool = False
 
+    def __post_init__(self):
+        positive_int("warmup", self.warmup, hint="the number of NUTS adaptation steps, e.g. warmup=1000")
+        positive_int("draws", self.draws, hint="the number of NUTS draws, e.g. draws=4000")
+        flag("progress", self.progress)
 
-@dataclasses.dataclass(frozen=True, eq=False)
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class NonPrivatePosterior(DrawsPosterior):
     """The posterior given the data itself: NUTS draws of θ, no privacy (a reference, never a release)."""
 
@@ -41,7 +47,7 @@ def nonprivate_posterior(problem: Problem, key, options: NonPrivateOptions) -> N
     )
     mcmc.run(as_key(key), **problem.data)
     theta = np.asarray(mcmc.get_samples()["theta"], np.float64)
-    return NonPrivatePosterior(theta[None], "nonprivate")
+    return NonPrivatePosterior(theta[None], "nonprivate", sites=problem.model.site_map.sites)
 
 
 NONPRIVATE = per_problem(

@@ -11,15 +11,17 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from ..inference import exact, laplace, nuts
 from ..inference.draws import Draws
 from ..inference.gradient_model import GradientModel, Prior, gradient_model, resolve_prior, slope_estimates
-from ..posteriors.mixture import NoiseAwarePosterior, trace_facts
+from ..posteriors.mixture import NoiseAwarePosterior, trace_facts, trace_iterates
 from ..trace import BURN_IN, Trace
+from ..util.batch_warnings import FitWarning
+from ..util.checks import choice, flag, fraction, positive_int, probability
 from ..util.diagnostics import MAX_RHAT
 from ..util.progress import Progress
 from .base import Batch, Method, Outcome
@@ -49,6 +51,13 @@ class GradientModelOptions:
     burn_in: float = BURN_IN
     draws: int = 4000
 
+    min_draws: ClassVar[int] = 1
+
+    def __post_init__(self):
+        resolve_prior(self.prior)  # an unknown preset names the presets
+        fraction("burn_in", self.burn_in, hint="the share of the trace dropped before the fit, e.g. burn_in=0.2")
+        positive_int("draws", self.draws, minimum=self.min_draws, hint="the number K of draws of φ*, e.g. draws=4000")
+
 
 @dataclasses.dataclass(frozen=True)
 class ExactOptions(GradientModelOptions):
@@ -58,6 +67,12 @@ class ExactOptions(GradientModelOptions):
     extra_nodes: int = 32
     passes: int = 3
 
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("hessian_nodes", "extra_nodes"):
+            positive_int(name, getattr(self, name), minimum=3, hint="a grid axis needs at least 3 nodes")
+        positive_int("passes", self.passes, hint="the number of placements of the grid, e.g. passes=3")
+
 
 @dataclasses.dataclass(frozen=True)
 class LaplaceOptions(GradientModelOptions):
@@ -66,6 +81,11 @@ class LaplaceOptions(GradientModelOptions):
 
     style: Literal["full", "paper"] = "full"
     max_steps: int = 100
+
+    def __post_init__(self):
+        super().__post_init__()
+        choice("Laplace style", self.style, laplace.STYLES)
+        positive_int("max_steps", self.max_steps, hint="the most Newton steps of the mode search, e.g. max_steps=100")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +100,19 @@ class NutsOptions(GradientModelOptions):
     dense_mass: bool = False
     chunk: int = 50
     progress: Progress = False
+
+    min_draws: ClassVar[int] = 4  # R-hat and ESS split each chain in halves
+
+    def __post_init__(self):
+        super().__post_init__()
+        positive_int("warmup", self.warmup, hint="the number of adaptation steps per chain, e.g. warmup=1000")
+        positive_int("chains", self.chains)
+        choice("backend", self.backend, nuts.BACKENDS)
+        probability("target_accept", self.target_accept, hint="the target acceptance rate, e.g. target_accept=0.8")
+        flag("dense_mass", self.dense_mass)
+        positive_int("chunk", self.chunk, hint="the number of traces per compiled NUTS program, e.g. chunk=50")
+        if not (isinstance(self.progress, bool) or callable(self.progress)):
+            raise ValueError(f"progress must be True, False or a callable(done, total), got progress={self.progress!r}")
 
 
 def _route(
@@ -133,59 +166,56 @@ def _posterior(trace: Trace, result: Draws, method: str, prior: str, burn_in: fl
         prior=prior,
         diagnostics=result.diagnostics,
         info=trace_facts(trace, burn_in=burn_in),
+        iterates=trace_iterates(trace),
     )
+
+
+WEAK_ADVICE = (
+    f"their gradients barely respond to them (slope < {WEAK_SLOPE:g} standard errors from 0), so their optima "
+    "are known mainly from the prior and their intervals are wide; to narrow them, record a longer trace or "
+    "spend a larger privacy budget (ε)"
+)
+EDGE_ADVICE = (
+    f"the quadrature grid ends where the posterior still has mass (> {EDGE_MASS:g}), so it may cut off part "
+    "of it; raise passes, hessian_nodes or extra_nodes, or cross-check with method='nuts'"
+)
+RHAT_ADVICE = "the chains disagree; run more warmup and draws (warmup=, draws=), or use method='exact'"
+DIVERGENCE_ADVICE = "the draws may be biased; raise target_accept (e.g. 0.95) or warmup, or compare with method='exact'"
 
 
 def _warn_weak_slopes(model: GradientModel, param_names) -> None:
     """Warn about coordinates whose gradients barely respond to the parameter (|â|/τ < 2): their Hessian,
     and so their optimum, is known mainly from the prior."""
     slope, se = slope_estimates(model.stats)
-    weak = np.flatnonzero(slope / se < WEAK_SLOPE)
+    weak = np.flatnonzero(slope < WEAK_SLOPE * se)
     if weak.size:
-        names = ", ".join(param_names[j] for j in weak)
-        warnings.warn(
-            f"the gradients of {names} carry little signal about the Hessian (slope < {WEAK_SLOPE:g} standard "
-            "errors from 0): their optima are barely identified and their intervals are wide; a longer trace "
-            "or a larger privacy budget helps",
-            stacklevel=2,
-        )
+        warnings.warn(FitWarning("weak identification", WEAK_ADVICE, [param_names[j] for j in weak]), stacklevel=2)
 
 
 def _warn_grid_edges(outcomes: Sequence[Outcome], models, param_names) -> None:
+    """One warning per fit whose quadrature grid has more than EDGE_MASS on its edge, naming the coordinates."""
     for outcome in outcomes:
         if isinstance(outcome, Exception):
             continue
         wide = np.flatnonzero(np.asarray(outcome.diagnostics.edge_mass) > EDGE_MASS)
         if wide.size:
-            warnings.warn(
-                f"the quadrature grid of {', '.join(param_names[j] for j in wide)} ends where the posterior still "
-                f"has mass (> {EDGE_MASS:g}): increase passes or hessian_nodes/extra_nodes, or cross-check with "
-                "method='nuts'",
-                stacklevel=2,
-            )
+            warnings.warn(FitWarning("grid edge", EDGE_ADVICE, [param_names[j] for j in wide]), stacklevel=2)
 
 
 def _warn_mixing(outcomes: Sequence[Outcome], models, param_names) -> None:
-    """One warning each for the traces with R-hat above 1.01 and with divergent transitions."""
-    fitted = [o.diagnostics for o in outcomes if not isinstance(o, Exception)]
-    if not fitted:
-        return
-    count = len(outcomes)
-    rhat = np.array([d.max_rhat for d in fitted])
-    divergent = np.array([d.divergences for d in fitted])
-    of = "" if count == 1 else f"{int(np.sum(~(rhat <= MAX_RHAT)))} of {count} traces: "
-    if np.any(~(rhat <= MAX_RHAT)):
-        warnings.warn(
-            f"{of}max R-hat {np.nanmax(rhat):.4g} > {MAX_RHAT:g}: the chains disagree; run more warmup "
-            "and draws, or use method='exact'",
-            stacklevel=2,
-        )
-    if np.any(divergent):
-        of = "" if count == 1 else f"{int(np.sum(divergent > 0))} of {count} traces: "
-        warnings.warn(
-            f"{of}{int(divergent.sum())} divergent transitions: the draws may be biased; compare with method='exact'",
-            stacklevel=2,
-        )
+    """One warning per fit with R-hat above 1.01 (its largest R-hat) and one per fit with divergent transitions
+    (their number)."""
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):
+            continue
+        rhat, divergences = outcome.diagnostics.max_rhat, int(outcome.diagnostics.divergences)
+        if not rhat <= MAX_RHAT:
+            largest = rhat if np.isfinite(rhat) else None
+            warnings.warn(
+                FitWarning(f"R-hat above {MAX_RHAT:g}", RHAT_ADVICE, value=largest, combine="max"), stacklevel=2
+            )
+        if divergences:
+            warnings.warn(FitWarning("divergent transitions", DIVERGENCE_ADVICE, value=divergences), stacklevel=2)
 
 
 def _no_warning(outcomes, models, param_names) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from ..baselines.dpvim import dpvim_posterior
+from ..baselines.dpvim import CENTRES, dpvim_posterior
 from ..baselines.naive import naive_posterior
+from ..util.checks import choice, positive_float, positive_int
 from .base import per_trace
 
 __all__ = ["DPVIM", "DPVImOptions", "NAIVE"]
@@ -21,6 +22,12 @@ class DPVImOptions:
     centre: Literal["last", "average", "empirical"] = "last"
     threshold: float = 0.05
     windows: int = 10
+
+    def __post_init__(self):
+        positive_int("draws", self.draws, hint="the number K of draws of φ, e.g. draws=4000")
+        choice("centre", self.centre, CENTRES)
+        positive_float("threshold", self.threshold, hint="the slope threshold κ of the convergence test (DPVIm: 0.05)")
+        positive_int("windows", self.windows, minimum=2, hint="the number of window starts of the convergence test")
 
 
 NAIVE = per_trace(

@@ -24,9 +24,10 @@ class BenchmarkModel:
     """A model under the contract of `noiseaware.contract`, ready for simulation studies.
 
     model: the numpyro model; n_examples: N of simulated data sets; covariates(key, n) → dict of
-    non-modelled inputs (None when there are none); site_map: θ ⇄ named latent sites;
-    observed: observed site names; dpvi_settings: keyword arguments of `record_dpvi` except the
-    privacy level (steps, sampling_rate, clip, grad_scale, lr_multiplier, init, mc_draws, transforms, sites).
+    non-modelled inputs (None when there are none); site_map: θ ⇄ named latent sites, with their labels
+    (e.g. adult-logistic's feature names); observed: observed site names; dpvi_settings: keyword arguments
+    of `record_dpvi` except the privacy level (steps, sampling_rate, clip, grad_scale, lr_multiplier, init,
+    mc_draws, transforms, sites, and labels when the sites have them).
     """
 
     name: str
@@ -74,6 +75,7 @@ def from_numpyro(
     name: str | None = None,
     transforms="numpyro",
     sites: Sequence[str] | None = None,
+    labels: Mapping[str, Sequence[str]] | None = None,
     description: str = "",
     **dpvi_settings,
 ) -> BenchmarkModel:
@@ -81,9 +83,13 @@ def from_numpyro(
 
     The observed sites are those named after one of the model's keyword arguments; `covariates(key, n)`
     supplies non-modelled inputs; `transforms` ('numpyro', 'research' or {site: name}) and `sites` (order)
-    fix the map θ ⇄ sites; the remaining keywords become `dpvi_settings` for `record_dpvi`.
+    fix the map θ ⇄ sites; labels {site: one label per element} name the sites' elements (`theta[age]`
+    rather than `theta[0]`) in the site map and in every trace recorded with `dpvi_settings`; the remaining
+    keywords become `dpvi_settings` for `record_dpvi`.
     """
-    privacy = sorted(set(dpvi_settings) & {"epsilon", "delta", "noise_multiplier", "non_private", "key"})
+    privacy = sorted(
+        set(dpvi_settings) & {"epsilon", "delta", "noise_multiplier", "non_private", "allow_weak_privacy", "key"}
+    )
     if privacy:
         raise ModelError(
             f"from_numpyro takes the DPVI settings without the privacy level or key; pass {privacy} to "
@@ -108,7 +114,13 @@ def from_numpyro(
             "the argument that holds its data (e.g. `numpyro.sample('y', ..., obs=y)`)"
         )
     site_map = build_site_map(latent_sites(trace, observed, n_examples), transforms, sites)
+    try:
+        site_map = site_map.with_labels(labels)
+    except ValueError as err:
+        raise ModelError(str(err)) from None
     settings = {"transforms": transforms, "sites": None if sites is None else tuple(sites), **dpvi_settings}
+    if labels is not None:
+        settings["labels"] = MappingProxyType({s.name: s.labels for s in site_map.sites if s.labels is not None})
     return BenchmarkModel(
         draft.name, model, int(n_examples), site_map, observed, MappingProxyType(settings), covariates, description
     )

@@ -15,17 +15,13 @@ import jax.numpy as jnp
 import numpyro
 import numpyro.distributions as dist
 
+from .adult import ADULT_CATEGORIES, ADULT_FEATURE_NAMES, ADULT_N
 from .benchmark import BenchmarkModel, from_numpyro
 
 __all__ = ["get", "names"]
 
 _COMMON = {"steps": 10_000, "sampling_rate": 0.1, "mc_draws": 10}
 _N = 5_000
-ADULT_N = 30_162
-ADULT_DIM = 57
-# Adult after preprocessing: 5 continuous columns, one-hot workclass (7), education (16),
-# marital-status (7), occupation (14), race (5), sex (2), and a bias column: 5 + 51 + 1 = 57.
-ADULT_CATEGORIES = (7, 16, 7, 14, 5, 2)
 
 
 GAMMA_PRIOR = (8.0, 2.0)
@@ -84,7 +80,8 @@ def uniform_design(key, n):
 
 def adult_like_design(key, n):
     """A synthetic stand-in with the shape of preprocessed Adult, (n, 57): 5 standard-normal columns,
-    one-hot columns of 6 uniform categoricals (7, 16, 7, 14, 5, 2 levels) and a bias column.
+    one-hot columns of 6 uniform categoricals (7, 16, 7, 14, 5, 2 levels: `adult.ADULT_LEVELS`) and a bias
+    column, in the order of `adult.ADULT_FEATURE_NAMES`.
     The real UCI Adult design is `na.datasets.adult()`; this stand-in serves tests and models without the data."""
     keys = jax.random.split(key, len(ADULT_CATEGORIES) + 1)
     blocks = [jax.random.normal(keys[0], (n, 5))]
@@ -161,8 +158,9 @@ def _build(name: str) -> BenchmarkModel:
             covariates=adult_like_design,
             name=name,
             transforms="research",
-            description=logistic_regression.__doc__ + " Adult preset; simulated designs "
-            "are a synthetic stand-in with Adult's shape.",
+            labels={"theta": ADULT_FEATURE_NAMES},
+            description=logistic_regression.__doc__ + " Adult preset; coefficients named by Adult's "
+            "features; simulated designs are a synthetic stand-in with Adult's shape.",
             **_preset(11.0, 550.0, math.sqrt(114), -6.0),
         )
     raise KeyError(name)

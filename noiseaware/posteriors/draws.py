@@ -2,8 +2,9 @@
 `DrawsPosterior`, the plain such posterior (e.g. the non-private reference).
 
 θ draws (C, K, d) in the model's unconstrained space. `resample` draws from the stored draws (without
-replacement while n ≤ C·K); intervals are empirical quantiles; `save_draws` writes an ArviZ DataTree
-whose `posterior` group holds θ (chain, draw, theta_dim).
+replacement while n ≤ C·K); intervals are empirical quantiles; summaries are those of the stored draws (no
+key: nothing is drawn; MCSE from their effective sample size); `save_draws` writes an ArviZ DataTree whose
+`posterior` group holds θ (chain, draw, theta_dim).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import jax
 import numpy as np
 import xarray as xr
 
+from ..trace.sites import SiteSpec
 from ..util.diagnostics import Diagnostics, NoDiagnostics
 from ..util.files import atomic_write, plain
 from ..util.keys import as_key
-from .base import interval_table, tail_probability
+from .base import PosteriorBase, tail_probability
 
 __all__ = ["DrawsPosterior", "StoredDraws", "draws_interval", "resample", "save_draws"]
 
@@ -41,10 +43,16 @@ def draws_interval(draws: np.ndarray, level: float) -> tuple[np.ndarray, np.ndar
 
 
 def save_draws(
-    path: str | os.PathLike, theta: np.ndarray, theta_names: Sequence[str], attrs: Mapping[str, Any]
+    path: str | os.PathLike,
+    theta: np.ndarray,
+    theta_names: Sequence[str],
+    attrs: Mapping[str, Any],
+    *,
+    overwrite: bool = False,
 ) -> None:
     """Write θ draws (chain, draw, d) as an ArviZ-style DataTree to a .nc file (h5netcdf), atomically: group
-    `posterior` holds `theta` (chain, draw, theta_dim) labelled by theta_names; the root holds `attrs`."""
+    `posterior` holds `theta` (chain, draw, theta_dim) labelled by theta_names; the root holds `attrs`. An
+    existing file is replaced only with `overwrite=True`."""
     path = Path(path)
     if path.suffix != ".nc":
         raise ValueError(f"posterior files are netCDF: use a .nc path, not {path.name!r}")
@@ -57,10 +65,10 @@ def save_draws(
     )
     posterior.attrs["sample_dims"] = ["chain", "draw"]
     tree = xr.DataTree.from_dict({"/": xr.Dataset(attrs=dict(attrs)), "posterior": posterior})
-    atomic_write(path, lambda temporary: tree.to_netcdf(temporary, engine="h5netcdf"))
+    atomic_write(path, lambda temporary: tree.to_netcdf(temporary, engine="h5netcdf"), overwrite=overwrite)
 
 
-class StoredDraws:
+class StoredDraws(PosteriorBase):
     """What a posterior known by its draws `chains` (C, K, d) computes from them (mixed into such classes)."""
 
     chains: np.ndarray
@@ -70,23 +78,29 @@ class StoredDraws:
         """All draws, chains concatenated: (C·K, d)."""
         return self.chains.reshape(-1, self.chains.shape[-1])
 
-    def sample(self, key, n: int = 20_000) -> np.ndarray:
+    def _sample(self, key, n: int) -> np.ndarray:
         """n of the stored draws (n, d), without replacement when n ≤ C·K, with it otherwise."""
         return resample(self.draws, key, n)
+
+    def _summary_draws(self, key, n: int) -> tuple[np.ndarray, bool]:
+        """The stored chains (C, K, d), MCMC draws (key and n unused: nothing is drawn)."""
+        return self.chains, False
 
     def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
         """Quantiles α/2 and 1 − α/2 of the stored draws, (d,) each (no key: nothing is drawn)."""
         return draws_interval(self.draws, level)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class DrawsPosterior(StoredDraws):
-    """θ draws (chains, draws, d), with the method that made them, coordinate names and diagnostics."""
+    """θ draws (chains, draws, d), with the method that made them, coordinate names (default: the site map's,
+    else 'theta[j]'), diagnostics and the model's sites (None when unknown)."""
 
     chains: np.ndarray
     method: str
     names: tuple[str, ...] | None = None
     diagnostics: Diagnostics = NoDiagnostics()
+    sites: tuple[SiteSpec, ...] | None = None
 
     kind: ClassVar[str] = "posterior known by its draws"
 
@@ -97,26 +111,26 @@ class DrawsPosterior(StoredDraws):
         object.__setattr__(self, "chains", chains)
         if self.names is not None and len(self.names) != chains.shape[-1]:
             raise ValueError(f"names has {len(self.names)} labels for d = {chains.shape[-1]}")
+        if self.sites is not None:
+            object.__setattr__(self, "sites", tuple(self.sites))
+        if self.sites is not None and self.site_map.dim != chains.shape[-1]:
+            raise ValueError(f"the sites describe d = {self.site_map.dim}, the draws d = {chains.shape[-1]}")
 
     @property
     def theta_names(self) -> tuple[str, ...]:
-        return (
-            tuple(self.names) if self.names is not None else tuple(f"theta[{j}]" for j in range(self.chains.shape[-1]))
-        )
+        if self.names is not None:
+            return tuple(self.names)
+        if self.sites is not None:
+            return self.site_map.theta_names()
+        return tuple(f"theta[{j}]" for j in range(self.chains.shape[-1]))
 
     def describe(self) -> str:
         chains, draws = self.chains.shape[:2]
         return f"{self.kind}: method {self.method}, {chains} × {draws} draws of θ"
 
-    def summary(self, level: float = 0.9, *, key=None) -> str:
-        """A table per θ coordinate: mean, sd and the central `level` interval, under a header line."""
-        table = interval_table(
-            self.theta_names, self.draws.mean(axis=0), self.draws.std(axis=0, ddof=1), *self.interval(level), level
-        )
-        return f"{self.describe()}\n{table}"
-
-    def save(self, path: str | os.PathLike, key=None) -> None:
-        """Write the draws to a netCDF file (.nc) atomically (no key: the draws are stored as they are)."""
+    def save(self, path: str | os.PathLike, key=None, *, overwrite: bool = False) -> None:
+        """Write the draws to a netCDF file (.nc) atomically (no key: the draws are stored as they are); an
+        existing file is replaced only with `overwrite=True`."""
         save_draws(
             path,
             self.chains,
@@ -127,4 +141,5 @@ class DrawsPosterior(StoredDraws):
                 "diagnostics_type": type(self.diagnostics).__name__,
                 "diagnostics": json.dumps(plain(dict(self.diagnostics))),
             },
+            overwrite=overwrite,
         )

@@ -6,7 +6,8 @@ With draws φ*_k = (μ*_k, ρ*_k), k = 1..K, the posterior over the unconstraine
 
 so E[θ] = E[μ*] and Var[θ] = Var[μ*] + E[softplus(ρ*)²]. `NoiseAwarePosterior` draws φ* from the
 gradient model; `NaivePosterior` is the last iterate (K = 1, no Hessian); `DPVImPosterior` spreads φ* by
-the converged tail of the trace. One file format holds all three; `load_posterior` returns the right type.
+the converged tail of the trace. Each keeps the trace's iterates μ_t (DP-released) for plots and ArviZ.
+One file format holds all three (`save`, `to_arviz`); `posteriors.files.load_posterior` returns the right type.
 """
 
 from __future__ import annotations
@@ -27,30 +28,31 @@ from scipy import special
 
 from ..trace import Trace
 from ..trace.sites import SiteMap, SiteSpec
-from ..util.diagnostics import Diagnostics, NoDiagnostics, diagnostics_type
+from ..util.diagnostics import Diagnostics, NoDiagnostics
 from ..util.files import atomic_write, plain
 from ..util.keys import as_key, standard_normal
-from ..util.tables import text_table
-from .base import interval_table, tail_probability
+from .base import PosteriorBase, tail_probability
+from .summary import constrain
 
 __all__ = [
     "DPVImPosterior",
     "MixturePosterior",
     "NaivePosterior",
     "NoiseAwarePosterior",
-    "comparison_table",
-    "load_posterior",
     "trace_facts",
+    "trace_iterates",
 ]
 
 SCHEMA = "noiseaware-posterior"
 SCHEMA_VERSION = 1
 GROUP = "gradient_model"
+ITERATES = "dpvi"
+"""The file's and `to_arviz`'s group of the trace's iterates μ_t."""
 DEFAULT_THETA_DRAWS = 4000
 
 
-@dataclasses.dataclass(frozen=True)
-class MixturePosterior:
+@dataclasses.dataclass(frozen=True, repr=False)
+class MixturePosterior(PosteriorBase):
     """A posterior over θ from a trace: draws of the VI optimum φ* (and of the Hessian diagonal A).
 
     optimum_chains (C, K, P), hessian_chains (C, K, P) or None (naive), extra_noise_chains (C, K, P) or
@@ -58,7 +60,8 @@ class MixturePosterior:
     prior it used (a preset name or a Prior's repr; None for the naive baseline). param_names (P,) label
     φ = (μ, ρ); sites map θ (d,) to the model's named sites (None when the trace had no site map).
     diagnostics: the route's facts (R-hat, ESS, divergences, grid sizes …); info: facts of the trace
-    (ε, δ, σ, steps, burn-in).
+    (ε, δ, σ, steps, burn-in); iterates (T, d): the trace's μ_t, t = 0..T−1 (`trace_iterates`; DP-released
+    values), or None.
     """
 
     optimum_chains: np.ndarray
@@ -70,6 +73,7 @@ class MixturePosterior:
     prior: str | None = None
     diagnostics: Diagnostics = NoDiagnostics()
     info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    iterates: np.ndarray | None = None
 
     kind: ClassVar[str] = "posterior over the VI optimum"
 
@@ -96,6 +100,11 @@ class MixturePosterior:
         object.__setattr__(self, "param_names", tuple(self.param_names))
         if self.sites is not None and SiteMap(tuple(self.sites)).dim != self.dim:
             raise ValueError(f"the sites describe d = {SiteMap(tuple(self.sites)).dim}, the draws d = {self.dim}")
+        if self.iterates is not None:
+            iterates = np.asarray(self.iterates)
+            if iterates.ndim != 2 or iterates.shape[1] != self.dim:
+                raise ValueError(f"iterates must be μ_t (T, d) with d = {self.dim}; got shape {iterates.shape}")
+            object.__setattr__(self, "iterates", iterates)
 
     # ------------------------------------------------------------------ shapes and draws
 
@@ -108,10 +117,6 @@ class MixturePosterior:
     def dim(self) -> int:
         """d, the dimension of θ."""
         return self.n_params // 2
-
-    @property
-    def site_map(self) -> SiteMap | None:
-        return None if self.sites is None else SiteMap(tuple(self.sites))
 
     @property
     def theta_names(self) -> tuple[str, ...]:
@@ -138,31 +143,13 @@ class MixturePosterior:
         draws = self.optimum_draws
         return draws[:, : self.dim], np.logaddexp(0.0, draws[:, self.dim :])
 
-    def sample(self, key, n: int = 20000) -> np.ndarray:
+    def _sample(self, key, n: int) -> np.ndarray:
         """n draws of θ (n, d), unconstrained: k uniform over the K draws, θ = μ*_k + softplus(ρ*_k) ⊙ z."""
         means, sds = self._mixture()
-        pick, noise = jax.random.split(as_key(key))
+        pick, noise = jax.random.split(key)
         with jax.enable_x64(True):
             k = np.asarray(jax.random.randint(pick, (n,), 0, means.shape[0], jnp.int64))
         return means[k] + sds[k] * standard_normal(noise, (n, self.dim))
-
-    def constrained_sample(self, key, n: int = 20000) -> dict[str, np.ndarray]:
-        """n draws of θ mapped to the model's own space: {site: (n, *site shape)}."""
-        return self._constrain(self._require_sites("constrained_sample"), self.sample(key, n))
-
-    @staticmethod
-    def _constrain(site_map: SiteMap, theta: np.ndarray) -> dict[str, np.ndarray]:
-        """θ (…, d) float64 → {site: value in the model's own space}, computed in float64."""
-        with jax.enable_x64(True):
-            return {name: np.asarray(value) for name, value in site_map.constrain(jnp.asarray(theta)).items()}
-
-    def _require_sites(self, what: str) -> SiteMap:
-        if self.sites is None:
-            raise ValueError(
-                f"{what} needs the model's site map, which this trace did not record: record with noiseaware, "
-                "or pass sites=... to Trace.from_arrays"
-            )
-        return self.site_map
 
     # ------------------------------------------------------------------ summaries
 
@@ -187,13 +174,18 @@ class MixturePosterior:
         alpha = tail_probability(level)
         return tuple(np.quantile(self.optimum_draws, [alpha, 1.0 - alpha], axis=0))
 
-    def summary(self, level: float = 0.9, *, key=None) -> str:
-        """A table per θ coordinate: mean, sd and the central `level` interval, under a header line."""
-        table = interval_table(self.theta_names, self.theta_mean, self.theta_sd, *self.interval(level), level)
-        return f"{self.describe()}\n{table}"
+    def _exact_moments(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.theta_mean, self.theta_sd
+
+    def _exact_interval(self, level: float) -> tuple[np.ndarray, np.ndarray]:
+        return self.interval(level)
 
     def describe(self) -> str:
-        """One line: method, prior, number of draws and the main diagnostics."""
+        """One line: what the posterior is, how it was made and its main diagnostics."""
+        return f"{self.kind}: " + ", ".join(self._details())
+
+    def _details(self) -> list[str]:
+        """The parts of the one-line description after the kind: method, prior, draws, main diagnostics."""
         chains, draws = self.optimum_chains.shape[:2]
         parts = [f"method {self.method}"]
         if self.prior is not None:
@@ -203,16 +195,17 @@ class MixturePosterior:
             if key in self.diagnostics:
                 value = self.diagnostics[key]
                 parts.append(f"{key.replace('_', ' ')} {value:.4g}" if isinstance(value, float) else f"{key} {value}")
-        return f"{self.kind}: " + ", ".join(parts)
+        return parts
 
     # ------------------------------------------------------------------ ArviZ and files
 
     def to_arviz(self, key) -> xr.DataTree:
         """An ArviZ DataTree: group `posterior` holds θ by site name in the model's own space (one θ per φ*
         draw, paired with it, or 4000 for the naive baseline) — or `theta` with coordinate names when there is
-        no site map;
-        group `gradient_model` holds optimum, hessian and extra_noise (chain, draw, param); the root's attrs
-        hold the method, prior, diagnostics and trace facts."""
+        no site map; group `gradient_model` holds optimum, hessian and extra_noise (chain, draw, param); group
+        `dpvi` (when the iterates are kept) holds the trace's μ_t per site, unconstrained, as one chain whose
+        draws are the steps (chain 1, draw T), so `az.plot_trace(tree, group="dpvi")` shows the DPVI run; the
+        root's attrs hold the method, prior, diagnostics and trace facts."""
         chains, draws = self.optimum_chains.shape[:2]
         if chains * draws == 1:
             chains, draws = 1, DEFAULT_THETA_DRAWS
@@ -228,13 +221,7 @@ class MixturePosterior:
                 {"theta": (sample_dims + ("theta_dim",), theta)}, coords=coords | {"theta_dim": list(self.theta_names)}
             )
         else:
-            posterior = xr.Dataset(
-                {
-                    name: (sample_dims + tuple(f"{name}_dim_{i}" for i in range(value.ndim - 2)), value)
-                    for name, value in self._constrain(self.site_map, theta).items()
-                },
-                coords=coords,
-            )
+            posterior = _site_dataset(self.site_map, constrain(self.site_map, theta), coords, constrained=True)
         gradient = {"optimum": (("chain", "draw", "param"), self.optimum_chains)}
         if self.hessian_chains is not None:
             gradient["hessian"] = (("chain", "draw", "param"), self.hessian_chains)
@@ -246,13 +233,29 @@ class MixturePosterior:
             "param": list(self.param_names),
         }
         posterior.attrs["sample_dims"] = list(sample_dims)
-        return xr.DataTree.from_dict(
-            {
-                "/": xr.Dataset(attrs=self._attrs()),
-                "posterior": posterior,
-                GROUP: xr.Dataset(gradient, coords=model_coords),
-            }
-        )
+        groups = {
+            "/": xr.Dataset(attrs=self._attrs()),
+            "posterior": posterior,
+            GROUP: xr.Dataset(gradient, coords=model_coords),
+        }
+        if self.iterates is not None:
+            groups[ITERATES] = self._iterates_dataset()
+        return xr.DataTree.from_dict(groups)
+
+    def _iterates_dataset(self) -> xr.Dataset:
+        """μ_t per site, unconstrained, (chain 1, draw T, *unconstrained shape); `mu` (1, T, theta_dim) without
+        a site map."""
+        mu = np.asarray(self.iterates, np.float64)[None]
+        coords = {"chain": [0], "draw": np.arange(mu.shape[1])}
+        if self.sites is None:
+            dataset = xr.Dataset(
+                {"mu": (("chain", "draw", "theta_dim"), mu)}, coords=coords | {"theta_dim": list(self.theta_names)}
+            )
+        else:
+            dataset = _site_dataset(self.site_map, self.site_map.unflatten(mu), coords, constrained=False)
+        dataset.attrs["sample_dims"] = ["chain", "draw"]
+        dataset.attrs["description"] = "DPVI iterates μ_t (unconstrained), one chain whose draws are the steps t"
+        return dataset
 
     def _attrs(self) -> dict[str, Any]:
         sites = self.sites or ()
@@ -268,38 +271,60 @@ class MixturePosterior:
             "site_names": json.dumps([s.name for s in sites]) if self.sites is not None else "null",
             "site_shapes": json.dumps([list(s.shape) for s in sites]),
             "site_transforms": json.dumps([s.transform for s in sites]),
+            "site_labels": json.dumps([None if s.labels is None else list(s.labels) for s in sites]),
         }
 
-    def save(self, path: str | os.PathLike, key) -> None:
-        """Write `to_arviz(key)` to a netCDF file (.nc, h5netcdf) atomically; `load_posterior` reads it back."""
+    def save(self, path: str | os.PathLike, key, *, overwrite: bool = False) -> None:
+        """Write `to_arviz(key)` to a netCDF file (.nc, h5netcdf) atomically; `load_posterior` reads it back. An
+        existing file is replaced only with `overwrite=True` (checked before the draws are made)."""
         path = Path(path)
         if path.suffix != ".nc":
             raise ValueError(f"posterior files are netCDF: use a .nc path, not {path.name!r}")
         if not path.parent.is_dir():
             raise ValueError(f"cannot save {path}: the directory {path.parent} does not exist; create it first")
-        tree = self.to_arviz(key)
-        atomic_write(path, lambda temporary: tree.to_netcdf(temporary, engine="h5netcdf"))
+        atomic_write(
+            path, lambda temporary: self.to_arviz(key).to_netcdf(temporary, engine="h5netcdf"), overwrite=overwrite
+        )
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class NoiseAwarePosterior(MixturePosterior):
     """The noise-aware posterior: K draws of φ* (and A, u) from the gradient model fitted to a trace."""
 
     kind: ClassVar[str] = "noise-aware posterior"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class NaivePosterior(MixturePosterior):
     """The naive baseline: the last iterate's q_{φ_T} (K = 1, no Hessian), unaware of the DP noise."""
 
-    kind: ClassVar[str] = "naive posterior (last DPVI iterate, ignores the DP noise)"
+    kind: ClassVar[str] = "naive posterior"
+
+    def _details(self) -> list[str]:
+        return ["the DPVI last iterate φ_T, ignores the DP noise"]
 
 
-@dataclasses.dataclass(frozen=True)
+_DPVIM_CENTRES = {
+    "last": "the last iterate φ_T spread by the variance of the converged trace tail",
+    "average": "the tail average φ̄ spread by the variance of the converged trace tail",
+    "empirical": "iterates drawn from the converged trace tail",
+}
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
 class DPVImPosterior(MixturePosterior):
     """The DPVIm-style baseline: φ spread around a centre by the variance of the converged trace tail."""
 
-    kind: ClassVar[str] = "DPVIm-style posterior"
+    kind: ClassVar[str] = "DPVIm posterior"
+
+    def _details(self) -> list[str]:
+        draws = self.optimum_chains.shape[0] * self.optimum_chains.shape[1]
+        centre = self.diagnostics.get("centre")
+        parts = [f"{draws} draws of φ: " + _DPVIM_CENTRES.get(centre, f"centre {centre}")]
+        not_converged = np.asarray(self.diagnostics.get("not_converged", ()), bool)
+        if not_converged.any():
+            parts.append(f"{int(not_converged.sum())} of {self.n_params} coordinates not converged")
+        return parts
 
 
 def trace_facts(trace: Trace, **more) -> dict[str, Any]:
@@ -315,73 +340,22 @@ def trace_facts(trace: Trace, **more) -> dict[str, Any]:
     } | more
 
 
-KINDS = {cls.__name__: cls for cls in (NoiseAwarePosterior, NaivePosterior, DPVImPosterior)}
-"""The mixture posteriors by class name, as saved in a posterior file's `kind` attribute."""
-_KIND_OF_METHOD = {"naive": "NaivePosterior", "dpvim": "DPVImPosterior"}
+def _site_dataset(site_map: SiteMap, values: Mapping[str, np.ndarray], coords, *, constrained: bool) -> xr.Dataset:
+    """{site: (chain, draw, *shape)} as a Dataset with dims (chain, draw, site_dim_0, …); a labelled vector site's
+    elements (constrained) take its labels as coordinates."""
+    variables, labels = {}, {}
+    for site in site_map.sites:
+        value = values[site.name]
+        dims = tuple(f"{site.name}_dim_{i}" for i in range(value.ndim - 2))
+        variables[site.name] = (("chain", "draw") + dims, value)
+        if constrained and site.labels is not None and len(site.shape) == 1:
+            labels[dims[0]] = list(site.labels)
+    return xr.Dataset(variables, coords=dict(coords) | labels)
 
 
-def load_posterior(path: str | os.PathLike) -> MixturePosterior:
-    """Read a posterior written by `MixturePosterior.save` (noise-aware, naive or DPVIm), validating its schema."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"no posterior file at {path}: check the path")
-    try:
-        tree = xr.open_datatree(path, engine="h5netcdf")
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{path} is not a readable netCDF posterior file ({error})") from None
-    with tree:
-        attrs = dict(tree.attrs)
-        if attrs.get("schema") != SCHEMA or attrs.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(
-                f"{path} is not a noiseaware posterior (schema {attrs.get('schema')!r} version "
-                f"{attrs.get('schema_version')!r}; expected {SCHEMA!r} version {SCHEMA_VERSION})"
-            )
-        if GROUP not in tree.children or "optimum" not in tree[GROUP].data_vars:
-            raise ValueError(f"{path} lacks the {GROUP}/optimum draws: the file is incomplete; save it again")
-        model = tree[GROUP].to_dataset()
-        names = json.loads(attrs["site_names"])
-        sites = (
-            None
-            if names is None
-            else tuple(
-                SiteSpec(name, tuple(shape), transform)
-                for name, shape, transform in zip(
-                    names, json.loads(attrs["site_shapes"]), json.loads(attrs["site_transforms"])
-                )
-            )
-        )
-        method = str(attrs["method"])
-        kind = KINDS[str(attrs.get("kind", _KIND_OF_METHOD.get(method, "NoiseAwarePosterior")))]
-        diagnostics = diagnostics_type(str(attrs.get("diagnostics_type", ""))).from_mapping(
-            json.loads(attrs["diagnostics"])
-        )
-        return kind(
-            optimum_chains=model["optimum"].values,
-            hessian_chains=model["hessian"].values if "hessian" in model else None,
-            extra_noise_chains=model["extra_noise"].values if "extra_noise" in model else None,
-            method=method,
-            param_names=tuple(str(name) for name in model["param"].values),
-            sites=sites,
-            prior=str(attrs["prior"]) or None,
-            diagnostics=diagnostics,
-            info=json.loads(attrs["info"]),
-        )
-
-
-def comparison_table(posteriors: Mapping[str, MixturePosterior], level: float = 0.9, truth=None) -> str:
-    """Side-by-side central `level` intervals of θ per method (and the true θ when given)."""
-    names = next(iter(posteriors.values())).theta_names
-    columns = {label: post.interval(level) for label, post in posteriors.items()}
-    header = ["θ (unconstrained)"] + [f"{label} {100 * level:g}%" for label in columns]
-    rows = []
-    for j, name in enumerate(names):
-        row = [name] + [f"[{low[j]:.4g}, {high[j]:.4g}]" for low, high in columns.values()]
-        if truth is not None:
-            row.append(f"{float(np.asarray(truth)[j]):.4g}")
-        rows.append(row)
-    if truth is not None:
-        header.append("truth")
-    return text_table(header, rows)
+def trace_iterates(trace: Trace) -> np.ndarray:
+    """The trace's iterates μ_t (T, d) a posterior keeps (a view: nothing is copied)."""
+    return trace.params[:, : trace.dim]
 
 
 def mixture_quantile(means: np.ndarray, sds: np.ndarray, probability: float) -> np.ndarray:

@@ -11,6 +11,12 @@ A supported model
 * may declare a keyword `n_examples`: it then receives the number of examples in the arrays it is
   passed (or the simulated data set size), so a model without covariates can size its plate.
 
+The data must fit the model as traced on them (`inspect_model`, before any DP-SGD work): every per-example
+array has the same leading length N, each observed array has exactly its site's shape (batch and event
+shape: N values of the per-example shape the likelihood declares), and each observed value lies in the
+support of its likelihood (`recording.support`). `check_data_sets` applies the same checks to M stacked
+data sets.
+
 From such a model and the site map θ ⇄ sites (noiseaware.sites) we derive, for θ ∈ R^d,
 
     log p(x_i | θ)   per example (sum of the observed sites' log densities for example i), and
@@ -29,12 +35,15 @@ import numpy as np
 from numpyro import handlers
 
 from ..trace.sites import SiteMap, SiteSpec, choose_transform_name
+from .support import depends_on_latents, distribution_name, outside_support
 
 __all__ = [
     "ModelError",
     "ModelSpec",
     "as_data",
     "build_site_map",
+    "check_data_sets",
+    "first_data_set",
     "inspect_model",
     "latent_sites",
     "model_arguments",
@@ -233,7 +242,9 @@ def inspect_model(
     except ModelError:
         raise
     except Exception as err:
-        raise ModelError(f"the model failed when run on its data: {type(err).__name__}: {err}") from err
+        raise ModelError(
+            f"the model failed when run on its data: {type(err).__name__}: {err}{_length_hint(data)}"
+        ) from err
     observed = tuple(name for name, site in trace.items() if site["type"] == "sample" and site["is_observed"])
     if not observed:
         raise ModelError("the model has no observed site: pass its data under the observed site's name")
@@ -245,23 +256,97 @@ def inspect_model(
             )
     lengths = {name: np.shape(data[name])[0] if np.ndim(data[name]) else 0 for name in observed}
     n = lengths[observed[0]]
-    if n < 1 or any(length != n for length in lengths.values()):
-        raise ModelError(f"observed data must share one leading example axis of length ≥ 1, got {lengths}")
+    if n < 1:
+        raise ModelError(f"observed data must have a leading example axis of length ≥ 1, got {lengths}")
+    for name, length in lengths.items():
+        if length != n:
+            raise ModelError(_length_mismatch(name, data[name], observed[0], n))
     _check_plates(trace)
     for name in observed:
-        if n not in _plates_of(trace[name]).values() and n > 1:
-            raise ModelError(
-                f"observed site {name!r} is not inside a numpyro.plate of size {n} (the number of examples); "
-                "wrap the likelihood in `with numpyro.plate('data', n):`"
-            )
+        _check_observed_site(name, trace[name], data, n)
     per_example = tuple(k for k, v in data.items() if np.ndim(v) >= 1 and np.shape(v)[0] == n)
     latents = latent_sites(trace, observed, n)
+    _check_support(model, observed, trace, probe, {site["name"]: site["value"] for site in latents})
     spec = ModelSpec(model, build_site_map(latents, transforms, sites), observed, per_example, int(n), takes_n)
     example, constants = spec.split_data(data)
     spec.site_log_likelihood(  # one example at θ = 0: checks the plate follows the data's length
         spec.site_map.unflatten(jnp.zeros(spec.site_map.dim)), {k: v[0] for k, v in example.items()}, constants
     )
     return spec
+
+
+def check_data_sets(spec: ModelSpec, data: Mapping) -> None:
+    """M data sets stacked along a leading axis, for a `spec` inspected on one of them: every array has the
+    leading axis M, the per-example arrays N examples each, and every observed value lies in its site's support."""
+    data = as_data(data)
+    first_data_set(data)
+    for k in spec.per_example:
+        if np.shape(data[k])[1:2] != (spec.n_examples,):
+            raise ModelError(f"{k} has shape {np.shape(data[k])}: every data set needs {spec.n_examples} examples")
+    count = len(next(iter(data.values())))
+    values = spec.site_map.constrain(jnp.zeros(spec.site_map.dim))
+    for m in range(count):
+        per_example, constants = spec.split_data({k: v[m] for k, v in data.items()})
+        kwargs = spec.model_kwargs(per_example, constants, spec.n_examples)
+        trace = run_model(spec.model, kwargs, values)
+        _check_support(spec.model, spec.observed, trace, kwargs, values, f" (data set {m} of {count})")
+
+
+def first_data_set(data: Mapping) -> dict:
+    """The first of M ≥ 1 data sets stacked along a leading axis; a ModelError unless every array has that axis."""
+    sizes = {k: np.shape(v)[0] if np.ndim(v) else None for k, v in data.items()}
+    if not sizes or None in sizes.values() or len(set(sizes.values())) != 1 or 0 in sizes.values():
+        raise ModelError(f"stacked data sets need one leading axis of M ≥ 1 data sets on every array, got {sizes}")
+    return {k: v[0] for k, v in data.items()}
+
+
+def _check_support(model: Callable, observed, trace, kwargs: Mapping, values: Mapping, where: str = "") -> None:
+    """A ModelError for the first observed site of `trace` (a run of model(**kwargs) at the latent `values`) with
+    data outside its support, unless that support depends on the latent values (no single θ can judge it)."""
+    for name in observed:
+        message = outside_support(name, trace[name], where)
+        if message is not None and not depends_on_latents(lambda v: run_model(model, kwargs, v), values, name):
+            raise ModelError(message)
+
+
+def _check_observed_site(name: str, site: dict, data: Mapping, n: int) -> None:
+    """Observed site `name` sits in a plate of size n (the number of examples) and its data have exactly the
+    site's shape: N values of the shape the likelihood declares per example."""
+    sizes = set(_plates_of(site).values())
+    if n not in sizes:
+        if n == 1:
+            return  # a single example needs no plate
+        others = [k for k, v in data.items() if k != name and np.ndim(v) and np.shape(v)[0] in sizes]
+        if others:
+            raise ModelError(_length_mismatch(others[0], data[others[0]], name, n))
+        raise ModelError(
+            f"observed site {name!r} is not inside a numpyro.plate of size {n} (the number of examples); "
+            "wrap the likelihood in `with numpyro.plate('data', n):`"
+        )
+    expected, given = tuple(site["fn"].shape()), np.shape(data[name])
+    if given != expected:
+        per_example = "one value" if expected[1:] == () else f"an array of shape {expected[1:]}"
+        raise ModelError(
+            f"{name} has shape {given} but the model's observed site {name!r} ({distribution_name(site['fn'])}) "
+            f"has shape {expected} on these data: {per_example} per example, N = {n} — pass {name} of shape "
+            f"{expected}"
+        )
+
+
+def _length_mismatch(name: str, array, reference: str, n: int) -> str:
+    unit = "rows" if np.ndim(array) >= 2 else "entries"
+    return (
+        f"{name} has {np.shape(array)[0]} {unit} but {reference} has {n}: every per-example array needs the "
+        "same leading length N"
+    )
+
+
+def _length_hint(data: Mapping) -> str:
+    """A note on the data's leading lengths when they differ (a per-example array of the wrong length)."""
+    lengths = {k: np.shape(v)[0] for k, v in data.items() if np.ndim(v)}
+    if len(set(lengths.values())) < 2:
+        return ""
+    return f"; note that the data's leading lengths differ, {lengths}: every per-example array needs the same N"
 
 
 def _leading_length(data: Mapping) -> int:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import jax
@@ -37,7 +37,7 @@ from jax import lax
 from ..trace import Trace
 from ..util.keys import as_key, as_keys
 from ..util.progress import progress_bar
-from .contract import ModelSpec, as_data, inspect_model
+from .contract import ModelSpec, as_data, check_data_sets, first_data_set, inspect_model
 from .settings import DPVISettings, resolve_settings
 
 __all__ = [
@@ -299,16 +299,25 @@ def build_recorder(
     model: Callable,
     data: Mapping,
     *,
+    batched: bool = False,
     transforms="numpyro",
     sites: Sequence[str] | None = None,
+    labels: Mapping[str, Sequence[str]] | None = None,
     optimizer: optax.GradientTransformation | None = None,
     dtype=None,
     **settings,
 ) -> Recorder:
-    """Check the model against the data and resolve the settings (see `record_dpvi`) into a Recorder."""
+    """Check the model against the data, then resolve the settings (see `record_dpvi`) into a Recorder.
+
+    batched: data holds M data sets stacked along a leading axis; the model is inspected on the first and
+    every data set is checked (`check_data_sets`) before the settings are resolved.
+    """
     data = as_data(data)
     check_finite(data)
-    spec = inspect_model(model, data, transforms=transforms, sites=sites)
+    spec = inspect_model(model, first_data_set(data) if batched else data, transforms=transforms, sites=sites)
+    if batched:
+        check_data_sets(spec, data)
+    spec = replace(spec, site_map=spec.site_map.with_labels(labels))
     resolved = resolve_settings(spec, optimizer=optimizer, **settings)
     program = _Program(spec, resolved.mc_draws, resolved.batch_size, optimizer)
     return Recorder(program, resolved, _float_dtype(dtype))
@@ -361,17 +370,23 @@ def record_dpvi(
     optimizer: optax.GradientTransformation | None = None,
     transforms="numpyro",
     sites: Sequence[str] | None = None,
+    labels: Mapping[str, Sequence[str]] | None = None,
     batch_size: int | None = None,
     dtype=None,
+    allow_weak_privacy: bool = False,
     progress: bool | Callable = False,
 ) -> Trace:
     """Run DPVI on `model(**data)` and return its released Trace (module doc has the algorithm).
 
     Privacy: exactly one of `epsilon` (σ calibrated by the PLD accountant at `delta`),
-    `noise_multiplier`, or `non_private=True` (σ = 0, ε = ∞; needs `learning_rate`).
+    `noise_multiplier`, or `non_private=True` (σ = 0, ε = ∞; needs `learning_rate`). δ should be well below
+    1/N: δ ≥ 1/N warns, δ ≥ 0.5 is refused unless `allow_weak_privacy=True`. Before any work the data are
+    checked against the model as traced on them (lengths, each observed site's shape and support).
     grad_scale s, lr_multiplier v, learning_rate λ, init (μ₀, ρ₀): a scalar, a pair (μ block, ρ block)
     or a (P,) vector. Defaults: v = √2, init (0, −4), S = 10 draws, SGD. `transforms`: 'numpyro',
-    'research' or {site: transform name}; `sites`: order of the latent sites in θ. `batch_size`: padded
+    'research' or {site: transform name}; `sites`: order of the latent sites in θ; `labels`: {site: one
+    label per element}, e.g. {"theta": feature_names}, names θ's coordinates in the trace (`theta[age]`,
+    released with it: column names are the data schema, not data). `batch_size`: padded
     chunk of sampled examples (default Nq + 6 sd). `dtype`: float32 (default) or float64 (enable x64).
     """
     recorder = build_recorder(
@@ -379,6 +394,7 @@ def record_dpvi(
         data,
         transforms=transforms,
         sites=sites,
+        labels=labels,
         optimizer=optimizer,
         dtype=dtype,
         steps=steps,
@@ -394,6 +410,7 @@ def record_dpvi(
         init=init,
         mc_draws=mc_draws,
         batch_size=batch_size,
+        allow_weak_privacy=allow_weak_privacy,
     )
     prepared = recorder.prepare(data)
     hyper = recorder.hyper()
@@ -413,10 +430,10 @@ def record_dpvi_batch(
     """`record_dpvi` for M data sets of equal size at once (one vmapped, compiled program).
 
     data: dict of arrays with a leading axis M (e.g. `jax.vmap(bm.simulate)(keys)[1]`); keys: (M,) PRNG
-    keys (or M int seeds). Returns M traces. The settings are those of `record_dpvi`.
+    keys (or M int seeds). Returns M traces. The settings are those of `record_dpvi`; every data set is
+    checked against the model (lengths, shapes, support) before the program runs.
     """
-    first = jax.tree.map(lambda a: a[0], dict(data))
-    recorder = build_recorder(model, first, **kwargs)
+    recorder = build_recorder(model, data, batched=True, **kwargs)
     keys = as_keys(keys)
     prepared = recorder.prepare(data, batched=True)
     if keys.shape[0] != next(iter(prepared.values())).shape[0]:

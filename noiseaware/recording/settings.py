@@ -1,26 +1,38 @@
 """DPVI settings: the user's choices validated and resolved into one `DPVISettings` (docs/method.md §1).
 
-σ from the privacy level (exactly one of ε, a noise multiplier, or a non-private run), per-coordinate
-gradient scales s and step sizes λ (the κ heuristic λ = v ⊙ s / (sqrt(T·P)·σ·C) unless λ is given),
-initial values, and the padded size of one gradient chunk.
+σ from the privacy level (exactly one of ε, a noise multiplier, or a non-private run; δ checked by
+`check_delta`: refused at δ ≥ 0.5, a warning at δ ≥ 1/N), per-coordinate gradient scales s and step sizes λ
+(the κ heuristic λ = v ⊙ s / (sqrt(T·P)·σ·C) unless λ is given), initial values, and the padded size of one
+gradient chunk.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..privacy import epsilon_spent
 from ..privacy import noise_multiplier as calibrate_noise
-from ..util.checks import positive_float, positive_int
+from ..util.checks import positive_float, positive_int, probability
 from .contract import ModelSpec
 
-__all__ = ["DEFAULT_INIT", "DEFAULT_LR_MULTIPLIER", "DPVISettings", "default_batch_size", "resolve_settings"]
+__all__ = [
+    "DEFAULT_INIT",
+    "DEFAULT_LR_MULTIPLIER",
+    "WEAK_DELTA",
+    "DPVISettings",
+    "check_delta",
+    "default_batch_size",
+    "resolve_settings",
+]
 
 DEFAULT_LR_MULTIPLIER = math.sqrt(2.0)
 DEFAULT_INIT = (0.0, -4.0)
+WEAK_DELTA = 0.5
+"""δ from which a run is refused unless `allow_weak_privacy=True`: such a guarantee protects next to nothing."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,35 @@ def default_batch_size(n_examples: int, sampling_rate: float) -> int:
     mean = n_examples * sampling_rate
     size = math.ceil(mean + 6.0 * math.sqrt(mean * (1.0 - sampling_rate)) + 1.0)
     return max(1, min(n_examples, 8 * math.ceil(size / 8)))
+
+
+def check_delta(delta, n_examples: int | None = None, *, allow_weak_privacy: bool = False) -> float:
+    """δ checked before any work: in (0, 1); a ValueError at δ ≥ 0.5 unless `allow_weak_privacy`; a UserWarning
+    at δ ≥ 1/N (when N is known).
+
+    (ε, δ)-DP allows, with probability δ per example, what ε forbids: the mechanism that publishes each example
+    in the clear with probability δ is (0, δ)-DP and releases δN examples on average, at least one once δ ≥ 1/N.
+    """
+    if not isinstance(allow_weak_privacy, bool):
+        raise ValueError(f"allow_weak_privacy must be True or False, got {allow_weak_privacy!r}")
+    delta = probability("delta", delta, hint="use e.g. delta=1e-5 (below 1/N for N examples)")
+    n = 5000 if n_examples is None else n_examples
+    suggestion = f"δ well below 1/N, e.g. delta={10.0 ** -(math.ceil(math.log10(n)) + 1):g} for N = {n}"
+    if delta >= WEAK_DELTA and not allow_weak_privacy:
+        raise ValueError(
+            f"delta={delta:g} is no privacy guarantee: an (ε, δ)-DP mechanism may publish each example in the "
+            f"clear with probability δ; use {suggestion}, or pass allow_weak_privacy=True "
+            "(--allow-weak-privacy) if this is really meant"
+        )
+    if n_examples is not None and delta * n_examples >= 1:
+        warnings.warn(
+            f"delta={delta:g} is at least 1/N = {1 / n_examples:.3g} (N = {n_examples} examples): an (ε, δ)-DP "
+            "mechanism may then release one example in the clear (publishing each example with probability δ "
+            f"is (0, δ)-DP and releases δN ≥ 1 of them on average); use {suggestion}",
+            UserWarning,
+            stacklevel=2,
+        )
+    return delta
 
 
 def _per_coordinate(value, d: int, name: str) -> tuple[float, ...]:
@@ -90,6 +131,11 @@ def _privacy(epsilon, delta, noise_multiplier, non_private, sampling_rate, steps
         epsilon = epsilon_spent(sigma, delta, sampling_rate, steps)
         if not math.isfinite(epsilon):
             raise ValueError(f"noise_multiplier={sigma} gives no finite ε at δ={delta}: increase the noise")
+        if epsilon == 0:
+            raise ValueError(
+                f"noise_multiplier={sigma} spends ε = 0 at δ={delta}: δ alone covers the whole privacy loss, so "
+                "the run has no (ε, δ) guarantee to report; use a smaller delta"
+            )
         return sigma, epsilon, delta, "pld"
     if epsilon is None:
         raise ValueError(
@@ -116,8 +162,15 @@ def resolve_settings(
     mc_draws: int = 10,
     batch_size: int | None = None,
     optimizer=None,
+    allow_weak_privacy: bool = False,
 ) -> DPVISettings:
-    """Validate the user's settings and resolve σ, λ (κ heuristic unless given), init and batch padding."""
+    """Validate the user's settings and resolve σ, λ (κ heuristic unless given), init and batch padding.
+
+    δ is checked by `check_delta` (refused at δ ≥ 0.5 unless allow_weak_privacy, a warning at δ ≥ 1/N)
+    unless the run is non-private (no δ).
+    """
+    if not non_private:
+        delta = check_delta(delta, spec.n_examples, allow_weak_privacy=allow_weak_privacy)
     steps = positive_int("steps", steps)
     sampling_rate = positive_float("sampling_rate", sampling_rate, maximum=1.0)
     clip = positive_float("clip", clip)

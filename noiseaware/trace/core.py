@@ -13,14 +13,17 @@ checked in `validation`, read and written in `files`, summarised in `summary`.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from matplotlib.figure import Figure
 
+from ..util.figures import draw_and_save
+from .figure import trace_figure
 from .files import read_trace, write_trace
 from .sites import SiteMap, SiteSpec
-from .summary import summary_text
+from .summary import BURN_IN, short_description, summary_text
 from .validation import VARIATIONAL_FAMILIES, TraceError, validate
 
 __all__ = ["Trace"]
@@ -34,7 +37,8 @@ class Trace:
     grads (T, P) G_t: noisy sum of clipped per-example gradients of the negative ELBO, un-preconditioned.
     grad_scale (P,) s and learning_rate (P,) λ accept a scalar, which is broadcast.
     param_names (P,) default to the site map's labels, else 'mu:theta[j]' / 'rho:theta[j]'.
-    Every array is stored as a read-only copy (float32 kept, other numbers become float64);
+    Every array is stored as a read-only copy, float32 or float64 as given (other dtypes are refused;
+    Python numbers become float64);
     a non-private run has noise_multiplier 0 and epsilon math.inf. Equality is identity.
     """
 
@@ -103,9 +107,34 @@ class Trace:
         post-burn-in mean of μ, and the sd of G over the last 80 % next to the DP noise sd σC/s."""
         return summary_text(self)
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the trace to `path` (.nc or .npz) atomically: a failed write leaves the target untouched."""
-        write_trace(self, path)
+    def __repr__(self) -> str:
+        """A short description (steps, dimension, privacy, sites), not the arrays."""
+        return short_description(self)
+
+    def plot(
+        self,
+        path: str | os.PathLike | None = None,
+        *,
+        truth=None,
+        burn_in: float = BURN_IN,
+        coordinates=None,
+        title: str | None = None,
+        overwrite: bool = False,
+    ) -> Figure:
+        """A figure of μ_t (unconstrained) over the steps, one panel per θ coordinate, with the burn-in shaded;
+        saved to `path` (.png, .pdf or .svg) when given. truth: the true θ (d,), unconstrained. coordinates:
+        names, site names or indices (default: all, up to 16; the title says what is left out). For the
+        posteriors' densities beside it, see `noiseaware.plots.plot_trace`."""
+        return draw_and_save(
+            lambda: trace_figure(self, truth=truth, burn_in=burn_in, coordinates=coordinates, title=title),
+            path,
+            overwrite=overwrite,
+        )
+
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> None:
+        """Write the trace to `path` (.nc or .npz) atomically: a failed write leaves the target untouched; an
+        existing file is replaced only with `overwrite=True`."""
+        write_trace(self, path, overwrite=overwrite)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Trace:
@@ -129,6 +158,7 @@ class Trace:
         delta: float | None = None,
         param_names: Sequence[str] | None = None,
         sites: Sequence[SiteSpec] | None = None,
+        labels: Mapping[str, Sequence[str]] | None = None,
         accountant: str | None = None,
         mc_draws: int | None = None,
         optimizer: str | None = None,
@@ -136,11 +166,12 @@ class Trace:
     ) -> Trace:
         """A trace from any other DP-SGD implementation (PyTorch/Opacus, d3p, TensorFlow).
 
-        params, grads (T, P) as lists or arrays (float64 and float32 kept). reduction="sum" when grads
-        are the noisy sum of clipped per-example gradients; "mean" when they are that sum divided by the
-        expected batch size q·N (Opacus, optax's DP aggregate): they are multiplied by q·N. A given
-        learning_rate with optimizer=None records optimizer="sgd", since per-coordinate step sizes
-        describe plain SGD.
+        params, grads (T, P) as lists or float32/float64 arrays (kept as given; other dtypes are refused).
+        reduction="sum" when grads are the noisy sum of clipped per-example gradients; "mean" when they are
+        that sum divided by the expected batch size q·N (Opacus, optax's DP aggregate): they are multiplied
+        by q·N. A given learning_rate with optimizer=None records optimizer="sgd", since per-coordinate step
+        sizes describe plain SGD. labels {site name: one label per element} name the elements of `sites`
+        (e.g. {"theta": feature_names}); they are the data schema, released with the trace.
         """
         if reduction not in ("sum", "mean"):
             raise TraceError(
@@ -149,6 +180,8 @@ class Trace:
             )
         if learning_rate is not None and optimizer is None:
             optimizer = "sgd"
+        if labels is not None:
+            sites = _labelled(sites, labels)
         trace = cls(
             params,
             grads,
@@ -170,3 +203,16 @@ class Trace:
         if reduction == "mean":
             trace = replace(trace, grads=trace.grads * (trace.sampling_rate * trace.n_examples))
         return trace
+
+
+def _labelled(sites: Sequence[SiteSpec] | None, labels: Mapping[str, Sequence[str]]) -> tuple | None:
+    """`sites` with `labels` attached; TraceError when there are no sites or the labels do not fit them."""
+    if sites is None:
+        raise TraceError("labels name the elements of the sites: pass sites=[SiteSpec(...), ...] too")
+    sites = tuple(sites)
+    if not all(isinstance(site, SiteSpec) for site in sites):
+        return sites  # the constructor names the entry that is not a SiteSpec
+    try:
+        return SiteMap(sites).with_labels(labels).sites
+    except ValueError as error:
+        raise TraceError(str(error)) from None

@@ -2,7 +2,8 @@
 
 A file holds the schema's fields (docs/trace-format.md): the arrays params, grads (T, P), final_params,
 grad_scale, learning_rate and the labels param_names (P,), the per-site columns site_names, site_shapes
-(JSON lists) and site_transforms, and the scalar settings. In .nc the arrays are variables on the dims
+(JSON lists), site_transforms and the optional site_labels (a JSON list of element labels, or null, per
+site), and the scalar settings. In .nc the arrays are variables on the dims
 step/param/site (param_names is the `param` coordinate) and the scalars global attributes. Nothing is ever
 pickled; every failure is a TraceError.
 """
@@ -35,7 +36,7 @@ REQUIRED_FIELDS = ("params", "grads", "noise_multiplier", "clip", "sampling_rate
 OPTIONAL_FIELDS = (
     "schema", "schema_version", "steps", "final_params", "grad_scale", "learning_rate", "epsilon", "delta",
     "accountant", "mc_draws", "optimizer", "variational_family", "param_names", "site_names", "site_shapes",
-    "site_transforms",
+    "site_transforms", "site_labels",
 )  # fmt: skip
 _ARRAY_FIELDS = ("params", "grads", "final_params", "grad_scale", "learning_rate")
 _SITE_FIELDS = ("site_names", "site_shapes", "site_transforms")
@@ -49,6 +50,7 @@ _NC_DIMS = {
     "site_names": ("site",),
     "site_shapes": ("site",),
     "site_transforms": ("site",),
+    "site_labels": ("site",),
 }
 _NC_VARIABLE = {"param_names": "param"}
 """Fields stored in .nc under another variable name: the `param` coordinate holds the labels."""
@@ -61,14 +63,15 @@ _FORMAT_NAMES = {
 }
 
 
-def write_trace(trace: Trace, path: str | os.PathLike) -> None:
-    """Write `trace` to `path` (.nc or .npz) atomically: a failed write leaves the target untouched."""
+def write_trace(trace: Trace, path: str | os.PathLike, *, overwrite: bool = False) -> None:
+    """Write `trace` to `path` (.nc or .npz) atomically: a failed write leaves the target untouched; an existing
+    file is replaced only with `overwrite=True` (else FileExistsError)."""
     path = Path(path)
     write, _ = _format(path)
     if not path.parent.is_dir():
         raise TraceError(f"cannot save {path}: the directory {path.parent} does not exist; create it first")
     fields = _to_fields(trace)
-    atomic_write(path, lambda temporary: write(temporary, fields))
+    atomic_write(path, lambda temporary: write(temporary, fields), overwrite=overwrite)
 
 
 def read_trace(path: str | os.PathLike, trace_type: type[Trace]) -> Trace:
@@ -112,8 +115,16 @@ def _to_fields(trace: Trace) -> dict[str, np.ndarray]:
         "site_names": [site.name for site in sites] or None,
         "site_shapes": [json.dumps(list(site.shape)) for site in sites] or None,
         "site_transforms": [site.transform for site in sites] or None,
+        "site_labels": _site_labels(sites),
     }
     return {name: np.asarray(value) for name, value in values.items() if value is not None}
+
+
+def _site_labels(sites: tuple[SiteSpec, ...]) -> list[str] | None:
+    """The site_labels column: per site a JSON list of its element labels, or "null"; None when no site has labels."""
+    if all(site.labels is None for site in sites):
+        return None
+    return [json.dumps(None if site.labels is None else list(site.labels)) for site in sites]
 
 
 def _from_fields(fields: Mapping[str, Any], trace_type: type[Trace]) -> Trace:
@@ -133,7 +144,7 @@ def _from_fields(fields: Mapping[str, Any], trace_type: type[Trace]) -> Trace:
     if missing:
         raise TraceError(f"required field(s) {missing} are missing; a trace needs {', '.join(REQUIRED_FIELDS)}")
     steps = fields.pop("steps", None)
-    sites = _sites_from_fields(*(fields.pop(name, None) for name in _SITE_FIELDS))
+    sites = _sites_from_fields(*(fields.pop(name, None) for name in _SITE_FIELDS), fields.pop("site_labels", None))
     trace = trace_type(**{name: _decode(name, value) for name, value in fields.items()}, sites=sites)
     if steps is not None:
         _check_steps(_item("steps", steps), trace)
@@ -182,17 +193,48 @@ def _strings(name: str, value) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _sites_from_fields(names, shapes, transforms) -> tuple[SiteSpec, ...] | None:
+def _sites_from_fields(names, shapes, transforms, labels) -> tuple[SiteSpec, ...] | None:
     given = [value is not None for value in (names, shapes, transforms)]
     if not any(given):
+        if labels is not None:
+            raise TraceError(f"site_labels labels the sites, but {', '.join(_SITE_FIELDS)} are absent: write them too")
         return None
     if not all(given):
         raise TraceError(f"{', '.join(_SITE_FIELDS)} come together (one entry per site): write all three or none")
-    columns = [_strings(name, value) for name, value in zip(_SITE_FIELDS, (names, shapes, transforms))]
+    fields = _SITE_FIELDS + (("site_labels",) if labels is not None else ())
+    columns = [_strings(name, value) for name, value in zip(fields, (names, shapes, transforms, labels))]
     if len({len(column) for column in columns}) != 1:
         lengths = [len(column) for column in columns]
-        raise TraceError(f"{', '.join(_SITE_FIELDS)} have lengths {lengths}; they need one entry per site")
-    return tuple(SiteSpec(name, _shape(name, text), transform) for name, text, transform in zip(*columns))
+        raise TraceError(f"{', '.join(fields)} have lengths {lengths}; they need one entry per site")
+    if labels is None:
+        columns.append([None] * len(columns[0]))
+    return tuple(
+        _site(name, _shape(name, shape), transform, _labels(name, text))
+        for name, shape, transform, text in zip(*columns)
+    )
+
+
+def _site(name: str, shape: tuple[int, ...], transform: str, labels: list[str] | None) -> SiteSpec:
+    try:
+        return SiteSpec(name, shape, transform, labels)
+    except ValueError as error:
+        raise TraceError(f"site_labels of site {name!r}: {error}") from None
+
+
+def _labels(site: str, text: str | None) -> list[str] | None:
+    """A site_labels entry: a JSON list of strings, or "null" for a site without labels."""
+    if text is None:
+        return None
+    try:
+        labels = json.loads(text)
+    except json.JSONDecodeError:
+        labels = False
+    if labels is not None and not isinstance(labels, list):
+        raise TraceError(
+            f"site_labels entry {text!r} of site {site!r} must be a JSON list of strings such as "
+            "'[\"age\", \"bias\"]', or 'null' for a site without labels"
+        )
+    return labels
 
 
 def _shape(site: str, text: str) -> tuple[int, ...]:

@@ -13,14 +13,21 @@ Every transform has a name, so the map can be written into a trace and rebuilt f
     less_than(a)        R → (−∞, a)             a − exp(u)
     stick_breaking      R^{K−1} → simplex_K     numpyro's default for simplex sites
     alr                 R^{K−1} → simplex_K     additive log-ratio, softmax([u₁, …, u_{K−1}, 0])
+
+A site may carry labels, one per element of its constrained value (row-major), e.g. the feature names of
+a regression's coefficients: its elements are then named 'site[label]' instead of 'site[i]'. The
+unconstrained coordinate at a multi-index takes the label of the element at the same multi-index, so a
+simplex site of K elements names its K − 1 coordinates by the first K − 1 labels (alr: u_k = log(p_k/p_K)).
+Labels are the data schema (column names), not data: they are released with the trace.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
@@ -204,13 +211,41 @@ def _contract_event(g, jacobian, event_dims: int):
     return sum(g[..., i].reshape(column) * jacobian[i] for i in range(size))
 
 
+def _checked_labels(site: str, shape: tuple[int, ...], labels) -> tuple[str, ...]:
+    """`labels` as a tuple of prod(shape) distinct non-empty strings; ValueError naming the problem otherwise."""
+    if isinstance(labels, (str, bytes)) or not isinstance(labels, (Sequence, np.ndarray)):
+        raise ValueError(f"labels of site {site!r} are {labels!r}; give a sequence of strings, one label per element")
+    labels = tuple(labels)
+    if tuple(shape) == ():
+        raise ValueError(f"site {site!r} is a scalar: it is named by its site name and takes no labels")
+    count = math.prod(shape)
+    if len(labels) != count:
+        raise ValueError(
+            f"site {site!r} has {count} elements (shape {tuple(shape)}) but {len(labels)} labels; give one "
+            "label per element, in row-major order"
+        )
+    bad = [label for label in labels if not isinstance(label, str) or not label]
+    if bad:
+        raise ValueError(f"labels of site {site!r} hold {bad[0]!r}; each label must be a non-empty string")
+    repeated = sorted(label for label, count in Counter(labels).items() if count > 1)
+    if repeated:
+        raise ValueError(f"labels of site {site!r} repeat {repeated}; each element needs its own label")
+    return tuple(str(label) for label in labels)
+
+
 @dataclass(frozen=True)
 class SiteSpec:
-    """One latent site: its name, its constrained shape and the name of its unconstrained map."""
+    """One latent site: its name, its constrained shape, the name of its unconstrained map and optional
+    labels, one per element of the constrained value (prod(shape), row-major; see the module doc)."""
 
     name: str
     shape: tuple[int, ...]
     transform: str
+    labels: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        if self.labels is not None:
+            object.__setattr__(self, "labels", _checked_labels(self.name, self.shape, self.labels))
 
     @property
     def unconstrained_shape(self) -> tuple[int, ...]:
@@ -219,6 +254,24 @@ class SiteSpec:
     @property
     def size(self) -> int:
         return math.prod(self.unconstrained_shape)
+
+    def element_names(self) -> tuple[str, ...]:
+        """One name per element of the constrained value, (prod(shape),) row-major: 'site' for a scalar,
+        'site[label]' with labels, else 'site[i]' / 'site[i,j]'."""
+        return self._names(tuple(self.shape))
+
+    def coordinate_names(self) -> tuple[str, ...]:
+        """One name per unconstrained coordinate, (size,): the name of the element at the same multi-index."""
+        return self._names(self.unconstrained_shape)
+
+    def _names(self, shape: tuple[int, ...]) -> tuple[str, ...]:
+        if shape == ():
+            return (self.name,)
+        if self.labels is None:
+            return tuple(f"{self.name}[{','.join(map(str, index))}]" for index in np.ndindex(*shape))
+        return tuple(
+            f"{self.name}[{self.labels[np.ravel_multi_index(index, self.shape)]}]" for index in np.ndindex(*shape)
+        )
 
 
 @dataclass(frozen=True)
@@ -234,6 +287,35 @@ class SiteMap:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(site.name for site in self.sites)
+
+    def site(self, name: str) -> SiteSpec:
+        """The site called `name`; ValueError naming the sites when there is none."""
+        for site in self.sites:
+            if site.name == name:
+                return site
+        raise ValueError(f"there is no site {name!r}; the sites are {list(self.names)}")
+
+    def with_labels(self, labels: Mapping[str, Sequence[str]] | None) -> SiteMap:
+        """This map with `labels` {site name: one label per element} attached (other sites kept as they are).
+
+        ValueError for a site the map lacks, a label count that is not the site's number of elements, or
+        repeated or empty labels."""
+        if labels is None:
+            return self
+        if not isinstance(labels, Mapping):
+            raise ValueError(
+                "labels must map site names to their labels, e.g. labels={'theta': names}; "
+                f"got a {type(labels).__name__}"
+            )
+        unknown = sorted(set(labels) - set(self.names))
+        if unknown:
+            raise ValueError(f"labels name {unknown}, which are not sites of the model {list(self.names)}")
+        return SiteMap(tuple(replace(s, labels=labels[s.name]) if s.name in labels else s for s in self.sites))
+
+    def element_names(self, site: str) -> tuple[str, ...]:
+        """Names of the constrained elements of `site`, (prod(shape),) row-major: 'site' for a scalar,
+        'site[label]' when the site has labels, else 'site[i]' / 'site[i,j]'."""
+        return self.site(site).element_names()
 
     def _slices(self):
         start = 0
@@ -303,15 +385,9 @@ class SiteMap:
         return total
 
     def theta_names(self) -> tuple[str, ...]:
-        """One label per coordinate of θ: 'site' for scalars, 'site[i]' / 'site[i,j]' otherwise."""
-        labels = []
-        for site in self.sites:
-            shape = site.unconstrained_shape
-            if shape == ():
-                labels.append(site.name)
-            else:
-                labels.extend(f"{site.name}[{','.join(map(str, idx))}]" for idx in np.ndindex(*shape))
-        return tuple(labels)
+        """One name per coordinate of θ, (d,): 'site' for scalars, 'site[label]' for a labelled site, else
+        'site[i]' / 'site[i,j]' (a simplex site's K − 1 coordinates take its first K − 1 element names)."""
+        return tuple(name for site in self.sites for name in site.coordinate_names())
 
     def param_names(self) -> tuple[str, ...]:
         """Labels of φ = (μ, ρ), shape (2d,): 'mu:<θ label>' then 'rho:<θ label>'."""

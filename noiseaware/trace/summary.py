@@ -15,7 +15,7 @@ from .validation import TraceError
 if TYPE_CHECKING:
     from .core import Trace
 
-__all__ = ["BURN_IN", "summary_text"]
+__all__ = ["BURN_IN", "short_description", "summary_text"]
 
 BURN_IN = 0.2
 """Fraction of the steps that `Trace.summary` treats as burn-in."""
@@ -24,6 +24,16 @@ BURN_IN = 0.2
 def summary_text(trace: Trace) -> str:
     """The text of `Trace.summary`: the settings lines, a blank line, then the per-coordinate table."""
     return "\n".join([*_settings_lines(trace), "", _coordinate_table(trace)])
+
+
+def short_description(trace: Trace) -> str:
+    """`repr(trace)`: Trace(T steps, d, privacy, N, sites) in one line."""
+    privacy = "non-private" if trace.epsilon == math.inf else f"ε = {_fmt(trace.epsilon)}"
+    sites = ", ".join(s.name if s.shape == () else f"{s.name}{list(s.shape)}" for s in trace.sites or ()) or "unknown"
+    return (
+        f"Trace(T = {trace.steps} steps, d = {trace.dim}, {privacy}, σ = {_fmt(trace.noise_multiplier)}, "
+        f"N = {trace.n_examples}, sites: {sites})"
+    )
 
 
 def _fmt(value) -> str:
@@ -68,7 +78,7 @@ def _coordinate_table(trace: Trace) -> str:
     grad_sd, noise_sd = trace.grads[start:].std(axis=0), trace.noise_sd
     mean_mu, final_sd = trace.params[start:, :d].mean(axis=0), np.logaddexp(0.0, final[d:])
     header = (
-        "θ", f"μ at {source}", "softplus(ρ)", f"mean μ last {1 - BURN_IN:.0%}",
+        "θ (unconstrained)", f"μ at {source}", "softplus(ρ)", f"mean μ last {1 - BURN_IN:.0%}",
         "sd G_μ", "noise sd_μ", "sd G_ρ", "noise sd_ρ",
     )  # fmt: skip
     columns = (final[:d], final_sd, mean_mu, grad_sd[:d], noise_sd[:d], grad_sd[d:], noise_sd[d:])

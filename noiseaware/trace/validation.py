@@ -1,9 +1,10 @@
 """The trace's field validators: each checks one field, normalises it and names the fix when it is wrong.
 
 `validate(trace)` checks every field of a Trace as given to its constructor and returns the normalised values:
-arrays become read-only float copies (float32 kept, other numbers float64), finite everywhere; params and grads
-(T, P) share their shape with P = 2d even; vectors (P,) accept a scalar, which is broadcast; the site map must
-cover exactly d unconstrained coordinates. Every failure is a TraceError.
+arrays become read-only copies, finite everywhere, of dtype float32 or float64 as given (an array of any other
+dtype, such as int64 or float16, is refused; Python numbers become float64); params and grads (T, P) share their
+shape with P = 2d even; vectors (P,) accept a scalar, which is broadcast; the site map must cover exactly d
+unconstrained coordinates. Every failure is a TraceError.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 __all__ = ["TraceError", "VARIATIONAL_FAMILIES", "validate"]
 
 VARIATIONAL_FAMILIES = ("diagonal-normal-softplus",)
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+"""The dtypes of a trace's arrays (docs/trace-format.md); other arrays are refused, never converted."""
 
 
 class TraceError(ValueError):
@@ -65,15 +68,23 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 
 
 def _float_array(name: str, value, ndim: int) -> np.ndarray:
-    """A read-only float copy of `value` with `ndim` dimensions, all finite; float32 stays float32."""
+    """A read-only copy of `value` with `ndim` dimensions, all finite, float32 or float64 as given.
+
+    An array (anything with a dtype: numpy, jax, a file's variable) must already be float32 or float64;
+    Python numbers, which have no width, become float64.
+    """
     try:
         array = np.array(value)
     except (TypeError, ValueError) as error:
         raise TraceError(f"{name} is not an array of numbers ({error}); pass a numeric array") from None
     if array.dtype.kind not in "iuf":
         raise TraceError(f"{name} has dtype {array.dtype}; pass real numbers (float64 or float32)")
-    if array.dtype not in (np.float32, np.float64):
+    if not hasattr(value, "dtype") and array.dtype.kind in "iu":
         array = array.astype(np.float64)
+    if array.dtype not in FLOAT_DTYPES:
+        raise TraceError(
+            f"{name} has dtype {array.dtype}; a trace holds float32 or float64: convert with .astype(np.float64)"
+        )
     if array.ndim != ndim:
         expected = "(T, P): one row per step" if ndim == 2 else "(P,): one entry per parameter"
         raise TraceError(f"{name} has shape {array.shape}; it must have shape {expected}")
@@ -223,7 +234,7 @@ def _site(site) -> SiteSpec:
     if not isinstance(site, SiteSpec):
         raise TraceError(f"sites holds {site!r}; pass noiseaware.sites.SiteSpec(name, shape, transform) entries")
     try:
-        spec = SiteSpec(str(site.name), tuple(int(k) for k in site.shape), str(site.transform))
+        spec = SiteSpec(str(site.name), tuple(int(k) for k in site.shape), str(site.transform), site.labels)
         if any(k < 0 for k in spec.shape):
             raise ValueError(f"its shape {spec.shape} has a negative size")
         transform_from_name(spec.transform)

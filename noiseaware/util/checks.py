@@ -3,6 +3,8 @@
     positive_int    an integer ≥ minimum (1 by default)
     positive_float  a finite number > 0 (≥ 0 with allow_zero), at most `maximum` when given
     probability     a number in the open interval (0, 1)
+    fraction        a number in the half-open interval [0, 1)
+    flag            a bool (True or False, never 0 or 1)
     choice          one of the given options
 
 A number is a Python or numpy scalar or a 0-d numpy or jax array; a bool is never a number. A failure names the
@@ -23,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["choice", "positive_float", "positive_int", "probability"]
+__all__ = ["choice", "flag", "fraction", "positive_float", "positive_int", "probability"]
 
 
 def positive_int(
@@ -62,6 +64,22 @@ def probability(name: str, value: Any, *, hint: str = "", error: type[ValueError
     if not 0 < number < 1:
         raise error(_message(name, value, "a number in (0, 1)", hint))
     return number
+
+
+def fraction(name: str, value: Any, *, hint: str = "", error: type[ValueError] = ValueError) -> float:
+    """`value` as a float, checked to lie in the half-open interval [0, 1) (a share of something, such as a
+    burn-in)."""
+    number = _float(value)
+    if not 0 <= number < 1:
+        raise error(_message(name, value, "a number in [0, 1)", hint))
+    return number
+
+
+def flag(name: str, value: Any, *, hint: str = "", error: type[ValueError] = ValueError) -> bool:
+    """`value` as a bool, checked to be True or False (a Python or numpy bool; 0, 1 and "yes" are not)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise error(_message(name, value, "True or False", hint))
+    return bool(value)
 
 
 def choice(name: str, value: Any, options: Sequence, *, hint: str = "", error: type[ValueError] = ValueError):

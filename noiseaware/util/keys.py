@@ -1,4 +1,4 @@
-"""PRNG keys: every `key` argument of noiseaware takes a jax PRNG key or an int seed."""
+"""PRNG keys: every `key` argument of noiseaware takes a jax PRNG key or a non-negative integer seed below 2**63."""
 
 from __future__ import annotations
 
@@ -6,28 +6,48 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+KEY_REQUIREMENT = "key must be a jax.random key or a non-negative integer seed"
+
 
 def as_key(key) -> jax.Array:
-    """A typed jax PRNG key from an int seed, a typed key, or a raw uint32 (2,) key."""
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+    """A typed jax PRNG key from an int seed in [0, 2**63), a typed key, or a raw uint32 (…, 2) key.
+
+    A seed is a Python or numpy integer or a 0-d integer array (never a bool). Anything else — None, a
+    string, a float, a negative or too large seed — is one clear error naming the value: TypeError for
+    the wrong kind of value, ValueError for a seed out of range.
+    """
+    if _is_seed(key):
         seed = int(key)
         if not 0 <= seed < 2**63:
-            raise ValueError(f"an int seed must lie in [0, 2**63), got {key}")
+            raise ValueError(f"{KEY_REQUIREMENT} below 2**63, got {seed}")
         # The seed's high and low 32 bits, as jax.random.key makes them with 64-bit JAX; without it
         # jax.random.key keeps only the low 32 bits, which would leave a random 63-bit seed guessable.
         words = np.array([seed >> 32, seed & 0xFFFF_FFFF], np.uint32)
         return jax.random.wrap_key_data(words, impl="threefry2x32")
-    if not isinstance(key, (jax.Array, np.ndarray)):
-        raise TypeError(
-            f"key must be an int seed or a jax PRNG key, got {type(key).__name__}"
-            + (": randomness reaches the result, so a key is required" if key is None else "")
-        )
-    key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        return key
-    if key.dtype == jnp.uint32 and key.shape[-1:] == (2,):
-        return jax.random.wrap_key_data(key)
-    raise TypeError(f"key must be an int seed or a jax PRNG key, got {type(key).__name__} {getattr(key, 'dtype', '')}")
+    if isinstance(key, (jax.Array, np.ndarray)):
+        if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+            return jnp.asarray(key)
+        if key.dtype == np.uint32 and key.shape[-1:] == (2,):
+            return jax.random.wrap_key_data(jnp.asarray(key))
+    required = ": randomness reaches the result, so a key is required" if key is None else ""
+    raise TypeError(f"{KEY_REQUIREMENT}, got {_shown(key)}{required}")
+
+
+def _is_seed(key) -> bool:
+    """Whether `key` is one integer: a Python or numpy integer, or a 0-d integer numpy or jax array (not a bool)."""
+    if isinstance(key, (bool, np.bool_)):
+        return False
+    if isinstance(key, (int, np.integer)):
+        return True
+    return isinstance(key, (jax.Array, np.ndarray)) and key.ndim == 0 and jnp.issubdtype(key.dtype, jnp.integer)
+
+
+def _shown(key) -> str:
+    """`key` as an error message shows it: an array by its dtype and shape, anything else by its repr."""
+    if isinstance(key, (jax.Array, np.ndarray)):
+        return f"an array of dtype {key.dtype} and shape {key.shape}"
+    text = repr(key)
+    return text if len(text) <= 60 else f"a {type(key).__name__}"
 
 
 def as_keys(keys) -> jax.Array:

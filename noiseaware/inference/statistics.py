@@ -1,0 +1,128 @@
+"""The trace's sufficient statistics for the gradient model, and the estimates read off them (docs/method.md §2.2–2.3).
+
+Over the post-burn-in steps t = B..T−1, with φ̃_tj = φ_tj − φ̄_j (φ̄ the post-burn-in mean, so Σ_t φ̃_tj = 0 up
+to rounding), the log-likelihood of coordinate j depends on the T' = T − B pairs only through six sums
+(`TraceStatistics`), accumulated in float64 around φ̄ (raw Σφ² and ΣGφ lose precision in float32). Read off
+them: the least-squares fits of G on φ (`slope_estimates` with φ* fixed at φ̄, `ols_fit` with an intercept)
+and ν_j, the noise sd that scales the empirical-Bayes priors (`noise_reference`): the DP noise sd σC/s_j, or
+for a non-private trace (σ = 0) the residual sd of G on φ.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ..trace import BURN_IN, Trace
+
+__all__ = ["TraceStatistics", "is_non_private", "noise_reference", "ols_fit", "slope_estimates", "trace_statistics"]
+
+
+class TraceStatistics(NamedTuple):
+    """Per-coordinate sums over the post-burn-in steps, all (P,) float64 arrays except `count`.
+
+    count T'; centre φ̄; sum_g Σ G; sum_phi Σ φ̃; sum_gg Σ G²; sum_phiphi Σ φ̃²; sum_gphi Σ G φ̃;
+    noise_var (σC/s)², the DP noise variance of G; sampling_rate q.
+    """
+
+    count: int
+    centre: np.ndarray
+    sum_g: np.ndarray
+    sum_phi: np.ndarray
+    sum_gg: np.ndarray
+    sum_phiphi: np.ndarray
+    sum_gphi: np.ndarray
+    noise_var: np.ndarray
+    sampling_rate: float
+
+
+def trace_statistics(trace: Trace, burn_in: float = BURN_IN) -> TraceStatistics:
+    """The sufficient statistics of `trace` over steps t ≥ B = ⌊burn_in · T⌋ (float64, centred at φ̄)."""
+    if not 0.0 <= burn_in < 1.0:
+        raise ValueError(f"burn_in must be a fraction in [0, 1), got {burn_in}")
+    start = math.floor(burn_in * trace.steps)
+    if trace.steps - start < 2:
+        raise ValueError(
+            f"the trace has {trace.steps} steps, leaving {trace.steps - start} after a burn-in of {burn_in:g}: "
+            "the gradient model needs at least 2 (and many more for a useful posterior)"
+        )
+    params = np.asarray(trace.params[start:], np.float64)
+    grads = np.asarray(trace.grads[start:], np.float64)
+    centre = params.mean(axis=0)
+    phi = params - centre
+    return TraceStatistics(
+        count=params.shape[0],
+        centre=centre,
+        sum_g=grads.sum(axis=0),
+        sum_phi=phi.sum(axis=0),
+        sum_gg=np.sum(grads * grads, axis=0),
+        sum_phiphi=np.sum(phi * phi, axis=0),
+        sum_gphi=np.sum(grads * phi, axis=0),
+        noise_var=np.asarray(trace.noise_sd, np.float64) ** 2,
+        sampling_rate=float(trace.sampling_rate),
+    )
+
+
+def is_non_private(stats: TraceStatistics) -> bool:
+    """Whether the trace carries no DP noise (σ = 0): its gradient noise is then all subsampling and Monte
+    Carlo noise, the extra noise u of the model."""
+    return not np.any(np.asarray(stats.noise_var) > 0)
+
+
+def ols_fit(stats: TraceStatistics):
+    """The OLS fit of G_tj on φ_tj with a free intercept, per coordinate: (slope b, residual variance r²), (P,) each.
+
+    b = Σ G φ̃ᶜ / Σ φ̃ᶜ²,  r² = (Σ (G − Ḡ)² − b² Σ φ̃ᶜ²) / (T' − 2), with φ̃ᶜ = φ̃ − mean φ̃. Plain arithmetic,
+    so numpy arrays and traced jax arrays alike.
+    """
+    n = stats.count
+    centred = stats.sum_phiphi - stats.sum_phi**2 / n
+    slope = (stats.sum_gphi - stats.sum_g * stats.sum_phi / n) / centred
+    return slope, (stats.sum_gg - stats.sum_g**2 / n - slope**2 * centred) / (n - 2)
+
+
+def noise_reference(stats: TraceStatistics) -> np.ndarray:
+    """ν_j, the noise sd that scales the empirical-Bayes priors, (P,).
+
+    The DP noise sd σC/s_j of G, known exactly. A non-private trace (σ = 0) has none: its noise is all
+    subsampling and Monte Carlo noise, the extra noise u, so ν_j is the residual sd r_j of the OLS fit of G
+    on φ (`ols_fit`), the noise the trace shows. ValueError when a non-private trace shows no noise.
+    """
+    if not is_non_private(stats):
+        return np.sqrt(stats.noise_var)
+    if stats.count < 3:
+        raise ValueError(
+            f"a non-private trace (σ = 0) with {stats.count} steps after burn-in: its gradient noise is estimated "
+            "from the residuals of the fit of G on φ, which needs at least 3; record a longer trace"
+        )
+    _, residual = ols_fit(stats)
+    silent = np.flatnonzero(~(residual > 0))
+    if silent.size:
+        raise ValueError(
+            f"parameters {silent.tolist()} of a non-private trace (σ = 0) have gradients that are an exact linear "
+            "function of φ, with no noise at all: the gradient model weighs steps by their noise and cannot fit "
+            "them; use the last iterate (method='naive')"
+        )
+    return np.sqrt(residual)
+
+
+def slope_estimates(stats: TraceStatistics) -> tuple[np.ndarray, np.ndarray]:
+    """The OLS slope of G on φ with φ* fixed at φ̄, per coordinate, and its standard error, both (P,):
+
+    â_j = |Σ G_tj φ̃_tj / Σ φ̃_tj²| / q,   τ_j = ν_j / sqrt(Σ φ̃_tj²) / q,
+    ν_j = σC/s_j, the DP noise sd (for a non-private trace the residual sd: `noise_reference`).
+    A coordinate whose trace does not move (Σ φ̃² ≈ 0) carries no slope information: ValueError.
+    """
+    # "never moves": the spread of φ after burn-in is at rounding level (1e-12 relative to φ̄)
+    still = stats.sum_phiphi <= stats.count * (1e-12 * np.maximum(1.0, np.abs(stats.centre))) ** 2
+    if np.any(still):
+        frozen = np.flatnonzero(still).tolist()
+        raise ValueError(
+            f"parameters {frozen} never move after burn-in, so the trace says nothing about their Hessian: "
+            "record with a larger learning rate or check the trace"
+        )
+    q = stats.sampling_rate
+    slope = np.abs(stats.sum_gphi / stats.sum_phiphi) / q
+    return slope, noise_reference(stats) / np.sqrt(stats.sum_phiphi) / q

@@ -1,0 +1,97 @@
+"""The mixture posteriors' file: `load_posterior` reads what `MixturePosterior.save` writes.
+
+One netCDF file (h5netcdf) holds a noise-aware, naive or DPVIm posterior: the root's attributes (schema,
+type, method, prior, diagnostics, trace facts, the site map), group `gradient_model` with the draws of φ*
+(and A, u), and, when kept, group `dpvi` with the trace's iterates μ_t; `posterior` holds θ draws for ArviZ
+and is not read back. Files written before the iterates or the site labels were kept load without them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from ..trace.sites import SiteSpec
+from ..util.diagnostics import diagnostics_type
+from .mixture import (
+    GROUP,
+    ITERATES,
+    SCHEMA,
+    SCHEMA_VERSION,
+    DPVImPosterior,
+    MixturePosterior,
+    NaivePosterior,
+    NoiseAwarePosterior,
+)
+
+__all__ = ["KINDS", "load_posterior"]
+
+
+KINDS = {cls.__name__: cls for cls in (NoiseAwarePosterior, NaivePosterior, DPVImPosterior)}
+"""The mixture posteriors by class name, as saved in a posterior file's `kind` attribute."""
+_KIND_OF_METHOD = {"naive": "NaivePosterior", "dpvim": "DPVImPosterior"}
+
+
+def load_posterior(path: str | os.PathLike) -> MixturePosterior:
+    """Read a posterior written by `MixturePosterior.save` (noise-aware, naive or DPVIm), validating its schema."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no posterior file at {path}: check the path")
+    try:
+        tree = xr.open_datatree(path, engine="h5netcdf")
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{path} is not a readable netCDF posterior file ({error})") from None
+    with tree:
+        attrs = dict(tree.attrs)
+        if attrs.get("schema") != SCHEMA or attrs.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(
+                f"{path} is not a noiseaware posterior (schema {attrs.get('schema')!r} version "
+                f"{attrs.get('schema_version')!r}; expected {SCHEMA!r} version {SCHEMA_VERSION})"
+            )
+        if GROUP not in tree.children or "optimum" not in tree[GROUP].data_vars:
+            raise ValueError(f"{path} lacks the {GROUP}/optimum draws: the file is incomplete; save it again")
+        model = tree[GROUP].to_dataset()
+        names = json.loads(attrs["site_names"])
+        sites = (
+            None
+            if names is None
+            else tuple(
+                SiteSpec(name, tuple(shape), transform, None if labels is None else tuple(labels))
+                for name, shape, transform, labels in zip(
+                    names,
+                    json.loads(attrs["site_shapes"]),
+                    json.loads(attrs["site_transforms"]),
+                    json.loads(attrs.get("site_labels", "null")) or [None] * len(names),  # older files: no labels
+                )
+            )
+        )
+        iterates = _read_iterates(tree[ITERATES].to_dataset(), sites) if ITERATES in tree.children else None
+        method = str(attrs["method"])
+        kind = KINDS[str(attrs.get("kind", _KIND_OF_METHOD.get(method, "NoiseAwarePosterior")))]
+        diagnostics = diagnostics_type(str(attrs.get("diagnostics_type", ""))).from_mapping(
+            json.loads(attrs["diagnostics"])
+        )
+        return kind(
+            optimum_chains=model["optimum"].values,
+            hessian_chains=model["hessian"].values if "hessian" in model else None,
+            extra_noise_chains=model["extra_noise"].values if "extra_noise" in model else None,
+            method=method,
+            param_names=tuple(str(name) for name in model["param"].values),
+            sites=sites,
+            prior=str(attrs["prior"]) or None,
+            diagnostics=diagnostics,
+            info=json.loads(attrs["info"]),
+            iterates=iterates,
+        )
+
+
+def _read_iterates(dataset: xr.Dataset, sites: tuple[SiteSpec, ...] | None) -> np.ndarray:
+    """μ_t (T, d) from a file's `dpvi` group (the inverse of `MixturePosterior._iterates_dataset`)."""
+    if sites is None:
+        return dataset["mu"].values[0]
+    steps = dataset.sizes["draw"]
+    return np.concatenate([dataset[site.name].values[0].reshape(steps, site.size) for site in sites], axis=1)

@@ -1,0 +1,116 @@
+"""The trace's figure: μ_t per θ coordinate over the steps (`Trace.plot`; the left column of
+`noiseaware.plots.plot_trace`).
+
+μ_t (d,) is the variational mean of θ read before step t. It lives on the unconstrained scale of θ, and the
+panels are labelled so: it is not transformed, since T(μ_t) is not the mean of a constrained site (nor,
+for a simplex site, an element of it). The burn-in is shaded; the vertical range follows the steps after
+it, so the burn-in transient may leave the panel. Given posteriors over the VI optimum φ* (those with
+`optimum_draws`), a panel also shows the mean of their μ*_j and its central band.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure, SubFigure
+
+from ..util.checks import fraction, probability
+from ..util.figures import TRUTH_STYLE, checked_truth, figure_legend, finish, new_figure, padded, select
+from .sites import SiteMap
+from .summary import BURN_IN
+
+if TYPE_CHECKING:
+    from .core import Trace
+
+__all__ = ["ROW_HEIGHT", "coordinate_names", "coordinate_sites", "draw_mu_panels", "trace_figure", "trace_title"]
+
+ROW_HEIGHT = 2.1
+"""Inches per row of panels."""
+
+
+def trace_figure(
+    trace: Trace, *, truth=None, burn_in: float = BURN_IN, coordinates=None, title: str | None = None
+) -> Figure:
+    """μ_t over the steps, one panel per chosen coordinate (`coordinates`: names, site names or indices; by
+    default all, up to MAX_PANELS), with the burn-in and the true θ (d,), unconstrained, when given."""
+    truth = checked_truth(truth, trace.dim)
+    selection = select(
+        coordinate_names(trace), coordinates, sites=coordinate_sites(trace.site_map), figure="trace.plot"
+    )
+    figure = new_figure(8.0, 1.3 + ROW_HEIGHT * len(selection.indices))
+    axes = draw_mu_panels(figure, trace, selection.indices, truth=truth, burn_in=burn_in)
+    figure_legend(figure, axes)
+    return finish(figure, title or trace_title(trace), [selection.note()])
+
+
+def draw_mu_panels(
+    container: Figure | SubFigure,
+    trace: Trace,
+    rows: Sequence[int],
+    *,
+    posteriors: Mapping | None = None,
+    truth: np.ndarray | None = None,
+    burn_in: float = BURN_IN,
+    level: float = 0.9,
+) -> list[Axes]:
+    """One panel of μ_j over the steps per coordinate j in `rows`, sharing the step axis; returns the axes."""
+    burn_in = fraction("burn_in", burn_in, hint="the share of the steps before the fit's window, e.g. 0.2")
+    level = probability("level", level, hint="the credibility of the μ* band, e.g. 0.9")
+    axes = list(container.subplots(len(rows), 1, squeeze=False, sharex=True)[:, 0])
+    names = coordinate_names(trace)
+    for axis, j in zip(axes, rows):
+        _draw_mu(axis, trace, j, names[j], posteriors or {}, truth, burn_in, level)
+    axes[-1].set_xlabel("step t")
+    return axes
+
+
+def _draw_mu(axis: Axes, trace: Trace, j: int, name: str, posteriors: Mapping, truth, burn_in, level) -> None:
+    """μ_j over the steps, the burn-in shaded, the posteriors' μ*_j (mean and band) and the true θ_j."""
+    steps = np.arange(trace.steps)
+    start = math.floor(burn_in * trace.steps)
+    mu = np.asarray(trace.params[:, j], np.float64)
+    if start > 0:
+        axis.axvspan(0, start, color="0.9", label=f"burn-in ({burn_in:.0%}, not used by the fit)")
+    axis.plot(steps, mu, lw=0.6, color="0.35", label="μ_t (DPVI iterates, unconstrained)")
+    span = [mu[start:]]
+    alpha = 0.5 * (1.0 - level)
+    for index, (label, post) in enumerate(posteriors.items()):
+        draws = getattr(post, "optimum_draws", None)
+        if draws is None or draws.shape[0] < 2:  # the naive posterior is the last iterate itself
+            continue
+        low, high = np.quantile(draws[:, j], [alpha, 1.0 - alpha])
+        color = f"C{index}"
+        axis.axhspan(low, high, color=color, alpha=0.25, lw=0, label=f"μ* {label}: mean, {100 * level:g}% band")
+        axis.axhline(draws[:, j].mean(), color=color, lw=1.2)
+        span.append(np.array([low, high]))
+    if truth is not None:
+        axis.axhline(truth[j], **TRUTH_STYLE, label="true value")
+        span.append(truth[j : j + 1])
+    axis.set_ylim(*padded(np.concatenate(span), 0.15))
+    axis.set_xlim(0, max(trace.steps - 1, 1))
+    axis.set_ylabel(f"{name}\nμ_t (unconstrained)")
+
+
+def coordinate_names(trace: Trace) -> tuple[str, ...]:
+    """The names of θ's coordinates (d,), from the μ half of the trace's param_names."""
+    return tuple(name.removeprefix("mu:") for name in trace.param_names[: trace.dim])
+
+
+def coordinate_sites(site_map: SiteMap | None) -> tuple[str, ...] | None:
+    """The site of each coordinate of θ (d,), or None without a site map."""
+    return None if site_map is None else tuple(site.name for site in site_map.sites for _ in range(site.size))
+
+
+def trace_title(trace: Trace) -> str:
+    """'DPVI trace, ε = 1, σ = 1.2, T = 10000'."""
+    if trace.epsilon is None:
+        privacy = "ε unknown"
+    elif math.isinf(trace.epsilon):
+        privacy = "non-private"
+    else:
+        privacy = f"ε = {trace.epsilon:g}"
+    return f"DPVI trace, {privacy}, σ = {trace.noise_multiplier:.4g}, T = {trace.steps}"

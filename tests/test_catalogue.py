@@ -1,0 +1,173 @@
+"""The catalogue of bad inputs (issue 14): every bad or hostile input a new user tried, on the command line
+and in Python, gives ONE clear error — naming the problem — before any work, and leaves nothing behind
+(the scratch directory holds exactly what it held before, byte for byte).
+
+Each case is (name, where, action, pattern): `action(folder)` runs the bad input in a prepared scratch
+folder; `pattern` is a regular expression the one error message must match.
+"""
+
+import hashlib
+import os
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import noiseaware as na
+from noiseaware.cli import main
+
+pytestmark = pytest.mark.usefixtures("fast_compilation")
+
+M1 = na.models.get("M1")
+SMALL = {"steps": 40, "sampling_rate": 0.1, "clip": 2.0, "grad_scale": (1.0, 100.0), "learning_rate": (1e-3, 1e-2)}
+
+
+@pytest.fixture(scope="module")
+def m1_trace() -> na.Trace:
+    _, data = M1.simulate(0)
+    return na.record_dpvi(M1.model, data, noise_multiplier=5.0, key=1, **(M1.dpvi_settings | {"steps": 60}))
+
+
+@pytest.fixture
+def scratch(tmp_path, m1_trace, monkeypatch):
+    """A folder with a trace t.nc, an existing posterior old.nc, M1 data d.npz and data files of bad shape
+    or support; the current directory while the case runs."""
+    m1_trace.save(tmp_path / "t.nc")
+    (tmp_path / "old.nc").write_bytes(b"an existing file that must survive")
+    np.savez(tmp_path / "d.npz", x=np.abs(np.asarray(M1.simulate(0)[1]["x"])))
+    (tmp_path / "negative.csv").write_text("x\n" + "\n".join(["-1.0"] + ["0.5"] * 99) + "\n")
+    rng = np.random.default_rng(0)
+    rows = [
+        f"{a:.4f},{b:.4f},{int(c)}"
+        for a, b, c in zip(rng.normal(size=200), rng.normal(size=200), rng.random(200) < 0.5)
+    ]
+    (tmp_path / "short.csv").write_text("X[0],X[1],y\n" + "\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every file under `folder` with the hash of its bytes, and every directory."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+def cli(*argv):
+    return lambda folder: main([str(a) for a in argv])
+
+
+def trace_with(dtype):
+    def action(folder):
+        trace = na.Trace.load(folder / "t.nc")
+        na.Trace.from_arrays(
+            trace.params.astype(dtype),
+            trace.grads.astype(dtype),
+            noise_multiplier=trace.noise_multiplier,
+            clip=trace.clip,
+            sampling_rate=trace.sampling_rate,
+            n_examples=trace.n_examples,
+        )
+
+    return action
+
+
+def fit_loaded(**options):
+    return lambda folder: na.fit(na.Trace.load(folder / "t.nc"), "exact", **options)
+
+
+def record_m1(data, **more):
+    return lambda folder: na.record_dpvi(M1.model, data, noise_multiplier=5.0, key=0, **(SMALL | more))
+
+
+def sample_naive(n):
+    return lambda folder: na.fit(na.Trace.load(folder / "t.nc"), "naive", key=0).sample(key=0, n=n)
+
+
+def save_over(folder):
+    na.Trace.load(folder / "t.nc").save(folder / "old.nc")
+
+
+CLI_CASES = [
+    ("fit output is its input", cli("fit", "t.nc", "--out", "t.nc", "--force"), r"t\.nc.*input|input.*t\.nc"),
+    (
+        "record output is its data",
+        cli("record", "--model", "M1", "--epsilon", "1", "--data", "d.npz", "--out", "d.npz"),
+        r"input",
+    ),
+    ("existing output", cli("fit", "t.nc", "--out", "old.nc"), r"old\.nc exists.*--force"),
+    ("negative ε among levels", cli("coverage", "--model", "M1", "--epsilon", "1", "-1", "--out", "cov"), r"-1"),
+    ("plot in a missing folder", cli("fit", "t.nc", "--out", "ok.nc", "--plot", "nowhere/x.png"), r"nowhere"),
+    ("plot of unknown type", cli("fit", "t.nc", "--out", "ok.nc", "--plot", "x.jpg"), r"\.png|\.pdf|\.svg"),
+    ("demo at ε = 0", cli("demo", "--epsilon", "0", "--out", "demo"), r"epsilon|ε"),
+    ("δ = 0.5", cli("record", "--model", "M1", "--epsilon", "1", "--delta", "0.5", "--out", "m.nc"), r"δ|delta"),
+    (
+        "data outside the support",
+        cli("record", "--model", "M1", "--epsilon", "1", "--data", "negative.csv", "--out", "m.nc"),
+        r"support",
+    ),
+    (
+        "CSV short of X[2]",
+        cli("record", "--model", "logistic-3d", "--epsilon", "1", "--data", "short.csv", "--out", "m.nc"),
+        r"X\[2\]",
+    ),
+]
+API_CASES = [
+    ("int64 trace", trace_with(np.int64), r"int64"),
+    ("float16 trace", trace_with(np.float16), r"float16"),
+    ("key is a string", fit_loaded(key="abc"), r"key"),
+    ("key is None", fit_loaded(key=None), r"key"),
+    ("no φ* draws", fit_loaded(key=0, draws=0), r"draws"),
+    ("negative sample size", sample_naive(-5), r"\bn\b"),
+    ("x of shape (100, 50) for M1", record_m1({"x": np.ones((100, 50))}), r"x.*shape|shape.*x"),
+    ("data outside the support (API)", record_m1({"x": -np.ones(100)}), r"support"),
+    ("save over an existing file", save_over, r"exists.*overwrite=True"),
+]
+
+
+@pytest.mark.parametrize(("name", "action", "pattern"), CLI_CASES, ids=[case[0] for case in CLI_CASES])
+def test_command_line_gives_one_clear_error_and_leaves_nothing(scratch, capsys, name, action, pattern):
+    before = snapshot(scratch)
+    status = action(scratch)
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert status == 2 and len(errors) == 1 and "Traceback" not in err, err
+    assert re.search(pattern, errors[0]), errors[0]
+    assert snapshot(scratch) == before
+
+
+@pytest.mark.parametrize(("name", "action", "pattern"), API_CASES, ids=[case[0] for case in API_CASES])
+def test_python_gives_one_clear_error_and_leaves_nothing(scratch, name, action, pattern):
+    before = snapshot(scratch)
+    with pytest.raises((ValueError, TypeError, OSError)) as raised:
+        action(scratch)
+    message = str(raised.value)
+    assert not type(raised.value).__module__.startswith("jax"), message  # ours, not a raw JAX error
+    assert re.search(pattern, message), message
+    assert "Traceback" not in message and len(message) < 600
+    assert snapshot(scratch) == before
+
+
+def test_x_and_y_of_different_lengths_name_both(scratch):
+    logistic = na.models.get("logistic-3d")
+    data = {"X": np.zeros((1000, 3)), "y": np.zeros(900, np.int32)}
+    with pytest.raises(ValueError, match=r"X has 1000 rows but y has 900"):
+        na.record_dpvi(logistic.model, data, noise_multiplier=5.0, key=0, **(SMALL | {"grad_scale": 1.0}))
+
+
+def test_non_private_reference_trace_is_fitted(scratch):
+    """σ = 0 (the reference run docs/recording.md describes) fits without error or warning about σ."""
+    _, data = M1.simulate(0)
+    settings = M1.dpvi_settings | {"steps": 400, "learning_rate": (1e-3, 1e-2)}
+    settings.pop("lr_multiplier", None)
+    reference = na.record_dpvi(M1.model, data, non_private=True, key=1, **settings)
+    assert reference.noise_multiplier == 0
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        post = na.fit(reference, "exact", key=0, draws=200)
+    low, high = post.interval(0.9)
+    assert np.all(np.isfinite(low)) and np.all(high > low)
+    assert os.listdir(scratch)  # the scratch folder itself was left as it was

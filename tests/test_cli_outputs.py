@@ -1,0 +1,378 @@
+"""Safe outputs on the command line (issue 14, defects 1 and 2): every command that writes refuses an
+existing file unless --force and an output that is one of its inputs even with --force; every argument
+and every output location is checked before any work; a failing command leaves nothing behind. Also
+`fit` without --out (nothing written), --plot in PDF and SVG, and --allow-weak-privacy.
+
+The studies (`coverage`, `calibrate`) and the demo's recording are replaced by stand-ins where a test
+is about what happens around them: the stand-in fails the test if a check let the work start."""
+
+import importlib
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from test_cli import run, saved, sgd_trace, single_error
+
+import noiseaware as na
+from noiseaware.evaluation.calibration_result import METRICS, CalibrationResult
+from noiseaware.evaluation.result import CoverageResult
+
+pytestmark = pytest.mark.usefixtures("fast_compilation")
+
+EVALUATION = importlib.import_module("noiseaware.evaluation")
+DATASETS = importlib.import_module("noiseaware.datasets")
+COVERAGE_FILES = [
+    f"coverage-gamma-exponential-{tag}{suffix}"
+    for tag in ("sigma-5", "sigma-10")
+    for suffix in (".json", ".csv", ".png")
+]
+CALIBRATION_FILES = [
+    f"calibration-adult-{tag}{suffix}" for tag in ("sigma-5", "sigma-10") for suffix in (".json", ".png")
+]
+COVERAGE_ARGS = ("coverage", "--model", "M1", "--noise-multiplier", "5", "10", "--steps", "100")
+CALIBRATE_ARGS = ("calibrate", "--noise-multiplier", "5", "10", "--methods", "exact", "--steps", "100")
+
+
+def listing(folder: Path) -> list[str]:
+    """Every path under `folder`, relative, sorted: what a command left behind."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def no_work(*args, **kwargs):
+    pytest.fail("the work started although a check should have stopped the command")
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """A directory without write permission; skips where permissions do not bind (root, unless it runs
+    without CAP_DAC_OVERRIDE, e.g. `setpriv --bounding-set=-dac_override,-dac_read_search`)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        (folder / "probe").touch()
+    except PermissionError:
+        yield folder
+    else:
+        (folder / "probe").unlink()
+        pytest.skip("this process writes into read-only directories (root)")
+    finally:
+        folder.chmod(0o755)
+
+
+@pytest.fixture
+def studies(monkeypatch):
+    """Stand-ins for na.coverage, na.calibration and the Adult loader that return small results at once;
+    the privacy levels (σ) they were called with are listed in the returned list."""
+    calls = []
+    levels = np.linspace(0, 1, 21)
+
+    def coverage(bm, *, noise_multiplier, **options):
+        calls.append(noise_multiplier)
+        curves = {rule: {"exact": np.tile(levels, (2, 1))} for rule in ("research", "trace")}
+        return CoverageResult(
+            levels=levels,
+            curves=curves,
+            marginal_curves={rule: {"exact": c["exact"][..., None]} for rule, c in curves.items()},
+            failures={"exact": 0},
+            seconds={"dpvi": 0.1},
+            diagnostics={},
+            theta_names=("rate",),
+            settings={
+                "model": bm.name,
+                "epsilon": 1.0,
+                "noise_multiplier": noise_multiplier,
+                "simulations": 4,
+                "references": 2,
+                "samples": 10,
+                "steps": 100,
+            },
+        )
+
+    def calibration(data, *, methods, noise_multiplier, **options):
+        calls.append(noise_multiplier)
+        curves = {"mean_predicted": [[0.2, 0.6]] * 2, "fraction_positive": [[0.3, 0.5]] * 2, "counts": [[5, 5]] * 2}
+        return CalibrationResult(
+            metrics={m: {k: np.array([0.02, 0.03]) for k in METRICS} for m in methods},
+            curves={m: {k: np.array(v) for k, v in curves.items()} for m in methods},
+            histograms={m: np.ones((2, 20), int) for m in methods},
+            paired_methods=tuple(methods),
+            failures={m: 0 for m in methods},
+            seconds={"dpvi": 0.1},
+            diagnostics={},
+            settings={
+                "dataset": "adult",
+                "runs": 2,
+                "bins": 2,
+                "binning": "equal-count",
+                "epsilon": 1.0,
+                "noise_multiplier": noise_multiplier,
+                "steps": 100,
+                "samples": 10,
+                "n_train": 10,
+                "n_test": 10,
+                "dim": 57,
+            },
+        )
+
+    monkeypatch.setattr(EVALUATION, "coverage", coverage)
+    monkeypatch.setattr(EVALUATION, "calibration", calibration)
+    monkeypatch.setattr(DATASETS, "adult", lambda *args, **kwargs: SimpleNamespace(name="adult", scaling="zscore"))
+    return calls
+
+
+# ---------------------------------------------------------------- record
+
+
+def test_record_keeps_an_existing_trace_unless_forced(capsys, tmp_path):
+    out = tmp_path / "t.nc"
+    out.write_bytes(b"a trace recorded earlier")
+    record = ("record", "--model", "M1", "--noise-multiplier", "7", "--steps", "20", "--out", out)
+    line = single_error(capsys, *record)
+    assert line == f"error: --out: {out} exists; pass --force to replace it"
+    assert out.read_bytes() == b"a trace recorded earlier" and listing(tmp_path) == ["t.nc"]
+    status, _, err = run(capsys, *record, "--force")
+    assert status == 0, err
+    assert na.Trace.load(out).noise_multiplier == 7.0 and listing(tmp_path) == ["t.nc"]
+
+
+@pytest.mark.parametrize("force", [(), ("--force",)])
+def test_record_never_writes_over_its_data(capsys, tmp_path, monkeypatch, force):
+    data = tmp_path / "d.npz"
+    np.savez(data, x=np.random.default_rng(0).exponential(0.25, 200))
+    before = data.read_bytes()
+    monkeypatch.setattr("noiseaware.cli.record.record_dpvi", no_work)
+    monkeypatch.chdir(tmp_path)
+    line = single_error(capsys, "record", "--model", "M1", "--epsilon", "1", "--data", data, "--out", "d.npz", *force)
+    assert "--out: d.npz is an input of this run" in line and "never replaced" in line
+    assert data.read_bytes() == before and listing(tmp_path) == ["d.npz"]
+
+
+# ---------------------------------------------------------------- fit
+
+
+@pytest.mark.parametrize("force", [(), ("--force",)])
+def test_fit_never_writes_over_its_trace(capsys, tmp_path, monkeypatch, force):
+    trace = saved(sgd_trace(steps=100), tmp_path / "t.nc")
+    before = trace.read_bytes()
+    monkeypatch.setattr("noiseaware.cli.fit.fit_reporting_warnings", no_work)
+    line = single_error(capsys, "fit", trace, "--out", trace, *force)
+    assert f"--out: {trace} is an input of this run" in line
+    assert trace.read_bytes() == before and listing(tmp_path) == ["t.nc"]
+
+
+def test_fit_keeps_an_existing_posterior_unless_forced(capsys, tmp_path):
+    trace = saved(sgd_trace(steps=400), tmp_path / "t.nc")
+    (tmp_path / "p.nc").write_bytes(b"an earlier posterior")
+    line = single_error(capsys, "fit", trace, "--out", tmp_path / "p.nc")
+    assert line == f"error: --out: {tmp_path / 'p.nc'} exists; pass --force to replace it"
+    assert (tmp_path / "p.nc").read_bytes() == b"an earlier posterior"
+    status, _, err = run(capsys, "fit", trace, "--out", tmp_path / "p.nc", "--force")
+    assert status == 0, err
+    assert na.load_posterior(tmp_path / "p.nc").method == "exact" and listing(tmp_path) == ["p.nc", "t.nc"]
+
+
+def test_fit_without_out_prints_the_result_and_writes_nothing(capsys, tmp_path):
+    trace = saved(sgd_trace(steps=400), tmp_path / "t.nc")
+    status, out, err = run(capsys, "fit", trace)
+    assert status == 0, err
+    assert "noise-aware posterior: method exact" in out and "noise-aware 90%" in out and "naive 90%" in out
+    assert "posterior not saved (pass --out FILE.nc to save it)" in out
+    assert listing(tmp_path) == ["t.nc"]
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [(".pdf", b"%PDF"), (".svg", b"<?xml")])
+def test_fit_plots_pdf_and_svg(capsys, tmp_path, suffix, magic):
+    trace = saved(sgd_trace(steps=400), tmp_path / "t.nc")
+    status, out, err = run(capsys, "fit", trace, "--plot", tmp_path / f"fit{suffix}")
+    assert status == 0, err
+    assert (tmp_path / f"fit{suffix}").read_bytes().startswith(magic)
+    assert listing(tmp_path) == sorted(["t.nc", f"fit{suffix}"]) and f"plot saved to {tmp_path / f'fit{suffix}'}" in out
+
+
+@pytest.mark.parametrize(
+    ("plot", "message"),
+    [
+        (
+            "{tmp}/missing/fit.png",
+            "--plot: cannot write {tmp}/missing/fit.png: the directory {tmp}/missing does not exist",
+        ),
+        ("{tmp}/fit.gif", "--plot {tmp}/fit.gif: a plot file ends in .png, .pdf"),
+        ("{tmp}/old.png", "--plot: {tmp}/old.png exists; pass --force to replace it"),
+    ],
+)
+def test_fit_checks_the_plot_before_fitting(capsys, tmp_path, monkeypatch, plot, message):
+    trace = saved(sgd_trace(steps=100), tmp_path / "t.nc")
+    (tmp_path / "old.png").write_bytes(b"an earlier plot")
+    monkeypatch.setattr("noiseaware.cli.fit.fit_reporting_warnings", no_work)
+    line = single_error(capsys, "fit", trace, "--out", tmp_path / "ok.nc", "--plot", plot.format(tmp=tmp_path))
+    assert message.format(tmp=tmp_path) in line
+    assert listing(tmp_path) == ["old.png", "t.nc"]
+
+
+def test_fit_names_a_read_only_plot_target_before_fitting(capsys, tmp_path, monkeypatch, read_only):
+    trace = saved(sgd_trace(steps=100), tmp_path / "t.nc")
+    monkeypatch.setattr("noiseaware.cli.fit.fit_reporting_warnings", no_work)
+    line = single_error(capsys, "fit", trace, "--out", tmp_path / "ok.nc", "--plot", read_only / "x.png")
+    assert line == f"error: --plot: cannot write {read_only / 'x.png'}: Permission denied"
+    assert listing(tmp_path) == ["ro", "t.nc"]
+
+
+def test_a_failing_plot_takes_the_posterior_with_it(capsys, tmp_path, monkeypatch):
+    def failing_plot(*args, **kwargs):
+        raise ValueError("the plot failed")
+
+    trace = saved(sgd_trace(steps=400), tmp_path / "t.nc")
+    monkeypatch.setattr("noiseaware.plots.plot_trace", failing_plot)
+    line = single_error(capsys, "fit", trace, "--out", tmp_path / "p.nc", "--plot", tmp_path / "fit.png")
+    assert line == "error: the plot failed"
+    assert listing(tmp_path) == ["t.nc"]
+
+
+# ---------------------------------------------------------------- coverage and calibrate
+
+
+@pytest.mark.parametrize("command", [COVERAGE_ARGS[:3], CALIBRATE_ARGS[:1]])
+def test_a_bad_privacy_level_is_rejected_when_parsed(capsys, tmp_path, studies, command):
+    line = single_error(capsys, *command, "--epsilon", "1", "-1", "--out", tmp_path / "out")
+    assert "argument --epsilon: invalid value '-1': give a finite number > 0" in line
+    assert studies == [] and listing(tmp_path) == []
+
+
+@pytest.mark.parametrize(("command", "files"), [(COVERAGE_ARGS, COVERAGE_FILES), (CALIBRATE_ARGS, CALIBRATION_FILES)])
+def test_every_level_s_files_are_checked_before_the_first_level_runs(capsys, tmp_path, studies, command, files):
+    (tmp_path / "out").mkdir()
+    last = tmp_path / "out" / files[-1]
+    last.write_bytes(b"an earlier result")
+    line = single_error(capsys, *command, "--out", tmp_path / "out")
+    assert line == f"error: --out: {last} exists; pass --force to replace it"
+    assert studies == [] and listing(tmp_path) == ["out", f"out/{files[-1]}"]
+
+
+@pytest.mark.parametrize(("command", "files"), [(COVERAGE_ARGS, COVERAGE_FILES), (CALIBRATE_ARGS, CALIBRATION_FILES)])
+def test_a_study_writes_a_new_directory_and_replaces_its_files_only_when_forced(
+    capsys, tmp_path, studies, command, files
+):
+    command = tuple(arg for arg in command if arg != "10")  # one level: σ = 5
+    files = [name for name in files if "sigma-5" in name]
+    out = tmp_path / "new" / "out"
+    status, _, err = run(capsys, *command, "--out", out)
+    assert status == 0, err
+    assert studies == [5.0] and sorted(os.listdir(out)) == sorted(files)
+    first = (out / files[0]).read_bytes()
+    assert "exists; pass --force" in single_error(capsys, *command, "--out", out)
+    assert studies == [5.0]
+    status, _, err = run(capsys, *command, "--out", out, "--force")
+    assert status == 0, err
+    assert studies == [5.0, 5.0] and sorted(os.listdir(out)) == sorted(files)
+    assert (out / files[0]).read_bytes() == first  # the same results again
+
+
+@pytest.mark.parametrize("command", [COVERAGE_ARGS[:3], CALIBRATE_ARGS[:1]])
+def test_a_level_given_twice_is_refused(capsys, tmp_path, studies, command):
+    line = single_error(capsys, *command, "--epsilon", "1", "1.0", "--out", tmp_path / "out")
+    assert "would be written twice" in line and studies == [] and listing(tmp_path) == []
+
+
+def test_a_level_whose_files_fail_leaves_nothing_behind(capsys, tmp_path, studies, monkeypatch):
+    def failing_plot(*args, **kwargs):
+        raise OSError("cannot write the plot")
+
+    monkeypatch.setattr("noiseaware.plots.plot_coverage", failing_plot)
+    line = single_error(capsys, *COVERAGE_ARGS, "--out", tmp_path / "new" / "out")
+    assert line == "error: cannot write the plot"
+    assert studies == [5.0] and listing(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", [COVERAGE_ARGS, CALIBRATE_ARGS])
+def test_an_output_directory_that_cannot_be_made_fails_before_any_work(capsys, tmp_path, studies, command):
+    (tmp_path / "file").write_text("")
+    line = single_error(capsys, *command, "--out", tmp_path / "file" / "out")
+    assert f"--out: cannot create the directory {tmp_path / 'file' / 'out'}" in line
+    assert studies == [] and listing(tmp_path) == ["file"]
+
+
+@pytest.mark.parametrize("command", [COVERAGE_ARGS, CALIBRATE_ARGS])
+def test_a_read_only_output_directory_fails_before_any_work(capsys, read_only, studies, command):
+    line = single_error(capsys, *command, "--out", read_only / "out")
+    assert line == f"error: --out: cannot write {read_only / 'out'}: Permission denied"
+    assert studies == [] and listing(read_only) == []
+
+
+# ---------------------------------------------------------------- demo
+
+
+def test_demo_with_a_bad_epsilon_leaves_no_directory(capsys, tmp_path):
+    assert "argument --epsilon: invalid value '0'" in single_error(
+        capsys, "demo", "--epsilon", "0", "--out", tmp_path / "d"
+    )
+    assert listing(tmp_path) == []
+
+
+def test_demo_checks_its_files_before_any_work(capsys, tmp_path, monkeypatch):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "m1-trace.png").write_bytes(b"an earlier plot")
+    monkeypatch.setattr("noiseaware.cli.demo.record_dpvi", no_work)
+    line = single_error(capsys, "demo", "--out", tmp_path / "d")
+    assert line == f"error: --out: {tmp_path / 'd' / 'm1-trace.png'} exists; pass --force to replace it"
+    assert listing(tmp_path) == ["d", "d/m1-trace.png"]
+
+
+def test_a_failing_demo_leaves_nothing_behind(capsys, tmp_path, monkeypatch):
+    def failing_fit(*args, **kwargs):
+        raise ValueError("the fit failed")
+
+    monkeypatch.setattr("noiseaware.cli.demo.record_dpvi", lambda *args, **kwargs: sgd_trace(steps=100))
+    monkeypatch.setattr("noiseaware.cli.demo.fit_reporting_warnings", failing_fit)
+    assert single_error(capsys, "demo", "--out", tmp_path / "a" / "d") == "error: the fit failed"
+    assert listing(tmp_path) == []
+
+
+# ---------------------------------------------------------------- δ and --allow-weak-privacy
+
+
+def test_a_weak_delta_needs_allow_weak_privacy(capsys):
+    account = ("account", "--noise-multiplier", "5", "--delta", "0.6", "--steps", "10")
+    assert "--allow-weak-privacy" in single_error(capsys, *account)
+    status, out, err = run(capsys, *account, "--allow-weak-privacy")
+    assert status == 0, err
+    assert "ε for σ = 5" in out
+
+
+@pytest.mark.parametrize("command", [COVERAGE_ARGS, CALIBRATE_ARGS])
+def test_a_study_with_a_weak_delta_fails_before_any_work(capsys, tmp_path, studies, command):
+    assert "--allow-weak-privacy" in single_error(capsys, *command, "--delta", "0.6", "--out", tmp_path / "o")
+    assert studies == [] and listing(tmp_path) == []
+
+
+def test_record_passes_allow_weak_privacy_on(capsys, tmp_path, monkeypatch):
+    seen = {}
+
+    def record_dpvi(*args, **kwargs):
+        seen.update(kwargs)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr("noiseaware.cli.record.record_dpvi", record_dpvi)
+    argv = ("record", "--model", "M1", "--epsilon", "1", "--delta", "0.6", "--out", tmp_path / "t.nc")
+    assert single_error(capsys, *argv, "--allow-weak-privacy") == "error: stop here"
+    assert seen["delta"] == 0.6 and seen["allow_weak_privacy"] is True
+    assert listing(tmp_path) == []
+
+
+# ---------------------------------------------------------------- --help
+
+
+@pytest.mark.parametrize("command", ["record", "fit", "coverage", "calibrate", "demo"])
+def test_every_command_that_writes_offers_force(capsys, command):
+    status, out, _ = run(capsys, command, "--help")
+    assert status == 0 and "--force" in out and "never" in out
+
+
+def test_help_tells_fit_without_out_and_the_fixed_seed_of_calibrate(capsys):
+    _, out, _ = run(capsys, "fit", "--help")
+    assert "without --out the result is only printed" in " ".join(out.split())
+    _, out, _ = run(capsys, "calibrate", "--help")
+    text = " ".join(out.split())
+    assert "fixed default seed" in text and "public benchmark data" in text and "secret" in text

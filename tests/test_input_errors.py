@@ -1,0 +1,296 @@
+"""Bad input gets one clear error before any work, and a batch's warnings come back complete and actionable.
+
+Trace arrays of a dtype other than float32/float64 (issue 14, defect 6); keys that are not keys, and route or
+baseline options out of range (defect 8); warnings of a batch of fits and of a study, one complete line per
+distinct warning with its count and what to do, and no raw numpy RuntimeWarnings (defect 12).
+"""
+
+import dataclasses
+import math
+import re
+import warnings
+
+import h5netcdf
+import jax
+import numpy as np
+import pytest
+from ou import ou_trace
+
+import noiseaware as na
+from noiseaware.cli.common import fit_reporting_warnings, print_method_warnings
+from noiseaware.evaluation.experiment import run_methods
+from noiseaware.evaluation.result import CoverageResult
+from noiseaware.methods import DPVImOptions, ExactOptions, LaplaceOptions, NutsOptions
+from noiseaware.methods.base import Batch
+from noiseaware.methods.reference import NonPrivateOptions
+from noiseaware.methods.registry import DEFAULT_REGISTRY
+from noiseaware.trace import Trace, TraceError
+from noiseaware.util.batch_warnings import FitWarning, gather
+
+SETTINGS = dict(noise_multiplier=1.0, clip=1.0, sampling_rate=0.1, n_examples=10)
+
+
+def arrays(dtype, steps=5):
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(steps, 4)).astype(dtype), rng.normal(size=(steps, 4)).astype(dtype)
+
+
+# ---------------------------------------------------------------- 6: trace dtypes
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float16, np.uint8])
+def test_from_arrays_refuses_arrays_that_are_not_float32_or_float64(dtype):
+    params, grads = arrays(np.float64)
+    with pytest.raises(TraceError, match=rf"^params has dtype {np.dtype(dtype)}; a trace holds float32 or float64"):
+        Trace.from_arrays(params.astype(dtype), grads, **SETTINGS)
+
+
+@pytest.mark.parametrize("field", ["grads", "final_params", "grad_scale", "learning_rate"])
+def test_the_constructor_names_the_field_its_dtype_and_the_fix(field):
+    params, grads = arrays(np.float64)
+    values = dict(params=params, grads=grads, final_params=params[-1], grad_scale=np.ones(4), learning_rate=np.ones(4))
+    values[field] = (values[field] * 4).astype(np.int64)
+    expected = f"{field} has dtype int64; a trace holds float32 or float64: convert with .astype(np.float64)"
+    with pytest.raises(TraceError, match="^" + re.escape(expected) + "$"):
+        Trace(**values, **SETTINGS)
+
+
+def test_float32_and_float64_arrays_and_python_numbers_are_kept():
+    for dtype in (np.float32, np.float64):
+        assert Trace.from_arrays(*arrays(dtype), **SETTINGS).params.dtype == dtype
+    from_lists = Trace.from_arrays([[0, 1], [2, 3]], [[1, 0], [0, 1]], grad_scale=[1, 100], **SETTINGS)
+    assert from_lists.params.dtype == from_lists.grad_scale.dtype == np.float64
+
+
+def write_nc(path, params, grads):
+    with h5netcdf.File(path, "w") as file:
+        file.dimensions = {"step": params.shape[0], "param": params.shape[1]}
+        file.create_variable("params", ("step", "param"), data=params)
+        file.create_variable("grads", ("step", "param"), data=grads)
+        file.attrs.update(SETTINGS)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float16])
+@pytest.mark.parametrize("suffix", [".npz", ".nc"])
+def test_loading_refuses_trace_files_with_other_dtypes(tmp_path, suffix, dtype):
+    path = tmp_path / f"trace{suffix}"
+    params, grads = arrays(np.float64)
+    grads = (grads * 100).astype(dtype)
+    if suffix == ".npz":
+        np.savez(path, params=params, grads=grads, **SETTINGS)
+    else:
+        write_nc(path, params, grads)
+    with pytest.raises(TraceError, match=rf"{re.escape(str(path))}: grads has dtype {np.dtype(dtype)}; .*astype"):
+        Trace.load(path)
+
+
+# ---------------------------------------------------------------- 8: keys and options
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return ou_trace(steps=400)
+
+
+KEY_ERRORS = {
+    "a string": ("abc", TypeError, r"got 'abc'$"),
+    "None": (None, TypeError, r"got None: randomness reaches the result, so a key is required"),
+    "a float": (1.5, TypeError, r"got 1\.5$"),
+    "a bool": (True, TypeError, r"got True$"),
+    "a float array": (np.zeros(2), TypeError, r"got an array of dtype float64 and shape \(2,\)"),
+    "a negative seed": (-5, ValueError, r"below 2\*\*63, got -5$"),
+    "a seed too large": (2**63, ValueError, r"below 2\*\*63, got 9223372036854775808$"),
+}
+
+
+@pytest.mark.parametrize(("key", "error", "match"), list(KEY_ERRORS.values()), ids=list(KEY_ERRORS))
+def test_a_key_that_is_not_a_key_is_one_clear_error(trace, key, error, match):
+    with pytest.raises(error, match=r"^key must be a jax\.random key or a non-negative integer seed.*" + match):
+        na.fit(trace, "exact", key=key)
+
+
+def test_integer_seeds_of_every_kind_and_keys_are_accepted():
+    from noiseaware.util.keys import as_key
+
+    expected = jax.random.key_data(as_key(7))
+    for key in (7, np.int64(7), np.array(7), jax.numpy.asarray(7, jax.numpy.int32)):
+        np.testing.assert_array_equal(jax.random.key_data(as_key(key)), expected)
+    assert as_key(jax.random.key(1)).shape == ()
+
+
+def test_a_negative_sample_size_is_one_clear_error(trace):
+    posterior = na.naive_posterior(trace)
+    with pytest.raises(ValueError, match=r"^n must be a positive integer, got n=-5"):
+        posterior.sample(key=0, n=-5)
+
+
+OPTION_ERRORS = {
+    "draws 0": ("exact", dict(draws=0), r"^draws must be a positive integer, got draws=0; the number K of draws"),
+    "draws 2.5": ("laplace", dict(draws=2.5), r"^draws must be a positive integer, got draws=2\.5"),
+    "burn_in 1": ("exact", dict(burn_in=1.0), r"^burn_in must be a number in \[0, 1\), got burn_in=1\.0"),
+    "hessian_nodes 2": ("exact", dict(hessian_nodes=2), r"^hessian_nodes must be an integer ≥ 3, got hessian_nodes=2"),
+    "passes 0": ("exact", dict(passes=0), r"^passes must be a positive integer, got passes=0"),
+    "prior unknown": ("exact", dict(prior="flat"), r"^unknown prior preset 'flat'"),
+    "style unknown": ("laplace", dict(style="research"), r"^unknown Laplace style 'research': choose one of full"),
+    "max_steps 0": ("laplace", dict(max_steps=0), r"^max_steps must be a positive integer, got max_steps=0"),
+    "warmup -1": ("nuts", dict(warmup=-1), r"^warmup must be a positive integer, got warmup=-1"),
+    "chains 0": ("nuts", dict(chains=0), r"^chains must be a positive integer, got chains=0"),
+    "nuts draws 3": ("nuts", dict(draws=3), r"^draws must be an integer ≥ 4, got draws=3"),
+    "backend unknown": ("nuts", dict(backend="stan"), r"^unknown backend 'stan': choose one of numpyro, blackjax"),
+    "target_accept 1": ("nuts", dict(target_accept=1.0), r"^target_accept must be a number in \(0, 1\)"),
+    "dense_mass 1": ("nuts", dict(dense_mass=1), r"^dense_mass must be True or False, got dense_mass=1"),
+    "chunk 0": ("nuts", dict(chunk=0), r"^chunk must be a positive integer, got chunk=0"),
+    "progress string": ("nuts", dict(progress="yes"), r"^progress must be True, False or a callable"),
+    "dpvim windows 1": ("dpvim", dict(windows=1), r"^windows must be an integer ≥ 2, got windows=1"),
+    "dpvim centre": ("dpvim", dict(centre="mean"), r"^unknown centre 'mean': choose one of last, average"),
+    "dpvim threshold": ("dpvim", dict(threshold=0.0), r"^threshold must be positive and finite, got threshold=0\.0"),
+}
+
+
+@pytest.mark.parametrize(("method", "options", "match"), list(OPTION_ERRORS.values()), ids=list(OPTION_ERRORS))
+def test_a_bad_option_is_one_clear_error_before_any_work(trace, method, options, match):
+    def no_work(*args, **kwargs):
+        raise AssertionError("the method ran before its options were checked")
+
+    registry = DEFAULT_REGISTRY.including(dataclasses.replace(DEFAULT_REGISTRY[method], fit_batch=no_work))
+    with pytest.raises(ValueError, match=match):
+        na.fit(trace, method, key=0, registry=registry, **options)
+
+
+def test_the_fraction_and_flag_checks():
+    from noiseaware.util.checks import flag, fraction
+
+    assert fraction("burn_in", 0) == 0.0 and fraction("burn_in", np.float32(0.5)) == 0.5
+    for value in (1, -0.1, math.nan, "0.2", True):
+        with pytest.raises(ValueError, match=r"^burn_in must be a number in \[0, 1\), got burn_in="):
+            fraction("burn_in", value)
+    assert flag("dense_mass", np.bool_(True)) is True
+    for value in (0, 1, "yes", None):
+        with pytest.raises(ValueError, match=r"^dense_mass must be True or False, got dense_mass="):
+            flag("dense_mass", value)
+
+
+def test_options_objects_check_themselves():
+    """The options dataclasses validate in __post_init__, so a bad object cannot be built or replaced into."""
+    for make in (
+        lambda: ExactOptions(draws=-1),
+        lambda: LaplaceOptions(style="none"),
+        lambda: NutsOptions(warmup=0),
+        lambda: DPVImOptions(draws=0),
+        lambda: NonPrivateOptions(warmup=0),
+        lambda: NonPrivateOptions(progress="no"),
+    ):
+        with pytest.raises(ValueError, match="must be|unknown"):
+            make()
+    with pytest.raises(ValueError, match="^chains must be a positive integer"):
+        dataclasses.replace(NutsOptions(), chains=-2)
+
+
+# ---------------------------------------------------------------- 12: warnings, gathered
+
+
+def silent_trace(seed):
+    """Gradients that ignore φ (pure noise) in the μ block: those coordinates are weakly identified."""
+    rng = np.random.default_rng(seed)
+    params = np.cumsum(rng.normal(0, 0.01, (800, 4)), axis=0)
+    return Trace.from_arrays(params, rng.normal(0, 10.0, (800, 4)), **(SETTINGS | dict(noise_multiplier=5.0)))
+
+
+def weak_warning(line: str) -> re.Match | None:
+    return re.fullmatch(r"weak identification in (\d+) of (\d+) traces \((.*)\): (.*)", line)
+
+
+def test_fit_batch_gathers_a_warning_of_many_traces_into_one_complete_line():
+    """Every trace is weak in some coordinates, not all the same ones: one line with the number of traces and
+    every coordinate named with its own count (never cut short), and advice on what to do."""
+    traces = [silent_trace(seed) for seed in range(3)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        na.fit_batch(traces, "exact", key=0, draws=50)
+    lines = [str(w.message) for w in caught if "weak identification" in str(w.message)]
+    assert len(lines) == 1, lines
+    match = weak_warning(lines[0])
+    assert match and match[1] == "3" and match[2] == "3", lines[0]
+    named = dict(re.fullmatch(r"(\S+) in (\d+)", part).groups() for part in match[3].split(", "))
+    assert {"mu:theta[0]", "mu:theta[1]"} <= set(named) and all(1 <= int(n) <= 3 for n in named.values())
+    assert "…" not in lines[0] and "record a longer trace or spend a larger privacy budget" in match[4]
+    assert all(w.category is FitWarning for w in caught if "weak identification" in str(w.message))
+
+
+def test_a_study_keeps_one_line_per_distinct_warning_with_its_count():
+    """run_methods, the experiment driver of coverage and calibration: the method's warnings over M problems."""
+    traces = tuple(silent_trace(seed) for seed in range(3)) + (ou_trace(steps=800, hessian=(400, 400, 20, 20)),)
+    runs = run_methods(
+        Batch(traces),
+        [DEFAULT_REGISTRY["laplace"]],
+        {"laplace": LaplaceOptions(draws=50)},
+        key=(jax.random.key(0), jax.random.key(1)),
+        score=lambda method, outcomes, key: (None, 0),
+    )
+    lines = runs["laplace"].diagnostics["warnings"]
+    assert len(lines) == 1 and weak_warning(lines[0]) and weak_warning(lines[0]).group(1, 2) == ("3", "4"), lines
+
+
+def test_fit_warnings_combine_their_numbers_and_foreign_warnings_are_counted():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for divergences in (3, 4):
+            warnings.warn(FitWarning("divergent transitions", "raise target_accept", value=divergences), stacklevel=1)
+        for rhat in (1.02, 1.07):
+            warnings.warn(FitWarning("R-hat above 1.01", "run more draws", value=rhat, combine="max"), stacklevel=1)
+        for _ in range(2):
+            warnings.warn("a library's\n   advice", stacklevel=1)
+    lines = [text for _, text in gather(caught, 20)]
+    assert lines == [
+        "divergent transitions in 2 of 20 traces (7 in all): raise target_accept",
+        "R-hat above 1.01 in 2 of 20 traces (largest 1.07): run more draws",
+        "a library's advice (in 2 of 20 traces)",
+    ]
+    assert str(caught[0].message) == "divergent transitions (3): raise target_accept"
+
+
+def test_the_cli_prints_each_warning_once_and_numerical_ones_as_lines(capsys, monkeypatch, trace):
+    """A study's lines, prefixed by the method; a fit's RuntimeWarning as one `warning:` line saying where, not
+    numpy's raw two-line report."""
+
+    def noisy_fit(trace, method, **options):
+        np.log(np.zeros(1))
+        warnings.warn(FitWarning("grid edge", "raise passes", ["mu:theta[0]"]), stacklevel=1)
+        return "posterior"
+
+    monkeypatch.setattr("noiseaware.cli.common.fit", noisy_fit)
+    with warnings.catch_warnings(record=True) as passed_on:
+        warnings.simplefilter("always")
+        assert fit_reporting_warnings(trace, "exact", key=0) == "posterior"
+    assert passed_on == []
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and err[1] == "warning: grid edge (mu:theta[0]): raise passes"
+    assert re.fullmatch(r"warning: numerical warning at .*test_input_errors\.py:\d+: divide by zero .* log", err[0])
+    line = "weak identification in 11 of 20 traces (mu:rate in 9, rho:rate in 4): record a longer trace"
+    other = "divergent transitions in 1 of 20 traces (2 in all): raise target_accept"
+    print_method_warnings(
+        {"exact": {"warnings": [line]}, "naive": {"warnings": []}, "nuts": {"warnings": [line, other]}}
+    )
+    assert capsys.readouterr().err == f"warning: exact, nuts: {line}\nwarning: nuts: {other}\n"
+
+
+def test_a_method_that_failed_everywhere_writes_its_results_without_numpy_warnings(tmp_path):
+    """All its ECP curves are NaN: the files say NaN, and numpy's empty-slice RuntimeWarnings stay inside."""
+    levels = np.linspace(0.05, 0.95, 19)
+    curves = {"research": {"exact": np.full((2, 19), np.nan), "naive": np.tile(levels, (2, 1))}}
+    result = CoverageResult(
+        levels=levels,
+        curves=curves | {"trace": curves["research"]},
+        marginal_curves={r: {m: c[..., None] for m, c in cs.items()} for r, cs in curves.items()}
+        | {"trace": {m: c[..., None] for m, c in curves["research"].items()}},
+        failures={"exact": 20, "naive": 0},
+        seconds={},
+        diagnostics={"exact": {"warnings": []}, "naive": {"warnings": []}},
+        theta_names=("rate",),
+        settings={},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result.to_json(tmp_path / "r.json")
+        result.to_csv(tmp_path / "r.csv")
+    assert "NaN" in (tmp_path / "r.json").read_text() and math.isnan(result.rmse["exact"][0])
