@@ -17,6 +17,8 @@ import pytest
 
 from noiseaware.cli import main
 
+pytestmark = pytest.mark.usefixtures("fast_compilation")  # compile-bound: every snippet compiles its own programs
+
 README = Path(__file__).parents[1] / "README.md"
 
 SHRINK = {
