@@ -102,6 +102,7 @@ CLI_CASES = [
     ("negative ε among levels", cli("coverage", "--model", "M1", "--epsilon", "1", "-1", "--out", "cov"), r"-1"),
     ("plot in a missing folder", cli("fit", "t.nc", "--out", "ok.nc", "--plot", "nowhere/x.png"), r"nowhere"),
     ("plot of unknown type", cli("fit", "t.nc", "--out", "ok.nc", "--plot", "x.jpg"), r"\.png|\.pdf|\.svg"),
+    ("--coordinates without --plot", cli("fit", "t.nc", "--coordinates", "rate"), r"--plot"),
     ("demo at ε = 0", cli("demo", "--epsilon", "0", "--out", "demo"), r"epsilon|ε"),
     ("δ = 0.5", cli("record", "--model", "M1", "--epsilon", "1", "--delta", "0.5", "--out", "m.nc"), r"δ|delta"),
     (

@@ -294,3 +294,15 @@ def test_a_method_that_failed_everywhere_writes_its_results_without_numpy_warnin
         result.to_json(tmp_path / "r.json")
         result.to_csv(tmp_path / "r.csv")
     assert "NaN" in (tmp_path / "r.json").read_text() and math.isnan(result.rmse["exact"][0])
+
+
+def test_a_warning_re_issued_from_its_text_is_shown_once_and_whole():
+    """`fit` re-issues a batch's warnings by their text; beside the original they make one line, with no
+    dangling ': ' where an advice-less FitWarning has no advice."""
+    original = FitWarning("weak identification", "record a longer trace", ["mu:rate"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.warn(original, stacklevel=1)
+        warnings.warn(str(original), FitWarning, stacklevel=1)
+    lines = [line for _, line in gather(caught, 1)]
+    assert lines == ["weak identification (mu:rate): record a longer trace"]

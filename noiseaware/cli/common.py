@@ -6,7 +6,8 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import jax
@@ -79,14 +80,21 @@ def route_options(args) -> dict:
 
 def fit_reporting_warnings(trace: Trace, method: str, **options) -> NoiseAwarePosterior:
     """`fit(trace, method, **options)`, its warnings printed as `warning: …` lines on stderr, each once."""
+    with reporting_warnings():
+        return fit(trace, method, **options)
+
+
+@contextmanager
+def reporting_warnings() -> Iterator[None]:
+    """The warnings raised inside (a fit's, a plot's) printed as `warning: …` lines on stderr, each once —
+    also when the block fails: they may explain why."""
     caught: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            post = fit(trace, method, **options)
-    finally:  # shown also when the fit fails: they may explain why
+            yield
+    finally:
         _show_warnings(caught)
-    return post
 
 
 def _show_warnings(caught: Sequence[warnings.WarningMessage]) -> None:

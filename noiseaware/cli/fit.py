@@ -15,7 +15,7 @@ from ..posteriors.mixture import NoiseAwarePosterior
 from ..posteriors.summary import comparison_table
 from ..trace import BURN_IN, Trace, TraceError
 from ..util.keys import as_key
-from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, route_options
+from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, reporting_warnings, route_options
 from .options import add_force, add_prior, count, fraction, method_lists, positive_int, probability, seed
 from .outputs import Outputs
 
@@ -80,6 +80,13 @@ def add_parser(subparsers) -> None:
         help="also write a figure (.png, .pdf or .svg, by the suffix): μ_t per θ with the burn-in and the "
         "inferred optimum μ*, beside the noise-aware and naive densities of each site on its own scale",
     )
+    parser.add_argument(
+        "--coordinates",
+        nargs="+",
+        metavar="NAME",
+        help="what --plot shows: coordinate names (theta[age]), site names (all their elements) or indices "
+        "(default: every coordinate up to 16 panels; the figure says what it left out)",
+    )
     nuts = parser.add_argument_group("NUTS options (--method nuts only)")
     nuts.add_argument("--warmup", type=count, metavar="W", help="warmup (adaptation) steps per chain (default: 1000)")
     nuts.add_argument("--chains", type=positive_int, metavar="C", help="chains (default: 1)")
@@ -93,6 +100,8 @@ def run(args) -> int:
     outputs = Outputs(force=args.force, inputs=(args.trace,))
     out = None if args.out is None else outputs.file(args.out, "--out", (".nc",), "a posterior file ends in .nc")
     plot = None if args.plot is None else _plot_path(outputs, args.plot)
+    if args.coordinates is not None and plot is None:
+        raise ValueError("--coordinates chooses what --plot shows: pass --plot FILE too")
     options = route_options(args)
     trace = Trace.load(args.trace)
     start = math.floor(args.burn_in * trace.steps)
@@ -119,15 +128,17 @@ def run(args) -> int:
         if plot is not None:
             from .. import plots
 
-            plots.plot_trace(
-                trace,
-                plot,
-                posteriors=posteriors,
-                burn_in=args.burn_in,
-                level=args.level,
-                key=key_theta,
-                overwrite=args.force,
-            )
+            with reporting_warnings():
+                plots.plot_trace(
+                    trace,
+                    plot,
+                    posteriors=posteriors,
+                    burn_in=args.burn_in,
+                    level=args.level,
+                    key=key_theta,
+                    coordinates=_coordinates(args.coordinates),
+                    overwrite=args.force,
+                )
     note = "posterior not saved (pass --out FILE.nc to save it)" if out is None else f"posterior saved to {out}"
     print(f"\n{note}" + ("" if plot is None else f"; plot saved to {plot}"))
     return 0
@@ -164,3 +175,8 @@ def _diagnostics_line(post: NoiseAwarePosterior) -> str | None:
 
 def _scalar(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _coordinates(names: list[str] | None) -> list[str | int] | None:
+    """--coordinates: names as given, plain numbers as indices."""
+    return None if names is None else [int(name) if name.isdigit() else name for name in names]

@@ -76,7 +76,7 @@ def gather(caught: Sequence[warnings.WarningMessage], count: int, unit: str = "t
         values = [w.value for w in group if w.value is not None]
         value = (sum(values) if combine == "sum" else max(values)) if values else None
         lines.append((category, _line(kind, advice, parameters, value, combine, len(group), count, unit)))
-    return lines
+    return list(dict.fromkeys(lines))  # a warning re-issued from its text reads as the original: once
 
 
 def _line(
@@ -92,7 +92,7 @@ def _line(
         parts.append((f"{number} in all" if count > 1 else number) if combine == "sum" else f"largest {number}")
     where = f" in {times} of {count} {unit}" if count > 1 else ""
     detail = f" ({'; '.join(parts)})" if parts else ""
-    return f"{kind}{where}{detail}: {advice}"
+    return f"{kind}{where}{detail}" + (f": {advice}" if advice else "")
 
 
 def _foreign_text(caught_warning: warnings.WarningMessage) -> str:

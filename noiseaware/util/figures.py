@@ -217,7 +217,7 @@ def _warn_left_out(figure: str, shown: int, total: int, names: Sequence[str]) ->
     """The UserWarning of a figure that shows only the first `shown` of `total` panels by default."""
     warnings.warn(
         f"{figure} shows the first {shown} of {total} coordinates; choose which with coordinates=[names or "
-        f"indices], e.g. coordinates={list(names[shown : shown + 2])!r}",
+        f"indices] (command line: fit --coordinates), e.g. coordinates={list(names[shown : shown + 2])!r}",
         UserWarning,
         skip_file_prefixes=(_PACKAGE,),
     )
