@@ -16,3 +16,21 @@ def fast_compilation():
     jax.config.update("jax_disable_most_optimizations", True)
     yield
     jax.config.update("jax_disable_most_optimizations", previous)
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """A directory without write permission; skips where permissions do not bind (root, unless it runs
+    without CAP_DAC_OVERRIDE, e.g. `setpriv --bounding-set=-dac_override,-dac_read_search`)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        (folder / "probe").touch()
+    except PermissionError:
+        yield folder
+    else:
+        (folder / "probe").unlink()
+        pytest.skip("this process writes into read-only directories (root)")
+    finally:
+        folder.chmod(0o755)

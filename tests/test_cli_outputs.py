@@ -45,24 +45,6 @@ def no_work(*args, **kwargs):
 
 
 @pytest.fixture
-def read_only(tmp_path):
-    """A directory without write permission; skips where permissions do not bind (root, unless it runs
-    without CAP_DAC_OVERRIDE, e.g. `setpriv --bounding-set=-dac_override,-dac_read_search`)."""
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    folder.chmod(0o555)
-    try:
-        (folder / "probe").touch()
-    except PermissionError:
-        yield folder
-    else:
-        (folder / "probe").unlink()
-        pytest.skip("this process writes into read-only directories (root)")
-    finally:
-        folder.chmod(0o755)
-
-
-@pytest.fixture
 def studies(monkeypatch):
     """Stand-ins for na.coverage, na.calibration and the Adult loader that return small results at once;
     the privacy levels (σ) they were called with are listed in the returned list."""

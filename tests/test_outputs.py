@@ -160,24 +160,6 @@ def test_a_write_error_names_the_target_not_the_temporary_file(tmp_path, error):
     assert os.listdir(tmp_path) == []
 
 
-@pytest.fixture
-def read_only(tmp_path):
-    """A directory without write permission; skips where permissions do not bind (root, unless it runs
-    without CAP_DAC_OVERRIDE, e.g. `setpriv --bounding-set=-dac_override,-dac_read_search`)."""
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    folder.chmod(0o555)
-    try:
-        (folder / "probe").touch()
-    except PermissionError:
-        yield folder
-    else:
-        (folder / "probe").unlink()
-        pytest.skip("this process writes into read-only directories (root)")
-    finally:
-        folder.chmod(0o755)
-
-
 @pytest.mark.parametrize("name", ["Trace.save .nc", "MixturePosterior.save", "CoverageResult.to_json", "plot_trace"])
 def test_a_read_only_directory_is_reported_with_the_target(read_only, name):
     suffix, write = WRITERS[name]

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from ou import HESSIAN, OPTIMUM, Q, ou_traces
+from ou import HESSIAN, OPTIMUM, Q, assert_nominal, ou_traces, stacked_models
 from scipy import stats
 
 import noiseaware as na
@@ -25,7 +25,6 @@ from noiseaware.models.builtin import GAMMA_PRIOR
 
 TRUTH = np.asarray(OPTIMUM)
 EXTRA = np.array([2.0, 2.0, 0.2, 0.1])  # the gradient noise sd of each coordinate: subsampling, no DP noise
-LEVELS = (0.5, 0.9)
 
 
 def reference_traces(count, steps=4000, seed=0):
@@ -35,20 +34,7 @@ def reference_traces(count, steps=4000, seed=0):
 @pytest.fixture(scope="module")
 def models():
     """The stacked default-prior gradient models of 200 non-private OU traces (leading axis 200)."""
-    with jax.enable_x64(True):
-        models = [jax.tree_util.tree_map(jnp.asarray, gradient_model(t)) for t in reference_traces(200, seed=3)]
-        return jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *models)
-
-
-def assert_nominal(pits: np.ndarray, coordinates=slice(None)) -> None:
-    """pits (traces, P) = P(φ* ≤ truth | trace): the central intervals at each level cover the truth at the
-    level's rate, pooled and per coordinate (those given), within 3.5 binomial standard errors."""
-    for level in LEVELS:
-        covered = np.abs(pits - 0.5) < level / 2
-        sd = np.sqrt(level * (1 - level))
-        assert abs(covered.mean() - level) < 3.5 * sd / np.sqrt(covered.size), (level, covered.mean(axis=0))
-        per_coordinate = np.abs(covered.mean(axis=0) - level) < 3.5 * sd / np.sqrt(covered.shape[0])
-        assert np.all(per_coordinate[coordinates]), (level, covered.mean(axis=0))
+    return stacked_models(reference_traces(200, seed=3))
 
 
 def test_the_priors_of_a_reference_trace_are_scaled_by_the_noise_it_shows():

@@ -9,38 +9,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from ou import OPTIMUM, ou_traces
+from ou import OPTIMUM, assert_nominal, ou_traces, stacked_models
 from scipy import stats
 
 from noiseaware.inference.exact import exact_cdf, exact_grid
-from noiseaware.inference.gradient_model import gradient_model
 from noiseaware.inference.laplace import laplace_approximation
 from noiseaware.inference.nuts import nuts_blackjax_draws
 
 TRUTH = np.asarray(OPTIMUM)
-LEVELS = (0.5, 0.9)
 
 
 @pytest.fixture(scope="module")
 def models():
     """The stacked default-prior gradient models of 200 OU traces (float64 leaves, leading axis 200)."""
-    with jax.enable_x64(True):
-        models = [jax.tree_util.tree_map(jnp.asarray, gradient_model(t)) for t in ou_traces(200, steps=4000, seed=11)]
-        return jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *models)
-
-
-def assert_nominal(pits: np.ndarray) -> None:
-    """pits (traces, P): P(φ* ≤ truth | trace); central `level` intervals cover iff |pit − ½| < level/2.
-    Pooled over coordinates and per coordinate (n = 200: 3.5 sd is ±0.074 at 90 %), each within 3.5
-    binomial sds of the level."""
-    for level in LEVELS:
-        covered = np.abs(pits - 0.5) < level / 2
-        sd = np.sqrt(level * (1 - level))
-        assert abs(covered.mean() - level) < 3.5 * sd / np.sqrt(covered.size), (level, covered.mean(axis=0))
-        assert np.all(np.abs(covered.mean(axis=0) - level) < 3.5 * sd / np.sqrt(covered.shape[0])), (
-            level,
-            covered.mean(axis=0),
-        )
+    return stacked_models(ou_traces(200, steps=4000, seed=11))
 
 
 @pytest.mark.slow
