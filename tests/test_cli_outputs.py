@@ -14,10 +14,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from test_cli import run, saved, sgd_trace, single_error
+from test_outputs import coverage_result
 
 import noiseaware as na
 from noiseaware.evaluation.calibration_result import METRICS, CalibrationResult
-from noiseaware.evaluation.result import CoverageResult
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 
@@ -49,29 +49,10 @@ def studies(monkeypatch):
     """Stand-ins for na.coverage, na.calibration and the Adult loader that return small results at once;
     the privacy levels (σ) they were called with are listed in the returned list."""
     calls = []
-    levels = np.linspace(0, 1, 21)
 
     def coverage(bm, *, noise_multiplier, **options):
         calls.append(noise_multiplier)
-        curves = {rule: {"exact": np.tile(levels, (2, 1))} for rule in ("research", "trace")}
-        return CoverageResult(
-            levels=levels,
-            curves=curves,
-            marginal_curves={rule: {"exact": c["exact"][..., None]} for rule, c in curves.items()},
-            failures={"exact": 0},
-            seconds={"dpvi": 0.1},
-            diagnostics={},
-            theta_names=("rate",),
-            settings={
-                "model": bm.name,
-                "epsilon": 1.0,
-                "noise_multiplier": noise_multiplier,
-                "simulations": 4,
-                "references": 2,
-                "samples": 10,
-                "steps": 100,
-            },
-        )
+        return coverage_result(model=bm.name, noise_multiplier=noise_multiplier, references=2, samples=10, steps=100)
 
     def calibration(data, *, methods, noise_multiplier, **options):
         calls.append(noise_multiplier)

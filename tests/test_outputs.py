@@ -37,7 +37,8 @@ def small_trace() -> na.Trace:
     )
 
 
-def coverage_result() -> CoverageResult:
+def coverage_result(**settings) -> CoverageResult:
+    """A small CoverageResult of one method, "exact"; `settings` replace or add to its toy settings."""
     levels = np.linspace(0, 1, 21)
     curves = {rule: {"exact": np.tile(levels, (2, 1))} for rule in ("research", "trace")}
     return CoverageResult(
@@ -48,7 +49,7 @@ def coverage_result() -> CoverageResult:
         seconds={"dpvi": 1.0},
         diagnostics={},
         theta_names=("rate",),
-        settings={"model": "toy", "epsilon": 1.0, "noise_multiplier": 2.0, "simulations": 4},
+        settings={"model": "toy", "epsilon": 1.0, "noise_multiplier": 2.0, "simulations": 4} | settings,
     )
 
 
