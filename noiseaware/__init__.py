@@ -22,7 +22,7 @@ from .methods import DEFAULT_REGISTRY, Method, Registry, fit, fit_batch, per_pro
 from .posteriors import DPVImPosterior, NaivePosterior, NoiseAwarePosterior, Posterior, load_posterior
 from .privacy import epsilon_spent, noise_multiplier
 from .recording import ModelError, record_dpvi, record_dpvi_batch
-from .trace import Trace, TraceError
+from .trace import Trace, TraceCheckError, TraceDiagnosis, TraceError, diagnose
 
 __version__ = "0.1.0"
 
@@ -37,6 +37,8 @@ __all__ = [
     "Prior",
     "Registry",
     "Trace",
+    "TraceCheckError",
+    "TraceDiagnosis",
     "TraceError",
     "calibration",
     "calibration_curve",
@@ -44,6 +46,7 @@ __all__ = [
     "coverage",
     "coverage_rmse",
     "datasets",
+    "diagnose",
     "dpvim_posterior",
     "epsilon_spent",
     "fit",

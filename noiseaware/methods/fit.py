@@ -6,12 +6,15 @@ fit_batch(traces, "exact", key=k)[m]        ≡ fit(traces[m], "exact", key=jax.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ..posteriors.base import Posterior
-from ..trace import Trace
+from ..posteriors.mixture import MixturePosterior
+from ..trace import BURN_IN, Trace, TraceCheckError, TraceDiagnosis
+from ..util.batch_warnings import FitWarning
 from ..util.keys import as_key
 from .base import Batch, Method, Registry, fit_problems, split_keys, summarise_warnings
 from .registry import DEFAULT_REGISTRY
@@ -19,6 +22,8 @@ from .registry import DEFAULT_REGISTRY
 __all__ = ["fit", "fit_batch"]
 
 OnError = Literal["raise", "skip"]
+Checks = Literal["warn", "raise", "off"]
+CHECK_MODES = ("warn", "raise", "off")
 
 
 def fit(
@@ -27,6 +32,7 @@ def fit(
     *,
     key,
     options: Any = None,
+    diagnostics: Checks = "warn",
     registry: Registry = DEFAULT_REGISTRY,
     **option_values,
 ) -> Posterior:
@@ -35,8 +41,13 @@ def fit(
     key: a jax PRNG key or int seed (required: the draws depend on it). options: the method's options
     object (e.g. `na.methods.ExactOptions(prior="paper")`) or a mapping; keyword options override it, e.g.
     fit(trace, "nuts", key=0, chains=4, warmup=500). A failed fit raises its ValueError.
+    diagnostics: the trace checks (`na.diagnose`, at the method's burn-in) run first; "warn" (default) warns
+    with each finding, "raise" raises `TraceCheckError` before any fitting, "off" skips them. The report is
+    kept on the posterior (`post.checks`).
     """
-    return _fit([trace], method, as_key(key)[None], options, registry, "raise", option_values, stacklevel=3)[0]
+    return _fit(
+        [trace], method, as_key(key)[None], options, registry, "raise", diagnostics, option_values, stacklevel=3
+    )[0]
 
 
 def fit_batch(
@@ -46,6 +57,7 @@ def fit_batch(
     key,
     options: Any = None,
     on_error: OnError = "raise",
+    diagnostics: Checks = "warn",
     registry: Registry = DEFAULT_REGISTRY,
     **option_values,
 ) -> list[Posterior | None]:
@@ -54,13 +66,15 @@ def fit_batch(
     Trace m uses jax.random.split(key, M)[m], so the result equals M `fit` calls with those keys.
     on_error="raise" raises the first failed fit's error (naming the trace); "skip" puts None in its
     place and warns with the count. Warnings are gathered: one per kind, with the number of traces.
+    diagnostics: as in `fit`, per trace ("raise" names the first trace that fails).
     """
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}")
     traces = list(traces)
     if not traces:
         raise ValueError("fit_batch needs at least one trace")
-    return _fit(traces, method, split_keys(key, len(traces)), options, registry, on_error, option_values, stacklevel=3)
+    keys = split_keys(key, len(traces))
+    return _fit(traces, method, keys, options, registry, on_error, diagnostics, option_values, stacklevel=3)
 
 
 def _fit(
@@ -70,6 +84,7 @@ def _fit(
     options,
     registry: Registry,
     on_error: OnError,
+    checks: Checks,
     option_values: Mapping[str, Any],
     stacklevel: int,
 ) -> list[Posterior | None]:
@@ -82,10 +97,16 @@ def _fit(
     for trace in traces:
         if not isinstance(trace, Trace):
             raise TypeError(f"fit needs a noiseaware.Trace, got {type(trace).__name__}: load one with Trace.load(path)")
+    if checks not in CHECK_MODES:
+        raise ValueError(f"diagnostics must be one of {', '.join(map(repr, CHECK_MODES))}; got {checks!r}")
     settings = chosen.make_options(options, **option_values)
+    reports = _diagnose(traces, getattr(settings, "burn_in", BURN_IN), checks)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        for report in reports:
+            _warn_findings(report)
         outcomes = fit_problems(chosen, Batch(tuple(traces)), keys, settings)
+    outcomes = [_with_checks(outcome, report) for outcome, report in zip(outcomes, reports)]
     failed = [(m, o) for m, o in enumerate(outcomes) if isinstance(o, Exception)]
     if failed and on_error == "raise":
         index, error = failed[0]
@@ -98,3 +119,30 @@ def _fit(
             stacklevel=stacklevel,
         )
     return [None if isinstance(o, Exception) else o for o in outcomes]
+
+
+def _diagnose(traces: list[Trace], burn_in: float, checks: Checks) -> list[TraceDiagnosis | None]:
+    """The trace checks of every trace (None for "off"); "raise" raises for the first trace that fails."""
+    if checks == "off":
+        return [None] * len(traces)
+    reports = [trace.diagnose(burn_in=burn_in) for trace in traces]
+    for index, report in enumerate(reports):
+        if checks == "raise" and not report.ok:
+            where = "" if len(traces) == 1 else f"trace {index}: "
+            raise TraceCheckError(
+                f"{where}{report}\n(fit with diagnostics='warn' to fit anyway, or 'off' to skip the checks)"
+            )
+    return reports
+
+
+def _warn_findings(report: TraceDiagnosis | None) -> None:
+    """One FitWarning per finding of one trace; a batch gathers them into one line per kind."""
+    for finding in () if report is None else report.findings:
+        warnings.warn(FitWarning(f"trace check: {finding.title}", finding.advice, finding.parameters), stacklevel=2)
+
+
+def _with_checks(outcome, report: TraceDiagnosis | None):
+    """The posterior with its trace's report attached (posteriors over the VI optimum keep it as `checks`)."""
+    if report is None or not isinstance(outcome, MixturePosterior):
+        return outcome
+    return dataclasses.replace(outcome, checks=report)

@@ -3,7 +3,8 @@
 One netCDF file (h5netcdf) holds a noise-aware, naive or DPVIm posterior: the root's attributes (schema,
 type, method, prior, diagnostics, trace facts, the site map), group `gradient_model` with the draws of φ*
 (and A, u), and, when kept, group `dpvi` with the trace's iterates μ_t; `posterior` holds θ draws for ArviZ
-and is not read back. Files written before the iterates or the site labels were kept load without them.
+and is not read back. Files written before the iterates, the site labels or the trace checks were kept load
+without them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from ..trace import TraceDiagnosis
 from ..trace.sites import SiteSpec
 from ..util.diagnostics import diagnostics_type
 from .mixture import (
@@ -75,6 +77,7 @@ def load_posterior(path: str | os.PathLike) -> MixturePosterior:
         diagnostics = diagnostics_type(str(attrs.get("diagnostics_type", ""))).from_mapping(
             json.loads(attrs["diagnostics"])
         )
+        checks = json.loads(attrs.get("checks", "null"))  # older files: no trace checks
         return kind(
             optimum_chains=model["optimum"].values,
             hessian_chains=model["hessian"].values if "hessian" in model else None,
@@ -86,6 +89,7 @@ def load_posterior(path: str | os.PathLike) -> MixturePosterior:
             diagnostics=diagnostics,
             info=json.loads(attrs["info"]),
             iterates=iterates,
+            checks=None if checks is None else TraceDiagnosis.from_dict(checks),
         )
 
 

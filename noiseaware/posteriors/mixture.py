@@ -26,7 +26,7 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from ..trace import Trace
+from ..trace import Trace, TraceDiagnosis
 from ..trace.sites import SiteMap, SiteSpec
 from ..util.diagnostics import Diagnostics, NoDiagnostics
 from ..util.files import atomic_write, plain
@@ -61,7 +61,8 @@ class MixturePosterior(PosteriorBase):
     φ = (μ, ρ); sites map θ (d,) to the model's named sites (None when the trace had no site map).
     diagnostics: the route's facts (R-hat, ESS, divergences, grid sizes …); info: facts of the trace
     (ε, δ, σ, steps, burn-in); iterates (T, d): the trace's μ_t, t = 0..T−1 (`trace_iterates`; DP-released
-    values), or None.
+    values), or None. checks: the trace's `TraceDiagnosis` (set by `fit`), whose `theta_verdicts()` say which
+    θ coordinates the trace checks trust; None when the checks were off.
     """
 
     optimum_chains: np.ndarray
@@ -74,6 +75,7 @@ class MixturePosterior(PosteriorBase):
     diagnostics: Diagnostics = NoDiagnostics()
     info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     iterates: np.ndarray | None = None
+    checks: TraceDiagnosis | None = None
 
     kind: ClassVar[str] = "posterior over the VI optimum"
 
@@ -272,6 +274,8 @@ class MixturePosterior(PosteriorBase):
             "site_shapes": json.dumps([list(s.shape) for s in sites]),
             "site_transforms": json.dumps([s.transform for s in sites]),
             "site_labels": json.dumps([None if s.labels is None else list(s.labels) for s in sites]),
+            "checks": "null" if self.checks is None else json.dumps(plain(self.checks.to_dict())),
+            "theta_verdicts": "null" if self.checks is None else json.dumps(list(self.checks.theta_verdicts())),
         }
 
     def save(self, path: str | os.PathLike, key, *, overwrite: bool = False) -> None:

@@ -2,8 +2,21 @@
 (docs/trace-format.md), and its site map (`sites`): the flat parameter vector ⇄ the model's named sites."""
 
 from .core import Trace
+from .diagnosis import CHECKS, Finding, TraceCheckError, TraceDiagnosis, diagnose
 from .files import SCHEMA, SCHEMA_VERSION
 from .summary import BURN_IN
 from .validation import VARIATIONAL_FAMILIES, TraceError
 
-__all__ = ["BURN_IN", "SCHEMA", "SCHEMA_VERSION", "VARIATIONAL_FAMILIES", "Trace", "TraceError"]
+__all__ = [
+    "BURN_IN",
+    "CHECKS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "VARIATIONAL_FAMILIES",
+    "Finding",
+    "Trace",
+    "TraceCheckError",
+    "TraceDiagnosis",
+    "TraceError",
+    "diagnose",
+]

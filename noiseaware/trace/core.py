@@ -20,6 +20,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..util.figures import draw_and_save
+from .diagnosis import LEVEL, TraceDiagnosis, diagnose
 from .figure import trace_figure
 from .files import read_trace, write_trace
 from .sites import SiteMap, SiteSpec
@@ -104,8 +105,15 @@ class Trace:
 
     def summary(self) -> str:
         """A readable multi-line table: the settings, then per θ coordinate the final μ and sd, the
-        post-burn-in mean of μ, and the sd of G over the last 80 % next to the DP noise sd σC/s."""
+        post-burn-in mean of μ, the sd of G over the last 80 % next to the DP noise sd σC/s, and the
+        verdict of `diagnose`; then its findings."""
         return summary_text(self)
+
+    def diagnose(self, *, burn_in: float = BURN_IN, level: float = LEVEL) -> TraceDiagnosis:
+        """Check the trace against the gradient model's assumptions (`noiseaware.diagnose`): stationarity and
+        burn-in, the linear-Gaussian model, divergence, the noise bookkeeping. A trace that meets them raises
+        any finding with probability ≤ level."""
+        return diagnose(self, burn_in=burn_in, level=level)
 
     def __repr__(self) -> str:
         """A short description (steps, dimension, privacy, sites), not the arrays."""

@@ -1,0 +1,212 @@
+"""The statistics behind `na.diagnose`: per coordinate j, tests of what the gradient model assumes (docs/diagnostics.md).
+
+Over the kept steps t = B..T−1 (n = T − B, x_t = φ_tj − φ̄_j), the model G_tj = c_j (φ_tj − φ*_j) + e_tj,
+e_tj ~ N(0, ν_j² + u_j²) independent over t, with ν_j = σC/s_j the recorded DP noise sd, is checked by
+
+* noise: (n − 2) r²/ν² ~ χ²_{n−2} at u = 0, r² the residual variance of the OLS fit of G on φ; a small value
+  means G varies less than its own DP noise (wrong σ, C, s or reduction in the metadata); `noise_ratio` r²/ν²;
+  excess noise: the upper tail of (n − 2) r²/(3ν²), G varying over 3× more than its DP noise;
+* windows: K windows agree on φ* = φ̄ − Ḡ/c: the score test S = Σ_w n_w ē_w²/r² ~ χ²_{K−1} on the windows'
+  mean residuals of the pooled fit;
+* curvature: the t test of a quadratic term, G = α + c x + γ (x² − fit) + e; t ~ t_{n−3};
+* autocorrelation: Ljung–Box on the residuals, Q = n(n + 2) Σ_{k≤m} ρ̂_k²/(n − k) ~ χ²_m (the DP noise is
+  independent across steps);
+* drift: the first and last windows' means of φ against their difference under the stationary AR(1) the model
+  implies (φ_{t+1} − φ* = (1 − κ)(φ_t − φ*) − λe_t, κ = λc, stationary variance γ₀ = λ² r²/(κ(2 − κ))), z ~ N(0, 1);
+  without known step sizes κ and γ₀ come from φ's own lag-1 autocorrelation and variance;
+* relaxation (rules, not tests): the leftover of the start, |φ_0j − φ̂*_j|·(1 − κ⁺)^B against √γ₀, with κ⁺ from
+  the slope's upper 2-standard-error bound, and n·κ⁺, the number of relaxation times kept;
+* divergence (rules): a slope significantly below 0 (G pushes φ away from where it is) and κ ≥ 2 (each step
+  multiplies the distance to φ* by |1 − κ| ≥ 1).
+
+Every p-value is a (P,) array; `trace_checks` computes them all in float64 from O(n·P) sums.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["CheckStatistics", "EXCESS", "LAGS", "WINDOWS", "trace_checks"]
+
+WINDOWS = 4
+"""K, the windows of the kept steps whose optima must agree; the drift test compares the first and the last."""
+EXCESS = 3.0
+"""The excess-noise test asks whether r²/ν² exceeds this: G varying 3× more than the recorded DP noise."""
+LAGS = 10
+"""m, the lags of the Ljung–Box test of the residuals."""
+
+
+class CheckStatistics(NamedTuple):
+    """Per-coordinate statistics, (P,) float64 arrays (NaN where a coordinate does not move).
+
+    moves: whether φ_j varies after burn-in (bool); slope_z: ĉ/se(ĉ); noise_ratio r²/ν² (inf without DP noise);
+    p_noise (lower tail), p_excess (r²/ν² above EXCESS), p_windows, p_curvature, p_autocorrelation, p_drift; window_optima (K, P) φ̂* per
+    window (common slope); optimum φ̂*; relaxation κ̂ per step; relaxations n·κ⁺; leftover: the start's
+    remaining offset at B in stationary sds; stationary_sd √γ₀.
+    """
+
+    moves: np.ndarray
+    slope_z: np.ndarray
+    noise_ratio: np.ndarray
+    p_noise: np.ndarray
+    p_excess: np.ndarray
+    p_windows: np.ndarray
+    p_curvature: np.ndarray
+    p_autocorrelation: np.ndarray
+    p_drift: np.ndarray
+    window_optima: np.ndarray
+    optimum: np.ndarray
+    relaxation: np.ndarray
+    relaxations: np.ndarray
+    leftover: np.ndarray
+    stationary_sd: np.ndarray
+
+
+def trace_checks(
+    params: np.ndarray,
+    grads: np.ndarray,
+    *,
+    start: int,
+    noise_sd: np.ndarray,
+    sampling_rate: float,
+    learning_rate: np.ndarray | None,
+) -> CheckStatistics:
+    """All statistics for the steps t ≥ start of params, grads (T, P); noise_sd ν (P,), learning_rate λ (P,) of
+    plain SGD or None."""
+    phi_all = np.asarray(params, np.float64)
+    phi, grad = phi_all[start:], np.asarray(grads, np.float64)[start:]
+    n, size = phi.shape
+    x = phi - phi.mean(axis=0)
+    g = grad - grad.mean(axis=0)
+    sxx, sgg, sxg = np.sum(x * x, axis=0), np.sum(g * g, axis=0), np.sum(x * g, axis=0)
+    moves = sxx > n * (1e-12 * np.maximum(1.0, np.abs(phi.mean(axis=0)))) ** 2
+    safe = np.where(moves, sxx, 1.0)
+    slope = np.where(moves, sxg / safe, np.nan)
+    rss = np.maximum(sgg - slope * sxg, 0.0)
+    residual_var = rss / (n - 2)
+    slope_se = np.sqrt(residual_var / safe)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope_z = slope / slope_se
+        noise_var = np.asarray(noise_sd, np.float64) ** 2
+        noise_ratio = np.where(noise_var > 0, residual_var / noise_var, np.inf)
+        p_noise = np.where(noise_var > 0, stats.chi2.cdf((n - 2) * noise_ratio, n - 2), np.nan)
+        p_excess = np.where(noise_var > 0, stats.chi2.sf((n - 2) * noise_ratio / EXCESS, n - 2), np.nan)
+        optimum = phi.mean(axis=0) - grad.mean(axis=0) / slope
+        residuals = g - slope * x
+        p_windows, window_optima = _windows(phi, grad, slope, residuals, residual_var)
+        p_curvature = _curvature(x, g, slope, rss)
+        p_autocorrelation = _ljung_box(residuals)
+        relaxation, variance = _dynamics(x, slope, slope_se, residual_var, learning_rate, sampling_rate)
+        kappa, kappa_up = relaxation
+        p_drift = _drift(phi, kappa, variance)
+        stationary_sd = np.sqrt(variance)
+        offset = np.maximum(np.abs(phi_all[0] - optimum) - 2.0 * _optimum_se(grad, slope, slope_se, residual_var, n), 0)
+        decay = np.exp(start * np.log(np.clip(1.0 - kappa_up, 1e-300, None)))
+        leftover = np.where(kappa_up < 1.0, offset * decay / stationary_sd, 0.0)
+    nan = ~moves
+    return CheckStatistics(
+        moves=moves,
+        slope_z=_blank(slope_z, nan),
+        noise_ratio=noise_ratio,
+        p_noise=p_noise,
+        p_excess=p_excess,
+        p_windows=_blank(p_windows, nan),
+        p_curvature=_blank(p_curvature, nan),
+        p_autocorrelation=_blank(p_autocorrelation, nan),
+        p_drift=_blank(p_drift, nan),
+        window_optima=np.where(nan, np.nan, window_optima),
+        optimum=_blank(optimum, nan),
+        relaxation=_blank(kappa, nan),
+        relaxations=_blank(n * kappa_up, nan),
+        leftover=_blank(leftover, nan),
+        stationary_sd=_blank(stationary_sd, nan),
+    )
+
+
+def _blank(values: np.ndarray, where: np.ndarray) -> np.ndarray:
+    return np.where(where, np.nan, values).astype(np.float64)
+
+
+def _window_slices(n: int) -> list[slice]:
+    bounds = np.linspace(0, n, WINDOWS + 1).astype(int)
+    return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _windows(phi: np.ndarray, grad: np.ndarray, slope: np.ndarray, residuals: np.ndarray, residual_var: np.ndarray):
+    """Score test that the K windows agree on φ* given the pooled fit: the windows' mean residuals ē_w of the
+    pooled OLS fit, S = Σ_w n_w ē_w² / r² ~ χ²_{K−1}. (Refitting the slope within windows would bias it where a
+    window holds few relaxation times, as fixed effects do in dynamic panels.) Returns p (P,) and the windows'
+    optima φ̄_w − Ḡ_w/ĉ (K, P)."""
+    statistic, optima = 0.0, []
+    for part in _window_slices(phi.shape[0]):
+        size = part.stop - part.start
+        statistic = statistic + size * residuals[part].mean(axis=0) ** 2 / residual_var
+        optima.append(phi[part].mean(axis=0) - grad[part].mean(axis=0) / slope)
+    return stats.chi2.sf(statistic, WINDOWS - 1), np.asarray(optima)
+
+
+def _curvature(x: np.ndarray, g: np.ndarray, slope: np.ndarray, rss: np.ndarray) -> np.ndarray:
+    """t test of γ in G = α + c x + γ z + e, z = x² orthogonalised against (1, x): γ̂ = Σ z g / Σ z², two-sided."""
+    n = x.shape[0]
+    square = x * x
+    z = square - square.mean(axis=0) - (np.sum(square * x, axis=0) / np.sum(x * x, axis=0)) * x
+    szz, szg = np.sum(z * z, axis=0), np.sum(z * g, axis=0)
+    residual_var = np.maximum(rss - szg**2 / szz, 0.0) / (n - 3)
+    t = (szg / szz) / np.sqrt(residual_var / szz)
+    return 2.0 * stats.t.sf(np.abs(t), n - 3)
+
+
+def _ljung_box(residuals: np.ndarray) -> np.ndarray:
+    """Ljung–Box p-value of the residuals (n, P) over LAGS lags."""
+    n = residuals.shape[0]
+    total = np.sum(residuals * residuals, axis=0)
+    statistic = np.zeros(residuals.shape[1])
+    for lag in range(1, LAGS + 1):
+        rho = np.sum(residuals[lag:] * residuals[:-lag], axis=0) / total
+        statistic += rho**2 / (n - lag)
+    return stats.chi2.sf(n * (n + 2) * statistic, LAGS)
+
+
+def _dynamics(x, slope, slope_se, residual_var, learning_rate, sampling_rate):
+    """((κ̂, κ⁺), γ₀): the relaxation per step and its upper bound, and the stationary variance of φ.
+
+    Plain SGD with known λ: κ = λĉ, κ⁺ = λ(ĉ + 2 se), γ₀ = λ² r²/(κ(2 − κ)). Otherwise φ's lag-1 autocorrelation
+    ρ₁: κ = 1 − ρ₁ (κ⁺ the same) and γ₀ its sample variance. (ĉ is the slope of G on φ; sampling rate q is in ĉ.)
+    """
+    if learning_rate is not None:
+        lam = np.asarray(learning_rate, np.float64)
+        kappa, kappa_up = lam * slope, lam * (slope + 2.0 * slope_se)
+        variance = lam**2 * residual_var / (kappa * (2.0 - kappa))
+        return (kappa, kappa_up), variance
+    variance = np.mean(x * x, axis=0)
+    kappa = 1.0 - np.sum(x[1:] * x[:-1], axis=0) / np.sum(x * x, axis=0)
+    return (kappa, kappa), variance
+
+
+def _drift(phi: np.ndarray, kappa: np.ndarray, variance: np.ndarray) -> np.ndarray:
+    """p-value of the first and last windows' means of φ under the stationary AR(1) with coefficient r = 1 − κ and
+    variance γ₀: Var(mean of w steps) = γ₀/w² (w(1 + r)/(1 − r) − 2r(1 − r^w)/(1 − r)²), Cov of two windows s
+    steps apart = γ₀ r^(s−w+1) ((1 − r^w)/(1 − r))²/w². NaN where 0 < κ < 2 fails (no stationary law)."""
+    parts = _window_slices(phi.shape[0])
+    first, last = parts[0], parts[-1]
+    w = first.stop - first.start
+    gap = last.start - first.start
+    r = 1.0 - kappa
+    stable = (kappa > 0) & (kappa < 2)
+    r = np.where(stable, r, 0.0)
+    one = 1.0 - r
+    power = r**w
+    var_mean = variance / w**2 * (w * (1 + r) / one - 2 * r * (1 - power) / one**2)
+    cov = variance / w**2 * np.sign(r) ** (gap - w + 1) * np.abs(r) ** (gap - w + 1) * ((1 - power) / one) ** 2
+    sd = np.sqrt(np.maximum(2.0 * var_mean - 2.0 * cov, 0.0))
+    z = (phi[last].mean(axis=0) - phi[first].mean(axis=0)) / sd
+    return np.where(stable & (sd > 0), 2.0 * stats.norm.sf(np.abs(z)), np.nan)
+
+
+def _optimum_se(grad, slope, slope_se, residual_var, n):
+    """se of φ̂* = φ̄ − Ḡ/ĉ by the delta method: sqrt(r²/n + (Ḡ se(ĉ)/ĉ)²)/|ĉ|."""
+    mean = grad.mean(axis=0)
+    return np.sqrt(residual_var / n + (mean * slope_se / slope) ** 2) / np.abs(slope)

@@ -1,0 +1,340 @@
+"""`diagnose`: does a trace meet what the gradient model assumes? A typed report of findings (docs/diagnostics.md).
+
+A released trace is DP output, so every check is free. Each statistical check is a test at level α/m over
+the P coordinates (Bonferroni: α/(mP) per coordinate), m = 7 tests, so a trace that meets every assumption
+raises any finding with probability ≤ α (default 5 %). The rules (constant coordinates, the start not yet
+forgotten, κ ≥ 2) fire only on facts no such trace shows. The statistics are in `checks`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy import stats
+
+from ..util.tables import text_table
+from .checks import EXCESS, WINDOWS, CheckStatistics, trace_checks
+from .summary import BURN_IN
+
+if TYPE_CHECKING:
+    from .core import Trace
+
+__all__ = ["CHECKS", "LEVEL", "Finding", "TraceCheckError", "TraceDiagnosis", "diagnose"]
+
+LEVEL = 0.05
+"""α: the chance that a trace meeting every assumption raises any finding."""
+TESTS = 7
+"""m: the statistical checks that share α."""
+LEFTOVER = 1.0
+"""The transient rule fires when the start's remaining offset exceeds this many stationary sds."""
+BURN_INS = (0.3, 0.4, 0.5, 0.6, 0.7)
+"""Burn-ins tried, in order, when the default leaves a transient: the first whose windows agree is proposed."""
+
+LONGER = "record a longer trace (more steps) or a larger learning rate"
+METADATA = "check σ (noise_multiplier), C (clip), s (grad_scale) and reduction ('sum' or 'mean') in the metadata"
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One check: its name, what a finding means, and what to do."""
+
+    name: str
+    title: str
+    meaning: str
+    advice: str
+
+
+CHECKS = {
+    check.name: check
+    for check in (
+        Check("constant", "constant coordinate", "φ never moves after burn-in", "check the trace and the learning rate"),
+        Check(
+            "noise",
+            "gradient noise below the DP noise",
+            "G varies less than its own recorded DP noise sd σC/s, which cannot happen",
+            METADATA + " (grads recorded as a mean but described as a sum show up here)",
+        ),
+        Check(
+            "excess_noise",
+            f"gradient noise over {EXCESS:g}× the DP noise",
+            "G varies far more than the recorded DP noise; if σ, C or s in the metadata are too small the recorded "
+            "ε is not the privacy spent",
+            METADATA + "; if they are right, the noise is subsampling noise, which the model learns (extra noise u)",
+        ),
+        Check(
+            "windows",
+            "windows disagree on φ*",
+            "the gradient model fitted on separate windows of the kept trace gives different optima",
+            "fit with a larger burn_in, or " + LONGER,
+        ),
+        Check(
+            "curvature",
+            "curved gradient",
+            "G depends on φ − φ* nonlinearly over the region the trace visits (the linear model lacks a quadratic "
+            "term); often a learning rate so large that the iterates roam far, or clipping active near the optimum",
+            "record with a smaller learning rate (or a larger clip C)",
+        ),
+        Check(
+            "autocorrelation",
+            "autocorrelated residuals",
+            "the residuals of G on φ are correlated across steps, but the DP noise is independent",
+            "record with a smaller learning rate; check that every step's G is recorded, in order",
+        ),
+        Check(
+            "drift",
+            "drift",
+            "the first and last windows' means of φ differ by more than stationary fluctuation allows",
+            "fit with a larger burn_in, or " + LONGER,
+        ),
+        Check(
+            "transient",
+            "start not forgotten",
+            "at the end of the burn-in the iterates are still on their way from the initial value φ_0 "
+            "(or the kept trace spans less than one relaxation time)",
+            "fit with a larger burn_in, or " + LONGER,
+        ),
+        Check(
+            "divergence",
+            "divergence",
+            "the gradient pushes φ away from where it is (a negative slope), or each SGD step overshoots the optimum "
+            "by more than the distance (λ·ĉ ≥ 2)",
+            "record with a smaller learning rate",
+        ),
+    )
+}
+"""Every check by name."""
+
+
+class TraceCheckError(ValueError):
+    """A trace failed the checks of `diagnose` and `fit(..., diagnostics="raise")` was asked for."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """A check that fired: its name, the parameters concerned, the statistic (as text) and what to do."""
+
+    check: str
+    parameters: tuple[str, ...]
+    statistic: str
+    advice: str
+
+    @property
+    def title(self) -> str:
+        return CHECKS[self.check].title
+
+    def __str__(self) -> str:
+        return f"{self.title} ({', '.join(self.parameters)}; {self.statistic}): {self.advice}"
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceDiagnosis:
+    """The report of `diagnose`: the findings, per-coordinate flags and statistics, and a proposed burn-in.
+
+    flags {check: (P,) bool}; statistics {name: (P,) float64} (p-values, noise ratio r²/ν², optimum φ̂*,
+    relaxations n·κ⁺, leftover, …); window_optima (K, P); proposed_burn_in: a burn-in after which the windows
+    agree, when the default leaves a transient (None when it does not, or when no tried burn-in does).
+    """
+
+    param_names: tuple[str, ...]
+    level: float
+    burn_in: float
+    findings: tuple[Finding, ...]
+    flags: Mapping[str, np.ndarray]
+    statistics: Mapping[str, np.ndarray]
+    window_optima: np.ndarray
+    proposed_burn_in: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether no check fired."""
+        return not self.findings
+
+    @property
+    def fired(self) -> tuple[str, ...]:
+        """The names of the checks that fired."""
+        return tuple(f.check for f in self.findings)
+
+    @property
+    def verdict(self) -> str:
+        """One line: all checks passed, or which fired and on how many parameters."""
+        if self.ok:
+            return f"trace checks: all {len(CHECKS)} passed (α = {self.level:g})"
+        flagged = np.any(np.stack([self.flags[c] for c in self.fired]), axis=0)
+        titles = ", ".join(f.title for f in self.findings)
+        return f"trace checks: {len(self.findings)} of {len(CHECKS)} fired on {int(flagged.sum())} of {flagged.size} parameters ({titles})"
+
+    def theta_verdicts(self) -> tuple[str, ...]:
+        """One verdict per θ coordinate (d,): "ok", or the checks that fired on its μ or ρ ("drift, transient")."""
+        d = len(self.param_names) // 2
+        verdicts = []
+        for j in range(d):
+            fired = [name for name in CHECKS if self.flags[name][j] or self.flags[name][d + j]]
+            verdicts.append(", ".join(fired) if fired else "ok")
+        return tuple(verdicts)
+
+    def table(self) -> str:
+        """Per parameter: noise ratio, p-values of the tests, relaxations kept, leftover, and the verdict."""
+        header = ("parameter", "r²/ν²", "p noise", "p windows", "p curv.", "p autocorr.", "p drift", "relax.", "verdict")
+        s = self.statistics
+        rows = []
+        for j, name in enumerate(self.param_names):
+            fired = [c for c in CHECKS if self.flags[c][j]]
+            values = (s["noise_ratio"][j], s["p_noise"][j], s["p_windows"][j], s["p_curvature"][j])
+            values += (s["p_autocorrelation"][j], s["p_drift"][j], s["relaxations"][j])
+            rows.append((name, *(f"{float(v):.3g}" for v in values), ", ".join(fired) or "ok"))
+        return text_table(header, rows)
+
+    def __str__(self) -> str:
+        lines = [self.verdict] + [f"  {finding}" for finding in self.findings]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain lists and numbers (JSON), the inverse of `from_dict`."""
+        return {
+            "param_names": list(self.param_names),
+            "level": self.level,
+            "burn_in": self.burn_in,
+            "findings": [dataclasses.asdict(f) | {"parameters": list(f.parameters)} for f in self.findings],
+            "flags": {k: np.asarray(v).tolist() for k, v in self.flags.items()},
+            "statistics": {k: np.asarray(v).tolist() for k, v in self.statistics.items()},
+            "window_optima": np.asarray(self.window_optima).tolist(),
+            "proposed_burn_in": self.proposed_burn_in,
+        }
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> TraceDiagnosis:
+        """The report from `to_dict`'s output."""
+        return cls(
+            param_names=tuple(values["param_names"]),
+            level=float(values["level"]),
+            burn_in=float(values["burn_in"]),
+            findings=tuple(
+                Finding(f["check"], tuple(f["parameters"]), f["statistic"], f["advice"]) for f in values["findings"]
+            ),
+            flags={k: np.asarray(v, bool) for k, v in values["flags"].items()},
+            statistics={k: np.asarray(v, np.float64) for k, v in values["statistics"].items()},
+            window_optima=np.asarray(values["window_optima"], np.float64),
+            proposed_burn_in=values["proposed_burn_in"],
+        )
+
+
+def diagnose(trace: Trace, *, burn_in: float = BURN_IN, level: float = LEVEL) -> TraceDiagnosis:
+    """Check `trace` against the gradient model's assumptions over the steps after ⌊burn_in·T⌋.
+
+    level α: the chance that a trace meeting every assumption raises any finding (each of the 7 tests gets
+    α/7, split over the P coordinates). Needs at least 50 kept steps.
+    """
+    if not 0.0 <= burn_in < 1.0:
+        raise ValueError(f"burn_in must be a fraction in [0, 1), got {burn_in}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be a probability in (0, 1), got {level}")
+    start = math.floor(burn_in * trace.steps)
+    if trace.steps - start < 50:
+        raise ValueError(
+            f"the trace has {trace.steps} steps, {trace.steps - start} after a burn-in of {burn_in:g}: the checks "
+            "need at least 50; record a longer trace"
+        )
+    alpha = level / (TESTS * trace.n_params)
+    statistics = _statistics(trace, start)
+    flags = _flags(statistics, alpha, trace)
+    proposed = None
+    if any(flags[name].any() for name in ("windows", "drift", "transient")):
+        proposed = next((b for b in BURN_INS if b > burn_in and _settled(trace, b, alpha)), None)
+    names = tuple(trace.param_names)
+    findings = tuple(
+        Finding(name, tuple(names[j] for j in np.flatnonzero(flags[name])), _statistic(name, statistics, flags[name]),
+                _advice(name, statistics, flags, proposed, trace))
+        for name in CHECKS
+        if flags[name].any()
+    )  # fmt: skip
+    return TraceDiagnosis(
+        param_names=names,
+        level=level,
+        burn_in=burn_in,
+        findings=findings,
+        flags=flags,
+        statistics={k: v for k, v in statistics._asdict().items() if k not in ("moves", "window_optima")},
+        window_optima=statistics.window_optima,
+        proposed_burn_in=proposed,
+    )
+
+
+def _statistics(trace: Trace, start: int) -> CheckStatistics:
+    sgd = trace.optimizer == "sgd" and trace.learning_rate is not None
+    return trace_checks(
+        trace.params,
+        trace.grads,
+        start=start,
+        noise_sd=np.broadcast_to(trace.noise_sd, (trace.n_params,)),
+        sampling_rate=trace.sampling_rate,
+        learning_rate=np.broadcast_to(trace.learning_rate, (trace.n_params,)) if sgd else None,
+    )
+
+
+def _flags(s: CheckStatistics, alpha: float, trace: Trace) -> dict[str, np.ndarray]:
+    """{check: (P,) bool}: a test fires below α per coordinate, a NaN statistic never fires."""
+    sgd = trace.optimizer == "sgd" and trace.learning_rate is not None
+    critical = stats.norm.isf(alpha)
+    return {
+        "constant": ~s.moves,
+        "noise": s.p_noise < alpha,
+        "excess_noise": s.p_excess < alpha,
+        "windows": s.p_windows < alpha,
+        "curvature": s.p_curvature < alpha,
+        "autocorrelation": s.p_autocorrelation < alpha,
+        "drift": s.p_drift < alpha,
+        "transient": (s.leftover > LEFTOVER) | (s.relaxations < 1.0),
+        "divergence": (s.slope_z < -critical) | ((s.relaxation >= 2.0) if sgd else False),
+    }
+
+
+def _settled(trace: Trace, burn_in: float, alpha: float) -> bool:
+    """Whether, after ⌊burn_in·T⌋ steps, the windows agree, nothing drifts and the start is forgotten."""
+    start = math.floor(burn_in * trace.steps)
+    if trace.steps - start < 50:
+        return False
+    flags = _flags(_statistics(trace, start), alpha, trace)
+    return not any(flags[name].any() for name in ("windows", "drift", "transient"))
+
+
+def _statistic(name: str, s: CheckStatistics, flagged: np.ndarray) -> str:
+    """The statistic of the worst flagged coordinate, as text."""
+    j = np.flatnonzero(flagged)
+    pick = {
+        "noise": (s.noise_ratio, "min", "r²/ν² = {:.3g}"),
+        "excess_noise": (s.noise_ratio, "max", "r²/ν² = {:.3g}"),
+        "windows": (s.p_windows, "min", f"{WINDOWS} windows, p = " + "{:.2g}"),
+        "curvature": (s.p_curvature, "min", "quadratic term p = {:.2g}"),
+        "autocorrelation": (s.p_autocorrelation, "min", "Ljung–Box p = {:.2g}"),
+        "drift": (s.p_drift, "min", "first vs last window p = {:.2g}"),
+        "transient": (s.leftover, "max", "start offset left {:.3g} stationary sds"),
+        "divergence": (s.slope_z, "min", "slope z = {:.3g}"),
+    }
+    if name == "constant":
+        return f"{j.size} never move"
+    values, how, text = pick[name]
+    chosen = values[j]
+    value = np.nanmin(chosen) if how == "min" else np.nanmax(chosen)
+    if name == "transient" and not np.any(s.leftover[j] > LEFTOVER):
+        return f"kept trace spans {np.nanmin(s.relaxations[j]):.2g} relaxation times"
+    return text.format(value)
+
+
+def _advice(name: str, s: CheckStatistics, flags, proposed: float | None, trace: Trace) -> str:
+    advice = CHECKS[name].advice
+    if name in ("windows", "drift", "transient") and proposed is not None:
+        advice = f"fit with burn_in={proposed:g} (the checks pass from there), or " + LONGER
+    elif name in ("windows", "drift", "transient"):
+        advice = f"no burn-in up to {BURN_INS[-1]:g} settles it: " + LONGER
+    if name == "noise":
+        ratio = float(np.nanmedian(s.noise_ratio[flags[name]]))
+        mean_scale = (trace.sampling_rate * trace.n_examples) ** -2
+        if 0.1 * mean_scale < ratio < 10 * mean_scale:
+            advice = f"r²/ν² ≈ 1/(qN)²: the grads look like a mean; load them with reduction='mean' ({METADATA})"
+        elif 0.15 < ratio < 0.4:
+            advice = f"r²/ν² ≈ 1/4: σ or C may be recorded 2× too large ({METADATA})"
+    return advice
