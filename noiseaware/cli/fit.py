@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import numpy as np
 from ..baselines.naive import naive_posterior
 from ..posteriors.mixture import NoiseAwarePosterior
 from ..posteriors.summary import comparison_table
-from ..trace import BURN_IN, Trace, TraceError
+from ..trace import BURN_IN, Trace, TraceCheckError, TraceError
 from ..util.keys import as_key
 from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, reporting_warnings, route_options
 from .options import add_force, add_prior, count, fraction, method_lists, positive_int, probability, seed
@@ -87,6 +88,13 @@ def add_parser(subparsers) -> None:
         help="what --plot shows: coordinate names (theta[age]), site names (all their elements) or indices "
         "(default: every coordinate up to 16 panels; the figure says what it left out)",
     )
+    parser.add_argument(
+        "--diagnostics",
+        choices=("warn", "raise", "off"),
+        default="warn",
+        help="the trace checks run before the fit (noiseaware.diagnose): warn prints their verdict and findings "
+        "and fits anyway, raise stops with an error when any fired, off skips them (default: %(default)s)",
+    )
     nuts = parser.add_argument_group("NUTS options (--method nuts only)")
     nuts.add_argument("--warmup", type=count, metavar="W", help="warmup (adaptation) steps per chain (default: 1000)")
     nuts.add_argument("--chains", type=positive_int, metavar="C", help="chains (default: 1)")
@@ -110,9 +118,22 @@ def run(args) -> int:
         f"trace {args.trace}: {epsilon}, σ = {trace.noise_multiplier:.4g}, T = {trace.steps} steps; fitting "
         f"steps {start}…{trace.steps - 1} (burn-in {args.burn_in:g}) by {args.method}"
     )
+    report = None if args.diagnostics == "off" else trace.diagnose(burn_in=args.burn_in)
+    if report is not None:
+        print(str(report))
+        if args.diagnostics == "raise" and not report.ok:
+            raise TraceCheckError("the trace checks fired (above); pass --diagnostics warn to fit anyway")
     post = fit_reporting_warnings(
-        trace, args.method, prior=args.prior, burn_in=args.burn_in, key=args.seed, draws=args.draws, **options
+        trace,
+        args.method,
+        prior=args.prior,
+        burn_in=args.burn_in,
+        key=args.seed,
+        draws=args.draws,
+        diagnostics="off",
+        **options,
     )
+    post = dataclasses.replace(post, checks=report)
     # θ draws for the file and plot, apart from the fit's
     key_theta = jax.random.fold_in(as_key(args.seed), THETA_STREAM)
     posteriors = {"noise-aware": post} | _naive_column(trace)

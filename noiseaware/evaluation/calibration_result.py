@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from ..util.figures import draw_and_save
 from ..util.files import write_json
 from ..util.tables import text_table
+from .experiment import checks_cell
 from .figures import calibration_figure
 
 __all__ = ["GRID", "METRICS", "CalibrationResult"]
@@ -98,7 +99,8 @@ class CalibrationResult:
         )
 
     def table(self) -> str:
-        """Methods × metrics: mean ± sd over the runs; calibration RMSE and ECE in units of 10⁻³."""
+        """Methods × metrics: mean ± sd over the runs; calibration RMSE and ECE in units of 10⁻³; the runs whose
+        traces the trace checks flagged."""
         paired = self.paired()
         rows = []
         for method in self.methods:
@@ -114,6 +116,7 @@ class CalibrationResult:
                     _text(*self.mean_sd(method, "log_loss")),
                     _text(*self.mean_sd(method, "accuracy")),
                     f"{self.seconds.get(method, math.nan):.1f}",
+                    checks_cell(self.diagnostics.get(method, {})),
                 ]
             )
         header = [
@@ -126,6 +129,7 @@ class CalibrationResult:
             "log loss",
             "accuracy",
             "fit s",
+            "trace checks",
         ]
         return text_table(header, rows)
 

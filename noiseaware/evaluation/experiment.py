@@ -7,7 +7,8 @@ Method m's keys come from fold_in(key, crc32(name)), so a method's numbers do no
 methods run beside it. Problem i of M uses split(k, M)[i] (the key itself for a batch of one, e.g. a
 non-private reference fitted once on shared data). Failures are counted, never dropped; warnings are
 gathered per method, one line per distinct warning with the number of problems that raised it; the typed
-diagnostics of the fits are summarised by their own type.
+diagnostics of the fits are summarised by their own type, and a trace method's record says how many traces
+each trace check (`na.diagnose`) fired on ("trace_checks").
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import jax
 
 from ..methods.base import Batch, Method, Outcome, Registry, fit_problems, split_keys
 from ..recording.dpvi import record_dpvi
+from ..trace import BURN_IN, CHECKS
 from ..util.batch_warnings import gather
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "MethodRun",
     "check_methods",
     "check_overrides",
+    "checks_cell",
     "method_stream",
     "run_methods",
     "with_progress",
@@ -106,6 +109,7 @@ def run_methods[Score](
     """
     k_fit, k_draw = key
     runs: dict[str, MethodRun[Score]] = {}
+    checks: dict[float, dict[str, int]] = {}  # the trace checks' counts, per burn-in (computed once each)
     for method in methods:
         stream = method_stream(method.name)
         count = 1 if batch.shared_data and not method.private else len(batch)
@@ -118,14 +122,36 @@ def run_methods[Score](
         fit_seconds = time.perf_counter() - start
         start = time.perf_counter()
         result, more_failures = score(method, outcomes, jax.random.fold_in(k_draw, stream))
+        diagnostics = summarise_diagnostics(outcomes) | {"warnings": method_warnings(method, caught, count)}
+        if method.reads == "trace" and batch.traces:
+            burn_in = getattr(options[method.name], "burn_in", BURN_IN)
+            if burn_in not in checks:
+                checks[burn_in] = check_counts(batch.traces, burn_in)
+            diagnostics["trace_checks"] = checks[burn_in]
         runs[method.name] = MethodRun(
             score=result,
             failures=sum(isinstance(o, Exception) for o in outcomes) + more_failures,
-            diagnostics=summarise_diagnostics(outcomes) | {"warnings": method_warnings(method, caught, count)},
+            diagnostics=diagnostics,
             fit_seconds=fit_seconds,
             score_seconds=time.perf_counter() - start,
         )
     return runs
+
+
+def check_counts(traces, burn_in: float) -> dict[str, int]:
+    """How many of the traces each trace check (`na.diagnose`) fired on, and on how many any fired."""
+    reports = [trace.diagnose(burn_in=burn_in) for trace in traces]
+    counts = {name: sum(name in report.fired for report in reports) for name in CHECKS}
+    return {"traces": len(reports), "any": sum(not report.ok for report in reports)} | counts
+
+
+def checks_cell(diagnostics: Mapping[str, Any]) -> str:
+    """A results table's cell for a method's trace checks: "2/20 (drift 2)", or "" for a method without traces."""
+    counts = diagnostics.get("trace_checks")
+    if not counts:
+        return ""
+    fired = ", ".join(f"{name} {n}" for name, n in counts.items() if name in CHECKS and n)
+    return f"{counts['any']}/{counts['traces']}" + (f" ({fired})" if fired else "")
 
 
 def with_progress(options, progress):

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from ..util.figures import draw_and_save
 from ..util.files import atomic_write, write_json
 from ..util.tables import text_table
+from .experiment import checks_cell
 from .figures import coverage_figure
 from .tarp import coverage_rmse
 
@@ -77,13 +78,17 @@ class CoverageResult:
         }
 
     def table(self) -> str:
-        """Methods × reference rules: RMSE mean ± sd, failures, fit seconds."""
+        """Methods × reference rules: RMSE mean ± sd, failures, fit seconds, and the traces the trace checks
+        flagged (of all traces, with the checks that fired)."""
         rules = list(self.curves)
         rows = []
         for method in self.methods:
             cells = [f"{m:.3f} ± {s:.3f}" for m, s in (self.rmse_under(rule)[method] for rule in rules)]
-            rows.append([method, *cells, str(self.failures[method]), f"{self.seconds.get(method, float('nan')):.1f}"])
-        return text_table(["method", *(f"RMSE ({rule} ref.)" for rule in rules), "failures", "fit s"], rows)
+            seconds = f"{self.seconds.get(method, float('nan')):.1f}"
+            checks = checks_cell(self.diagnostics.get(method, {}))
+            rows.append([method, *cells, str(self.failures[method]), seconds, checks])
+        header = ["method", *(f"RMSE ({rule} ref.)" for rule in rules), "failures", "fit s", "trace checks"]
+        return text_table(header, rows)
 
     def summary(self) -> dict[str, Any]:
         """Plain-JSON numbers: per method and rule the RMSE (mean, sd), marginal RMSEs, failures, diagnostics."""

@@ -31,8 +31,8 @@ from ..trace.sites import SiteMap, SiteSpec
 from ..util.diagnostics import Diagnostics, NoDiagnostics
 from ..util.files import atomic_write, plain
 from ..util.keys import as_key, standard_normal
-from .base import PosteriorBase, tail_probability
-from .summary import constrain
+from .base import SUMMARY_DRAWS, PosteriorBase, tail_probability
+from .summary import UNCONSTRAINED, constrain
 
 __all__ = [
     "DPVImPosterior",
@@ -175,6 +175,15 @@ class MixturePosterior(PosteriorBase):
         """The central `level` interval of each φ*_j from its draws, (P,) ends (a point for the naive baseline)."""
         alpha = tail_probability(level)
         return tuple(np.quantile(self.optimum_draws, [alpha, 1.0 - alpha], axis=0))
+
+    def summary(self, level: float = 0.9, *, key=None, scale: str = "constrained", draws: int = SUMMARY_DRAWS):
+        """The summary table of `PosteriorBase.summary`, with a column `checks`: the verdict of the trace checks
+        per row ("ok", or the checks that fired on it) when the posterior carries them."""
+        frame = super().summary(level, key=key, scale=scale, draws=draws)
+        if self.checks is not None:
+            by_theta = self.sites is None or frame.index.name == UNCONSTRAINED
+            frame["checks"] = self.checks.theta_verdicts() if by_theta else self.checks.element_verdicts(self.sites)
+        return frame
 
     def _exact_moments(self) -> tuple[np.ndarray, np.ndarray]:
         return self.theta_mean, self.theta_sd

@@ -106,8 +106,12 @@ class Trace:
     def summary(self) -> str:
         """A readable multi-line table: the settings, then per θ coordinate the final μ and sd, the
         post-burn-in mean of μ, the sd of G over the last 80 % next to the DP noise sd σC/s, and the
-        verdict of `diagnose`; then its findings."""
-        return summary_text(self)
+        verdict of `diagnose` (when the trace is long enough for it); then its findings."""
+        try:
+            diagnosis = self.diagnose()
+        except ValueError:
+            diagnosis = None
+        return summary_text(self, diagnosis)
 
     def diagnose(self, *, burn_in: float = BURN_IN, level: float = LEVEL) -> TraceDiagnosis:
         """Check the trace against the gradient model's assumptions (`noiseaware.diagnose`): stationarity and

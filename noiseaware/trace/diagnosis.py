@@ -176,6 +176,22 @@ class TraceDiagnosis:
             verdicts.append(", ".join(fired) if fired else "ok")
         return tuple(verdicts)
 
+    def element_verdicts(self, sites) -> tuple[str, ...]:
+        """One verdict per element of the model's sites on their own scale (the rows of a constrained summary):
+        an element-wise site's element takes its θ coordinate's verdict, a site whose transform mixes
+        coordinates (a simplex) takes every check that fired on any of its coordinates. sites: SiteSpecs."""
+        theta = self.theta_verdicts()
+        verdicts, start = [], 0
+        for site in sites:
+            own = theta[start : start + site.size]
+            start += site.size
+            if site.size == math.prod(site.shape):
+                verdicts += own
+                continue
+            fired = list(dict.fromkeys(name for v in own if v != "ok" for name in v.split(", ")))
+            verdicts += [", ".join(fired) or "ok"] * math.prod(site.shape)
+        return tuple(verdicts)
+
     def table(self) -> str:
         """Per parameter: noise ratio, p-values of the tests, relaxations kept, leftover, and the verdict."""
         header = ("parameter", "r²/ν²", "p noise", "p windows", "p curv.", "p autocorr.", "p drift", "relax.", "verdict")

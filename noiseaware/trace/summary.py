@@ -14,6 +14,7 @@ from .validation import TraceError
 
 if TYPE_CHECKING:
     from .core import Trace
+    from .diagnosis import TraceDiagnosis
 
 __all__ = ["BURN_IN", "short_description", "summary_text"]
 
@@ -21,9 +22,11 @@ BURN_IN = 0.2
 """Fraction of the steps that `Trace.summary` treats as burn-in."""
 
 
-def summary_text(trace: Trace) -> str:
-    """The text of `Trace.summary`: the settings lines, a blank line, then the per-coordinate table."""
-    return "\n".join([*_settings_lines(trace), "", _coordinate_table(trace)])
+def summary_text(trace: Trace, diagnosis: TraceDiagnosis | None) -> str:
+    """The text of `Trace.summary`: the settings lines, a blank line, the per-coordinate table with the verdict of
+    the trace checks per θ coordinate, then the checks' verdict and findings (none when `diagnosis` is None)."""
+    checks = [] if diagnosis is None else ["", str(diagnosis)]
+    return "\n".join([*_settings_lines(trace), "", _coordinate_table(trace, diagnosis), *checks])
 
 
 def short_description(trace: Trace) -> str:
@@ -68,8 +71,9 @@ def _settings_lines(trace: Trace) -> list[str]:
     return [title] + [f"  {label:<{width}}  {text}" for label, text in rows]
 
 
-def _coordinate_table(trace: Trace) -> str:
-    """One row per θ coordinate j: final μ_j and softplus(ρ_j), post-burn-in mean of μ_j, sd of G vs σC/s."""
+def _coordinate_table(trace: Trace, diagnosis: TraceDiagnosis | None) -> str:
+    """One row per θ coordinate j: final μ_j and softplus(ρ_j), post-burn-in mean of μ_j, sd of G vs σC/s, and
+    the checks that fired on μ_j or ρ_j ("ok" when none)."""
     try:
         final, source = trace.final_iterate(), "φ_T"
     except TraceError:
@@ -82,8 +86,9 @@ def _coordinate_table(trace: Trace) -> str:
         "sd G_μ", "noise sd_μ", "sd G_ρ", "noise sd_ρ",
     )  # fmt: skip
     columns = (final[:d], final_sd, mean_mu, grad_sd[:d], noise_sd[:d], grad_sd[d:], noise_sd[d:])
+    verdicts = () if diagnosis is None else diagnosis.theta_verdicts()
     rows = [
-        (label.removeprefix("mu:"), *(f"{float(column[j]):.4g}" for column in columns))
+        (label.removeprefix("mu:"), *(f"{float(column[j]):.4g}" for column in columns), *verdicts[j : j + 1])
         for j, label in enumerate(trace.param_names[:d])
     ]
-    return text_table(header, rows)
+    return text_table(header + (("checks",) if verdicts else ()), rows)
