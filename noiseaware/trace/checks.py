@@ -14,8 +14,9 @@ e_tj ~ N(0, ν_j² + u_j²) independent over t, with ν_j = σC/s_j the recorded
 * drift: the first and last windows' means of φ against their difference under the stationary AR(1) the model
   implies (φ_{t+1} − φ* = (1 − κ)(φ_t − φ*) − λe_t, κ = λc, stationary variance γ₀ = λ² r²/(κ(2 − κ))), z ~ N(0, 1);
   without known step sizes κ and γ₀ come from φ's own lag-1 autocorrelation and variance;
-* relaxation (rules, not tests): the leftover of the start, |φ_0j − φ̂*_j|·(1 − κ⁺)^B against √γ₀, with κ⁺ from
-  the slope's upper 2-standard-error bound, and n·κ⁺, the number of relaxation times kept;
+* relaxation (rules, not tests): the start's leftover at B, (|φ_0j − φ̂*_j| − 2 se(φ̂*_j))·(1 − κ⁺)^B, and the
+  kept trace's start offset, |mean of φ_j over its first quarter relaxation time − φ̂*_j| − 2 se(φ̂*_j), both in
+  stationary sds √γ₀ (κ⁺ from the slope's upper 2-standard-error bound); and n·κ⁺, the relaxation times kept;
 * divergence (rules): a slope significantly below 0 (G pushes φ away from where it is) and κ ≥ 2 (each step
   multiplies the distance to φ* by |1 − κ| ≥ 1).
 
@@ -44,8 +45,9 @@ class CheckStatistics(NamedTuple):
 
     moves: whether φ_j varies after burn-in (bool); slope_z: ĉ/se(ĉ); noise_ratio r²/ν² (inf without DP noise);
     p_noise (lower tail), p_excess (r²/ν² above EXCESS), p_windows, p_curvature, p_autocorrelation, p_drift; window_optima (K, P) φ̂* per
-    window (common slope); optimum φ̂*; relaxation κ̂ per step; relaxations n·κ⁺; leftover: the start's
-    remaining offset at B in stationary sds; stationary_sd √γ₀.
+    window (pooled slope); optimum φ̂*; relaxation κ̂ per step; relaxations n·κ⁺; leftover: what is left of the
+    initial offset at B, start_offset: how far the kept trace starts from φ̂*, both in stationary sds;
+    stationary_sd √γ₀.
     """
 
     moves: np.ndarray
@@ -62,6 +64,7 @@ class CheckStatistics(NamedTuple):
     relaxation: np.ndarray
     relaxations: np.ndarray
     leftover: np.ndarray
+    start_offset: np.ndarray
     stationary_sd: np.ndarray
 
 
@@ -103,9 +106,11 @@ def trace_checks(
         kappa, kappa_up = relaxation
         p_drift = _drift(phi, kappa, variance)
         stationary_sd = np.sqrt(variance)
-        offset = np.maximum(np.abs(phi_all[0] - optimum) - 2.0 * _optimum_se(grad, slope, slope_se, residual_var, n), 0)
+        optimum_se = _optimum_se(grad, slope, slope_se, residual_var, n)
+        offset = np.maximum(np.abs(phi_all[0] - optimum) - 2.0 * optimum_se, 0.0)
         decay = np.exp(start * np.log(np.clip(1.0 - kappa_up, 1e-300, None)))
         leftover = np.where(kappa_up < 1.0, offset * decay / stationary_sd, 0.0)
+        start_offset = _start_offset(phi, optimum, optimum_se, kappa, stationary_sd)
     nan = ~moves
     return CheckStatistics(
         moves=moves,
@@ -122,6 +127,7 @@ def trace_checks(
         relaxation=_blank(kappa, nan),
         relaxations=_blank(n * kappa_up, nan),
         leftover=_blank(leftover, nan),
+        start_offset=_blank(start_offset, nan),
         stationary_sd=_blank(stationary_sd, nan),
     )
 
@@ -204,6 +210,17 @@ def _drift(phi: np.ndarray, kappa: np.ndarray, variance: np.ndarray) -> np.ndarr
     sd = np.sqrt(np.maximum(2.0 * var_mean - 2.0 * cov, 0.0))
     z = (phi[last].mean(axis=0) - phi[first].mean(axis=0)) / sd
     return np.where(stable & (sd > 0), 2.0 * stats.norm.sf(np.abs(z)), np.nan)
+
+
+def _start_offset(phi, optimum, optimum_se, kappa, stationary_sd) -> np.ndarray:
+    """How far the kept trace starts from φ̂*: the mean of φ over its first quarter relaxation time (1/(4κ̂) steps,
+    at most a tenth of the kept steps) minus φ̂*, less 2 se(φ̂*), in stationary sds (≥ 0)."""
+    n = phi.shape[0]
+    span = np.where((kappa > 0) & np.isfinite(kappa), 0.25 / np.where(kappa > 0, kappa, 1.0), n)
+    span = np.clip(np.round(span), 1, max(n // 10, 1)).astype(int)
+    cumulative = np.cumsum(phi, axis=0)
+    early = cumulative[span - 1, np.arange(phi.shape[1])] / span
+    return np.maximum(np.abs(early - optimum) - 2.0 * optimum_se, 0.0) / stationary_sd
 
 
 def _optimum_se(grad, slope, slope_se, residual_var, n):

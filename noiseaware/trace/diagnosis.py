@@ -30,7 +30,11 @@ LEVEL = 0.05
 TESTS = 7
 """m: the statistical checks that share α."""
 LEFTOVER = 1.0
-"""The transient rule fires when the start's remaining offset exceeds this many stationary sds."""
+"""The transient rule fires when the initial offset, decayed at the fastest plausible rate κ⁺ over the burn-in,
+still exceeds this many stationary sds at B,"""
+START_OFFSET = 4.0
+"""or when the kept trace's first quarter relaxation time sits this many stationary sds (beyond 2 standard errors
+of φ̂*) from φ̂*: a stationary trace's mean over it has sd below one."""
 BURN_INS = (0.3, 0.4, 0.5, 0.6, 0.7)
 """Burn-ins tried, in order, when the default leaves a transient: the first whose windows agree is proposed."""
 
@@ -303,7 +307,7 @@ def _flags(s: CheckStatistics, alpha: float, trace: Trace) -> dict[str, np.ndarr
         "curvature": s.p_curvature < alpha,
         "autocorrelation": s.p_autocorrelation < alpha,
         "drift": s.p_drift < alpha,
-        "transient": (s.leftover > LEFTOVER) | (s.relaxations < 1.0),
+        "transient": (s.leftover > LEFTOVER) | (s.start_offset > START_OFFSET) | (s.relaxations < 1.0),
         "divergence": (s.slope_z < -critical) | ((s.relaxation >= 2.0) if sgd else False),
     }
 
@@ -327,17 +331,20 @@ def _statistic(name: str, s: CheckStatistics, flagged: np.ndarray) -> str:
         "curvature": (s.p_curvature, "min", "quadratic term p = {:.2g}"),
         "autocorrelation": (s.p_autocorrelation, "min", "Ljung–Box p = {:.2g}"),
         "drift": (s.p_drift, "min", "first vs last window p = {:.2g}"),
-        "transient": (s.leftover, "max", "start offset left {:.3g} stationary sds"),
+        "transient": (s.leftover, "max", "start offset left at burn-in {:.3g} stationary sds"),
         "divergence": (s.slope_z, "min", "slope z = {:.3g}"),
     }
     if name == "constant":
         return f"{j.size} never move"
-    values, how, text = pick[name]
-    chosen = values[j]
-    value = np.nanmin(chosen) if how == "min" else np.nanmax(chosen)
+    if name == "transient" and np.any(s.start_offset[j] > START_OFFSET):
+        return f"kept trace starts {np.nanmax(s.start_offset[j]):.3g} stationary sds from φ̂*"
     if name == "transient" and not np.any(s.leftover[j] > LEFTOVER):
         return f"kept trace spans {np.nanmin(s.relaxations[j]):.2g} relaxation times"
-    return text.format(value)
+    if name == "divergence" and not np.any(s.slope_z[j] < 0):
+        return f"λ·ĉ = {np.nanmax(s.relaxation[j]):.3g} ≥ 2"
+    values, how, text = pick[name]
+    chosen = values[j][np.isfinite(values[j])]
+    return text.format(chosen.min() if how == "min" else chosen.max())
 
 
 def _advice(name: str, s: CheckStatistics, flags, proposed: float | None, trace: Trace) -> str:

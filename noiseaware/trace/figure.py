@@ -5,7 +5,9 @@
 panels are labelled so: it is not transformed, since T(μ_t) is not the mean of a constrained site (nor,
 for a simplex site, an element of it). The burn-in is shaded; the vertical range follows the steps after
 it, so the burn-in transient may leave the panel. Given posteriors over the VI optimum φ* (those with
-`optimum_draws`), a panel also shows the mean of their μ*_j and its central band.
+`optimum_draws`), a panel also shows the mean of their μ*_j and its central band. Given the trace checks'
+report (`Trace.diagnose`), a panel shows each window's optimum μ̂*_j (dashed, red where the windows disagree)
+and names, in red, the checks that fired on μ_j or ρ_j; the figure's note gives the verdict.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from .summary import BURN_IN
 
 if TYPE_CHECKING:
     from .core import Trace
+    from .diagnosis import TraceDiagnosis
+
+FLAG_COLOR = "C3"
 
 __all__ = ["ROW_HEIGHT", "coordinate_names", "coordinate_sites", "draw_mu_panels", "trace_figure", "trace_title"]
 
@@ -42,9 +47,14 @@ def trace_figure(
         coordinate_names(trace), coordinates, sites=coordinate_sites(trace.site_map), figure="trace.plot"
     )
     figure = new_figure(8.0, 1.3 + ROW_HEIGHT * len(selection.indices))
-    axes = draw_mu_panels(figure, trace, selection.indices, truth=truth, burn_in=burn_in)
+    try:
+        diagnosis = trace.diagnose(burn_in=burn_in)
+    except ValueError:  # too short for the checks: the figure shows the iterates alone
+        diagnosis = None
+    axes = draw_mu_panels(figure, trace, selection.indices, truth=truth, burn_in=burn_in, diagnosis=diagnosis)
     figure_legend(figure, axes)
-    return finish(figure, title or trace_title(trace), [selection.note()])
+    verdict = None if diagnosis is None else diagnosis.verdict
+    return finish(figure, title or trace_title(trace), [selection.note(), verdict])
 
 
 def draw_mu_panels(
@@ -56,14 +66,18 @@ def draw_mu_panels(
     truth: np.ndarray | None = None,
     burn_in: float = BURN_IN,
     level: float = 0.9,
+    diagnosis: TraceDiagnosis | None = None,
 ) -> list[Axes]:
-    """One panel of μ_j over the steps per coordinate j in `rows`, sharing the step axis; returns the axes."""
+    """One panel of μ_j over the steps per coordinate j in `rows`, sharing the step axis, with the trace checks'
+    marks when `diagnosis` is given; returns the axes."""
     burn_in = fraction("burn_in", burn_in, hint="the share of the steps before the fit's window, e.g. 0.2")
     level = probability("level", level, hint="the credibility of the μ* band, e.g. 0.9")
     axes = list(container.subplots(len(rows), 1, squeeze=False, sharex=True)[:, 0])
     names = coordinate_names(trace)
     for axis, j in zip(axes, rows):
         _draw_mu(axis, trace, j, names[j], posteriors or {}, truth, burn_in, level)
+        if diagnosis is not None:
+            _mark_checks(axis, trace, j, diagnosis)
     axes[-1].set_xlabel("step t")
     return axes
 
@@ -93,6 +107,28 @@ def _draw_mu(axis: Axes, trace: Trace, j: int, name: str, posteriors: Mapping, t
     axis.set_ylim(*padded(np.concatenate(span), 0.15))
     axis.set_xlim(0, max(trace.steps - 1, 1))
     axis.set_ylabel(f"{name}\nμ_t (unconstrained)")
+
+
+def _mark_checks(axis: Axes, trace: Trace, j: int, diagnosis: TraceDiagnosis) -> None:
+    """The windows' optima μ̂*_j as dashed segments over their windows, and the checks that fired on μ_j, ρ_j."""
+    optima = np.asarray(diagnosis.window_optima)[:, j]
+    start = math.floor(diagnosis.burn_in * trace.steps)
+    bounds = np.linspace(start, trace.steps, optima.size + 1)
+    disagree = bool(diagnosis.flags["windows"][j])
+    low, high = axis.get_ylim()
+    for left, right, value in zip(bounds[:-1], bounds[1:], optima):
+        if np.isfinite(value) and low <= value <= high:
+            axis.hlines(value, left, right, colors=FLAG_COLOR if disagree else "C2", linestyles="--", lw=1.0,
+                        label="μ̂* per window (trace checks)")  # fmt: skip
+    d = trace.dim
+    fired = [
+        f"{part}: " + ", ".join(name for name, flags in diagnosis.flags.items() if flags[index])
+        for part, index in (("μ", j), ("ρ", d + j))
+        if any(flags[index] for flags in diagnosis.flags.values())
+    ]
+    if fired:
+        axis.text(0.01, 0.95, "checks fired — " + "; ".join(fired), transform=axis.transAxes, va="top",
+                  color=FLAG_COLOR, fontsize=8)  # fmt: skip
 
 
 def coordinate_names(trace: Trace) -> tuple[str, ...]:
