@@ -64,6 +64,8 @@ def simulate(name: str, traces: int, key, epsilon: float = 1.0, **overrides) -> 
     """`traces` DPVI traces of the built-in model `name` on prior-predictive data, σ calibrated to ε."""
     bm = na.models.get(name)
     settings = {**bm.dpvi_settings, **overrides}
+    if "learning_rate" in overrides:  # an explicit λ replaces the κ heuristic's multiplier
+        del settings["lr_multiplier"]
     sigma = na.noise_multiplier(epsilon, 1e-5, settings["sampling_rate"], settings["steps"])
     return simulate_traces(
         bm, noise_multiplier=sigma, epsilon=epsilon, delta=1e-5, simulations=traces, key=key, chunk=50, **settings
@@ -77,16 +79,14 @@ def null_section(name: str, traces: int, seed: int, **overrides) -> dict:
 
 
 def bad_section(traces: int, seed: int) -> dict:
-    bm = na.models.get("gamma-exponential")
     good = simulate("gamma-exponential", traces, seed)
     lr = np.asarray(good[0].learning_rate)
-    plain = {k: v for k, v in bm.dpvi_settings.items() if k != "lr_multiplier"}
     families = {
-        "diverged: learning rate ×100": simulate("gamma-exponential", traces, seed + 1, **plain, learning_rate=100 * lr),
+        "diverged: learning rate ×100": simulate("gamma-exponential", traces, seed + 1, learning_rate=100 * lr),
         "unconverged: T = 2000 at the T = 10⁴ learning rate": simulate(
-            "gamma-exponential", traces, seed + 2, **(plain | {"steps": 2000}), learning_rate=lr
+            "gamma-exponential", traces, seed + 2, steps=2000, learning_rate=lr
         ),
-        "unconverged: learning rate ÷ 10": simulate("gamma-exponential", traces, seed + 3, **plain, learning_rate=lr / 10),
+        "unconverged: learning rate ÷ 10": simulate("gamma-exponential", traces, seed + 3, learning_rate=lr / 10),
         "mis-described: grads a mean, described as a sum": [
             dataclasses.replace(t, grads=t.grads / (t.sampling_rate * t.n_examples)) for t in good
         ],
