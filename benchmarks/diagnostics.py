@@ -90,8 +90,12 @@ def bad_section(traces: int, seed: int) -> dict:
         "mis-described: grads a mean, described as a sum": [
             dataclasses.replace(t, grads=t.grads / (t.sampling_rate * t.n_examples)) for t in good
         ],
-        "mis-described: σ ×2 in the metadata": [dataclasses.replace(t, noise_multiplier=2 * t.noise_multiplier) for t in good],
-        "mis-described: σ ×½ in the metadata": [dataclasses.replace(t, noise_multiplier=t.noise_multiplier / 2) for t in good],
+        "mis-described: σ ×2 in the metadata": [
+            dataclasses.replace(t, noise_multiplier=2 * t.noise_multiplier) for t in good
+        ],
+        "mis-described: σ ×½ in the metadata": [
+            dataclasses.replace(t, noise_multiplier=t.noise_multiplier / 2) for t in good
+        ],
     }
     return {family: rates([na.diagnose(t) for t in runs], runs[0].param_names) for family, runs in families.items()}
 
@@ -154,9 +158,14 @@ def main() -> None:
     if "null" in chosen:
         for index, name in enumerate(na.models.names()):
             count = args.adult_traces if name == "adult-logistic" else args.traces
-            run(f"null-{name}", lambda name=name, count=count, index=index: null_section(name, count, args.seed + index))
+            run(
+                f"null-{name}", lambda name=name, count=count, index=index: null_section(name, count, args.seed + index)
+            )
         # the logistic-3d preset starts ρ at −6, far from its optimum near −2.6: started at −3 instead
-        run("null-logistic-3d-init-rho-3", lambda: null_section("logistic-3d", args.traces, args.seed + 4, init=(0.0, -3.0)))
+        run(
+            "null-logistic-3d-init-rho-3",
+            lambda: null_section("logistic-3d", args.traces, args.seed + 4, init=(0.0, -3.0)),
+        )
 
 
 if __name__ == "__main__":

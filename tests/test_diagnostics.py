@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from ou import CLIP, HESSIAN, N, OPTIMUM, Q, SCALE, SIGMA, ou_trace, ou_traces
+from ou import CLIP, HESSIAN, OPTIMUM, SCALE, SIGMA, N, Q, ou_trace, ou_traces
 
 import noiseaware as na
 from noiseaware.cli import main

@@ -1,4 +1,6 @@
-"""The statistics behind `na.diagnose`: per coordinate j, tests of what the gradient model assumes (docs/diagnostics.md).
+"""The statistics behind `na.diagnose`: per coordinate j, tests of the gradient model's assumptions.
+
+docs/diagnostics.md explains each check.
 
 Over the kept steps t = B..T−1 (n = T − B, x_t = φ_tj − φ̄_j), the model G_tj = c_j (φ_tj − φ*_j) + e_tj,
 e_tj ~ N(0, ν_j² + u_j²) independent over t, with ν_j = σC/s_j the recorded DP noise sd, is checked by
@@ -44,10 +46,10 @@ class CheckStatistics(NamedTuple):
     """Per-coordinate statistics, (P,) float64 arrays (NaN where a coordinate does not move).
 
     moves: whether φ_j varies after burn-in (bool); slope_z: ĉ/se(ĉ); noise_ratio r²/ν² (inf without DP noise);
-    p_noise (lower tail), p_excess (r²/ν² above EXCESS), p_windows, p_curvature, p_autocorrelation, p_drift; window_optima (K, P) φ̂* per
-    window (pooled slope); optimum φ̂*; relaxation κ̂ per step; relaxations n·κ⁺; leftover: what is left of the
-    initial offset at B, start_offset: how far the kept trace starts from φ̂*, both in stationary sds;
-    stationary_sd √γ₀.
+    p_noise (lower tail), p_excess (r²/ν² above EXCESS), p_windows, p_curvature, p_autocorrelation, p_drift;
+    window_optima (K, P) φ̂* per window (pooled slope); optimum φ̂*; relaxation κ̂ per step; relaxations n·κ⁺;
+    leftover: what is left of the initial offset at B, start_offset: how far the kept trace starts from φ̂*,
+    both in stationary sds; stationary_sd √γ₀.
     """
 
     moves: np.ndarray

@@ -55,7 +55,9 @@ class Check:
 CHECKS = {
     check.name: check
     for check in (
-        Check("constant", "constant coordinate", "φ never moves after burn-in", "check the trace and the learning rate"),
+        Check(
+            "constant", "constant coordinate", "φ never moves after burn-in", "check the trace and the learning rate"
+        ),
         Check(
             "noise",
             "gradient noise below the DP noise",
@@ -169,7 +171,8 @@ class TraceDiagnosis:
             return f"trace checks: all {len(CHECKS)} passed (α = {self.level:g})"
         flagged = np.any(np.stack([self.flags[c] for c in self.fired]), axis=0)
         titles = ", ".join(f.title for f in self.findings)
-        return f"trace checks: {len(self.findings)} of {len(CHECKS)} fired on {int(flagged.sum())} of {flagged.size} parameters ({titles})"
+        where = f"{int(flagged.sum())} of {flagged.size} parameters"
+        return f"trace checks: {len(self.findings)} of {len(CHECKS)} fired on {where} ({titles})"
 
     def theta_verdicts(self) -> tuple[str, ...]:
         """One verdict per θ coordinate (d,): "ok", or the checks that fired on its μ or ρ ("drift, transient")."""
@@ -198,7 +201,17 @@ class TraceDiagnosis:
 
     def table(self) -> str:
         """Per parameter: noise ratio, p-values of the tests, relaxations kept, leftover, and the verdict."""
-        header = ("parameter", "r²/ν²", "p noise", "p windows", "p curv.", "p autocorr.", "p drift", "relax.", "verdict")
+        header = (
+            "parameter",
+            "r²/ν²",
+            "p noise",
+            "p windows",
+            "p curv.",
+            "p autocorr.",
+            "p drift",
+            "relax.",
+            "verdict",
+        )
         s = self.statistics
         rows = []
         for j, name in enumerate(self.param_names):
