@@ -216,7 +216,10 @@ def test_fit_batch_equals_fit_per_trace_and_counts_warnings():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         batch = na.fit_batch(traces, key=7)
-    texts = [str(w.message) for w in caught]
+    texts = [str(w.message) for w in caught if not str(w.message).startswith("trace check")]
+    # the silent trace's ρ gradients vary 50× more than its recorded DP noise: the trace checks say so, once
+    checks = [str(w.message) for w in caught if str(w.message).startswith("trace check")]
+    assert checks == [c for c in checks if "in 1 of 3 traces" in c] and checks
     # one line: the silent trace's μ coordinates and the OU traces' weakly identified coordinate 0, with counts
     assert len(texts) == 1 and texts[0].startswith("weak identification in 3 of 3 traces (mu:theta[0] in 3, "), texts
     assert "mu:theta[1] in 1" in texts[0]

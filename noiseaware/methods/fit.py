@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from ..posteriors.base import Posterior
 from ..posteriors.mixture import MixturePosterior
-from ..trace import BURN_IN, Trace, TraceCheckError, TraceDiagnosis
+from ..trace import BURN_IN, Trace, TraceCheckError, TraceDiagnosis, kept_steps
+from ..trace.diagnosis import MIN_STEPS
 from ..util.batch_warnings import FitWarning
 from ..util.keys import as_key
 from .base import Batch, Method, Registry, fit_problems, split_keys, summarise_warnings
@@ -122,10 +123,19 @@ def _fit(
 
 
 def _diagnose(traces: list[Trace], burn_in: float, checks: Checks) -> list[TraceDiagnosis | None]:
-    """The trace checks of every trace (None for "off"); "raise" raises for the first trace that fails."""
+    """The trace checks of every trace (None for "off", and for a trace too short for them, with a warning: the
+    method decides whether it can fit it); "raise" raises for the first trace that fails."""
     if checks == "off":
         return [None] * len(traces)
-    reports = [trace.diagnose(burn_in=burn_in) for trace in traces]
+    reports = [trace.diagnose(burn_in=burn_in) if kept_steps(trace, burn_in) >= MIN_STEPS else None for trace in traces]
+    if None in reports:
+        warnings.warn(
+            FitWarning(
+                "trace checks skipped",
+                f"fewer than {MIN_STEPS} steps after the burn-in of {burn_in:g}; record a longer trace",
+            ),
+            stacklevel=3,
+        )
     for index, report in enumerate(reports):
         if checks == "raise" and not report.ok:
             where = "" if len(traces) == 1 else f"trace {index}: "

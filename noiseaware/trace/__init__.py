@@ -2,7 +2,7 @@
 (docs/trace-format.md), and its site map (`sites`): the flat parameter vector ⇄ the model's named sites."""
 
 from .core import Trace
-from .diagnosis import CHECKS, Finding, TraceCheckError, TraceDiagnosis, diagnose
+from .diagnosis import CHECKS, Finding, TraceCheckError, TraceDiagnosis, diagnose, kept_steps
 from .files import SCHEMA, SCHEMA_VERSION
 from .summary import BURN_IN
 from .validation import VARIATIONAL_FAMILIES, TraceError
@@ -19,4 +19,5 @@ __all__ = [
     "TraceDiagnosis",
     "TraceError",
     "diagnose",
+    "kept_steps",
 ]

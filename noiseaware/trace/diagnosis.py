@@ -23,8 +23,10 @@ from .summary import BURN_IN
 if TYPE_CHECKING:
     from .core import Trace
 
-__all__ = ["CHECKS", "LEVEL", "Finding", "TraceCheckError", "TraceDiagnosis", "diagnose"]
+__all__ = ["CHECKS", "LEVEL", "MIN_STEPS", "Finding", "TraceCheckError", "TraceDiagnosis", "diagnose", "kept_steps"]
 
+MIN_STEPS = 50
+"""The fewest kept steps the checks need."""
 LEVEL = 0.05
 """α: the chance that a trace meeting every assumption raises any finding."""
 TESTS = 7
@@ -266,10 +268,10 @@ def diagnose(trace: Trace, *, burn_in: float = BURN_IN, level: float = LEVEL) ->
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be a probability in (0, 1), got {level}")
     start = math.floor(burn_in * trace.steps)
-    if trace.steps - start < 50:
+    if kept_steps(trace, burn_in) < MIN_STEPS:
         raise ValueError(
             f"the trace has {trace.steps} steps, {trace.steps - start} after a burn-in of {burn_in:g}: the checks "
-            "need at least 50; record a longer trace"
+            f"need at least {MIN_STEPS}; record a longer trace"
         )
     alpha = level / (TESTS * trace.n_params)
     statistics = _statistics(trace, start)
@@ -294,6 +296,11 @@ def diagnose(trace: Trace, *, burn_in: float = BURN_IN, level: float = LEVEL) ->
         window_optima=statistics.window_optima,
         proposed_burn_in=proposed,
     )
+
+
+def kept_steps(trace: Trace, burn_in: float) -> int:
+    """T − ⌊burn_in·T⌋, the steps the checks (and the gradient model) use."""
+    return trace.steps - math.floor(burn_in * trace.steps)
 
 
 def _statistics(trace: Trace, start: int) -> CheckStatistics:
@@ -328,7 +335,7 @@ def _flags(s: CheckStatistics, alpha: float, trace: Trace) -> dict[str, np.ndarr
 def _settled(trace: Trace, burn_in: float, alpha: float) -> bool:
     """Whether, after ⌊burn_in·T⌋ steps, the windows agree, nothing drifts and the start is forgotten."""
     start = math.floor(burn_in * trace.steps)
-    if trace.steps - start < 50:
+    if kept_steps(trace, burn_in) < MIN_STEPS:
         return False
     flags = _flags(_statistics(trace, start), alpha, trace)
     return not any(flags[name].any() for name in ("windows", "drift", "transient"))
