@@ -12,7 +12,8 @@ Sections (each saved as it finishes, so a cut-off run resumes where it stopped):
 * bad: M1 traces of five bad families: learning rate ×100 (diverged); T = 2000 at the T = 10⁴ learning rate,
   and the learning rate ÷ 10 (unconverged); grads recorded as a mean but described as a sum; σ in the
   metadata ×2 and ×½ (mis-described); the share flagged;
-* linreg: the 10D regression at its research preset at ε = 0.1, 0.3, 1: how often σ² and the weights are flagged;
+* linreg: the 10D regression at its research preset at ε = 0.1, 0.3, 1: how often σ² and the weights are flagged,
+  and the coverage of σ²'s central 90 % interval (exact route) on the traces flagged and not flagged;
 * timing: diagnosing a T = 10⁴, P = 24 trace, after a first call.
 Results: benchmarks/results/diagnostics.json.
 """
@@ -28,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 from _common import machine, read_results, write_json
+
+from scipy import stats
 
 import noiseaware as na
 from noiseaware.evaluation import simulate_traces
@@ -62,6 +65,11 @@ def ou_section(traces: int, seed: int) -> dict:
 
 def simulate(name: str, traces: int, key, epsilon: float = 1.0, **overrides) -> list:
     """`traces` DPVI traces of the built-in model `name` on prior-predictive data, σ calibrated to ε."""
+    return simulations(name, traces, key, epsilon, **overrides).batch.traces
+
+
+def simulations(name: str, traces: int, key, epsilon: float = 1.0, **overrides):
+    """The `Simulations` (traces and true θ) behind `simulate`."""
     bm = na.models.get(name)
     settings = {**bm.dpvi_settings, **overrides}
     if "learning_rate" in overrides:  # an explicit λ replaces the κ heuristic's multiplier
@@ -69,7 +77,7 @@ def simulate(name: str, traces: int, key, epsilon: float = 1.0, **overrides) -> 
     sigma = na.noise_multiplier(epsilon, 1e-5, settings["sampling_rate"], settings["steps"])
     return simulate_traces(
         bm, noise_multiplier=sigma, epsilon=epsilon, delta=1e-5, simulations=traces, key=key, chunk=50, **settings
-    ).batch.traces
+    )
 
 
 def null_section(name: str, traces: int, seed: int, **overrides) -> dict:
@@ -103,16 +111,28 @@ def bad_section(traces: int, seed: int) -> dict:
 def linreg_section(traces: int, seed: int) -> dict:
     out = {}
     for epsilon in (0.1, 0.3, 1.0):
-        runs = simulate("linreg-10d", traces, seed, epsilon)
+        sims = simulations("linreg-10d", traces, seed, epsilon)
+        runs = sims.batch.traces
         verdicts = np.array([na.diagnose(t).theta_verdicts() for t in runs]) != "ok"
         names = runs[0].param_names[: runs[0].dim]
+        posts = na.fit_batch(runs, "exact", key=seed, diagnostics="off")
+        covered = np.array([abs(pit(p, truth)[-1] - 0.5) < 0.45 for p, truth in zip(posts, sims.truth)])
+        flagged = verdicts[:, -1]
         out[str(epsilon)] = {
             "traces": traces,
-            "sigma2_flagged": float(verdicts[:, -1].mean()),
+            "sigma2_flagged": float(flagged.mean()),
             "weights_flagged_any": float(verdicts[:, :-1].any(axis=1).mean()),
             "per_theta": {n.removeprefix("mu:"): float(v) for n, v in zip(names, verdicts.mean(axis=0))},
+            "sigma2_coverage90_flagged": float(covered[flagged].mean()) if flagged.any() else None,
+            "sigma2_coverage90_not_flagged": float(covered[~flagged].mean()) if (~flagged).any() else None,
         }
     return out
+
+
+def pit(post, truth) -> np.ndarray:
+    """P(θ_j ≤ truth_j | trace) per coordinate under the mixture posterior, (d,)."""
+    means, sds = post.optimum_draws[:, : post.dim], np.logaddexp(0.0, post.optimum_draws[:, post.dim :])
+    return stats.norm.cdf((np.asarray(truth) - means) / sds).mean(axis=0)
 
 
 def timing_section() -> dict:

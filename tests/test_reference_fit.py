@@ -77,7 +77,7 @@ def m1_reference():
     bm = na.models.get("M1")
     _, data = bm.simulate(0)
     settings = {k: v for k, v in bm.dpvi_settings.items() if k not in ("lr_multiplier", "steps")}
-    trace = na.record_dpvi(bm.model, data, non_private=True, learning_rate=(1e-4, 1e-2), key=1, steps=4000, **settings)
+    trace = na.record_dpvi(bm.model, data, non_private=True, learning_rate=(3e-4, 3e-2), key=1, steps=4000, **settings)
     x = np.asarray(data["x"], np.float64)
     rate = stats.gamma(GAMMA_PRIOR[0] + x.size, scale=1.0 / (GAMMA_PRIOR[1] + x.sum())).rvs(
         200_000, random_state=np.random.default_rng(0)

@@ -14,7 +14,8 @@ import numpy as np
 from ..baselines.naive import naive_posterior
 from ..posteriors.mixture import NoiseAwarePosterior
 from ..posteriors.summary import comparison_table
-from ..trace import BURN_IN, Trace, TraceCheckError, TraceError
+from ..trace import BURN_IN, Trace, TraceCheckError, TraceError, kept_steps
+from ..trace.diagnosis import MIN_STEPS
 from ..util.keys import as_key
 from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, reporting_warnings, route_options
 from .options import add_force, add_prior, count, fraction, method_lists, positive_int, probability, seed
@@ -118,7 +119,11 @@ def run(args) -> int:
         f"trace {args.trace}: {epsilon}, σ = {trace.noise_multiplier:.4g}, T = {trace.steps} steps; fitting "
         f"steps {start}…{trace.steps - 1} (burn-in {args.burn_in:g}) by {args.method}"
     )
-    report = None if args.diagnostics == "off" else trace.diagnose(burn_in=args.burn_in)
+    report = None
+    if args.diagnostics != "off" and kept_steps(trace, args.burn_in) < MIN_STEPS:
+        print(f"trace checks: skipped (fewer than {MIN_STEPS} steps after the burn-in)")
+    elif args.diagnostics != "off":
+        report = trace.diagnose(burn_in=args.burn_in)
     if report is not None:
         print(str(report))
         if args.diagnostics == "raise" and not report.ok:

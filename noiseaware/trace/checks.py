@@ -17,7 +17,7 @@ e_tj ~ N(0, ν_j² + u_j²) independent over t, with ν_j = σC/s_j the recorded
   implies (φ_{t+1} − φ* = (1 − κ)(φ_t − φ*) − λe_t, κ = λc, stationary variance γ₀ = λ² r²/(κ(2 − κ))), z ~ N(0, 1);
   without known step sizes κ and γ₀ come from φ's own lag-1 autocorrelation and variance;
 * relaxation (rules, not tests): the start's leftover at B, (|φ_0j − φ̂*_j| − 2 se(φ̂*_j))·(1 − κ⁺)^B, and the
-  kept trace's start offset, |mean of φ_j over its first quarter relaxation time − φ̂*_j| − 2 se(φ̂*_j), both in
+  kept trace's start offset, |mean of φ_j over its first tenth − φ̂*_j| − 2 se(φ̂*_j), both in
   stationary sds √γ₀ (κ⁺ from the slope's upper 2-standard-error bound); and n·κ⁺, the relaxation times kept;
 * divergence (rules): a slope significantly below 0 (G pushes φ away from where it is) and κ ≥ 2 (each step
   multiplies the distance to φ* by |1 − κ| ≥ 1).
@@ -112,7 +112,7 @@ def trace_checks(
         offset = np.maximum(np.abs(phi_all[0] - optimum) - 2.0 * optimum_se, 0.0)
         decay = np.exp(start * np.log(np.clip(1.0 - kappa_up, 1e-300, None)))
         leftover = np.where(kappa_up < 1.0, offset * decay / stationary_sd, 0.0)
-        start_offset = _start_offset(phi, optimum, optimum_se, kappa, stationary_sd)
+        start_offset = _start_offset(phi, optimum, optimum_se, stationary_sd)
     nan = ~moves
     return CheckStatistics(
         moves=moves,
@@ -214,14 +214,11 @@ def _drift(phi: np.ndarray, kappa: np.ndarray, variance: np.ndarray) -> np.ndarr
     return np.where(stable & (sd > 0), 2.0 * stats.norm.sf(np.abs(z)), np.nan)
 
 
-def _start_offset(phi, optimum, optimum_se, kappa, stationary_sd) -> np.ndarray:
-    """How far the kept trace starts from φ̂*: the mean of φ over its first quarter relaxation time (1/(4κ̂) steps,
-    at most a tenth of the kept steps) minus φ̂*, less 2 se(φ̂*), in stationary sds (≥ 0)."""
-    n = phi.shape[0]
-    span = np.where((kappa > 0) & np.isfinite(kappa), 0.25 / np.where(kappa > 0, kappa, 1.0), n)
-    span = np.clip(np.round(span), 1, max(n // 10, 1)).astype(int)
-    cumulative = np.cumsum(phi, axis=0)
-    early = cumulative[span - 1, np.arange(phi.shape[1])] / span
+def _start_offset(phi, optimum, optimum_se, stationary_sd) -> np.ndarray:
+    """How far the kept trace starts from φ̂*: the mean of φ over its first tenth minus φ̂*, less 2 se(φ̂*), in
+    stationary sds (≥ 0). A transient that dies out within a small part of the tenth barely moves its mean (and
+    barely moves the fit)."""
+    early = phi[: max(phi.shape[0] // 10, 1)].mean(axis=0)
     return np.maximum(np.abs(early - optimum) - 2.0 * optimum_se, 0.0) / stationary_sd
 
 

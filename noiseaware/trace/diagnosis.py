@@ -35,8 +35,8 @@ LEFTOVER = 1.0
 """The transient rule fires when the initial offset, decayed at the fastest plausible rate κ⁺ over the burn-in,
 still exceeds this many stationary sds at B,"""
 START_OFFSET = 4.0
-"""or when the kept trace's first quarter relaxation time sits this many stationary sds (beyond 2 standard errors
-of φ̂*) from φ̂*: a stationary trace's mean over it has sd below one."""
+"""or when the mean of the kept trace's first tenth sits this many stationary sds (beyond 2 standard errors of φ̂*)
+from φ̂*: a stationary trace's mean over it has sd below one."""
 BURN_INS = (0.3, 0.4, 0.5, 0.6, 0.7)
 """Burn-ins tried, in order, when the default leaves a transient: the first whose windows agree is proposed."""
 
