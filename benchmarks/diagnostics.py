@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 from _common import machine, read_results, write_json
-
 from scipy import stats
 
 import noiseaware as na
