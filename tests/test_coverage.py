@@ -45,6 +45,12 @@ def test_small_study_scores_every_method_under_both_rules(result):
     assert result.settings["noise_multiplier"] == pytest.approx(na.noise_multiplier(1.0, 1e-5, 0.1, 1000))
     assert {"dpvi", "exact", "tarp_exact", "naive", "tarp_naive"} <= set(result.seconds)
     assert "exact" in result.table() and "research" in result.table()
+    # every trace method records how many of the study's traces each trace check fired on
+    for method in ("exact", "naive"):
+        counts = result.diagnostics[method]["trace_checks"]
+        assert counts["traces"] == 12 and 0 <= counts["any"] <= 12
+        assert set(counts) == {"traces", "any", *na.trace.CHECKS}
+    assert "trace checks" in result.table().splitlines()[0]
 
 
 @pytest.mark.slow

@@ -309,3 +309,12 @@ def test_the_optimum_and_relaxation_match_the_model():
     np.testing.assert_allclose(s["optimum"], OPTIMUM, atol=0.05)
     kappa = 1e-3 * SCALE * Q * np.asarray(HESSIAN)
     np.testing.assert_allclose(s["relaxation"], kappa, rtol=0.25)
+
+
+def test_a_study_table_cell_counts_the_flagged_traces():
+    from noiseaware.evaluation.experiment import checks_cell
+
+    counts = {"traces": 20, "any": 3, "noise": 0, "drift": 2, "curvature": 1}
+    assert checks_cell({"trace_checks": counts}) == "3/20 (drift 2, curvature 1)"
+    assert checks_cell({"trace_checks": {"traces": 5, "any": 0}}) == "0/5"
+    assert checks_cell({"warnings": []}) == ""
