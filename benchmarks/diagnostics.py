@@ -14,7 +14,9 @@ Sections (each saved as it finishes, so a cut-off run resumes where it stopped):
   metadata ×2 and ×½ (mis-described); the share flagged;
 * linreg: the 10D regression at its research preset at ε = 0.1, 0.3, 1: how often σ² and the weights are flagged,
   and the coverage of σ²'s central 90 % interval (exact route) on the traces flagged and not flagged;
-* timing: diagnosing a T = 10⁴, P = 24 trace, after a first call.
+* timing: diagnosing a T = 10⁴, P = 24 trace, after a first call;
+* logistic: TARP coverage (100 simulations, ε = 1, exact and naive) of logistic-3d from its preset, whose ρ
+  never settle (flagged), and from ρ₀ = −3 (not flagged).
 Results: benchmarks/results/diagnostics.json.
 """
 
@@ -39,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 from ou import ou_traces  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "diagnostics.json"
-SECTIONS = ("ou", "null", "bad", "linreg", "timing")
+SECTIONS = ("ou", "null", "bad", "linreg", "timing", "logistic")
 
 
 def rates(diagnoses, names) -> dict:
@@ -134,6 +136,21 @@ def pit(post, truth) -> np.ndarray:
     return stats.norm.cdf((np.asarray(truth) - means) / sds).mean(axis=0)
 
 
+def logistic_section(simulations_count: int, seed: int) -> dict:
+    """TARP coverage of logistic-3d at ε = 1 from its preset (ρ₀ = −6, flagged) and from ρ₀ = −3 (not flagged)."""
+    bm = na.models.get("logistic-3d")
+    out = {}
+    for label, overrides in (("research preset, rho0 = -6", {}), ("rho0 = -3", {"init": (0.0, -3.0)})):
+        result = na.coverage(
+            bm, methods=("exact", "naive"), epsilon=1.0, simulations=simulations_count, key=seed, **overrides
+        )
+        out[label] = {
+            "rmse": {rule: {m: list(v) for m, v in result.rmse_under(rule).items()} for rule in result.curves},
+            "trace_checks": result.diagnostics["exact"]["trace_checks"],
+        }
+    return out
+
+
 def timing_section() -> dict:
     (trace,) = simulate("linreg-10d", 1, 0)
     na.diagnose(trace)
@@ -174,6 +191,8 @@ def main() -> None:
         run("linreg", lambda: linreg_section(args.linreg_traces, args.seed + 20))
     if "timing" in chosen:
         run("timing", timing_section)
+    if "logistic" in chosen:
+        run("logistic", lambda: logistic_section(100, args.seed))
     if "null" in chosen:
         for index, name in enumerate(na.models.names()):
             count = args.adult_traces if name == "adult-logistic" else args.traces
