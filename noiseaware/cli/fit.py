@@ -14,8 +14,7 @@ import numpy as np
 from ..baselines.naive import naive_posterior
 from ..posteriors.mixture import NoiseAwarePosterior
 from ..posteriors.summary import comparison_table
-from ..trace import BURN_IN, Trace, TraceCheckError, TraceError, kept_steps
-from ..trace.diagnosis import MIN_STEPS
+from ..trace import BURN_IN, MIN_STEPS, Trace, TraceCheckError, TraceError, diagnose_if_long_enough
 from ..util.keys import as_key
 from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, reporting_warnings, route_options
 from .options import add_force, add_prior, count, fraction, method_lists, positive_int, probability, seed
@@ -119,11 +118,9 @@ def run(args) -> int:
         f"trace {args.trace}: {epsilon}, σ = {trace.noise_multiplier:.4g}, T = {trace.steps} steps; fitting "
         f"steps {start}…{trace.steps - 1} (burn-in {args.burn_in:g}) by {args.method}"
     )
-    report = None
-    if args.diagnostics != "off" and kept_steps(trace, args.burn_in) < MIN_STEPS:
+    report = None if args.diagnostics == "off" else diagnose_if_long_enough(trace, args.burn_in)
+    if args.diagnostics != "off" and report is None:
         print(f"trace checks: skipped (fewer than {MIN_STEPS} steps after the burn-in)")
-    elif args.diagnostics != "off":
-        report = trace.diagnose(burn_in=args.burn_in)
     if report is not None:
         print(str(report))
         if args.diagnostics == "raise" and not report.ok:

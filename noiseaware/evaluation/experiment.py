@@ -25,8 +25,7 @@ import jax
 
 from ..methods.base import Batch, Method, Outcome, Registry, fit_problems, split_keys
 from ..recording.dpvi import record_dpvi
-from ..trace import BURN_IN, CHECKS, kept_steps
-from ..trace.diagnosis import MIN_STEPS
+from ..trace import BURN_IN, CHECKS, diagnose_if_long_enough
 from ..util.batch_warnings import gather
 
 __all__ = [
@@ -142,7 +141,7 @@ def run_methods[Score](
 def check_counts(traces, burn_in: float) -> dict[str, int]:
     """How many of the traces each trace check (`na.diagnose`) fired on, and on how many any fired; "traces" counts
     the traces checked (those with at least MIN_STEPS steps after the burn-in)."""
-    reports = [trace.diagnose(burn_in=burn_in) for trace in traces if kept_steps(trace, burn_in) >= MIN_STEPS]
+    reports = [r for r in (diagnose_if_long_enough(trace, burn_in) for trace in traces) if r is not None]
     counts = {name: sum(name in report.fired for report in reports) for name in CHECKS}
     return {"traces": len(reports), "any": sum(not report.ok for report in reports)} | counts
 

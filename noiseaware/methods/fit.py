@@ -13,8 +13,7 @@ from typing import Any, Literal
 
 from ..posteriors.base import Posterior
 from ..posteriors.mixture import MixturePosterior
-from ..trace import BURN_IN, Trace, TraceCheckError, TraceDiagnosis, kept_steps
-from ..trace.diagnosis import MIN_STEPS
+from ..trace import BURN_IN, MIN_STEPS, Trace, TraceCheckError, TraceDiagnosis, diagnose_if_long_enough
 from ..util.batch_warnings import FitWarning
 from ..util.keys import as_key
 from .base import Batch, Method, Registry, fit_problems, split_keys, summarise_warnings
@@ -127,7 +126,7 @@ def _diagnose(traces: list[Trace], burn_in: float, checks: Checks) -> list[Trace
     method decides whether it can fit it); "raise" raises for the first trace that fails."""
     if checks == "off":
         return [None] * len(traces)
-    reports = [trace.diagnose(burn_in=burn_in) if kept_steps(trace, burn_in) >= MIN_STEPS else None for trace in traces]
+    reports = [diagnose_if_long_enough(trace, burn_in) for trace in traces]
     if None in reports:
         warnings.warn(
             FitWarning(

@@ -19,7 +19,7 @@ from ..inference import exact, laplace, nuts
 from ..inference.draws import Draws
 from ..inference.gradient_model import GradientModel, Prior, gradient_model, resolve_prior, slope_estimates
 from ..posteriors.mixture import NoiseAwarePosterior, trace_facts, trace_iterates
-from ..trace import BURN_IN, Trace
+from ..trace import BURN_IN, MIN_STEPS, Trace, kept_steps
 from ..util.batch_warnings import FitWarning
 from ..util.checks import choice, flag, fraction, positive_int, probability
 from ..util.diagnostics import MAX_RHAT
@@ -37,7 +37,6 @@ __all__ = [
     "NutsOptions",
 ]
 
-MIN_STEPS = 50
 WEAK_SLOPE = 2.0
 EDGE_MASS = 1e-6
 
@@ -146,7 +145,7 @@ def _route(
 
 
 def _gradient_model(trace: Trace, prior: Prior, burn_in: float) -> GradientModel:
-    kept = trace.steps - int(np.floor(burn_in * trace.steps))
+    kept = kept_steps(trace, burn_in)
     if kept < MIN_STEPS:
         raise ValueError(
             f"the trace has {trace.steps} steps, {kept} after a burn-in of {burn_in:g}: the gradient model needs "

@@ -2,7 +2,16 @@
 (docs/trace-format.md), and its site map (`sites`): the flat parameter vector ⇄ the model's named sites."""
 
 from .core import Trace
-from .diagnosis import CHECKS, Finding, TraceCheckError, TraceDiagnosis, diagnose, kept_steps
+from .diagnosis import (
+    CHECKS,
+    MIN_STEPS,
+    Finding,
+    TraceCheckError,
+    TraceDiagnosis,
+    diagnose,
+    diagnose_if_long_enough,
+    kept_steps,
+)
 from .files import SCHEMA, SCHEMA_VERSION
 from .summary import BURN_IN
 from .validation import VARIATIONAL_FAMILIES, TraceError
@@ -10,6 +19,7 @@ from .validation import VARIATIONAL_FAMILIES, TraceError
 __all__ = [
     "BURN_IN",
     "CHECKS",
+    "MIN_STEPS",
     "SCHEMA",
     "SCHEMA_VERSION",
     "VARIATIONAL_FAMILIES",
@@ -19,5 +29,6 @@ __all__ = [
     "TraceDiagnosis",
     "TraceError",
     "diagnose",
+    "diagnose_if_long_enough",
     "kept_steps",
 ]

@@ -23,7 +23,17 @@ from .summary import BURN_IN
 if TYPE_CHECKING:
     from .core import Trace
 
-__all__ = ["CHECKS", "LEVEL", "MIN_STEPS", "Finding", "TraceCheckError", "TraceDiagnosis", "diagnose", "kept_steps"]
+__all__ = [
+    "CHECKS",
+    "LEVEL",
+    "MIN_STEPS",
+    "Finding",
+    "TraceCheckError",
+    "TraceDiagnosis",
+    "diagnose",
+    "diagnose_if_long_enough",
+    "kept_steps",
+]
 
 MIN_STEPS = 50
 """The fewest kept steps the checks need."""
@@ -275,7 +285,7 @@ def diagnose(trace: Trace, *, burn_in: float = BURN_IN, level: float = LEVEL) ->
         )
     alpha = level / (TESTS * trace.n_params)
     statistics = _statistics(trace, start)
-    flags = _flags(statistics, alpha, trace)
+    flags = _flags(statistics, alpha)
     proposed = None
     if any(flags[name].any() for name in ("windows", "drift", "transient")):
         proposed = next((b for b in BURN_INS if b > burn_in and _settled(trace, b, alpha)), None)
@@ -303,6 +313,12 @@ def kept_steps(trace: Trace, burn_in: float) -> int:
     return trace.steps - math.floor(burn_in * trace.steps)
 
 
+def diagnose_if_long_enough(trace: Trace, burn_in: float = BURN_IN) -> TraceDiagnosis | None:
+    """`diagnose` at the default level, or None for a trace with fewer than MIN_STEPS steps after the burn-in
+    (whoever fits it decides whether it can)."""
+    return diagnose(trace, burn_in=burn_in) if kept_steps(trace, burn_in) >= MIN_STEPS else None
+
+
 def _statistics(trace: Trace, start: int) -> CheckStatistics:
     sgd = trace.optimizer == "sgd" and trace.learning_rate is not None
     return trace_checks(
@@ -315,9 +331,9 @@ def _statistics(trace: Trace, start: int) -> CheckStatistics:
     )
 
 
-def _flags(s: CheckStatistics, alpha: float, trace: Trace) -> dict[str, np.ndarray]:
-    """{check: (P,) bool}: a test fires below α per coordinate, a NaN statistic never fires."""
-    sgd = trace.optimizer == "sgd" and trace.learning_rate is not None
+def _flags(s: CheckStatistics, alpha: float) -> dict[str, np.ndarray]:
+    """{check: (P,) bool}: a test fires below α per coordinate, a NaN statistic never fires. (κ̂ ≥ 2 needs SGD's
+    step sizes: read off φ's autocorrelation, κ̂ = 1 − ρ₁ < 2.)"""
     critical = stats.norm.isf(alpha)
     return {
         "constant": ~s.moves,
@@ -328,7 +344,7 @@ def _flags(s: CheckStatistics, alpha: float, trace: Trace) -> dict[str, np.ndarr
         "autocorrelation": s.p_autocorrelation < alpha,
         "drift": s.p_drift < alpha,
         "transient": (s.leftover > LEFTOVER) | (s.start_offset > START_OFFSET) | (s.relaxations < 1.0),
-        "divergence": (s.slope_z < -critical) | ((s.relaxation >= 2.0) if sgd else False),
+        "divergence": (s.slope_z < -critical) | (s.relaxation >= 2.0),
     }
 
 
@@ -337,7 +353,7 @@ def _settled(trace: Trace, burn_in: float, alpha: float) -> bool:
     start = math.floor(burn_in * trace.steps)
     if kept_steps(trace, burn_in) < MIN_STEPS:
         return False
-    flags = _flags(_statistics(trace, start), alpha, trace)
+    flags = _flags(_statistics(trace, start), alpha)
     return not any(flags[name].any() for name in ("windows", "drift", "transient"))
 
 
