@@ -204,7 +204,6 @@ def _checks(trace):
         trace.grads,
         start=math.floor(0.2 * trace.steps),
         noise_sd=trace.noise_sd,
-        sampling_rate=trace.sampling_rate,
         learning_rate=trace.learning_rate,
     )
 

@@ -135,12 +135,12 @@ def _diagnose(traces: list[Trace], burn_in: float, checks: Checks) -> list[Trace
             ),
             stacklevel=3,
         )
-    for index, report in enumerate(reports):
-        if checks == "raise" and not report.ok:
-            where = "" if len(traces) == 1 else f"trace {index}: "
-            raise TraceCheckError(
-                f"{where}{report}\n(fit with diagnostics='warn' to fit anyway, or 'off' to skip the checks)"
-            )
+    failing = [index for index, report in enumerate(reports) if report is not None and not report.ok]
+    if checks == "raise" and failing:
+        where = "" if len(traces) == 1 else f"trace {failing[0]}: "
+        raise TraceCheckError(
+            f"{where}{reports[failing[0]]}\n(fit with diagnostics='warn' to fit anyway, or 'off' to skip the checks)"
+        )
     return reports
 
 

@@ -76,14 +76,13 @@ def trace_checks(
     *,
     start: int,
     noise_sd: np.ndarray,
-    sampling_rate: float,
     learning_rate: np.ndarray | None,
 ) -> CheckStatistics:
     """All statistics for the steps t ≥ start of params, grads (T, P); noise_sd ν (P,), learning_rate λ (P,) of
     plain SGD or None."""
     phi_all = np.asarray(params, np.float64)
     phi, grad = phi_all[start:], np.asarray(grads, np.float64)[start:]
-    n, size = phi.shape
+    n = phi.shape[0]
     x = phi - phi.mean(axis=0)
     g = grad - grad.mean(axis=0)
     sxx, sgg, sxg = np.sum(x * x, axis=0), np.sum(g * g, axis=0), np.sum(x * g, axis=0)
@@ -102,9 +101,9 @@ def trace_checks(
         optimum = phi.mean(axis=0) - grad.mean(axis=0) / slope
         residuals = g - slope * x
         p_windows, window_optima = _windows(phi, grad, slope, residuals, residual_var)
-        p_curvature = _curvature(x, g, slope, rss)
+        p_curvature = _curvature(x, g, rss)
         p_autocorrelation = _ljung_box(residuals)
-        relaxation, variance = _dynamics(x, slope, slope_se, residual_var, learning_rate, sampling_rate)
+        relaxation, variance = _dynamics(x, slope, slope_se, residual_var, learning_rate)
         kappa, kappa_up = relaxation
         p_drift = _drift(phi, kappa, variance)
         stationary_sd = np.sqrt(variance)
@@ -156,7 +155,7 @@ def _windows(phi: np.ndarray, grad: np.ndarray, slope: np.ndarray, residuals: np
     return stats.chi2.sf(statistic, WINDOWS - 1), np.asarray(optima)
 
 
-def _curvature(x: np.ndarray, g: np.ndarray, slope: np.ndarray, rss: np.ndarray) -> np.ndarray:
+def _curvature(x: np.ndarray, g: np.ndarray, rss: np.ndarray) -> np.ndarray:
     """t test of γ in G = α + c x + γ z + e, z = x² orthogonalised against (1, x): γ̂ = Σ z g / Σ z², two-sided."""
     n = x.shape[0]
     square = x * x
@@ -178,11 +177,11 @@ def _ljung_box(residuals: np.ndarray) -> np.ndarray:
     return stats.chi2.sf(n * (n + 2) * statistic, LAGS)
 
 
-def _dynamics(x, slope, slope_se, residual_var, learning_rate, sampling_rate):
+def _dynamics(x, slope, slope_se, residual_var, learning_rate):
     """((κ̂, κ⁺), γ₀): the relaxation per step and its upper bound, and the stationary variance of φ.
 
     Plain SGD with known λ: κ = λĉ, κ⁺ = λ(ĉ + 2 se), γ₀ = λ² r²/(κ(2 − κ)). Otherwise φ's lag-1 autocorrelation
-    ρ₁: κ = 1 − ρ₁ (κ⁺ the same) and γ₀ its sample variance. (ĉ is the slope of G on φ; sampling rate q is in ĉ.)
+    ρ₁: κ = 1 − ρ₁ (κ⁺ the same) and γ₀ its sample variance. (ĉ, the slope of G on φ, is q·a.)
     """
     if learning_rate is not None:
         lam = np.asarray(learning_rate, np.float64)

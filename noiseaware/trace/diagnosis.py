@@ -326,7 +326,6 @@ def _statistics(trace: Trace, start: int) -> CheckStatistics:
         trace.grads,
         start=start,
         noise_sd=np.broadcast_to(trace.noise_sd, (trace.n_params,)),
-        sampling_rate=trace.sampling_rate,
         learning_rate=np.broadcast_to(trace.learning_rate, (trace.n_params,)) if sgd else None,
     )
 
