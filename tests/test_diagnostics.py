@@ -317,3 +317,9 @@ def test_a_study_table_cell_counts_the_flagged_traces():
     assert checks_cell({"trace_checks": counts}) == "3/20 (drift 2, curvature 1)"
     assert checks_cell({"trace_checks": {"traces": 5, "any": 0}}) == "0/5"
     assert checks_cell({"warnings": []}) == ""
+
+
+def test_raise_mode_fits_a_trace_too_short_to_check_with_a_warning():
+    with pytest.warns(UserWarning, match="trace checks skipped: fewer than 50 steps"):
+        post = na.fit(ou_trace(steps=60), "naive", key=0, diagnostics="raise")
+    assert post.checks is None
