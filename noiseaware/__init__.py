@@ -10,10 +10,10 @@
 
 The data flow reads off the subpackages: recording (DPVI → trace) → trace (the released file) →
 inference (the gradient model and its routes) → posteriors → methods (one contract for every method) →
-evaluation (coverage, calibration) → plots and cli.
+evaluation (coverage, calibration) → tuning (settings found and checked on simulations) → plots and cli.
 """
 
-from . import datasets, methods, models
+from . import datasets, methods, models, tuning
 from .baselines.dpvim import dpvim_posterior
 from .baselines.naive import naive_posterior
 from .evaluation import calibration, calibration_curve, calibration_metrics, coverage, coverage_rmse, tarp_ecp
@@ -23,6 +23,7 @@ from .posteriors import DPVImPosterior, NaivePosterior, NoiseAwarePosterior, Pos
 from .privacy import epsilon_spent, noise_multiplier
 from .recording import ModelError, record_dpvi, record_dpvi_batch
 from .trace import Trace, TraceCheckError, TraceDiagnosis, TraceError, diagnose
+from .tuning import PreflightReport, TunedSettings, preflight, tune
 
 __version__ = "0.1.0"
 
@@ -34,12 +35,14 @@ __all__ = [
     "NaivePosterior",
     "NoiseAwarePosterior",
     "Posterior",
+    "PreflightReport",
     "Prior",
     "Registry",
     "Trace",
     "TraceCheckError",
     "TraceDiagnosis",
     "TraceError",
+    "TunedSettings",
     "calibration",
     "calibration_curve",
     "calibration_metrics",
@@ -58,7 +61,10 @@ __all__ = [
     "noise_multiplier",
     "per_problem",
     "per_trace",
+    "preflight",
     "record_dpvi",
     "record_dpvi_batch",
     "tarp_ecp",
+    "tune",
+    "tuning",
 ]

@@ -1,8 +1,11 @@
-"""The `noiseaware` command line: `account`, `record`, `fit`, `coverage`, `calibrate` and `demo`.
+"""The `noiseaware` command line: `account`, `tune`, `preflight`, `record`, `fit`, `coverage`, `calibrate`, `demo`.
 
     noiseaware account --epsilon 0.1 0.3 1.0          # σ for each ε (PLD accountant)
     noiseaware account --noise-multiplier 37.81       # ε spent by a given σ
+    noiseaware tune --model M1 --epsilon 1 --out m1-settings.json   # settings from simulations, no data
+    noiseaware preflight --model M1 --epsilon 1 --settings m1-settings.json
     noiseaware record --model M1 --epsilon 1 --out m1.nc
+    noiseaware record --model M1 --epsilon 1 --settings m1-settings.json --out m1.nc
     noiseaware record --model mymodels:logistic --data adult.csv --epsilon 1 \\
         --steps 10000 --sampling-rate 0.01 --clip 2 --out adult.nc
     noiseaware fit m1.nc --method exact --out m1-posterior.nc --plot m1.png
@@ -35,13 +38,13 @@ from contextlib import contextmanager
 import jax
 
 from .. import __version__
-from . import account, calibrate, coverage, demo, fit, record
+from . import account, calibrate, coverage, demo, fit, record, tune
 from .data import DataError, load_data
 
 __all__ = ["DataError", "build_parser", "load_data", "main"]
 
 EXIT_USAGE = 2
-COMMANDS = (account, record, fit, coverage, calibrate, demo)
+COMMANDS = (account, tune, record, fit, coverage, calibrate, demo)
 """The command modules, in the order of `noiseaware --help`: each has add_parser(subparsers) and run(args)."""
 
 

@@ -36,9 +36,9 @@ def keys(seed: int) -> tuple[jax.Array, jax.Array]:
     return key_simulation, key_dpvi
 
 
-def builtin(name: str) -> models.BenchmarkModel:
+def builtin(name: str, *, preset: bool = True) -> models.BenchmarkModel:
     try:
-        return models.get(name)
+        return models.get(name, preset=preset)
     except KeyError as error:
         raise ValueError(error.args[0]) from None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -16,7 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import models
+from ..recording.contract import inspect_model
 from ..recording.dpvi import record_dpvi
+from ..recording.settings import UNCHECKED_HINT, SettingsHint
+from ..tuning import TunedSettings
 from ..util.tables import text_table
 from .common import builtin, import_attribute, keys
 from .data import load_data
@@ -123,6 +127,12 @@ def add_parser(subparsers) -> None:
         help="unconstrained maps: numpyro's biject_to, or research (softplus, additive log-ratio)",
     )
     parser.add_argument("--n-examples", type=positive_int, metavar="N", help="size of the simulated data set")
+    parser.add_argument(
+        "--settings",
+        metavar="FILE",
+        help="DP-SGD settings from `noiseaware tune` for this model (numpyro transforms for a built-in); "
+        "they replace the preset and every setting option",
+    )
     parser.add_argument("--float64", action="store_true", help="record in 64-bit floats")
     parser.set_defaults(run=run)
 
@@ -142,10 +152,17 @@ def run(args) -> int:
         args.out, "--out", TRACE_SUFFIXES, "a trace file ends in .nc (netCDF4) or .npz (numpy)"
     )
     key_simulation, key_dpvi = keys(_record_seed(args))
-    job = _user_job(args) if ":" in args.model else _builtin_job(args, key_simulation)
-    trace = record_dpvi(
-        job.model, job.data, key=key_dpvi, progress=True, dtype=_dtype(args), **_privacy(args), **job.settings
-    )
+    if args.settings is not None:
+        job = _tuned_job(args, key_simulation)
+    else:
+        job = _user_job(args) if ":" in args.model else _builtin_job(args, key_simulation)
+        if not args.non_private:
+            print(f"hint: {UNCHECKED_HINT}", file=sys.stderr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SettingsHint)
+        trace = record_dpvi(
+            job.model, job.data, key=key_dpvi, progress=True, dtype=_dtype(args), **_privacy(args), **job.settings
+        )
     trace.save(out, overwrite=args.force)
     print(trace.summary())
     if job.truth is not None:
@@ -205,6 +222,30 @@ def _scalar_or_pair(values: Sequence[float], name: str):
     raise ValueError(
         f"--{name.replace('_', '-')} takes one value (all coordinates) or two (μ block, ρ block), got {len(values)}"
     )
+
+
+def _tuned_job(args, key) -> _Job:
+    """The model of --model with the settings of --settings, checked to be the model they were tuned for."""
+    given = [f"--{name.replace('_', '-')}" for name in SETTING_OPTIONS if getattr(args, name) is not None]
+    if given:
+        raise ValueError(f"--settings fixes the DP-SGD settings: drop {', '.join(given)} (or tune again)")
+    settings = TunedSettings.load(args.settings)
+    if ":" not in args.model and args.data is None:
+        bm = builtin(args.model, preset=False)
+        if args.n_examples is not None:
+            bm = models.from_numpyro(bm.model, n_examples=args.n_examples, covariates=bm.covariates, name=bm.name)
+        settings.check_model(bm)
+        theta, data = bm.simulate(key)
+        return _Job(bm.model, data, settings, (bm, theta))
+    if ":" in args.model:
+        model = import_model(args.model)
+        name, data = getattr(model, "__name__", "model"), _user_data(args)
+    else:
+        bm = builtin(args.model, preset=False)
+        model, name, data = bm.model, bm.name, _user_data(args, bm)
+    spec = inspect_model(model, data, transforms=settings["transforms"], sites=settings["sites"])
+    settings.check_layout(name, spec.site_map, spec.n_examples)
+    return _Job(model, data, settings)
 
 
 def _builtin_job(args, key) -> _Job:

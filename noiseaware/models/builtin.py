@@ -175,9 +175,23 @@ def names() -> tuple[str, ...]:
     return _NAMES
 
 
-def get(name: str) -> BenchmarkModel:
-    """The built-in benchmark model `name` (also 'M1', 'M2', 'M3') with its research preset."""
+def get(name: str, *, preset: bool = True) -> BenchmarkModel:
+    """The built-in benchmark model `name` (also 'M1', 'M2', 'M3') with its research preset, or with
+    preset=False as a user would write it: numpyro's default transforms (exp, stick-breaking) and no DPVI
+    settings (find them with `na.tune`)."""
     key = _ALIASES.get(name.lower(), name.lower())
     if key not in _NAMES:
         raise KeyError(f"unknown model {name!r}: choose one of {', '.join(_NAMES)} (or M1, M2, M3)")
-    return _build(key)
+    bm = _build(key)
+    if preset:
+        return bm
+    order = bm.dpvi_settings.get("sites")
+    return from_numpyro(
+        bm.model,
+        n_examples=bm.n_examples,
+        covariates=bm.covariates,
+        name=bm.name,
+        sites=order,
+        labels=bm.dpvi_settings.get("labels"),
+        description=bm.description,
+    )

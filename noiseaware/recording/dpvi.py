@@ -24,6 +24,7 @@ to be kept in step across modules.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -38,7 +39,7 @@ from ..trace import Trace
 from ..util.keys import as_key, as_keys
 from ..util.progress import progress_bar
 from .contract import ModelSpec, as_data, check_data_sets, first_data_set, inspect_model
-from .settings import DPVISettings, resolve_settings
+from .settings import UNCHECKED_HINT, DPVISettings, SettingsHint, resolve_settings
 
 __all__ = [
     "DPVIState",
@@ -374,6 +375,7 @@ def record_dpvi(
     batch_size: int | None = None,
     dtype=None,
     allow_weak_privacy: bool = False,
+    preflight: str | None = None,
     progress: bool | Callable = False,
 ) -> Trace:
     """Run DPVI on `model(**data)` and return its released Trace (module doc has the algorithm).
@@ -388,7 +390,11 @@ def record_dpvi(
     label per element}, e.g. {"theta": feature_names}, names θ's coordinates in the trace (`theta[age]`,
     released with it: column names are the data schema, not data). `batch_size`: padded
     chunk of sampled examples (default Nq + 6 sd). `dtype`: float32 (default) or float64 (enable x64).
+    `preflight`: the fingerprint of the simulation check the settings passed (`na.TunedSettings` carries it);
+    a private run without one gets a one-line `SettingsHint` to check the settings on simulations first.
     """
+    if preflight is None and not non_private:
+        warnings.warn(UNCHECKED_HINT, SettingsHint, stacklevel=2)
     recorder = build_recorder(
         model,
         data,
@@ -425,14 +431,22 @@ def record_dpvi(
 
 
 def record_dpvi_batch(
-    model: Callable, data: Mapping, *, keys, progress: bool | Callable = False, **kwargs
+    model: Callable,
+    data: Mapping,
+    *,
+    keys,
+    progress: bool | Callable = False,
+    preflight: str | None = None,
+    **kwargs,
 ) -> list[Trace]:
     """`record_dpvi` for M data sets of equal size at once (one vmapped, compiled program).
 
     data: dict of arrays with a leading axis M (e.g. `jax.vmap(bm.simulate)(keys)[1]`); keys: (M,) PRNG
     keys (or M int seeds). Returns M traces. The settings are those of `record_dpvi`; every data set is
-    checked against the model (lengths, shapes, support) before the program runs.
+    checked against the model (lengths, shapes, support) before the program runs. Batches serve simulation
+    studies: no `SettingsHint` (`preflight` is accepted, so `**TunedSettings` pass through).
     """
+    del preflight
     recorder = build_recorder(model, data, batched=True, **kwargs)
     keys = as_keys(keys)
     prepared = recorder.prepare(data, batched=True)

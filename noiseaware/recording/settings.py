@@ -23,7 +23,9 @@ __all__ = [
     "DEFAULT_INIT",
     "DEFAULT_LR_MULTIPLIER",
     "WEAK_DELTA",
+    "UNCHECKED_HINT",
     "DPVISettings",
+    "SettingsHint",
     "check_delta",
     "default_batch_size",
     "resolve_settings",
@@ -33,6 +35,16 @@ DEFAULT_LR_MULTIPLIER = math.sqrt(2.0)
 DEFAULT_INIT = (0.0, -4.0)
 WEAK_DELTA = 0.5
 """δ from which a run is refused unless `allow_weak_privacy=True`: such a guarantee protects next to nothing."""
+
+
+class SettingsHint(UserWarning):
+    """A reminder that a private run's settings were never checked on simulations."""
+
+
+UNCHECKED_HINT = (
+    "these DP-SGD settings were never checked on simulations: run na.preflight(bm, settings, epsilon=…) "
+    "(noiseaware preflight) or na.tune before spending privacy on real data"
+)
 
 
 @dataclass(frozen=True)

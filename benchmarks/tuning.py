@@ -1,0 +1,88 @@
+"""Tuned DP-SGD settings on models given with numpyro's default transforms and no preset.
+
+    python benchmarks/tuning.py                          # every case not yet in the results file
+    python benchmarks/tuning.py --cases m1@1,m1@0.1 --force
+
+A case model@ε runs `na.tune(na.models.get(model, preset=False), epsilon=ε, key=0, trials=40, simulations=24,
+check_simulations=200)`: the search on 24 prior-predictive simulations, then the chosen settings' check on
+200 fresh ones (exact NA-DPVI, TARP coverage RMSE over 20 reference draws). For M1 and M2 the research preset is
+checked on the same 200 data sets (`na.preflight(get(model), epsilon=ε, key=fold_in(0, 1))`): its coverage
+and posterior sd relative to the non-private VI sd, beside the tuned settings'. Each case is saved as it
+finishes (a cut-off run resumes); the tuned settings go to benchmarks/results/tuned/<model>-eps<ε>.json.
+Results: benchmarks/results/tuning.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from pathlib import Path
+
+import jax
+from _common import machine, read_results, write_json
+
+import noiseaware as na
+
+RESULTS = Path(__file__).parent / "results" / "tuning.json"
+SETTINGS = Path(__file__).parent / "results" / "tuned"
+CASES = (
+    "m1@1", "m1@0.1", "m2@1", "m2@0.1", "m3@1", "m3@0.1",
+    "logistic-3d@1", "logistic-3d@0.1", "linreg-10d@1", "linreg-10d@0.1", "linreg-10d@0.3",
+    "m1@0.3", "m2@0.3", "m3@0.3",
+)  # fmt: skip
+TRIALS, SIMULATIONS, CHECK = 40, 24, 200
+
+
+def run_case(case: str) -> dict:
+    name, eps = case.split("@")
+    epsilon = float(eps)
+    bm = na.models.get(name, preset=False)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", na.tuning.PreflightWarning)
+        tuned = na.tune(bm, epsilon=epsilon, key=0, trials=TRIALS, simulations=SIMULATIONS, check_simulations=CHECK)
+    seconds = time.perf_counter() - start
+    SETTINGS.mkdir(parents=True, exist_ok=True)
+    tuned.save(SETTINGS / f"{bm.name}-eps{eps}.json", overwrite=True)
+    out = {
+        "model": bm.name,
+        "epsilon": epsilon,
+        "seconds": round(seconds, 1),
+        "check": tuned.check.to_dict(),
+        "settings": dict(tuned.settings),
+        "warnings": [str(w.message) for w in caught if issubclass(w.category, na.tuning.PreflightWarning)],
+        "feasible_trials": sum(bool(t["feasible"]) for t in tuned.trials),
+        "trials": len(tuned.trials),
+    }
+    print(f"{case}: {seconds:.0f} s; " + tuned.check.table().replace("\n", "\n  "))
+    if name in ("m1", "m2"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            preset = na.preflight(
+                na.models.get(name),
+                epsilon=epsilon,
+                simulations=CHECK,
+                key=jax.random.fold_in(jax.random.key(0), 1),
+            )
+        out["preset_check"] = preset.to_dict()
+        print("  research preset: " + preset.table().replace("\n", "\n  "))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--force", action="store_true", help="rerun cases already in the results file")
+    args = parser.parse_args()
+    results = read_results(RESULTS).get("results", {})
+    for case in args.cases.split(","):
+        if case in results and not args.force:
+            continue
+        results[case] = run_case(case)
+        write_json(RESULTS, {"machine": machine(), "settings": {"trials": TRIALS, "simulations": SIMULATIONS,
+                     "check_simulations": CHECK, "key": 0}, "results": results})  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""`noiseaware tune` and `noiseaware preflight`: DP-SGD settings found and checked on simulations, no data.
+
+    noiseaware tune --model M1 --epsilon 1 --trials 40 --out m1-settings.json
+    noiseaware tune --model mymodels:regression --covariates mymodels:design --n-examples 5000 --epsilon 1 \\
+        --out settings.json
+    noiseaware preflight --model M1 --epsilon 1 --settings m1-settings.json
+
+`tune` writes the settings file and, beside it, <stem>-coverage.png (the check's coverage curve) and
+<stem>-privacy-utility.png (posterior sd and coverage against ε for the chosen settings).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+from .. import models
+from ..tuning import PreflightWarning, TunedSettings, preflight, privacy_utility, tune
+from ..util.tables import text_table
+from .common import builtin, import_attribute
+from .options import add_delta, add_force, add_seed, positive_float, positive_int
+from .outputs import Outputs
+
+TOP_TRIALS = 8
+"""Rows of the best-trials table."""
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "tune",
+        help="choose DP-SGD settings on simulations from the model's prior (spends no privacy)",
+        description="Search clip, gradient scales, learning rates and initial values with Optuna on data sets "
+        "simulated from the model's prior predictive, then check the chosen settings on fresh simulations.",
+    )
+    _add_model(parser)
+    parser.add_argument("--epsilon", type=positive_float, required=True, metavar="E", help="the privacy level ε")
+    add_delta(parser)
+    parser.add_argument("--trials", type=positive_int, default=40, metavar="K", help="Optuna trials (default: 40)")
+    parser.add_argument(
+        "--simulations", type=positive_int, default=24, metavar="M", help="simulations per trial (default: 24)"
+    )
+    parser.add_argument(
+        "--check-simulations",
+        type=positive_int,
+        default=200,
+        metavar="M",
+        help="fresh simulations of the final check (default: 200)",
+    )
+    parser.add_argument(
+        "--curve-epsilons",
+        type=positive_float,
+        nargs="+",
+        default=(0.1, 0.3, 1.0, 3.0),
+        metavar="E",
+        help="privacy levels of the privacy–utility curve (default: 0.1 0.3 1 3)",
+    )
+    parser.add_argument(
+        "--curve-simulations",
+        type=positive_int,
+        default=50,
+        metavar="M",
+        help="simulations per privacy level of the curve (default: 50)",
+    )
+    add_seed(parser, 0, "default: 0")
+    parser.add_argument("--out", required=True, metavar="FILE", help="settings file to write (.json)")
+    add_force(parser)
+    parser.set_defaults(run=run_tune)
+    check = subparsers.add_parser(
+        "preflight",
+        help="check DP-SGD settings on fresh simulations before spending privacy",
+        description="Run the settings (a tuned settings file, or the model's preset) on data simulated from "
+        "the model's prior: coverage, width, clipping at the optimum and trace checks, with what to change.",
+    )
+    _add_model(check)
+    check.add_argument("--epsilon", type=positive_float, required=True, metavar="E", help="the privacy level ε")
+    add_delta(check)
+    check.add_argument("--settings", metavar="FILE", help="a settings file of `noiseaware tune` (default: the preset)")
+    check.add_argument("--simulations", type=positive_int, default=100, metavar="M", help="default: 100")
+    add_seed(check, 0, "default: 0")
+    check.add_argument("--plot", metavar="FILE", help="the coverage curve (.png, .pdf or .svg)")
+    add_force(check)
+    check.set_defaults(run=run_preflight)
+
+
+def _add_model(parser) -> None:
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="NAME",
+        help=f"a built-in ({', '.join(models.names())}, M1, M2, M3; as a user would write it: numpyro's "
+        "transforms, no preset) or package.module:function (a numpyro model or a BenchmarkModel)",
+    )
+    parser.add_argument(
+        "--covariates",
+        metavar="FUNC",
+        help="package.module:function(key, n) → {name: array} simulating the model's non-modelled inputs",
+    )
+    parser.add_argument("--n-examples", type=positive_int, metavar="N", help="N of the data the settings are for")
+
+
+def benchmark_model(args, *, preset: bool = False) -> models.BenchmarkModel:
+    """The model of --model: a built-in (numpyro transforms, no preset unless `preset`), a BenchmarkModel, or a
+    numpyro function wrapped by from_numpyro with --n-examples and --covariates."""
+    if ":" not in args.model:
+        bm = builtin(args.model, preset=preset)
+        if args.covariates is not None:
+            raise ValueError("--covariates is for a user model; a built-in simulates its own")
+        if args.n_examples is None or args.n_examples == bm.n_examples:
+            return bm
+        return models.from_numpyro(
+            bm.model, n_examples=args.n_examples, covariates=bm.covariates, name=bm.name, **bm.dpvi_settings
+        )
+    target = import_attribute(args.model)
+    if isinstance(target, models.BenchmarkModel):
+        return target
+    if not callable(target):
+        raise ValueError(f"--model {args.model}: not a numpyro model or a BenchmarkModel")
+    if args.n_examples is None:
+        raise ValueError(f"--model {args.model} needs --n-examples N: the settings depend on the data's size")
+    covariates = None if args.covariates is None else import_attribute(args.covariates)
+    return models.from_numpyro(target, n_examples=args.n_examples, covariates=covariates)
+
+
+def run_tune(args) -> int:
+    outputs = Outputs(force=args.force)
+    out = outputs.file(args.out, "--out", (".json",), "a settings file ends in .json")
+    stem = out.with_suffix("")
+    figures = [Path(f"{stem}-coverage.png"), Path(f"{stem}-privacy-utility.png")]
+    for path in figures:
+        outputs.file(path, "--out", (".png",), "")
+    bm = benchmark_model(args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PreflightWarning)
+        tuned = tune(
+            bm,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            key=args.seed,
+            trials=args.trials,
+            simulations=args.simulations,
+            check_simulations=args.check_simulations,
+            progress=True,
+        )
+        curve = privacy_utility(
+            bm,
+            tuned,
+            epsilons=args.curve_epsilons,
+            delta=args.delta,
+            simulations=args.curve_simulations,
+            key=args.seed,
+            progress=True,
+        )
+    print(best_trials(tuned))
+    print()
+    print(tuned.table())
+    print()
+    print(tuned.check.table())
+    print()
+    print(curve.table())
+    with outputs.writing():
+        tuned.save(out, overwrite=args.force)
+        tuned.check.plot(figures[0], overwrite=args.force)
+        curve.plot(figures[1], overwrite=args.force)
+    _print_findings(caught)
+    print(f"\nsettings saved to {out}; figures {figures[0]}, {figures[1]}")
+    return 0
+
+
+def run_preflight(args) -> int:
+    outputs = Outputs(force=args.force, inputs=() if args.settings is None else (args.settings,))
+    plot = None if args.plot is None else outputs.file(args.plot, "--plot", (".png", ".pdf", ".svg"), "a plot file")
+    settings = None
+    if args.settings is None:
+        bm = benchmark_model(args, preset=True)
+    else:
+        bm = benchmark_model(args)
+        settings = TunedSettings.load(args.settings, bm)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PreflightWarning)
+        report = preflight(
+            bm, settings, epsilon=args.epsilon, delta=args.delta, simulations=args.simulations, key=args.seed,
+            progress=True,
+        )  # fmt: skip
+    print(report.table())
+    if plot is not None:
+        with outputs.writing():
+            report.plot(plot, overwrite=args.force)
+        print(f"\ncoverage curve saved to {plot}")
+    _print_findings(caught)
+    return 0
+
+
+def best_trials(tuned: TunedSettings) -> str:
+    """The best trials (feasible first, then by width) as a table."""
+    rows = sorted(tuned.trials, key=lambda t: (not t["feasible"], t["state"] != "complete", t["sd_ratio"]))
+    cells = [
+        [
+            str(t["trial"]),
+            t["state"],
+            "yes" if t["feasible"] else "no",
+            f"{t['sd_ratio']:.3f}",
+            f"{t['theta_p']:.3g}",
+            f"{t['clip']:.3g}",
+            f"{t['rho_weight']:.3g}",
+            f"{t['relaxation_mu']:.3g}",
+            f"{t['relaxation_rho']:.3g}",
+            f"{100 * t['clipped']:.2f}",
+            f"{100 * t['flagged']:.0f}",
+        ]
+        for t in rows[:TOP_TRIALS]
+    ]
+    header = [
+        "trial",
+        "state",
+        "feasible",
+        "sd/VI sd",
+        "calib. p",
+        "clip",
+        "ρ weight",
+        "κ μ",
+        "κ ρ",
+        "clip %",
+        "flag %",
+    ]
+    return f"best of {len(tuned.trials)} trials\n" + text_table(header, cells)
+
+
+def _print_findings(caught) -> None:
+    for warning in caught:
+        if issubclass(warning.category, PreflightWarning):
+            print(f"warning: {warning.message}", file=sys.stderr)

@@ -1,0 +1,131 @@
+"""The privacy–utility curve: what a posterior from given settings would look like at each ε, before any data.
+
+For a grid of ε (σ recomputed by the accountant for each, the learning-rate multipliers kept, so the κ
+heuristic keeps the per-step noise fixed), the same M simulations and their non-private facts are recorded,
+fitted (exact NA-DPVI) and checked (`preflight.check_settings`): the expected posterior sd relative to the
+non-private VI posterior and the TARP coverage RMSE against ε, with the clipped fraction and the share of
+traces the trace checks flag. The plot a user needs to choose ε.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..models.benchmark import BenchmarkModel
+from ..recording.settings import DEFAULT_INIT, check_delta
+from ..util.checks import positive_float, positive_int
+from ..util.figures import draw_and_save
+from ..util.files import plain, write_json
+from ..util.keys import as_key, key_repr
+from ..util.progress import Progress, progress_bar
+from ..util.tables import text_table
+from .facts import simulate, simulation_facts
+from .figures import privacy_utility_figure
+from .preflight import check_settings, record_settings
+from .report import PreflightReport
+
+__all__ = ["PrivacyUtilityCurve", "privacy_utility"]
+
+
+@dataclass(frozen=True)
+class PrivacyUtilityCurve:
+    """One PreflightReport per ε of the grid, on the same simulations (module doc)."""
+
+    model: str
+    epsilons: tuple[float, ...]
+    reports: tuple[PreflightReport, ...]
+
+    @property
+    def sd_ratio(self) -> np.ndarray:
+        """Mean posterior sd over the non-private VI sd, per ε (E,)."""
+        return np.array([r.mean_sd_ratio for r in self.reports])
+
+    @property
+    def coverage_rmse(self) -> np.ndarray:
+        """TARP coverage RMSE (mean over reference draws) per ε, (E,)."""
+        return np.array([r.coverage_rmse[0] for r in self.reports])
+
+    def table(self) -> str:
+        rows = [
+            [
+                f"{e:g}",
+                f"{r.noise_multiplier:.4g}",
+                f"{r.mean_sd_ratio:.3f}",
+                f"{r.coverage_rmse[0]:.3f} ± {r.coverage_rmse[1]:.3f}",
+                f"{100 * r.clipped:.2f}",
+                f"{100 * r.flagged:.0f}",
+                "ok" if r.ok else f"{len(r.findings)} finding(s)",
+            ]
+            for e, r in zip(self.epsilons, self.reports)
+        ]
+        header = ["ε", "σ", "sd / VI sd", "coverage RMSE", "clipped %", "flagged %", "check"]
+        return f"privacy–utility of {self.model}\n" + text_table(header, rows)
+
+    def to_dict(self) -> dict:
+        return plain({"model": self.model, "epsilons": self.epsilons, "reports": [r.to_dict() for r in self.reports]})
+
+    def to_json(self, path, *, overwrite: bool = False) -> None:
+        write_json(path, self.to_dict(), overwrite=overwrite)
+
+    def plot(self, path=None, *, overwrite: bool = False) -> Figure:
+        """Posterior sd / VI sd and coverage RMSE against ε (log axis); saved to `path` when given."""
+        return draw_and_save(lambda: privacy_utility_figure(self), path, overwrite=overwrite)
+
+
+def privacy_utility(
+    bm: BenchmarkModel,
+    settings: Mapping | None = None,
+    *,
+    epsilons: Sequence[float] = (0.1, 0.3, 1.0, 3.0),
+    delta: float = 1e-5,
+    simulations: int = 100,
+    key,
+    references: int = 20,
+    progress: Progress = False,
+) -> PrivacyUtilityCurve:
+    """The privacy–utility curve of `settings` (TunedSettings, or record_dpvi keywords over bm's preset)."""
+    settings = record_settings(bm, settings)
+    epsilons = tuple(positive_float("epsilon", e) for e in epsilons)
+    if not epsilons:
+        raise ValueError("epsilons needs at least one privacy level")
+    check_delta(delta, bm.n_examples)
+    positive_int("simulations", simulations, minimum=2)
+    k_sim, k_facts, k_check = jax.random.split(as_key(key), 3)
+    truth, data = simulate(bm, simulations, k_sim)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        facts = simulation_facts(
+            bm,
+            truth,
+            data,
+            key=k_facts,
+            init=settings.get("init", DEFAULT_INIT),
+            mc_draws=settings.get("mc_draws", 10),
+            transforms=settings.get("transforms", "numpyro"),
+            sites=settings.get("sites"),
+        )
+    reports = []
+    with progress_bar(len(epsilons), "privacy levels", progress, unit="ε") as advance:
+        for epsilon in epsilons:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                reports.append(
+                    check_settings(
+                        bm,
+                        settings,
+                        facts,
+                        epsilon=epsilon,
+                        delta=delta,
+                        key=k_check,
+                        references=references,
+                        key_text=key_repr(key),
+                    )
+                )
+            advance(1)
+    return PrivacyUtilityCurve(bm.name, epsilons, tuple(reports))

@@ -1,0 +1,108 @@
+"""PreflightReport: what fresh simulations say about DP-SGD settings, before any privacy is spent."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..util.figures import draw_and_save
+from ..util.files import plain
+from ..util.tables import text_table
+from .figures import check_figure
+
+__all__ = ["LIMITS", "PreflightReport", "PreflightWarning", "rmse_limit"]
+
+
+class PreflightWarning(UserWarning):
+    """A finding of the simulation check: settings that would give a confident wrong answer."""
+
+
+LIMITS = {"clipped": 0.02, "shift": 0.25, "flagged": 0.2, "alpha": 0.01, "coverage_rmse": 0.05}
+"""Where the check speaks up: the clipped fraction at the optimum, the clipping shift in posterior sds of φ*,
+the share of traces a trace check fires on, the level of the pooled calibration tests (Bonferroni over
+coordinates) and the TARP coverage RMSE (raised to `rmse_limit(M)` where M simulations cannot resolve it)."""
+
+
+def rmse_limit(simulations: int) -> float:
+    """The coverage RMSE the check tolerates on M simulations: 0.05, or 1.5 × sqrt(1/(6M)), the RMSE a
+    calibrated method scores by chance (ECP at level α has variance α(1 − α)/M; its mean over [0, 1] is 1/6)."""
+    return max(LIMITS["coverage_rmse"], 1.5 * (6 * simulations) ** -0.5)
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    """The check of DP-SGD settings on M fresh simulations at one privacy level.
+
+    coverage_rmse: TARP coverage RMSE of exact NA-DPVI (± its sd over reference draws); ecp (L,) at levels (L,);
+    theta_names (d,); sd_ratio, z2, theta_p: per θ coordinate, the mean posterior sd over the non-private VI
+    sd, the mean squared probit-PIT and its pooled χ² p-value; optimum_p: min p-value of φ* against the
+    non-private optimum; clipped: mean clipped fraction at the optimum; shift: clipping shift in sds of φ*;
+    flagged: share of traces a trace check fired on, checks {check: count}; findings: what is wrong and what
+    to do (empty when nothing is).
+    """
+
+    model: str
+    epsilon: float
+    delta: float
+    noise_multiplier: float
+    simulations: int
+    key: str
+    coverage_rmse: tuple[float, float]
+    levels: tuple[float, ...]
+    ecp: tuple[float, ...]
+    theta_names: tuple[str, ...]
+    sd_ratio: tuple[float, ...]
+    z2: tuple[float, ...]
+    theta_p: tuple[float, ...]
+    optimum_p: float
+    clipped: float
+    shift: float
+    flagged: float
+    checks: Mapping[str, int]
+    failures: int
+    findings: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Whether the check found nothing wrong."""
+        return not self.findings
+
+    @property
+    def mean_sd_ratio(self) -> float:
+        return float(np.mean(self.sd_ratio))
+
+    def table(self) -> str:
+        """Per coordinate: posterior sd / VI sd, mean z², calibration p; then the totals and the findings."""
+        rows = [
+            [name, f"{r:.3f}", f"{z:.2f}", f"{p:.3g}"]
+            for name, r, z, p in zip(self.theta_names, self.sd_ratio, self.z2, self.theta_p)
+        ]
+        head = (
+            f"preflight of {self.model} at ε = {self.epsilon:g} (σ = {self.noise_multiplier:.4g}), "
+            f"{self.simulations} fresh simulations, key {self.key}"
+        )
+        totals = (
+            f"coverage RMSE (TARP, exact) {self.coverage_rmse[0]:.3f} ± {self.coverage_rmse[1]:.3f}; "
+            f"clipped at the optimum {100 * self.clipped:.2f} % (shift {self.shift:.2f} sd of φ*); "
+            f"trace checks fired on {100 * self.flagged:.0f} % of traces; failed fits {self.failures}"
+        )
+        verdict = "no findings" if self.ok else "\n".join(f"finding: {text}" for text in self.findings)
+        return "\n".join([head, text_table(["θ", "sd / VI sd", "mean z²", "calibration p"], rows), totals, verdict])
+
+    def plot(self, path=None, *, overwrite: bool = False) -> Figure:
+        """The check's TARP coverage curve; saved to `path` when given."""
+        return draw_and_save(lambda: check_figure(self), path, overwrite=overwrite)
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain({name: getattr(self, name) for name in self.__dataclass_fields__})
+
+    @classmethod
+    def from_dict(cls, payload: Mapping[str, Any]) -> PreflightReport:
+        values = dict(payload)
+        for name in ("coverage_rmse", "levels", "ecp", "theta_names", "sd_ratio", "z2", "theta_p", "findings"):
+            values[name] = tuple(values[name])
+        return cls(**values)

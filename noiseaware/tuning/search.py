@@ -1,0 +1,292 @@
+"""na.tune: DP-SGD settings chosen on prior-predictive simulations by Optuna (docs/tuning.md).
+
+    search:  M simulations (θ_m, x_m) and their non-private facts (`facts`); each Optuna trial proposes a
+             `Candidate` (clip, ρ weight, relaxation rates, T, q), turns it into settings (`space`), records
+             DPVI on the simulations at σ(ε, δ, q, T) and scores exact NA-DPVI (`score`): objective the mean
+             posterior sd relative to the non-private VI sd; constraints the pooled calibration tests of θ
+             and φ*, the clipping shift and the share of traces the trace checks flag. Seeded TPE; a trial
+             is pruned after its first half of the simulations when that half is hopeless.
+    choose:  the feasible trial of smallest width (the least infeasible when none is feasible, with a warning).
+    check:   the chosen settings on fresh simulations with disjoint keys (`preflight.check_settings`).
+
+The search and the check draw from jax.random.fold_in(key, 0) and fold_in(key, 1): disjoint streams.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import asdict, replace
+from importlib.metadata import version
+
+import jax
+import numpy as np
+import optuna
+from scipy import stats
+
+from ..models.benchmark import BenchmarkModel
+from ..privacy import noise_multiplier as calibrate
+from ..recording.settings import DEFAULT_INIT, check_delta
+from ..util.checks import positive_float, positive_int
+from ..util.keys import as_key, key_repr
+from ..util.progress import Progress, progress_bar
+from .facts import simulate, simulation_facts
+from .preflight import check_settings
+from .report import LIMITS, PreflightWarning
+from .score import Score, score_settings
+from .space import Candidate, SearchSpace, settings_for
+from .tuned import TunedSettings, model_layout
+
+__all__ = ["DEFAULTS", "START", "streams", "tune"]
+
+DEFAULTS = {"steps": 10_000, "sampling_rate": 0.1, "mc_draws": 10}
+"""T, q and S for a model without a preset."""
+START = {"clip": 1.5, "rho_weight": 0.3, "relaxation_mu": 0.03, "relaxation_rho": 0.003}
+"""The first trial: no clipping at the optimum, relaxation slow enough for the ρ block."""
+SEARCH_CLIPPED = 0.01
+"""The clipped fraction at the optimum a chosen trial may have (half the check's LIMITS["clipped"]: margin for
+fresh simulations)."""
+SEARCH_ALPHA = 0.05
+"""Level of the pooled calibration tests during the search (Bonferroni over coordinates)."""
+
+
+def constraints(score: Score) -> tuple[float, ...]:
+    """Optuna constraints (feasible when all ≤ 0): θ and μ* calibration, clipping shift and clipped fraction at
+    the optimum, flagged traces."""
+    return (
+        math.log(SEARCH_ALPHA / score.theta_p.size) - math.log(max(score.theta_p.min(), 1e-300)),
+        math.log(SEARCH_ALPHA / score.optimum_p.size) - math.log(max(score.optimum_p.min(), 1e-300)),
+        score.shift - LIMITS["shift"],
+        score.clipped - SEARCH_CLIPPED,
+        score.flagged - LIMITS["flagged"],
+    )
+
+
+def hopeless(score: Score) -> bool:
+    """Whether half the simulations already rule a trial out (far beyond every constraint's edge)."""
+    c = constraints(score)
+    return c[0] > 10 or c[1] > 10 or c[2] > 3.0 or c[3] > 0.2 or c[4] > 0.4
+
+
+def tune(
+    bm: BenchmarkModel,
+    *,
+    epsilon: float,
+    delta: float = 1e-5,
+    key,
+    trials: int = 40,
+    simulations: int = 24,
+    check_simulations: int = 200,
+    space: SearchSpace | None = None,
+    mc_draws: int | None = None,
+    start: Mapping[str, float] | None = None,
+    timeout: float | None = None,
+    progress: Progress = False,
+) -> TunedSettings:
+    """DP-SGD settings for `bm` at (ε, δ), searched on `simulations` prior-predictive simulations over `trials`
+    Optuna trials and checked on `check_simulations` fresh ones (module doc). Returns TunedSettings (with the
+    check's PreflightReport, the trials table and the provenance); warns (PreflightWarning) with each finding
+    of the check. space: the searched ranges and the choices of T and q (default: the model's preset T and q,
+    else T = 10⁴, q = 0.1); start: the first trial's values (default START, a conservative point: clip 1.5 ×
+    the 99 % gradient-norm quantile, slow relaxation); timeout: seconds after which no new trial starts.
+    """
+    epsilon = positive_float("epsilon", epsilon)
+    check_delta(delta, bm.n_examples)
+    positive_int("trials", trials)
+    positive_int("simulations", simulations, minimum=4, hint="the pooled tests need a few simulations, e.g. 24")
+    positive_int("check_simulations", check_simulations, minimum=2)
+    preset = {**DEFAULTS, **{k: v for k, v in bm.dpvi_settings.items() if k in DEFAULTS}}
+    space = (space or SearchSpace()).with_grid(preset["steps"], preset["sampling_rate"])
+    base = {
+        "mc_draws": int(mc_draws or preset["mc_draws"]),
+        "transforms": {site.name: site.transform for site in bm.site_map.sites},
+        "sites": bm.site_map.names,
+    }
+    labels = bm.dpvi_settings.get("labels")
+    if labels is not None:
+        base["labels"] = dict(labels)
+    started = time.perf_counter()
+    k_sim, k_facts, k_dpvi, k_fit, k_sampler = jax.random.split(streams(key)[0], 5)
+    truth, data = simulate(bm, simulations, k_sim)
+    init = tuple(np.median(truth, axis=0).tolist()), DEFAULT_INIT[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        facts = simulation_facts(bm, truth, data, key=k_facts, init=init, mc_draws=base["mc_draws"], **_layout(base))
+    sigmas: dict[tuple[int, float], float] = {}
+    keys = jax.random.split(k_dpvi, simulations)
+    halves = (slice(0, simulations // 2), slice(simulations // 2, 2 * (simulations // 2)))
+
+    def objective(trial: optuna.Trial) -> float:
+        candidate = Candidate.from_trial(trial, space)
+        grid = (candidate.steps, candidate.sampling_rate)
+        if grid not in sigmas:
+            sigmas[grid] = calibrate(epsilon, delta, candidate.sampling_rate, candidate.steps)
+        settings = settings_for(candidate, facts, bm.site_map, sigmas[grid], base)
+        scores = []
+        for half in halves:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                scores.append(
+                    score_settings(
+                        facts.subset(half),
+                        bm,
+                        settings,
+                        noise_multiplier=sigmas[grid],
+                        delta=delta,
+                        keys=keys[half],
+                        fit_key=jax.random.fold_in(k_fit, half.start),
+                    )
+                )
+            if len(scores) == 1 and hopeless(scores[0]):
+                _record(trial, scores[0], settings)
+                raise optuna.TrialPruned()
+        score = _pooled(scores)
+        _record(trial, score, settings)
+        return score.width
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler = optuna.samplers.TPESampler(
+            seed=int(jax.random.randint(k_sampler, (), 0, 2**31 - 1)),
+            constraints_func=lambda trial: trial.user_attrs.get("constraints", (1.0,) * 5),
+            n_startup_trials=min(10, max(1, trials // 4)),
+        )
+    study = optuna.create_study(direction="minimize", sampler=sampler)
+    unknown = sorted(set(start or {}) - set(START))
+    if unknown:
+        raise ValueError(f"start names {unknown}: it takes values of {sorted(START)}")
+    study.enqueue_trial({**START, **(start or {})})
+    with progress_bar(trials, "tuning", progress, unit="trial") as advance:
+        study.optimize(objective, n_trials=trials, timeout=timeout, callbacks=[lambda study, trial: advance(1)])
+    best = _choose(study)
+    settings = best.user_attrs["settings"]
+    search_seconds = time.perf_counter() - started
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        check_keys = jax.random.split(streams(key)[1], 3)
+        check = _check(bm, settings, epsilon, delta, check_simulations, check_keys, progress)
+    for finding in check.findings:
+        warnings.warn(finding, PreflightWarning, stacklevel=2)
+    if not best.user_attrs["feasible"]:
+        warnings.warn(
+            f"no trial met every constraint in {trials} trials; the settings are the least infeasible trial's: "
+            "run more trials, widen the SearchSpace, or consider another parametrisation of the model",
+            PreflightWarning,
+            stacklevel=2,
+        )
+    return TunedSettings(
+        model=bm.name,
+        layout=model_layout(bm),
+        n_examples=bm.n_examples,
+        epsilon=epsilon,
+        delta=delta,
+        settings=settings,
+        check=check,
+        trials=tuple(_trials_table(study)),
+        provenance={
+            "key": key_repr(key),
+            "trials": len(study.trials),
+            "chosen_trial": best.number,
+            "simulations": simulations,
+            "check_simulations": check_simulations,
+            "search_streams": "fold_in(key, 0): search; fold_in(key, 1): check",
+            "search_simulation_key": key_repr(k_sim),
+            "check_simulation_key": key_repr(check_keys[0]),
+            "space": asdict(space),
+            "search_seconds": round(search_seconds, 1),
+            "check_seconds": round(time.perf_counter() - started - search_seconds, 1),
+            "versions": {"noiseaware": version("noiseaware"), "jax": jax.__version__, "optuna": optuna.__version__},
+        },
+    )
+
+
+def streams(key) -> tuple[jax.Array, jax.Array]:
+    """The search's and the check's keys: fold_in(key, 0) and fold_in(key, 1), disjoint streams."""
+    return jax.random.fold_in(as_key(key), 0), jax.random.fold_in(as_key(key), 1)
+
+
+def _layout(base: Mapping) -> dict:
+    return {"transforms": base["transforms"], "sites": base["sites"]}
+
+
+def _pooled(scores: list[Score]) -> Score:
+    """Two halves' scores as one over all their simulations (χ² sums add; means weight by simulations)."""
+    a, b = scores
+    n = a.simulations + b.simulations
+
+    def mean(x, y):
+        return (a.simulations * x + b.simulations * y) / n
+
+    z2, zeta2 = mean(a.z2, b.z2), mean(a.zeta2, b.zeta2)
+    checks = {k: a.checks.get(k, 0) + b.checks.get(k, 0) for k in {**a.checks, **b.checks}}
+    return replace(
+        a,
+        simulations=n,
+        z2=z2,
+        theta_p=stats.chi2.sf(z2 * n, df=n),
+        zeta2=zeta2,
+        optimum_p=stats.chi2.sf(zeta2 * n, df=n),
+        sd_ratio=mean(a.sd_ratio, b.sd_ratio),
+        clipped=mean(a.clipped, b.clipped),
+        shift=max(a.shift, b.shift),
+        flagged=mean(a.flagged, b.flagged),
+        failures=a.failures + b.failures,
+        checks=checks,
+    )
+
+
+def _record(trial: optuna.Trial, score: Score, settings: dict) -> None:
+    values = constraints(score)
+    trial.set_user_attr("constraints", values)
+    trial.set_user_attr("feasible", all(v <= 0 for v in values))
+    trial.set_user_attr("score", score.as_row())
+    trial.set_user_attr("settings", settings)
+
+
+def _choose(study: optuna.Study) -> optuna.trial.FrozenTrial:
+    """The complete feasible trial of smallest width; else the least infeasible trial (pruned ones included)."""
+    scored = [t for t in study.trials if "constraints" in t.user_attrs]
+    if not scored:
+        raise RuntimeError("no trial finished: give tune more trials or a longer timeout")
+    feasible = [t for t in scored if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs["feasible"]]
+    if feasible:
+        return min(feasible, key=lambda t: t.value)
+    return min(scored, key=lambda t: sum(max(v, 0.0) for v in t.user_attrs["constraints"]))
+
+
+def _trials_table(study: optuna.Study) -> list[dict]:
+    rows = []
+    for t in study.trials:
+        if "score" not in t.user_attrs:
+            continue
+        rows.append(
+            {
+                "trial": t.number,
+                "state": t.state.name.lower(),
+                **t.params,
+                **t.user_attrs["score"],
+                "feasible": t.user_attrs["feasible"],
+            }
+        )
+    return rows
+
+
+def _check(bm, settings, epsilon, delta, simulations, keys, progress):
+    k_sim, k_facts, k_check = keys
+    truth, data = simulate(bm, simulations, k_sim)
+    facts = simulation_facts(
+        bm, truth, data, key=k_facts, init=settings["init"], mc_draws=settings["mc_draws"], **_layout(settings)
+    )
+    return check_settings(
+        bm,
+        settings,
+        facts,
+        epsilon=epsilon,
+        delta=delta,
+        key=k_check,
+        progress=progress,
+        key_text=f"check stream {key_repr(k_sim)}",
+    )

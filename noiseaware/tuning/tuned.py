@@ -1,0 +1,180 @@
+"""TunedSettings: DP-SGD settings found on simulations, with their check and where they came from.
+
+A read-only mapping of `record_dpvi`'s keyword arguments, so `record_dpvi(model, data, epsilon=…, key=…,
+**tuned)` and `na.models.from_numpyro(model, n_examples=N, **tuned)` take it as it is. Beside the settings:
+the model it was tuned for (name and θ layout: sites, shapes, transforms), the privacy level, the fresh
+simulation check (`PreflightReport`), the trials table and the provenance (key, trials, simulations, package
+versions). `save` writes JSON atomically; `load` reads it back and refuses a file made for another model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ..models.benchmark import BenchmarkModel
+from ..util.files import plain, write_json
+from .report import PreflightReport
+
+__all__ = ["SettingsFileError", "TunedSettings", "model_layout"]
+
+FORMAT = "noiseaware.tuned-settings/1"
+
+
+class SettingsFileError(ValueError):
+    """A settings file that cannot be read, or that was made for another model."""
+
+
+def site_layout(site_map) -> tuple[tuple[str, tuple[int, ...], str], ...]:
+    """The θ layout settings depend on: (site, constrained shape, transform) in θ order."""
+    return tuple((site.name, tuple(site.shape), site.transform) for site in site_map.sites)
+
+
+def model_layout(bm: BenchmarkModel) -> tuple[tuple[str, tuple[int, ...], str], ...]:
+    """`site_layout` of a model's site map."""
+    return site_layout(bm.site_map)
+
+
+@dataclass(frozen=True)
+class TunedSettings(Mapping[str, Any]):
+    """DP-SGD settings for one model and privacy level, checked on fresh simulations (module doc).
+
+    settings: record_dpvi keyword arguments (steps, sampling_rate, clip, grad_scale (P,), lr_multiplier (P,),
+    init (P,), mc_draws, transforms {site: name}, sites); layout: `model_layout` of the model.
+    """
+
+    model: str
+    layout: tuple
+    n_examples: int
+    epsilon: float
+    delta: float
+    settings: Mapping[str, Any]
+    check: PreflightReport | None = None
+    trials: tuple[Mapping[str, Any], ...] = ()
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
+        object.__setattr__(self, "provenance", MappingProxyType(dict(self.provenance)))
+
+    @property
+    def fingerprint(self) -> str:
+        """A short hash of the model layout and the settings: names these settings in a trace's provenance."""
+        text = json.dumps(plain({"model": self.model, "layout": self.layout, **self.settings}), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def _entries(self) -> dict[str, Any]:
+        checked = {} if self.check is None else {"preflight": self.fingerprint}
+        return {**self.settings, **checked}
+
+    def __getitem__(self, name: str) -> Any:
+        return self._entries()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries())
+
+    def __len__(self) -> int:
+        return len(self._entries())
+
+    def check_model(self, bm: BenchmarkModel) -> None:
+        """A SettingsFileError unless `bm` is the model these settings were tuned for (name, θ layout, N)."""
+        self.check_layout(bm.name, bm.site_map, bm.n_examples)
+
+    def check_layout(self, name: str, site_map, n_examples: int) -> None:
+        """A SettingsFileError unless (model name, θ layout of `site_map`, N) are those tuned for."""
+        layout = site_layout(site_map)
+        if name != self.model or layout != tuple(self.layout):
+            raise SettingsFileError(
+                f"these settings were tuned for model {self.model!r} with sites {_layout_text(self.layout)}, "
+                f"not for {name!r} with sites {_layout_text(layout)}: tune this model "
+                "(na.tune / noiseaware tune) or load the settings made for it"
+            )
+        if n_examples != self.n_examples:
+            raise SettingsFileError(
+                f"these settings were tuned for N = {self.n_examples} examples, not N = {n_examples}: "
+                "the gradient scales and clip depend on N; tune again at this N"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (`from_dict` reads it back)."""
+        return plain(
+            {
+                "format": FORMAT,
+                "model": self.model,
+                "layout": self.layout,
+                "n_examples": self.n_examples,
+                "epsilon": self.epsilon,
+                "delta": self.delta,
+                "settings": dict(self.settings),
+                "fingerprint": self.fingerprint,
+                "check": None if self.check is None else self.check.to_dict(),
+                "trials": list(self.trials),
+                "provenance": dict(self.provenance),
+            }
+        )
+
+    @classmethod
+    def from_dict(cls, payload: Mapping[str, Any]) -> TunedSettings:
+        """The settings of `to_dict`'s output; a SettingsFileError for anything else."""
+        if not isinstance(payload, Mapping) or payload.get("format") != FORMAT:
+            raise SettingsFileError(f"not a noiseaware settings file (format {FORMAT!r} expected)")
+        settings = dict(payload["settings"])
+        for name in ("grad_scale", "lr_multiplier", "init"):
+            settings[name] = tuple(settings[name])
+        if settings.get("sites") is not None:
+            settings["sites"] = tuple(settings["sites"])
+        check = payload.get("check")
+        tuned = cls(
+            model=payload["model"],
+            layout=tuple((name, tuple(shape), transform) for name, shape, transform in payload["layout"]),
+            n_examples=int(payload["n_examples"]),
+            epsilon=float(payload["epsilon"]),
+            delta=float(payload["delta"]),
+            settings=settings,
+            check=None if check is None else PreflightReport.from_dict(check),
+            trials=tuple(payload.get("trials", ())),
+            provenance=payload.get("provenance", {}),
+        )
+        if payload.get("fingerprint") not in (None, tuned.fingerprint):
+            raise SettingsFileError("the settings file was edited after tuning: its fingerprint does not match")
+        return tuned
+
+    def save(self, path, *, overwrite: bool = False) -> None:
+        """Write the settings as JSON (atomically; an existing file only with overwrite=True)."""
+        write_json(path, self.to_dict(), overwrite=overwrite)
+
+    @classmethod
+    def load(cls, path, model: BenchmarkModel | None = None) -> TunedSettings:
+        """Read a settings file; with `model`, refuse one tuned for another model (`check_model`)."""
+        path = Path(path)
+        try:
+            payload = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise SettingsFileError(f"{path} is not a noiseaware settings file: {error}") from None
+        try:
+            tuned = cls.from_dict(payload)
+        except (KeyError, TypeError, ValueError) as error:
+            if isinstance(error, SettingsFileError):
+                raise SettingsFileError(f"{path}: {error}") from None
+            raise SettingsFileError(f"{path} is not a complete noiseaware settings file: {error!r}") from None
+        if model is not None:
+            tuned.check_model(model)
+        return tuned
+
+    def table(self) -> str:
+        """The settings, one line each."""
+        lines = [f"settings for {self.model} (N = {self.n_examples}) at ε = {self.epsilon:g}, δ = {self.delta:g}"]
+        for name, value in self.settings.items():
+            if isinstance(value, tuple) and value and isinstance(value[0], float):
+                value = "(" + ", ".join(f"{v:.4g}" for v in value) + ")"
+            lines.append(f"  {name:<14} {value}")
+        return "\n".join(lines)
+
+
+def _layout_text(layout) -> str:
+    return ", ".join(f"{name}{list(shape) if shape else ''} ({transform})" for name, shape, transform in layout)

@@ -1,0 +1,248 @@
+"""na.tune, na.preflight and TunedSettings on a conjugate normal-mean model small enough to tune in seconds."""
+
+import json
+import textwrap
+import warnings
+
+import jax
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from scipy import stats
+
+import noiseaware as na
+from noiseaware.cli import main
+from noiseaware.recording.settings import SettingsHint
+from noiseaware.tuning import PreflightWarning, SearchSpace, SettingsFileError, TunedSettings
+from noiseaware.tuning.facts import SimulationFacts, simulate, simulation_facts
+from noiseaware.tuning.report import rmse_limit
+from noiseaware.tuning.score import pooled_p_values
+from noiseaware.tuning.search import streams
+
+pytestmark = pytest.mark.usefixtures("fast_compilation")
+
+N = 1000
+TINY = {"steps": 1000, "sampling_rate": 0.1, "mc_draws": 4}
+MODULE = """
+import numpyro
+import numpyro.distributions as dist
+import noiseaware as na
+
+
+def normal_mean(x=None, n_examples=None):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", n_examples):
+        numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+
+
+tiny = na.models.from_numpyro(normal_mean, n_examples=1000, steps=1000, sampling_rate=0.1, mc_draws=4)
+"""
+
+
+def normal_mean(x=None, n_examples=None):
+    """μ ~ N(0, 1); x_i ~ N(μ, 1): mean-field VI is exact, q = N(Σx/(N+1), 1/(N+1))."""
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", n_examples):
+        numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return na.models.from_numpyro(normal_mean, n_examples=N, **TINY)
+
+
+@pytest.fixture(scope="module")
+def quick(tiny):
+    """A few trials and a small check: enough to test the plumbing (settings, files, keys)."""
+    return na.tune(tiny, epsilon=1.0, key=3, trials=3, simulations=4, check_simulations=6)
+
+
+# ---------------------------------------------------------------- simulation facts
+
+
+def test_facts_find_the_exact_vi_optimum_and_curvature_of_a_conjugate_model(tiny):
+    truth, data = simulate(tiny, 3, 0)
+    facts = simulation_facts(tiny, truth, data, key=1, init=(0.0, -3.0), mc_draws=4)
+    total = data["x"].sum(axis=1)
+    sd = 1 / np.sqrt(N + 1)
+    np.testing.assert_allclose(facts.optimum[:, 0], total / (N + 1), atol=0.05 * sd)
+    np.testing.assert_allclose(np.logaddexp(0, facts.optimum[:, 1]), sd, rtol=0.03)
+    np.testing.assert_allclose(facts.hessian[:, 0], N + 1, rtol=0.02)
+    rho = np.log(np.expm1(sd))
+    np.testing.assert_allclose(facts.hessian[:, 1], 2 * (N + 1) / (1 + np.exp(-rho)) ** 2, rtol=0.25)
+    assert facts.gradients.shape == (3, N, 2)
+
+
+def test_clipped_fraction_and_shift_match_a_slow_loop():
+    rng = np.random.default_rng(0)
+    gradients = rng.standard_t(3, size=(2, 50, 3)) * [1.0, 0.1, 2.0]
+    facts = SimulationFacts(
+        truth=np.zeros((2, 1)),
+        data={},
+        optimum=np.zeros((2, 3)),
+        gradients=gradients,
+        hessian=rng.uniform(1, 3, size=(2, 3)),
+        n_examples=500,
+    )
+    clip, scale = 1.5, np.array([1.0, 4.0, 0.5])
+    for m in range(2):
+        clipped, excess = 0, np.zeros(3)
+        for g in gradients[m]:
+            norm = np.sqrt(np.sum((scale * g) ** 2))
+            clipped += norm > clip
+            excess += (min(1.0, clip / norm) * scale * g) / scale - g
+        assert facts.clipped_fraction(clip, scale)[m] == pytest.approx(clipped / 50)
+        np.testing.assert_allclose(facts.clipping_shift(clip, scale)[m], -excess * 10 / facts.hessian[m])
+
+
+def test_pooled_p_values_follow_the_chi_square_sum_and_skip_failed_fits():
+    z = np.array([[0.5, 2.0], [np.nan, 1.0], [-1.0, 0.0], [1.5, -2.5]])
+    mean, p = pooled_p_values(z)
+    ok = z[[0, 2, 3]]
+    np.testing.assert_allclose(mean, np.mean(ok**2, axis=0))
+    np.testing.assert_allclose(p, stats.chi2.sf(np.sum(ok**2, axis=0), df=3))
+
+
+def test_rmse_limit_is_the_chance_rmse_of_small_studies():
+    assert rmse_limit(1000) == 0.05
+    assert rmse_limit(6) == pytest.approx(1.5 / 6)
+
+
+# ---------------------------------------------------------------- the search
+
+
+@pytest.mark.slow
+def test_tuner_raises_a_clip_far_below_the_gradient_scale_until_clipping_stops(tiny):
+    space = SearchSpace(clip=(0.02, 4.0), relaxation_mu=(0.01, 0.1), relaxation_rho=(0.001, 0.01))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PreflightWarning)
+        tuned = na.tune(
+            tiny, epsilon=2.0, key=0, trials=12, simulations=12, check_simulations=80, start={"clip": 0.05}, space=space
+        )
+    first, chosen = tuned.trials[0], tuned.trials[tuned.provenance["chosen_trial"]]
+    assert first["clip"] == 0.05 and first["clipped"] > 0.5  # the start clips most examples at the optimum
+    assert chosen["feasible"] and chosen["clip"] > 10 * first["clip"] and chosen["clipped"] <= 0.01
+    report = tuned.check  # fresh simulations: clipping has stopped and the intervals are calibrated
+    assert report.clipped < 0.02 and report.shift < 0.25
+    assert min(report.theta_p) > 0.01 / len(report.theta_p)
+    assert report.coverage_rmse[0] <= rmse_limit(report.simulations)
+    assert report.ok
+
+
+def test_same_key_gives_the_same_settings(tiny, quick):
+    again = na.tune(tiny, epsilon=1.0, key=3, trials=3, simulations=4, check_simulations=6)
+    assert dict(again.settings) == dict(quick.settings)
+    assert again.trials == quick.trials
+
+
+def test_search_and_check_use_disjoint_simulations(tiny, quick):
+    search, check = streams(3)
+    assert not np.array_equal(jax.random.key_data(search), jax.random.key_data(check))
+    provenance = quick.provenance
+    assert provenance["search_simulation_key"] != provenance["check_simulation_key"]
+    truth = [
+        simulate(tiny, 50, jax.random.wrap_key_data(np.asarray(provenance[name], np.uint32)))[0]
+        for name in ("search_simulation_key", "check_simulation_key")
+    ]
+    assert not np.intersect1d(truth[0].ravel(), truth[1].ravel()).size
+
+
+def test_tuned_settings_record_a_trace_and_wrap_a_model_without_the_hint(tiny, quick):
+    theta, data = tiny.simulate(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SettingsHint)
+        trace = na.record_dpvi(tiny.model, data, epsilon=1.0, key=1, **quick)
+    np.testing.assert_allclose(trace.clip, quick["clip"])
+    np.testing.assert_allclose(trace.grad_scale, quick["grad_scale"], rtol=1e-6)
+    wrapped = na.models.from_numpyro(normal_mean, n_examples=N, **quick)
+    assert wrapped.dpvi_settings["preflight"] == quick.fingerprint
+    quick.check_model(wrapped)
+
+
+def test_unchecked_settings_get_a_one_line_hint(tiny):
+    theta, data = tiny.simulate(5)
+    with pytest.warns(SettingsHint, match="never checked on simulations: run na.preflight"):
+        na.record_dpvi(tiny.model, data, epsilon=1.0, key=1, clip=1.0, steps=100, sampling_rate=0.2)
+
+
+# ---------------------------------------------------------------- the settings file
+
+
+def test_settings_file_round_trips(tmp_path, tiny, quick):
+    path = tmp_path / "s.json"
+    quick.save(path)
+    back = TunedSettings.load(path, tiny)
+    assert dict(back) == dict(quick) and back.check == quick.check and back.trials == quick.trials
+    assert back.provenance["key"] == quick.provenance["key"]
+    with pytest.raises(FileExistsError):
+        quick.save(path)
+
+
+def test_settings_file_is_refused_for_another_model_or_n_or_after_an_edit(tmp_path, quick):
+    path = tmp_path / "s.json"
+    quick.save(path)
+    with pytest.raises(SettingsFileError, match="tuned for model 'normal_mean'.*not for 'gamma-exponential'"):
+        TunedSettings.load(path, na.models.get("m1", preset=False))
+    with pytest.raises(SettingsFileError, match="tuned for N = 1000"):
+        TunedSettings.load(path, na.models.from_numpyro(normal_mean, n_examples=300))
+    payload = json.loads(path.read_text())
+    payload["settings"]["clip"] *= 2
+    path.write_text(json.dumps(payload))
+    with pytest.raises(SettingsFileError, match="edited after tuning"):
+        TunedSettings.load(path)
+    path.write_text("{}")
+    with pytest.raises(SettingsFileError, match="not a noiseaware settings file"):
+        TunedSettings.load(path)
+
+
+# ---------------------------------------------------------------- the preflight check
+
+
+def test_preflight_warns_when_clipping_is_active_at_the_optimum(tiny):
+    with pytest.warns(PreflightWarning, match="clipping is active at the optimum"):
+        report = na.preflight(tiny, {"clip": 0.1, "grad_scale": 1.0}, epsilon=1.0, simulations=12, key=0)
+    assert report.clipped > 0.5 and not report.ok
+
+
+def test_preflight_refuses_a_model_without_settings_before_any_work():
+    bare = na.models.from_numpyro(normal_mean, n_examples=N)
+    with pytest.raises(ValueError, match="has no preset and the settings lack"):
+        na.preflight(bare, epsilon=1.0, key=0)
+
+
+# ---------------------------------------------------------------- command line
+
+
+@pytest.mark.slow
+def test_cli_tune_preflight_and_record_with_settings(tmp_path, monkeypatch, capsys):
+    (tmp_path / "tiny_model.py").write_text(textwrap.dedent(MODULE))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tune = ["tune", "--model", "tiny_model:tiny", "--epsilon", "1", "--trials", "2", "--simulations", "4"]
+    small = ["--check-simulations", "4", "--curve-epsilons", "0.5", "1", "--curve-simulations", "4"]
+    assert main([*tune, *small, "--out", "s.json"]) == 0
+    out = capsys.readouterr().out
+    assert "best of 2 trials" in out and "privacy–utility of normal_mean" in out
+    for name in ("s.json", "s-coverage.png", "s-privacy-utility.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert main([*tune, *small, "--out", "s.json"]) == 2  # an existing file without --force
+    check = ["preflight", "--model", "tiny_model:tiny", "--epsilon", "1", "--simulations", "4"]
+    assert main([*check, "--settings", "s.json", "--plot", "c.png"]) == 0
+    assert "preflight of normal_mean at ε = 1" in capsys.readouterr().out
+    data = tiny_data(tmp_path)
+    record = ["record", "--model", "tiny_model:normal_mean", "--data", data, "--epsilon", "1", "--seed", "1"]
+    assert main([*record, "--settings", "s.json", "--out", "t.nc"]) == 0
+    assert "hint:" not in capsys.readouterr().err
+    assert main([*record, "--settings", "s.json", "--clip", "3", "--out", "u.nc"]) == 2
+    assert "--settings fixes the DP-SGD settings: drop --clip" in capsys.readouterr().err
+    assert main(["record", "--model", "M1", "--epsilon", "1", "--settings", "s.json", "--out", "v.nc"]) == 2
+    assert "tuned for model 'normal_mean'" in capsys.readouterr().err
+    assert not (tmp_path / "u.nc").exists() and not (tmp_path / "v.nc").exists()
+
+
+def tiny_data(folder) -> str:
+    _, data = na.models.from_numpyro(normal_mean, n_examples=N).simulate(0)
+    path = folder / "x.npz"
+    np.savez(path, x=np.asarray(data["x"]))
+    return str(path)
