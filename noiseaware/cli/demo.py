@@ -5,6 +5,7 @@ The comparison's closed forms (the exact Gamma posterior of λ) are in `m1_close
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import jax
@@ -16,6 +17,7 @@ from ..models.builtin import GAMMA_PRIOR
 from ..posteriors.mixture import NoiseAwarePosterior
 from ..posteriors.summary import comparison_table
 from ..recording.dpvi import record_dpvi
+from ..recording.settings import SettingsHint
 from ..util.keys import as_key
 from ..util.tables import text_table
 from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, keys, route_options
@@ -74,7 +76,9 @@ def run(args) -> int:
     key_fit = jax.random.fold_in(as_key(args.seed), FIT_STREAM)
     theta, data = bm.simulate(key_simulation)
     settings = dict(bm.dpvi_settings, **({} if args.steps is None else {"steps": args.steps}))
-    trace = record_dpvi(bm.model, data, epsilon=args.epsilon, key=key_dpvi, progress=True, **settings)
+    with warnings.catch_warnings():  # simulated data: the research preset needs no preflight hint here
+        warnings.simplefilter("ignore", SettingsHint)
+        trace = record_dpvi(bm.model, data, epsilon=args.epsilon, key=key_dpvi, progress=True, **settings)
     print(trace.summary())
     print()
     post = fit_reporting_warnings(trace, args.method, key=key_fit, **options)
