@@ -2,12 +2,15 @@
 
     python benchmarks/coverage.py --models gamma-exponential --epsilons 0.1,0.3,1.0 \
         --methods exact,nuts,laplace,naive,dpvim [--simulations 500 --repeats 20 --draws 20000] \
-        [--sigma research|tight] [--out benchmarks/results/table1.json]
+        [--sigma research|tight] [--settings preset|tuned] [--out benchmarks/results/table1.json]
 
 Research scale by default: M = 500 simulations, R = 20 reference draws, K = 20 000 θ draws per posterior,
 T = 10⁴, the research presets, and the research σ (360, 117.5, 37.81 for ε = 0.1, 0.3, 1.0; `--sigma
-tight` calibrates σ with our accountant instead). Results are merged into --out as
-{model: {epsilon: {method: {...}}}} with the settings, seeds, reference rules and wall times.
+tight` calibrates σ with our accountant instead). `--settings tuned` runs the model as a user writes it
+(`na.models.get(model, preset=False)`: numpyro's transforms) with the settings `benchmarks/tuning.py` chose
+for it at that ε (benchmarks/results/tuned/<model>-eps<ε>.json), stored as "<method>/tuned". Results are
+merged into --out as {model: {epsilon: {method: {...}}}} with the settings, seeds, reference rules and wall
+times.
 """
 
 from __future__ import annotations
@@ -35,18 +38,20 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=20_000)
     parser.add_argument("--prior", default="default", choices=("default", "paper"))
     parser.add_argument("--sigma", default="research", choices=("research", "tight"))
+    parser.add_argument("--settings", default="preset", choices=("preset", "tuned"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "table1.json")
     args = parser.parse_args()
     command = (
         f"python benchmarks/coverage.py --models {args.models} --epsilons {args.epsilons} --methods "
         f"{args.methods} --simulations {args.simulations} --repeats {args.repeats} --draws {args.draws} "
-        f"--prior {args.prior} --sigma {args.sigma} --seed {args.seed} --out {args.out}"
+        f"--prior {args.prior} --sigma {args.sigma} --settings {args.settings} --seed {args.seed} --out {args.out}"
     )
     results = read_results(args.out)
     for model in args.models.split(","):
-        bm = na.models.get(model)
+        bm = na.models.get(model, preset=args.settings == "preset")
         for epsilon in (float(e) for e in args.epsilons.split(",")):
+            settings = {} if args.settings == "preset" else dict(tuned_settings(bm, epsilon))
             level = {"noise_multiplier": RESEARCH_SIGMA[epsilon]} if args.sigma == "research" else {"epsilon": epsilon}
             options = method_options(args.methods.split(","), epsilon, args.prior)
             start = time.perf_counter()
@@ -60,6 +65,7 @@ def main() -> None:
                 progress=True,
                 method_options=options,
                 **level,
+                **settings,
             )
             wall = time.perf_counter() - start
             print(f"\n{model}, ε = {epsilon:g} (σ = {result.settings['noise_multiplier']:.4g}), {wall:.0f} s")
@@ -68,7 +74,9 @@ def main() -> None:
             marginal = result.marginal_rmse("research")
             for method, (mean, sd) in result.rmse.items():
                 results.setdefault(model, {}).setdefault(f"{epsilon:g}", {})[
-                    method if args.prior == "default" else f"{method}/{args.prior}"
+                    method
+                    + ("" if args.prior == "default" else f"/{args.prior}")
+                    + ("" if args.settings == "preset" else "/tuned")
                 ] = {
                     "rmse_mean": round(mean, 4),
                     "rmse_sd": round(sd, 4),
@@ -100,6 +108,12 @@ def main() -> None:
                 }
             write_json(args.out, results)
     print(f"wrote {args.out}")
+
+
+def tuned_settings(bm: na.models.BenchmarkModel, epsilon: float) -> na.TunedSettings:
+    """The settings benchmarks/tuning.py saved for `bm` at ε (refused for another model)."""
+    path = Path(__file__).parent / "results" / "tuned" / f"{bm.name}-eps{epsilon:g}.json"
+    return na.TunedSettings.load(path, bm)
 
 
 def method_options(methods: list[str], epsilon: float, prior: str) -> dict[str, dict]:

@@ -33,9 +33,7 @@ def add_parser(subparsers) -> None:
         description="Search clip, gradient scales, learning rates and initial values with Optuna on data sets "
         "simulated from the model's prior predictive, then check the chosen settings on fresh simulations.",
     )
-    _add_model(parser)
-    parser.add_argument("--epsilon", type=positive_float, required=True, metavar="E", help="the privacy level ε")
-    add_delta(parser)
+    _add_common(parser)
     parser.add_argument("--trials", type=positive_int, default=40, metavar="K", help="Optuna trials (default: 40)")
     parser.add_argument(
         "--simulations", type=positive_int, default=24, metavar="M", help="simulations per trial (default: 24)"
@@ -62,7 +60,6 @@ def add_parser(subparsers) -> None:
         metavar="M",
         help="simulations per privacy level of the curve (default: 50)",
     )
-    add_seed(parser, 0, "default: 0")
     parser.add_argument("--out", required=True, metavar="FILE", help="settings file to write (.json)")
     add_force(parser)
     parser.set_defaults(run=run_tune)
@@ -72,18 +69,16 @@ def add_parser(subparsers) -> None:
         description="Run the settings (a tuned settings file, or the model's preset) on data simulated from "
         "the model's prior: coverage, width, clipping at the optimum and trace checks, with what to change.",
     )
-    _add_model(check)
-    check.add_argument("--epsilon", type=positive_float, required=True, metavar="E", help="the privacy level ε")
-    add_delta(check)
+    _add_common(check)
     check.add_argument("--settings", metavar="FILE", help="a settings file of `noiseaware tune` (default: the preset)")
     check.add_argument("--simulations", type=positive_int, default=100, metavar="M", help="default: 100")
-    add_seed(check, 0, "default: 0")
     check.add_argument("--plot", metavar="FILE", help="the coverage curve (.png, .pdf or .svg)")
     add_force(check)
     check.set_defaults(run=run_preflight)
 
 
-def _add_model(parser) -> None:
+def _add_common(parser) -> None:
+    """--model, --covariates, --n-examples, --epsilon, --delta and --seed of both commands."""
     parser.add_argument(
         "--model",
         required=True,
@@ -97,6 +92,9 @@ def _add_model(parser) -> None:
         help="package.module:function(key, n) → {name: array} simulating the model's non-modelled inputs",
     )
     parser.add_argument("--n-examples", type=positive_int, metavar="N", help="N of the data the settings are for")
+    parser.add_argument("--epsilon", type=positive_float, required=True, metavar="E", help="the privacy level ε")
+    add_delta(parser)
+    add_seed(parser, 0, "default: 0")
 
 
 def benchmark_model(args, *, preset: bool = False) -> models.BenchmarkModel:

@@ -18,14 +18,14 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..models.benchmark import BenchmarkModel
-from ..recording.settings import DEFAULT_INIT, check_delta
+from ..recording.settings import check_delta
 from ..util.checks import positive_float, positive_int
 from ..util.figures import draw_and_save
 from ..util.files import plain, write_json
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
 from ..util.tables import text_table
-from .facts import simulate, simulation_facts
+from .facts import facts_for_settings
 from .figures import privacy_utility_figure
 from .preflight import check_settings, record_settings
 from .report import PreflightReport
@@ -97,19 +97,7 @@ def privacy_utility(
     check_delta(delta, bm.n_examples)
     positive_int("simulations", simulations, minimum=2)
     k_sim, k_facts, k_check = jax.random.split(as_key(key), 3)
-    truth, data = simulate(bm, simulations, k_sim)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        facts = simulation_facts(
-            bm,
-            truth,
-            data,
-            key=k_facts,
-            init=settings.get("init", DEFAULT_INIT),
-            mc_draws=settings.get("mc_draws", 10),
-            transforms=settings.get("transforms", "numpyro"),
-            sites=settings.get("sites"),
-        )
+    facts = facts_for_settings(bm, settings, simulations, simulation_key=k_sim, facts_key=k_facts)
     reports = []
     with progress_bar(len(epsilons), "privacy levels", progress, unit="ε") as advance:
         for epsilon in epsilons:

@@ -14,6 +14,7 @@ privacy: these facts are what tuning and the preflight check rest on.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import jax
@@ -23,9 +24,10 @@ import optax
 
 from ..models.benchmark import BenchmarkModel
 from ..recording.dpvi import build_recorder, record_dpvi_batch
+from ..recording.settings import DEFAULT_INIT
 from ..util.keys import as_key
 
-__all__ = ["SimulationFacts", "simulate", "simulation_facts"]
+__all__ = ["SimulationFacts", "facts_for_settings", "simulate", "simulation_facts"]
 
 OPTIMISER_STEPS = 3000
 """Adam steps of the non-private runs (learning rate 0.05, cosine-annealed to 0; minibatches of ≤ 1000)."""
@@ -180,3 +182,21 @@ def simulation_facts(
     )
     optimum = np.asarray(optimum, np.float64)
     return SimulationFacts(truth, data, optimum, np.asarray(grads, np.float64), np.asarray(hessian, np.float64), n)
+
+
+def facts_for_settings(bm: BenchmarkModel, settings, simulations: int, *, simulation_key, facts_key) -> SimulationFacts:
+    """M fresh simulations (drawn with `simulation_key`) and their facts for the record_dpvi `settings` (their
+    init, S, transforms and sites)."""
+    truth, data = simulate(bm, simulations, simulation_key)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return simulation_facts(
+            bm,
+            truth,
+            data,
+            key=facts_key,
+            init=settings.get("init", DEFAULT_INIT),
+            mc_draws=settings.get("mc_draws", 10),
+            transforms=settings.get("transforms", "numpyro"),
+            sites=settings.get("sites"),
+        )

@@ -21,15 +21,15 @@ from ..methods.base import Batch
 from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
 from ..recording.dpvi import record_dpvi_batch
-from ..recording.settings import DEFAULT_INIT, check_delta
+from ..recording.settings import check_delta
 from ..util.checks import positive_float, positive_int
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
-from .facts import SimulationFacts, simulate, simulation_facts
+from .facts import SimulationFacts, facts_for_settings
 from .report import LIMITS, PreflightReport, PreflightWarning, rmse_limit
 from .score import Score, score_traces
 
-__all__ = ["check_settings", "preflight", "record_settings"]
+__all__ = ["check_settings", "fresh_check", "preflight", "record_settings"]
 
 
 def record_settings(bm: BenchmarkModel, settings: Mapping | None) -> dict:
@@ -67,19 +67,40 @@ def preflight(
     epsilon = positive_float("epsilon", epsilon)
     check_delta(delta, bm.n_examples)
     positive_int("simulations", simulations, minimum=2)
-    k_sim, k_facts, k_check = jax.random.split(as_key(key), 3)
-    truth, data = simulate(bm, simulations, k_sim)
-    facts = simulation_facts(
+    report = fresh_check(
         bm,
-        truth,
-        data,
-        key=k_facts,
-        init=settings.get("init", DEFAULT_INIT),
-        mc_draws=settings.get("mc_draws", 10),
-        transforms=settings.get("transforms", "numpyro"),
-        sites=settings.get("sites"),
+        settings,
+        epsilon=epsilon,
+        delta=delta,
+        simulations=simulations,
+        key=key,
+        references=references,
+        samples=samples,
+        chunk=chunk,
+        progress=progress,
     )
-    report = check_settings(
+    for finding in report.findings:
+        warnings.warn(finding, PreflightWarning, stacklevel=2)
+    return report
+
+
+def fresh_check(
+    bm: BenchmarkModel,
+    settings: dict,
+    *,
+    epsilon: float,
+    delta: float,
+    simulations: int,
+    key,
+    references: int = 20,
+    samples: int = 20_000,
+    chunk: int = 100,
+    progress: Progress = False,
+) -> PreflightReport:
+    """`check_settings` on M fresh simulations and their facts; split(key, 3) = (simulations, facts, check)."""
+    k_sim, k_facts, k_check = jax.random.split(as_key(key), 3)
+    facts = facts_for_settings(bm, settings, simulations, simulation_key=k_sim, facts_key=k_facts)
+    return check_settings(
         bm,
         settings,
         facts,
@@ -92,9 +113,6 @@ def preflight(
         progress=progress,
         key_text=key_repr(key),
     )
-    for finding in report.findings:
-        warnings.warn(finding, PreflightWarning, stacklevel=2)
-    return report
 
 
 def check_settings(

@@ -33,7 +33,7 @@ from ..util.checks import positive_float, positive_int
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
 from .facts import simulate, simulation_facts
-from .preflight import check_settings
+from .preflight import fresh_check
 from .report import LIMITS, PreflightWarning
 from .score import Score, score_settings
 from .space import Candidate, SearchSpace, settings_for
@@ -166,8 +166,10 @@ def tune(
     search_seconds = time.perf_counter() - started
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        check_keys = jax.random.split(streams(key)[1], 3)
-        check = _check(bm, settings, epsilon, delta, check_simulations, check_keys, progress)
+        check = fresh_check(
+            bm, settings, epsilon=epsilon, delta=delta, simulations=check_simulations, key=streams(key)[1],
+            progress=progress,
+        )  # fmt: skip
     for finding in check.findings:
         warnings.warn(finding, PreflightWarning, stacklevel=2)
     if not best.user_attrs["feasible"]:
@@ -194,7 +196,7 @@ def tune(
             "check_simulations": check_simulations,
             "search_streams": "fold_in(key, 0): search; fold_in(key, 1): check",
             "search_simulation_key": key_repr(k_sim),
-            "check_simulation_key": key_repr(check_keys[0]),
+            "check_simulation_key": key_repr(jax.random.split(streams(key)[1], 3)[0]),  # fresh_check's split
             "space": asdict(space),
             "search_seconds": round(search_seconds, 1),
             "check_seconds": round(time.perf_counter() - started - search_seconds, 1),
@@ -272,21 +274,3 @@ def _trials_table(study: optuna.Study) -> list[dict]:
             }
         )
     return rows
-
-
-def _check(bm, settings, epsilon, delta, simulations, keys, progress):
-    k_sim, k_facts, k_check = keys
-    truth, data = simulate(bm, simulations, k_sim)
-    facts = simulation_facts(
-        bm, truth, data, key=k_facts, init=settings["init"], mc_draws=settings["mc_draws"], **_layout(settings)
-    )
-    return check_settings(
-        bm,
-        settings,
-        facts,
-        epsilon=epsilon,
-        delta=delta,
-        key=k_check,
-        progress=progress,
-        key_text=f"check stream {key_repr(k_sim)}",
-    )
