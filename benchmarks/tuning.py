@@ -2,13 +2,16 @@
 
     python benchmarks/tuning.py                          # every case not yet in the results file
     python benchmarks/tuning.py --cases m1@1,m1@0.1 --force
+    python benchmarks/tuning.py --table                  # the markdown table of docs/results.md from the file
 
-A case model@ε runs `na.tune(na.models.get(model, preset=False), epsilon=ε, key=0, trials=40, simulations=24,
-check_simulations=200)`: the search on 24 prior-predictive simulations, then the chosen settings' check on
-200 fresh ones (exact NA-DPVI, TARP coverage RMSE over 20 reference draws). For M1 and M2 the research preset is
-checked on the same 200 data sets (`na.preflight(get(model), epsilon=ε, key=fold_in(0, 1))`): its coverage
-and posterior sd relative to the non-private VI sd, beside the tuned settings'. Each case is saved as it
-finishes (a cut-off run resumes); the tuned settings go to benchmarks/results/tuned/<model>-eps<ε>.json.
+A case model@ε runs `na.tune(na.models.get(model, preset=False), epsilon=ε, key=0, trials=--trials,
+simulations=24, check_simulations=200)`, the trials stored with each case: the search on 24 prior-predictive
+simulations, then the chosen settings' check on 200 fresh ones (exact NA-DPVI, TARP coverage RMSE over 20
+reference draws). For M1 and M2 the research preset is checked on the same 200 data sets
+(`na.preflight(get(model), epsilon=ε, key=fold_in(0, 1))`): its coverage and posterior sd relative to the
+non-private VI sd, beside the tuned settings'. Each case is saved as it finishes (a cut-off run resumes;
+several processes may share the file, each with its own cases); the tuned settings go to
+benchmarks/results/tuned/<model>-eps<ε>.json.
 Results: benchmarks/results/tuning.json.
 """
 
@@ -34,14 +37,14 @@ CASES = (
 TRIALS, SIMULATIONS, CHECK = 40, 24, 200
 
 
-def run_case(case: str) -> dict:
+def run_case(case: str, trials: int) -> dict:
     name, eps = case.split("@")
     epsilon = float(eps)
     bm = na.models.get(name, preset=False)
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", na.tuning.PreflightWarning)
-        tuned = na.tune(bm, epsilon=epsilon, key=0, trials=TRIALS, simulations=SIMULATIONS, check_simulations=CHECK)
+        tuned = na.tune(bm, epsilon=epsilon, key=0, trials=trials, simulations=SIMULATIONS, check_simulations=CHECK)
     seconds = time.perf_counter() - start
     SETTINGS.mkdir(parents=True, exist_ok=True)
     tuned.save(SETTINGS / f"{bm.name}-eps{eps}.json", overwrite=True)
@@ -54,6 +57,8 @@ def run_case(case: str) -> dict:
         "warnings": [str(w.message) for w in caught if issubclass(w.category, na.tuning.PreflightWarning)],
         "feasible_trials": sum(bool(t["feasible"]) for t in tuned.trials),
         "trials": len(tuned.trials),
+        "search_seconds": tuned.provenance["search_seconds"],
+        "check_seconds": tuned.provenance["check_seconds"],
     }
     print(f"{case}: {seconds:.0f} s; " + tuned.check.table().replace("\n", "\n  "))
     if name in ("m1", "m2"):
@@ -70,17 +75,63 @@ def run_case(case: str) -> dict:
     return out
 
 
+def table(results: dict) -> str:
+    """One row per case: the check's coverage RMSE, sd / VI sd, mean z², clipped %, flagged %, findings, minutes;
+    for M1 and M2 the research preset's numbers on the same 200 data sets beside them."""
+    lines = [
+        "| model | ε | coverage RMSE (tuned) | sd / VI sd | mean z² | clipped % | flagged % | findings | minutes "
+        "| preset RMSE | preset sd / VI sd | preset findings |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results.values():
+        c, p = r["check"], r.get("preset_check")
+        cells = [
+            r["model"],
+            f"{r['epsilon']:g}",
+            f"{c['coverage_rmse'][0]:.3f} ± {c['coverage_rmse'][1]:.3f}",
+            " / ".join(f"{v:.2f}" for v in c["sd_ratio"])
+            if len(c["sd_ratio"]) <= 3
+            else f"{mean(c['sd_ratio']):.2f} (mean)",
+            f"{max(c['z2']):.2f}",
+            f"{100 * c['clipped']:.2f}",
+            f"{100 * c['flagged']:.0f}",
+            str(len(c["findings"])),
+            f"{r['seconds'] / 60:.1f}",
+        ]
+        if p:
+            cells += [
+                f"{p['coverage_rmse'][0]:.3f} ± {p['coverage_rmse'][1]:.3f}",
+                " / ".join(f"{v:.2f}" for v in p["sd_ratio"]),
+                str(len(p["findings"])),
+            ]
+        else:
+            cells += ["", "", ""]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def mean(values) -> float:
+    return sum(values) / len(values)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--force", action="store_true", help="rerun cases already in the results file")
+    parser.add_argument("--table", action="store_true", help="print the results file as a markdown table")
+    parser.add_argument("--trials", type=int, default=TRIALS, help=f"Optuna trials per case (default {TRIALS})")
     args = parser.parse_args()
     results = read_results(RESULTS).get("results", {})
+    if args.table:
+        print(table(results))
+        return
     for case in args.cases.split(","):
         if case in results and not args.force:
             continue
-        results[case] = run_case(case)
-        write_json(RESULTS, {"machine": machine(), "settings": {"trials": TRIALS, "simulations": SIMULATIONS,
+        result = run_case(case, args.trials)
+        results = read_results(RESULTS).get("results", {})  # another process may have added cases meanwhile
+        results[case] = result
+        write_json(RESULTS, {"machine": machine(), "settings": {"simulations": SIMULATIONS,
                      "check_simulations": CHECK, "key": 0}, "results": results})  # fmt: skip
 
 
