@@ -246,3 +246,30 @@ def tiny_data(folder) -> str:
     path = folder / "x.npz"
     np.savez(path, x=np.asarray(data["x"]))
     return str(path)
+
+
+def test_privacy_utility_curve_narrows_with_epsilon_and_plots(tmp_path, tiny, quick):
+    curve = na.tuning.privacy_utility(tiny, quick, epsilons=(0.5, 8.0), simulations=6, references=2, key=1)
+    assert curve.epsilons == (0.5, 8.0) and len(curve.reports) == 2
+    assert curve.sd_ratio[0] > 1.5 * curve.sd_ratio[1]  # more privacy, more noise, wider posteriors
+    assert [r.noise_multiplier for r in curve.reports] == sorted(
+        (r.noise_multiplier for r in curve.reports), reverse=True
+    )
+    assert "privacy–utility of normal_mean" in curve.table()
+    curve.plot(tmp_path / "pu.png")
+    assert (tmp_path / "pu.png").stat().st_size > 0
+
+
+def test_cli_refuses_bad_tuning_input_before_any_work(tmp_path, monkeypatch, capsys, quick):
+    (tmp_path / "tiny_model.py").write_text(textwrap.dedent(MODULE))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["tune", "--model", "tiny_model:normal_mean", "--epsilon", "1", "--out", "s.json"]) == 2
+    assert "needs --n-examples N" in capsys.readouterr().err
+    assert main(["tune", "--model", "M1", "--covariates", "tiny_model:tiny", "--epsilon", "1", "--out", "s.json"]) == 2
+    assert "--covariates is for a user model" in capsys.readouterr().err
+    quick.save(tmp_path / "q.json")
+    check = ["preflight", "--model", "M1", "--epsilon", "1", "--settings", "q.json"]
+    assert main(check) == 2
+    assert "tuned for model 'normal_mean'" in capsys.readouterr().err
+    assert not (tmp_path / "s.json").exists()
