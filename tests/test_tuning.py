@@ -273,3 +273,14 @@ def test_cli_refuses_bad_tuning_input_before_any_work(tmp_path, monkeypatch, cap
     assert main(check) == 2
     assert "tuned for model 'normal_mean'" in capsys.readouterr().err
     assert not (tmp_path / "s.json").exists()
+
+
+def test_tune_refuses_bad_arguments_before_any_simulation(tiny):
+    with pytest.raises(ValueError, match="start names \\['clipp'\\]"):
+        na.tune(tiny, epsilon=1.0, key=0, start={"clipp": 1.0})
+    with pytest.raises(ValueError, match="simulations"):
+        na.tune(tiny, epsilon=1.0, key=0, simulations=2)
+    with pytest.raises(ValueError, match="SearchSpace.clip must be a range"):
+        SearchSpace(clip=(3.0, 1.0))
+    with pytest.raises(TypeError, match="space must be a na.tuning.SearchSpace"):
+        na.tune(tiny, epsilon=1.0, key=0, space={"clip": (1, 2)})

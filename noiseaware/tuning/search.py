@@ -75,7 +75,7 @@ def constraints(score: Score) -> tuple[float, ...]:
 
 
 def hopeless(score: Score) -> bool:
-    """Whether half the simulations already rule a trial out (far beyond every constraint's edge)."""
+    """Whether half the simulations already rule a trial out (far beyond any one constraint's edge)."""
     c = constraints(score)
     return c[0] > 10 or c[1] > 10 or c[2] > 3.0 or c[3] > 0.2 or c[4] > 0.4
 
@@ -100,13 +100,21 @@ def tune(
     check's PreflightReport, the trials table and the provenance); warns (PreflightWarning) with each finding
     of the check. space: the searched ranges and the choices of T and q (default: the model's preset T and q,
     else T = 10⁴, q = 0.1); start: the first trial's values (default START, a conservative point: clip 1.5 ×
-    the 99 % gradient-norm quantile, slow relaxation; the DESIGN trials after it move one value each); timeout: seconds after which no new trial starts.
+    the 99 % gradient-norm quantile, slow relaxation; the DESIGN trials after it move one value each);
+    timeout: seconds after which no new trial starts. Every argument is checked before any simulation.
     """
     epsilon = positive_float("epsilon", epsilon)
     check_delta(delta, bm.n_examples)
     positive_int("trials", trials)
     positive_int("simulations", simulations, minimum=4, hint="the pooled tests need a few simulations, e.g. 24")
     positive_int("check_simulations", check_simulations, minimum=2)
+    if mc_draws is not None:
+        positive_int("mc_draws", mc_draws)
+    unknown = sorted(set(start or {}) - set(START))
+    if unknown:
+        raise ValueError(f"start names {unknown}: it takes values of {sorted(START)}")
+    if space is not None and not isinstance(space, SearchSpace):
+        raise TypeError(f"space must be a na.tuning.SearchSpace, got {type(space).__name__}")
     preset = {**DEFAULTS, **{k: v for k, v in bm.dpvi_settings.items() if k in DEFAULTS}}
     space = (space or SearchSpace()).with_grid(preset["steps"], preset["sampling_rate"])
     base = {
@@ -165,9 +173,6 @@ def tune(
             n_startup_trials=min(10, max(1, trials // 4)) + len(DESIGN) + 1,
         )
     study = optuna.create_study(direction="minimize", sampler=sampler)
-    unknown = sorted(set(start or {}) - set(START))
-    if unknown:
-        raise ValueError(f"start names {unknown}: it takes values of {sorted(START)}")
     first = {**START, **(start or {})}
     for point in ({}, *DESIGN)[:trials]:
         study.enqueue_trial({**first, **point})
