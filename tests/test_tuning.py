@@ -17,7 +17,7 @@ from noiseaware.recording.settings import SettingsHint
 from noiseaware.tuning import PreflightWarning, SearchSpace, SettingsFileError, TunedSettings
 from noiseaware.tuning.facts import SimulationFacts, simulate, simulation_facts
 from noiseaware.tuning.report import rmse_limit
-from noiseaware.tuning.score import pooled_p_values
+from noiseaware.tuning.score import WINSOR_VARIANCE, bias_p_values, pooled_p_values
 from noiseaware.tuning.search import streams
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
@@ -102,6 +102,17 @@ def test_pooled_p_values_follow_the_chi_square_sum_and_skip_failed_fits():
     ok = z[[0, 2, 3]]
     np.testing.assert_allclose(mean, np.mean(ok**2, axis=0))
     np.testing.assert_allclose(p, stats.chi2.sf(np.sum(ok**2, axis=0), df=3))
+
+
+def test_bias_test_sees_a_shared_shift_not_a_few_overconfident_traces():
+    z = np.asarray(jax.random.normal(jax.random.key(0), (200, 1)), np.float64)
+    outliers = z.copy()
+    outliers[:4] = 12.0  # four traces whose ρ* posterior is far too narrow
+    assert bias_p_values(outliers)[0] > 0.01
+    assert pooled_p_values(outliers)[1][0] < 1e-10  # the χ² test would reject on them alone
+    assert bias_p_values(z + 0.4)[0] < 1e-3
+    cut = np.clip(np.asarray(jax.random.normal(jax.random.key(1), (10**6,)), np.float64), -3, 3)
+    assert cut.var() == pytest.approx(WINSOR_VARIANCE, abs=3e-3)
 
 
 def test_rmse_limit_is_the_chance_rmse_of_small_studies():

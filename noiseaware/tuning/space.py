@@ -48,6 +48,10 @@ class SearchSpace:
         if self.steps == () or self.sampling_rate == ():
             raise ValueError("SearchSpace.steps and sampling_rate need at least one choice each (or None)")
 
+    def clamp(self, point: dict[str, float]) -> dict[str, float]:
+        """`point` ({searched name: value}) with each value moved into its range."""
+        return {name: min(max(value, getattr(self, name)[0]), getattr(self, name)[1]) for name, value in point.items()}
+
     def with_grid(self, steps: int, sampling_rate: float) -> SearchSpace:
         """This space with the T and q choices it leaves open (None) set to the given ones."""
         return replace(
