@@ -216,10 +216,12 @@ def test_preflight_warns_when_clipping_is_active_at_the_optimum(tiny):
     assert report.clipped > 0.5 and not report.ok
 
 
-def test_preflight_refuses_a_model_without_settings_before_any_work():
+def test_preflight_refuses_a_model_without_settings_or_an_unknown_setting_before_any_work(tiny):
     bare = na.models.from_numpyro(normal_mean, n_examples=N)
     with pytest.raises(ValueError, match="has no preset and the settings lack"):
         na.preflight(bare, epsilon=1.0, key=0)
+    with pytest.raises(ValueError, match=r"unknown settings \['clp'\]"):
+        na.preflight(tiny, {"clip": 1.0, "clp": 2.0}, epsilon=1.0, key=0)
 
 
 # ---------------------------------------------------------------- command line

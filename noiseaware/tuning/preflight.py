@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from ..evaluation.coverage import Simulations, evaluate
+from ..evaluation.experiment import check_overrides
 from ..methods.base import Batch
 from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
@@ -28,17 +29,20 @@ from ..util.progress import Progress, progress_bar
 from .facts import SimulationFacts, facts_for_settings
 from .report import LIMITS, PreflightReport, PreflightWarning, rmse_limit
 from .score import Score, score_traces
+from .tuned import TunedSettings
 
 __all__ = ["check_settings", "fresh_check", "preflight", "record_settings"]
 
 
 def record_settings(bm: BenchmarkModel, settings: Mapping | None) -> dict:
     """The record_dpvi settings to check: the model's preset overridden by `settings` (TunedSettings are
-    checked against the model first); the preflight mark is dropped."""
-    if settings is not None and hasattr(settings, "check_model"):
+    checked against the model first); the preflight mark is dropped. An unknown name is a ValueError before any
+    work."""
+    if isinstance(settings, TunedSettings):
         settings.check_model(bm)
     merged = dict(bm.dpvi_settings) | dict(settings or {})
     merged.pop("preflight", None)
+    check_overrides(merged)
     missing = [name for name in ("steps", "sampling_rate", "clip") if name not in merged]
     if missing:
         raise ValueError(
