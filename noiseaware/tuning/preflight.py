@@ -206,9 +206,9 @@ def findings(score: Score, rmse: float, theta_names) -> tuple[str, ...]:
             "the intervals would not mean what they say — change the settings (na.tune), or, when the trace "
             "part passes, the variational family cannot represent this posterior"
         )
-    if score.optimum_p.min() < alpha / score.optimum_p.size and not out:
+    if score.location_p.min() < alpha / score.location_p.size and not out:
         out.append(
-            "the noise-aware posterior of φ* misses the non-private optimum on the simulations although clipping "
+            "the noise-aware posterior of μ* misses the non-private optimum on the simulations although clipping "
             "and the trace checks pass: the gradient model does not hold at these settings; lower the learning "
             "rates or raise the gradient scales, or let na.tune choose them"
         )

@@ -83,9 +83,13 @@ class Score:
 
     @property
     def optimum_p(self) -> np.ndarray:
-        """ζ's p-values, (P,): χ² over the μ coordinates, a shift of ζ cut at ±3 over the ρ coordinates."""
-        d = self.z.shape[1]
-        return np.concatenate([pooled_p_values(self.zeta[:, :d])[1], bias_p_values(self.zeta[:, d:])])
+        """ζ's p-values, (P,): χ² over the μ coordinates (`location_p`), a shift of ζ cut at ±3 over the ρ ones."""
+        return np.concatenate([self.location_p, bias_p_values(self.zeta[:, self.z.shape[1] :])])
+
+    @property
+    def location_p(self) -> np.ndarray:
+        """The χ² p-values of ζ over the μ coordinates, (d,): does the posterior of μ* cover the optimum μ̂?"""
+        return pooled_p_values(self.zeta[:, : self.z.shape[1]])[1]
 
     @property
     def sd_ratio(self) -> np.ndarray:

@@ -3,8 +3,9 @@
     search:  M simulations (θ_m, x_m) and their non-private facts (`facts`); each Optuna trial proposes a
              `Candidate` (clip, ρ weight, relaxation rates, T, q), turns it into settings (`space`), records
              DPVI on the simulations at σ(ε, δ, q, T) and scores exact NA-DPVI (`score`): objective the mean
-             posterior sd relative to the non-private VI sd; constraints the pooled test of φ* against the
-             non-private optimum, the clipping shift and clipped fraction, the share of traces flagged.
+             posterior sd relative to the non-private VI sd; constraints the pooled test of μ* against the
+             non-private optimum, a width no smaller than the VI posterior's, the clipping shift and clipped
+             fraction, the share of traces flagged.
              Seeded TPE; a trial is pruned after its first half of the simulations when that half is hopeless.
     choose:  the feasible trial of smallest width (the least infeasible when none is feasible, with a warning).
     check:   the chosen settings on fresh simulations with disjoint keys (`preflight.check_settings`).
@@ -57,19 +58,26 @@ than from uniform draws over the whole space."""
 SEARCH_CLIPPED = 0.01
 """The clipped fraction at the optimum a chosen trial may have (half the check's LIMITS["clipped"]: margin for
 fresh simulations)."""
+WIDTH_FLOOR = 0.97
+"""The smallest mean posterior sd over the non-private VI sd a trial may have, per coordinate (the noise-aware
+mixture over φ* is never narrower than q(θ | φ̂) when ρ* is right; 3 % for Monte Carlo error)."""
 SEARCH_ALPHA = 0.05
 """Level of the pooled calibration tests during the search (Bonferroni over coordinates)."""
 
 
 def constraints(score: Score) -> tuple[float, ...]:
-    """Optuna constraints (feasible when all ≤ 0): φ* against the non-private optimum (the ζ test), the clipping
-    shift and the clipped fraction at the optimum, the flagged traces.
+    """Optuna constraints (feasible when all ≤ 0): μ* against the non-private optimum (ζ's χ² test), a
+    posterior at least about as wide as the non-private VI posterior, the clipping shift and clipped fraction
+    at the optimum, the flagged traces.
 
     The θ-against-truth test is left to the fresh check: every trial sees the same simulations, so where their
     truths happen to fall (a sample's z² far from 1 even for the exact posterior) would bias every trial alike
-    and reward width; ζ measures what the settings change, against φ̂, a function of the data."""
+    and reward width; ζ measures what the settings change, against φ̂, a function of the data. ρ* enters θ
+    only through the width: a ρ* biased low narrows the mixture below the VI posterior, which noise can only
+    widen (the floor); one biased high costs width, which the objective sees."""
     return (
-        math.log(SEARCH_ALPHA / score.optimum_p.size) - math.log(max(score.optimum_p.min(), 1e-300)),
+        math.log(SEARCH_ALPHA / score.location_p.size) - math.log(max(score.location_p.min(), 1e-300)),
+        WIDTH_FLOOR - float(score.sd_ratio.min()),
         score.shift - LIMITS["shift"],
         score.clipped - SEARCH_CLIPPED,
         score.flagged - LIMITS["flagged"],
@@ -79,7 +87,7 @@ def constraints(score: Score) -> tuple[float, ...]:
 def hopeless(score: Score) -> bool:
     """Whether half the simulations already rule a trial out (far beyond any one constraint's edge)."""
     c = constraints(score)
-    return c[0] > 10 or c[1] > 3.0 or c[2] > 0.2 or c[3] > 0.4
+    return c[0] > 10 or c[1] > 0.3 or c[2] > 3.0 or c[3] > 0.2 or c[4] > 0.4
 
 
 def tune(
@@ -172,7 +180,7 @@ def tune(
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         sampler = optuna.samplers.TPESampler(
             seed=int(jax.random.randint(k_sampler, (), 0, 2**31 - 1)),
-            constraints_func=lambda trial: trial.user_attrs.get("constraints", (1.0,) * 4),
+            constraints_func=lambda trial: trial.user_attrs.get("constraints", (1.0,) * 5),
             n_startup_trials=min(10, max(1, trials // 4)) + len(DESIGN) + 1,
         )
     study = optuna.create_study(direction="minimize", sampler=sampler)
