@@ -3,11 +3,12 @@
     search:  M simulations (θ_m, x_m) and their non-private facts (`facts`); each Optuna trial proposes a
              `Candidate` (clip, ρ weight, relaxation rates, T, q), turns it into settings (`space`), records
              DPVI on the simulations at σ(ε, δ, q, T) and scores exact NA-DPVI (`score`): objective the mean
-             posterior sd relative to the non-private VI sd; constraints the pooled test of μ* against the
+             posterior sd relative to the non-private VI sd; constraints the tests of φ* against the
              non-private optimum, a width no smaller than the VI posterior's, the clipping shift and clipped
              fraction, the share of traces flagged.
              Seeded TPE; a trial is pruned after its first half of the simulations when that half is hopeless.
-    choose:  the feasible trial of smallest width (the least infeasible when none is feasible, with a warning).
+    choose:  the feasible trial of smallest width; when none is feasible (with a warning), the least infeasible
+             of those whose clipping and traces pass.
     check:   the chosen settings on fresh simulations with disjoint keys (`preflight.check_settings`).
 
 The search and the check draw from jax.random.fold_in(key, 0) and fold_in(key, 1): disjoint streams.
@@ -66,22 +67,25 @@ SEARCH_ALPHA = 0.05
 
 
 def constraints(score: Score) -> tuple[float, ...]:
-    """Optuna constraints (feasible when all ≤ 0): μ* against the non-private optimum (ζ's χ² test), a
-    posterior at least about as wide as the non-private VI posterior, the clipping shift and clipped fraction
-    at the optimum, the flagged traces.
+    """Optuna constraints (feasible when all ≤ 0): φ* against the non-private optimum (ζ's tests: χ² over μ,
+    a shared shift over ρ), a posterior at least about as wide as the non-private VI posterior, the clipping
+    shift and clipped fraction at the optimum, the flagged traces.
 
     The θ-against-truth test is left to the fresh check: every trial sees the same simulations, so where their
     truths happen to fall (a sample's z² far from 1 even for the exact posterior) would bias every trial alike
-    and reward width; ζ measures what the settings change, against φ̂, a function of the data. ρ* enters θ
-    only through the width: a ρ* biased low narrows the mixture below the VI posterior, which noise can only
-    widen (the floor); one biased high costs width, which the objective sees."""
+    and reward width; ζ measures what the settings change, against φ̂, a function of the data."""
     return (
-        math.log(SEARCH_ALPHA / score.location_p.size) - math.log(max(score.location_p.min(), 1e-300)),
+        math.log(SEARCH_ALPHA / score.optimum_p.size) - math.log(max(score.optimum_p.min(), 1e-300)),
         WIDTH_FLOOR - float(score.sd_ratio.min()),
         score.shift - LIMITS["shift"],
         score.clipped - SEARCH_CLIPPED,
         score.flagged - LIMITS["flagged"],
     )
+
+
+MECHANICS = slice(2, 5)
+"""The constraints on the DP-SGD mechanics (clipping shift, clipped fraction, flagged traces): a fallback
+trial must meet them before its calibration is weighed."""
 
 
 def hopeless(score: Score) -> bool:
@@ -251,14 +255,16 @@ def _record(trial: optuna.Trial, score: Score, settings: dict) -> None:
 
 
 def _choose(study: optuna.Study) -> optuna.trial.FrozenTrial:
-    """The complete feasible trial of smallest width; else the least infeasible trial (pruned ones included)."""
+    """The complete feasible trial of smallest width. Else, among trials whose DP-SGD mechanics pass (MECHANICS),
+    the one whose calibration constraints are least violated; else the least infeasible trial overall."""
     scored = [t for t in study.trials if "constraints" in t.user_attrs]
     if not scored:
         raise RuntimeError("no trial finished: give tune more trials or a longer timeout")
     feasible = [t for t in scored if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs["feasible"]]
     if feasible:
         return min(feasible, key=lambda t: t.value)
-    return min(scored, key=lambda t: sum(max(v, 0.0) for v in t.user_attrs["constraints"]))
+    sound = [t for t in scored if all(v <= 0 for v in t.user_attrs["constraints"][MECHANICS])]
+    return min(sound or scored, key=lambda t: sum(max(v, 0.0) for v in t.user_attrs["constraints"]))
 
 
 def _trials_table(study: optuna.Study) -> list[dict]:
