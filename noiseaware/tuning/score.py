@@ -82,6 +82,11 @@ class Score:
         return pooled_p_values(self.z)[1]
 
     @property
+    def zeta2(self) -> np.ndarray:
+        """Mean ζ² per φ coordinate, (P,)."""
+        return pooled_p_values(self.zeta)[0]
+
+    @property
     def optimum_p(self) -> np.ndarray:
         """ζ's p-values, (P,): χ² over the μ coordinates (`location_p`), a shift of ζ cut at ±3 over the ρ ones."""
         return np.concatenate([self.location_p, bias_p_values(self.zeta[:, self.z.shape[1] :])])
@@ -128,6 +133,7 @@ class Score:
             "max_z2": float(self.z2.max()),
             "theta_p": float(self.theta_p.min()),
             "optimum_p": float(self.optimum_p.min()),
+            "max_zeta2": float(np.nanmax(self.zeta2)),
             "clipped": self.clipped,
             "shift": self.shift,
             "flagged": self.flagged,

@@ -256,7 +256,8 @@ def _record(trial: optuna.Trial, score: Score, settings: dict) -> None:
 
 def _choose(study: optuna.Study) -> optuna.trial.FrozenTrial:
     """The complete feasible trial of smallest width. Else, among trials whose DP-SGD mechanics pass (MECHANICS),
-    the one whose calibration constraints are least violated; else the least infeasible trial overall."""
+    one above the width floor if any, with the smallest largest mean ζ² (φ* closest to the non-private optimum);
+    else the least infeasible trial overall."""
     scored = [t for t in study.trials if "constraints" in t.user_attrs]
     if not scored:
         raise RuntimeError("no trial finished: give tune more trials or a longer timeout")
@@ -264,7 +265,9 @@ def _choose(study: optuna.Study) -> optuna.trial.FrozenTrial:
     if feasible:
         return min(feasible, key=lambda t: t.value)
     sound = [t for t in scored if all(v <= 0 for v in t.user_attrs["constraints"][MECHANICS])]
-    return min(sound or scored, key=lambda t: sum(max(v, 0.0) for v in t.user_attrs["constraints"]))
+    if sound:  # p-values underflow to 0 far from calibration: rank by the largest mean ζ² instead
+        return min(sound, key=lambda t: (t.user_attrs["constraints"][1] > 0, t.user_attrs["score"]["max_zeta2"]))
+    return min(scored, key=lambda t: sum(max(v, 0.0) for v in t.user_attrs["constraints"]))
 
 
 def _trials_table(study: optuna.Study) -> list[dict]:
