@@ -89,9 +89,9 @@ def table(results: dict) -> str:
             r["model"],
             f"{r['epsilon']:g}",
             f"{c['coverage_rmse'][0]:.3f} ± {c['coverage_rmse'][1]:.3f}",
-            " / ".join(f"{v:.2f}" for v in c["sd_ratio"])
+            " / ".join(f"{v:.3g}" for v in c["sd_ratio"])
             if len(c["sd_ratio"]) <= 3
-            else f"{mean(c['sd_ratio']):.2f} (mean)",
+            else f"{mean(c['sd_ratio']):.3g} (mean)",
             f"{max(c['z2']):.2f}",
             f"{100 * c['clipped']:.2f}",
             f"{100 * c['flagged']:.0f}",
@@ -101,7 +101,7 @@ def table(results: dict) -> str:
         if p:
             cells += [
                 f"{p['coverage_rmse'][0]:.3f} ± {p['coverage_rmse'][1]:.3f}",
-                " / ".join(f"{v:.2f}" for v in p["sd_ratio"]),
+                " / ".join(f"{v:.3g}" for v in p["sd_ratio"]),
                 str(len(p["findings"])),
             ]
         else:
