@@ -146,7 +146,10 @@ def tune(
     init = tuple(np.median(truth, axis=0).tolist()), DEFAULT_INIT[1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        facts = simulation_facts(bm, truth, data, key=k_facts, init=init, mc_draws=base["mc_draws"], **_layout(base))
+        facts = simulation_facts(
+            bm, truth, data, key=k_facts, init=init, mc_draws=base["mc_draws"], transforms=base["transforms"],
+            sites=base["sites"],
+        )  # fmt: skip
     sigmas: dict[tuple[int, float], float] = {}
     keys = jax.random.split(k_dpvi, simulations)
     halves = (slice(0, simulations // 2), slice(simulations // 2, 2 * (simulations // 2)))
@@ -240,10 +243,6 @@ def tune(
 def streams(key) -> tuple[jax.Array, jax.Array]:
     """The search's and the check's keys: fold_in(key, 0) and fold_in(key, 1), disjoint streams."""
     return jax.random.fold_in(as_key(key), 0), jax.random.fold_in(as_key(key), 1)
-
-
-def _layout(base: Mapping) -> dict:
-    return {"transforms": base["transforms"], "sites": base["sites"]}
 
 
 def _record(trial: optuna.Trial, score: Score, settings: dict) -> None:
