@@ -2,13 +2,16 @@
 
     python benchmarks/coverage.py --models gamma-exponential --epsilons 0.1,0.3,1.0 \
         --methods exact,nuts,laplace,naive,dpvim [--simulations 500 --repeats 20 --draws 20000] \
-        [--sigma research|tight] [--settings preset|tuned] [--out benchmarks/results/table1.json]
+        [--sigma research|tight] [--settings preset|tuned] [--family mean-field|full-rank|low-rank:r]
+        [--out benchmarks/results/table1.json]
 
 Research scale by default: M = 500 simulations, R = 20 reference draws, K = 20 000 θ draws per posterior,
 T = 10⁴, the research presets, and the research σ (360, 117.5, 37.81 for ε = 0.1, 0.3, 1.0; `--sigma
 tight` calibrates σ with our accountant instead). `--settings tuned` runs the model as a user writes it
 (`na.models.get(model, preset=False)`: numpyro's transforms) with the settings `benchmarks/tuning.py` chose
-for it at that ε (benchmarks/results/tuned/<model>-eps<ε>.json), stored as "<method>/tuned". Results are
+for it at that ε (benchmarks/results/tuned/<model>-eps<ε>.json), stored as "<method>/tuned". `--family`
+records with another variational family (the settings' (μ, ρ) values extend to its factor block by
+record_dpvi's rule), stored as "<method>/<family>". Results are
 merged into --out as {model: {epsilon: {method: {...}}}} with the settings, seeds, reference rules and wall
 times.
 """
@@ -39,14 +42,18 @@ def main() -> None:
     parser.add_argument("--prior", default="default", choices=("default", "paper"))
     parser.add_argument("--sigma", default="research", choices=("research", "tight"))
     parser.add_argument("--settings", default="preset", choices=("preset", "tuned"))
+    parser.add_argument("--family", default="mean-field", help="mean-field, full-rank or low-rank:r")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "table1.json")
     args = parser.parse_args()
     command = (
         f"python benchmarks/coverage.py --models {args.models} --epsilons {args.epsilons} --methods "
         f"{args.methods} --simulations {args.simulations} --repeats {args.repeats} --draws {args.draws} "
-        f"--prior {args.prior} --sigma {args.sigma} --settings {args.settings} --seed {args.seed} --out {args.out}"
+        f"--prior {args.prior} --sigma {args.sigma} --settings {args.settings} --family {args.family} "
+        f"--seed {args.seed} --out {args.out}"
     )
+    kind, _, rank = args.family.partition(":")
+    family = {} if kind == "mean-field" else {"family": kind} | ({"rank": int(rank)} if rank else {})
     results = read_results(args.out)
     for model in args.models.split(","):
         bm = na.models.get(model, preset=args.settings == "preset")
@@ -66,6 +73,7 @@ def main() -> None:
                 method_options=options,
                 **level,
                 **settings,
+                **family,
             )
             wall = time.perf_counter() - start
             print(f"\n{model}, ε = {epsilon:g} (σ = {result.settings['noise_multiplier']:.4g}), {wall:.0f} s")
@@ -77,6 +85,7 @@ def main() -> None:
                     method
                     + ("" if args.prior == "default" else f"/{args.prior}")
                     + ("" if args.settings == "preset" else "/tuned")
+                    + ("" if kind == "mean-field" else f"/{args.family}")
                 ] = {
                     "rmse_mean": round(mean, 4),
                     "rmse_sd": round(sd, 4),

@@ -680,10 +680,10 @@ DATA = normal_data(20)
         (dict(noise_multiplier=1.0, steps=2.5), "steps must be a positive integer"),
         (dict(noise_multiplier=1.0, mc_draws=0), "mc_draws must be a positive integer"),
         (dict(noise_multiplier=1.0, learning_rate=0.1, lr_multiplier=1.0), "learning_rate .* lr_multiplier"),
-        (dict(noise_multiplier=1.0, grad_scale=(1.0, 2.0, 3.0)), "grad_scale must be a scalar, a pair"),
+        (dict(noise_multiplier=1.0, grad_scale=(1.0, 2.0, 3.0)), "grad_scale must be a scalar, one entry per block of φ"),
         (dict(noise_multiplier=1.0, grad_scale=(1.0, 0.0)), "grad_scale must be positive"),
         (dict(noise_multiplier=1.0, grad_scale=-1.0), "grad_scale must be positive"),
-        (dict(noise_multiplier=1.0, init=(0.0, 1.0, 2.0)), "init must be a scalar, a pair"),
+        (dict(noise_multiplier=1.0, init=(0.0, 1.0, 2.0)), "init must be a scalar, one entry per block of φ"),
         (dict(noise_multiplier=1.0, learning_rate=-0.1), "learning rates must be positive"),
         (dict(noise_multiplier=1.0, dtype="float64"), "jax_enable_x64"),
         (dict(noise_multiplier=1.0, dtype="int32"), "float32 or float64"),
@@ -865,7 +865,7 @@ TRACE_FIELDS = {
 NPZ_FIELDS = {
     "schema", "schema_version", "params", "grads", "noise_multiplier", "clip", "sampling_rate", "n_examples",
     "final_params", "grad_scale", "learning_rate", "epsilon", "delta", "accountant", "mc_draws", "optimizer",
-    "variational_family", "param_names", "site_names", "site_shapes", "site_transforms",
+    "variational_family", "param_layout", "param_names", "site_names", "site_shapes", "site_transforms",
 }  # fmt: skip
 
 

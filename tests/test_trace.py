@@ -24,7 +24,7 @@ SITES = (SiteSpec("scale", (), "softplus"), SiteSpec("p", (2,), "alr"))
 NPZ_FIELDS = {
     "schema", "schema_version", "params", "grads", "noise_multiplier", "clip", "sampling_rate", "n_examples",
     "final_params", "grad_scale", "learning_rate", "epsilon", "delta", "accountant", "mc_draws", "optimizer",
-    "variational_family", "param_names", "site_names", "site_shapes", "site_transforms",
+    "variational_family", "param_layout", "param_names", "site_names", "site_shapes", "site_transforms",
 }  # fmt: skip
 NC_VARIABLES = {
     "params", "grads", "final_params", "grad_scale", "learning_rate", "param",
@@ -32,7 +32,7 @@ NC_VARIABLES = {
 }  # fmt: skip
 NC_ATTRS = {
     "schema", "schema_version", "noise_multiplier", "clip", "sampling_rate", "n_examples", "epsilon", "delta",
-    "accountant", "mc_draws", "optimizer", "variational_family",
+    "accountant", "mc_draws", "optimizer", "variational_family", "param_layout",
 }  # fmt: skip
 OPTIONAL_NONE = ("learning_rate", "final_params", "epsilon", "delta", "accountant", "mc_draws", "optimizer", "sites")
 
@@ -167,7 +167,7 @@ def test_saved_npz_holds_exactly_the_schema_fields(tmp_path):
     with np.load(tmp_path / "trace.npz", allow_pickle=False) as archive:
         assert set(archive.files) == NPZ_FIELDS
         assert archive["schema"].dtype.kind == "U" and archive["param_names"].dtype.kind == "U"
-        assert archive["schema_version"].shape == () and int(archive["schema_version"]) == 1
+        assert archive["schema_version"].shape == () and int(archive["schema_version"]) == 2
         assert list(archive["site_shapes"]) == ["[]", "[2]"]
 
 
@@ -188,7 +188,7 @@ def test_minimal_nc_omits_absent_optionals(tmp_path):
         assert set(file.variables) == {"params", "grads", "grad_scale", "param"}
         assert set(file.attrs) == {
             "schema", "schema_version", "noise_multiplier", "clip", "sampling_rate", "n_examples",
-            "variational_family",
+            "variational_family", "param_layout",
         }  # fmt: skip
         assert set(file.dimensions) == {"step", "param"}
 
@@ -368,7 +368,7 @@ BAD_INPUTS = {
     "shape mismatch": (dict(grads=np.zeros((5, 2))), r"params has shape \(5, 4\) but grads has shape \(5, 2\)"),
     "1-D params": (dict(params=np.zeros(4), grads=np.zeros(4)), r"params has shape \(4,\); .* shape \(T, P\)"),
     "no steps": (dict(params=np.zeros((0, 4)), grads=np.zeros((0, 4))), r"at least one step"),
-    "odd P": (dict(params=np.zeros((5, 3)), grads=np.zeros((5, 3))), r"P = 3 columns; P must be even"),
+    "odd P": (dict(params=np.zeros((5, 3)), grads=np.zeros((5, 3))), r"P = 3 parameters fit no θ dimension d of the family 'diagonal-normal-softplus'"),
     "non-numeric params": (dict(params=np.full((5, 4), "x")), r"params has dtype <U1; pass real numbers"),
     "NaN in grads": (dict(grads=with_value((5, 4), (2, 1), np.nan)), r"grads holds nan at step 2, parameter 1.*re-"),
     "inf in params": (dict(params=with_value((5, 4), (0, 3), np.inf)), r"params holds inf at step 0, parameter 3"),
@@ -394,7 +394,7 @@ BAD_INPUTS = {
     "mc_draws zero": (dict(mc_draws=0), r"mc_draws is 0; S must be a positive integer"),
     "param_names wrong length": (dict(param_names=("a", "b")), r"param_names has 2 labels; it needs P = 4"),
     "param_names repeated": (dict(param_names=("a", "b", "a", "c")), r"param_names repeats \['a'\]"),
-    "sites inconsistent with d": (dict(sites=(SiteSpec("w", (3,), "identity"),)), r"sites cover 3 .* d = P/2 = 2"),
+    "sites inconsistent with d": (dict(sites=(SiteSpec("w", (3,), "identity"),)), r"sites cover 3 .* d = 2 \(the μ block"),
     "site with unknown transform": (dict(sites=(SiteSpec("w", (2,), "tanh"),)), r"site 'w' in sites is invalid"),
     "simplex map on a scalar site": (
         dict(sites=(SiteSpec("p", (), "alr"),)),
@@ -432,8 +432,8 @@ def write_npz(path, **changes):
 
 
 def test_unknown_schema_version_is_rejected(tmp_path):
-    path = write_npz(tmp_path / "t.npz", schema="noiseaware.trace", schema_version=2)
-    with pytest.raises(TraceError, match=r"schema_version 2 is not supported; .* reads schema_version 1"):
+    path = write_npz(tmp_path / "t.npz", schema="noiseaware.trace", schema_version=3)
+    with pytest.raises(TraceError, match=r"schema_version 3 is not supported; .* reads schema_versions 1, 2"):
         Trace.load(path)
 
 

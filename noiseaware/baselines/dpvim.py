@@ -97,6 +97,7 @@ def dpvim_posterior(
         extra_noise_chains=None,
         method="dpvim",
         param_names=trace.param_names,
+        family=trace.variational_family,
         sites=trace.sites,
         diagnostics=DPVImDiagnostics(
             converged_from=t0,

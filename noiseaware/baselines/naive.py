@@ -16,6 +16,7 @@ def naive_posterior(trace: Trace) -> NaivePosterior:
         extra_noise_chains=None,
         method="naive",
         param_names=trace.param_names,
+        family=trace.variational_family,
         sites=trace.sites,
         info=trace_facts(trace),
         iterates=trace_iterates(trace),

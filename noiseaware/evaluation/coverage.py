@@ -182,7 +182,7 @@ def evaluate(
     _, k_fit, k_draw, k_ref = _streams(key)
     d, count = sims.truth.shape[1], len(sims)
     centre = np.stack([t.params[math.floor(BURN_IN * t.steps) :, :d].mean(axis=0) for t in sims.traces])
-    dpvi_sd = np.stack([np.logaddexp(0.0, t.final_iterate()[d:]) for t in sims.traces])
+    dpvi_sd = np.stack([t.family.marginal_sd(np.asarray(t.final_iterate(), np.float64)) for t in sims.traces])
     uniform = np.asarray(
         jax.random.uniform(
             k_ref, (references, count, d), jnp.float64 if jax.config.jax_enable_x64 else jnp.float32, -1.0, 1.0

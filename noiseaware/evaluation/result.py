@@ -24,7 +24,8 @@ __all__ = ["REFERENCE_RULES", "CoverageResult"]
 REFERENCE_RULES = {
     "research": "post-burn-in mean of the μ trace ± 4 × the evaluated posterior's sd per dimension (the "
     "paper's rule; the box depends on the method)",
-    "trace": "post-burn-in mean of the μ trace ± 4 × softplus(ρ_T), the DPVI sd (one box for every method)",
+    "trace": "post-burn-in mean of the μ trace ± 4 × the DPVI sd sqrt(Σ_jj(φ_T)) (softplus(ρ_T) for mean-field; "
+    "one box for every method)",
 }
 """Reference-point rules: θ_ref = centre + U ⊙ half-width, U ~ U(−1, 1)^d, never looking at the truth."""
 

@@ -161,6 +161,7 @@ def _posterior(trace: Trace, result: Draws, method: str, prior: str, burn_in: fl
         extra_noise_chains=result.extra_noise,
         method=method,
         param_names=trace.param_names,
+        family=trace.variational_family,
         sites=trace.sites,
         prior=prior,
         diagnostics=result.diagnostics,

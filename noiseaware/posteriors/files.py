@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 
 from ..trace import TraceDiagnosis
+from ..trace.families import MEAN_FIELD
 from ..trace.sites import SiteSpec
 from ..util.diagnostics import diagnostics_type
 from .mixture import (
@@ -90,6 +91,7 @@ def load_posterior(path: str | os.PathLike) -> MixturePosterior:
             info=json.loads(attrs["info"]),
             iterates=iterates,
             checks=None if checks is None else TraceDiagnosis.from_dict(checks),
+            family=str(attrs.get("variational_family", MEAN_FIELD)),  # older files: mean-field
         )
 
 

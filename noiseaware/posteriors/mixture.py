@@ -1,12 +1,14 @@
 """Posteriors that are mixtures over the VI optimum φ* (docs/method.md §3): noise-aware, naive and DPVIm.
 
-With draws φ*_k = (μ*_k, ρ*_k), k = 1..K, the posterior over the unconstrained θ (d,) is
+With draws φ*_k, k = 1..K, the posterior over the unconstrained θ (d,) is
 
-    p̂(θ | trace) = (1/K) Σ_k N(θ; μ*_k, diag(softplus(ρ*_k)²)),
+    p̂(θ | trace) = (1/K) Σ_k N(θ; μ*_k, Σ(φ*_k)),
 
-so E[θ] = E[μ*] and Var[θ] = Var[μ*] + E[softplus(ρ*)²]. `NoiseAwarePosterior` draws φ* from the
-gradient model; `NaivePosterior` is the last iterate (K = 1, no Hessian); `DPVImPosterior` spreads φ* by
-the converged tail of the trace. Each keeps the trace's iterates μ_t (DP-released) for plots and ArviZ.
+Σ(φ) the variational family's covariance (`trace.families`: diag(softplus(ρ)²) for mean-field, L Lᵀ for
+full-rank, diag(softplus(ρ)²) + B Bᵀ for low-rank), so E[θ] = E[μ*] and Var[θ_j] = Var[μ*_j] + E[Σ_jj(φ*)];
+the marginals (intervals, quantiles) are mixtures of normals with sds sqrt(Σ_jj(φ*_k)). `NoiseAwarePosterior`
+draws φ* from the gradient model; `NaivePosterior` is the last iterate (K = 1, no Hessian); `DPVImPosterior`
+spreads φ* by the converged tail of the trace. Each keeps the trace's iterates μ_t (DP-released) for plots and ArviZ.
 One file format holds all three (`save`, `to_arviz`); `posteriors.files.load_posterior` returns the right type.
 """
 
@@ -27,6 +29,7 @@ import xarray as xr
 from scipy import special
 
 from ..trace import Trace, TraceDiagnosis
+from ..trace.families import MEAN_FIELD, VariationalFamily, family_for
 from ..trace.sites import SiteMap, SiteSpec
 from ..util.diagnostics import Diagnostics, NoDiagnostics
 from ..util.files import atomic_write, plain
@@ -58,7 +61,8 @@ class MixturePosterior(PosteriorBase):
     optimum_chains (C, K, P), hessian_chains (C, K, P) or None (naive), extra_noise_chains (C, K, P) or
     None: draws per chain. method: "exact", "laplace", "nuts", "naive", ...; prior: the gradient-model
     prior it used (a preset name or a Prior's repr; None for the naive baseline). param_names (P,) label
-    φ = (μ, ρ); sites map θ (d,) to the model's named sites (None when the trace had no site map).
+    φ; family: the trace's variational family name (its layout of φ, `trace.families`); sites map θ (d,) to
+    the model's named sites (None when the trace had no site map).
     diagnostics: the route's facts (R-hat, ESS, divergences, grid sizes …); info: facts of the trace
     (ε, δ, σ, steps, burn-in); iterates (T, d): the trace's μ_t, t = 0..T−1 (`trace_iterates`; DP-released
     values), or None. checks: the trace's `TraceDiagnosis` (set by `fit`), whose `theta_verdicts()` say which
@@ -76,6 +80,7 @@ class MixturePosterior(PosteriorBase):
     info: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     iterates: np.ndarray | None = None
     checks: TraceDiagnosis | None = None
+    family: str = MEAN_FIELD
 
     kind: ClassVar[str] = "posterior over the VI optimum"
 
@@ -85,8 +90,9 @@ class MixturePosterior(PosteriorBase):
                 f"diagnostics must be a noiseaware Diagnostics record; got {type(self.diagnostics).__name__}"
             )
         optimum = np.asarray(self.optimum_chains, np.float64)
-        if optimum.ndim != 3 or optimum.shape[-1] % 2 or optimum.shape[1] < 1:
-            raise ValueError(f"optimum_chains must be (chains, draws, P) with P = 2d even; got shape {optimum.shape}")
+        if optimum.ndim != 3 or optimum.shape[1] < 1:
+            raise ValueError(f"optimum_chains must be (chains, draws, P); got shape {optimum.shape}")
+        family_for(self.family, optimum.shape[-1])  # a ValueError when P does not fit the family
         if not np.all(np.isfinite(optimum)):
             raise ValueError("optimum_chains holds non-finite draws: the fit failed; refit or check the trace")
         object.__setattr__(self, "optimum_chains", optimum)
@@ -112,13 +118,18 @@ class MixturePosterior(PosteriorBase):
 
     @property
     def n_params(self) -> int:
-        """P = 2d."""
+        """P, the length of φ (2d for mean-field)."""
         return self.optimum_chains.shape[-1]
+
+    @property
+    def variational_family(self) -> VariationalFamily:
+        """The family of the components N(μ*, Σ(φ*)), with its layout of φ."""
+        return family_for(self.family, self.n_params)
 
     @property
     def dim(self) -> int:
         """d, the dimension of θ."""
-        return self.n_params // 2
+        return self.variational_family.dim
 
     @property
     def theta_names(self) -> tuple[str, ...]:
@@ -141,17 +152,21 @@ class MixturePosterior(PosteriorBase):
         return None if self.extra_noise_chains is None else self.extra_noise_chains.reshape(-1, self.n_params)
 
     def _mixture(self) -> tuple[np.ndarray, np.ndarray]:
-        """The components' means μ*_k and sds softplus(ρ*_k), (C·K, d) each."""
-        draws = self.optimum_draws
-        return draws[:, : self.dim], np.logaddexp(0.0, draws[:, self.dim :])
+        """The components' means μ*_k and marginal sds sqrt(Σ_jj(φ*_k)), (C·K, d) each."""
+        draws, family = self.optimum_draws, self.variational_family
+        return family.mean(draws), family.marginal_sd(draws)
 
     def _sample(self, key, n: int) -> np.ndarray:
-        """n draws of θ (n, d), unconstrained: k uniform over the K draws, θ = μ*_k + softplus(ρ*_k) ⊙ z."""
-        means, sds = self._mixture()
+        """n draws of θ (n, d), unconstrained: k uniform over the K draws, θ = μ*_k + A(φ*_k) z, z ~ N(0, I_m)."""
         pick, noise = jax.random.split(key)
         with jax.enable_x64(True):
-            k = np.asarray(jax.random.randint(pick, (n,), 0, means.shape[0], jnp.int64))
-        return means[k] + sds[k] * standard_normal(noise, (n, self.dim))
+            k = np.asarray(jax.random.randint(pick, (n,), 0, self.optimum_draws.shape[0], jnp.int64))
+        return self._component_draws(self.optimum_draws[k], noise)
+
+    def _component_draws(self, optimum: np.ndarray, key) -> np.ndarray:
+        """One θ from each component N(μ*, Σ(φ*)) of `optimum` (…, P): (…, d)."""
+        family = self.variational_family
+        return family.sample(optimum, standard_normal(key, optimum.shape[:-1] + (family.noise_dim,)))
 
     # ------------------------------------------------------------------ summaries
 
@@ -162,7 +177,7 @@ class MixturePosterior(PosteriorBase):
 
     @property
     def theta_sd(self) -> np.ndarray:
-        """sd[θ] = sqrt(Var[μ*] + E[softplus(ρ*)²]), (d,)."""
+        """sd[θ] = sqrt(Var[μ*] + E[Σ_jj(φ*)]), (d,)."""
         means, sds = self._mixture()
         return np.sqrt(means.var(axis=0) + np.mean(sds**2, axis=0))
 
@@ -222,9 +237,8 @@ class MixturePosterior(PosteriorBase):
             chains, draws = 1, DEFAULT_THETA_DRAWS
             theta = self.sample(key, draws)[None]
         else:
-            # θ[c, k] ~ N(μ*[c, k], softplus(ρ*[c, k])²): paired with its φ* draw, so chains stay chains
-            mu, rho = self.optimum_chains[..., : self.dim], self.optimum_chains[..., self.dim :]
-            theta = mu + np.logaddexp(0.0, rho) * standard_normal(as_key(key), mu.shape)
+            # θ[c, k] ~ N(μ*[c, k], Σ(φ*[c, k])): paired with its φ* draw, so chains stay chains
+            theta = self._component_draws(self.optimum_chains, as_key(key))
         sample_dims = ("chain", "draw")
         coords = {"chain": np.arange(chains), "draw": np.arange(draws)}
         if self.sites is None:
@@ -275,6 +289,7 @@ class MixturePosterior(PosteriorBase):
             "schema_version": SCHEMA_VERSION,
             "kind": type(self).__name__,
             "method": self.method,
+            "variational_family": self.family,
             "diagnostics_type": type(self.diagnostics).__name__,
             "prior": "" if self.prior is None else self.prior,
             "diagnostics": json.dumps(plain(dict(self.diagnostics))),

@@ -1,11 +1,14 @@
 """DPVI: DP-SGD on the ELBO of any numpyro model, recorded as a Trace (docs/method.md §1).
 
-Variational family q_φ(θ) = N(μ, diag(softplus(ρ)²)), φ = (μ, ρ) ∈ R^P, P = 2d. Per example
+Variational family q_φ(θ) = N(μ, A Aᵀ) (`trace.families`): mean-field A = diag(softplus(ρ)), φ = (μ, ρ),
+P = 2d (the default); full-rank A = L, φ = (μ, ρ, ℓ); low-rank A = [diag(softplus ρ), B], φ = (μ, ρ, b). Per
+example
 
-    ℓ_i(φ) = (1/S) Σ_s [ −log p(x_i | θ_s) − (1/N) log p̃(θ_s) ] − (1/N) Σ_j log softplus(ρ_j),
-    θ_s = μ + softplus(ρ) ⊙ ε_s,  ε_s ~ N(0, I_d) shared by all examples of a step,
+    ℓ_i(φ) = (1/S) Σ_s [ −log p(x_i | θ_s) − (1/N) log p̃(θ_s) ] − (1/N) · ½ log det(A Aᵀ),
+    θ_s = μ + A ε_s,  ε_s ~ N(0, I_m) shared by all examples of a step,
 
-(the entropy of q_φ analytically), so Σ_i ℓ_i estimates −ELBO up to a constant. One step t:
+(the entropy of q_φ exactly; ½ log det = Σ_j log softplus(ρ_j) for mean-field and full-rank), so Σ_i ℓ_i
+estimates −ELBO up to a constant. One step t:
 Poisson-sample the examples (rate q); h_i = s ⊙ ∇ℓ_i(φ_t), clipped to joint L2 norm C;
 G_t = (Σ_i h_i + ξ_t) ⊘ s with ξ_t ~ N(0, σ²C² I_P); record (φ_t, G_t); φ_{t+1} = φ_t − λ ⊙ G_t
 (or any optax optimizer). κ heuristic: λ = v ⊙ s / (sqrt(T·P)·σ·C) (Abadi et al. 2016;
@@ -36,6 +39,7 @@ import optax
 from jax import lax
 
 from ..trace import Trace
+from ..trace.families import VariationalFamily
 from ..util.keys import as_key, as_keys
 from ..util.progress import progress_bar
 from .contract import ModelSpec, as_data, check_data_sets, first_data_set, inspect_model
@@ -114,20 +118,24 @@ class _Program:
     mc_draws: int
     batch_size: int
     optimizer: optax.GradientTransformation | None
+    family: VariationalFamily
 
     @property
     def dim(self) -> int:
         return self.spec.site_map.dim
 
     def gradient_blocks(self, params, eps, examples, constants):
-        """g_i = ∇_φ ℓ_i(φ) as its μ and ρ blocks: params (P,), eps (S, d), examples (B, …) → 2 × (B, d).
+        """g_i = ∇_φ ℓ_i(φ) as its μ block and the rest: params (P,), eps (S, m), examples (B, …) → (B, d), (B, P − d).
 
         The blocks stay apart on the hot path: concatenating them there makes XLA duplicate the work.
         """
-        d, n = self.dim, self.spec.n_examples
-        mu, rho = params[:d], params[d:]
-        sd, dsd = jax.nn.softplus(rho), jax.nn.sigmoid(rho)
-        thetas = mu + sd * eps
+        d, n, family = self.dim, self.spec.n_examples, self.family
+        mean_field = family.kind == "mean-field"
+        if mean_field:
+            sd, dsd = jax.nn.softplus(params[d:]), jax.nn.sigmoid(params[d:])
+            thetas = params[:d] + sd * eps
+        else:
+            thetas = family.sample(params, eps)
         site_map = self.spec.site_map
         grad_loglik = jax.grad(self.spec.constrained_log_likelihood)
 
@@ -140,6 +148,11 @@ class _Program:
 
         per_draw = jax.vmap(one_draw)(site_map.unflatten(thetas))  # {site: (S, B, *unconstrained_shape)}
         grad_prior = jax.vmap(jax.grad(self.spec.log_prior), (0, None, None))(thetas, examples, constants)
+        if not mean_field:
+            # ∇_θ f_i(θ_s) per draw (S, B, d); the entries of A by `family.scale_gradients`, the entropy exactly
+            grads = -site_map.flatten(per_draw) - grad_prior[:, None, :] / n
+            rest = family.scale_gradients(params, eps, grads) - jax.grad(family.entropy)(params)[d:] / n
+            return jnp.mean(grads, axis=0), rest
         # ∇_θ f_i(θ_s) = −∇ log p(x_i | θ_s) − ∇ log p̃(θ_s)/N. The sums over the S draws are unrolled
         # (XLA fuses them into one pass over the per-draw gradients, far faster than a reduction or
         # einsum) and taken per site, before flattening to (B, d).
@@ -152,12 +165,12 @@ class _Program:
         return g_mu, g_eps * dsd - dsd / sd / n
 
     def per_example_gradients(self, params, eps, examples, constants):
-        """g_i = ∇_φ ℓ_i(φ) for a batch: params (P,), eps (S, d), examples (B, …) → (B, P)."""
+        """g_i = ∇_φ ℓ_i(φ) for a batch: params (P,), eps (S, m), examples (B, …) → (B, P)."""
         return jnp.concatenate(self.gradient_blocks(params, eps, examples, constants), axis=-1)
 
     def clipped_sum(self, hyper: Hyper, params, eps, key, per_example, constants):
         """Σ over the Poisson sample of clip_C(s ⊙ g_i), (P,): chunks of `batch_size` until the sample ends."""
-        n, d = self.spec.n_examples, self.dim
+        n, d, P = self.spec.n_examples, self.dim, self.family.n_params
         scale_mu, scale_rho = hyper.grad_scale[:d], hyper.grad_scale[d:]
 
         def chunk(carry):
@@ -174,8 +187,12 @@ class _Program:
             h_mu, h_rho = jnp.where(keep[:, None], h_mu, 0.0), jnp.where(keep[:, None], h_rho, 0.0)
             return count + 1, indices[-1], total_mu + factor @ h_mu, total_rho + factor @ h_rho
 
-        zeros = jnp.zeros((d,), params.dtype)
-        init = (jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32), zeros, zeros)
+        init = (
+            jnp.zeros((), jnp.int32),
+            jnp.full((), -1, jnp.int32),
+            jnp.zeros((d,), params.dtype),
+            jnp.zeros((P - d,), params.dtype),
+        )
         _, _, total_mu, total_rho = lax.while_loop(lambda carry: carry[1] < n - 1, chunk, init)
         return jnp.concatenate([total_mu, total_rho])
 
@@ -184,7 +201,7 @@ class _Program:
         per_example, constants = self.spec.split_data(data)
         params = state.params
         next_key, key_sample, key_mc, key_noise = step_keys(state.key)
-        eps = jax.random.normal(key_mc, (self.mc_draws, self.dim), params.dtype)
+        eps = jax.random.normal(key_mc, (self.mc_draws, self.family.noise_dim), params.dtype)
         total = self.clipped_sum(hyper, params, eps, key_sample, per_example, constants)
         noise = hyper.noise_multiplier * hyper.clip * jax.random.normal(key_noise, params.shape, params.dtype)
         grads = (total + noise) / hyper.grad_scale
@@ -291,7 +308,8 @@ class Recorder:
             accountant=s.accountant,
             mc_draws=s.mc_draws,
             optimizer="sgd" if sgd else "optax",
-            param_names=self.spec.site_map.param_names(),
+            variational_family=s.family.name,
+            param_names=s.family.param_names(self.spec.site_map.theta_names()),
             sites=self.spec.site_map.sites,
         )
 
@@ -320,7 +338,7 @@ def build_recorder(
         check_data_sets(spec, data)
     spec = replace(spec, site_map=spec.site_map.with_labels(labels))
     resolved = resolve_settings(spec, optimizer=optimizer, **settings)
-    program = _Program(spec, resolved.mc_draws, resolved.batch_size, optimizer)
+    program = _Program(spec, resolved.mc_draws, resolved.batch_size, optimizer, resolved.family)
     return Recorder(program, resolved, _float_dtype(dtype))
 
 
@@ -368,6 +386,8 @@ def record_dpvi(
     learning_rate=None,
     init=None,
     mc_draws: int = 10,
+    family: str = "mean-field",
+    rank: int | None = None,
     optimizer: optax.GradientTransformation | None = None,
     transforms="numpyro",
     sites: Sequence[str] | None = None,
@@ -384,8 +404,11 @@ def record_dpvi(
     `noise_multiplier`, or `non_private=True` (σ = 0, ε = ∞; needs `learning_rate`). δ should be well below
     1/N: δ ≥ 1/N warns, δ ≥ 0.5 is refused unless `allow_weak_privacy=True`. Before any work the data are
     checked against the model as traced on them (lengths, each observed site's shape and support).
-    grad_scale s, lr_multiplier v, learning_rate λ, init (μ₀, ρ₀): a scalar, a pair (μ block, ρ block)
-    or a (P,) vector. Defaults: v = √2, init (0, −4), S = 10 draws, SGD. `transforms`: 'numpyro',
+    family: 'mean-field' (default), 'full-rank' (Σ = L Lᵀ, P = 2d + d(d−1)/2) or 'low-rank' with `rank` r
+    (Σ = diag(softplus(ρ)²) + B Bᵀ); docs/recording.md. grad_scale s, lr_multiplier v, learning_rate λ, init
+    (μ₀, ρ₀): a scalar, one entry per block of φ (μ, ρ, then ℓ or b), a pair (μ block, ρ block) — ℓ_ij and
+    b_ij then take μ_i's s, v and λ, ℓ starts at 0 and B at diag(softplus ρ₀) — or a (P,) vector.
+    Defaults: v = √2, init (0, −4), S = 10 draws, SGD. `transforms`: 'numpyro',
     'research' or {site: transform name}; `sites`: order of the latent sites in θ; `labels`: {site: one
     label per element}, e.g. {"theta": feature_names}, names θ's coordinates in the trace (`theta[age]`,
     released with it: column names are the data schema, not data). `batch_size`: padded
@@ -415,6 +438,8 @@ def record_dpvi(
         learning_rate=learning_rate,
         init=init,
         mc_draws=mc_draws,
+        family=family,
+        rank=rank,
         batch_size=batch_size,
         allow_weak_privacy=allow_weak_privacy,
     )

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..privacy import epsilon_spent
 from ..privacy import noise_multiplier as calibrate_noise
+from ..trace.families import FamilyError, VariationalFamily, variational_family
 from ..util.checks import positive_float, positive_int, probability
 from .contract import ModelSpec
 
@@ -51,7 +52,7 @@ UNCHECKED_HINT = (
 class DPVISettings:
     """Everything that defines a DPVI run, resolved: privacy level, step sizes, batch padding.
 
-    grad_scale, learning_rate, init: (P,) tuples; batch_size: padded size of one gradient chunk
+    grad_scale, learning_rate, init: (P,) tuples, P the family's; batch_size: padded size of one gradient chunk
     (sampled examples beyond it are processed in further chunks, never dropped).
     """
 
@@ -67,6 +68,7 @@ class DPVISettings:
     epsilon: float | None
     delta: float | None
     accountant: str | None
+    family: VariationalFamily
 
 
 def default_batch_size(n_examples: int, sampling_rate: float) -> int:
@@ -105,19 +107,34 @@ def check_delta(delta, n_examples: int | None = None, *, allow_weak_privacy: boo
     return delta
 
 
-def _per_coordinate(value, d: int, name: str) -> tuple[float, ...]:
-    """A scalar, a pair (μ block, ρ block) of scalars or (d,) vectors, or a full (2d,) vector → (2d,)."""
-    P = 2 * d
-    if isinstance(value, (tuple, list)) and len(value) == 2 and all(np.size(v) in (1, d) for v in value):
-        out = np.concatenate([np.broadcast_to(np.asarray(v, float).ravel(), (d,)) for v in value])
+def _per_coordinate(value, family: VariationalFamily, name: str, rest=None) -> tuple[float, ...]:
+    """A scalar, one entry per block of φ (scalars or block-length vectors), a pair (μ block, ρ block), a
+    mean-field vector (2d,) (read as that pair), or a full (P,) vector → (P,).
+
+    Given a pair, a family's further block (full-rank ℓ, low-rank b) is `rest(μ part, ρ part)`: by default
+    entry (i, j) takes row i's μ value, since its curvature E[ε_j²]·H_ii equals μ_i's.
+    """
+    blocks, P, d = family.blocks, family.n_params, family.dim
+    sizes = [part.stop - part.start for _, part in blocks]
+    if P > 2 * d and np.ndim(value) == 1 and np.size(value) == 2 * d and not isinstance(value, (tuple, list)):
+        value = (np.asarray(value)[:d], np.asarray(value)[d:])  # a mean-field vector (μ, ρ): extended as a pair
+    elif P > 2 * d and isinstance(value, (tuple, list)) and len(value) == 2 * d != 2:
+        value = (value[:d], value[d:])
+    entries = len(value) if isinstance(value, (tuple, list)) else 0
+    if entries in (2, len(blocks)) and all(np.size(v) in (1, size) for v, size in zip(value, sizes)):
+        parts = [np.broadcast_to(np.asarray(v, float).ravel(), (size,)) for v, size in zip(value, sizes)]
+        if len(parts) < len(blocks):
+            parts.append(parts[0][family.block_rows[2 * family.dim :]] if rest is None else rest(*parts))
+        out = np.concatenate(parts)
     elif np.ndim(value) == 0:
         out = np.full(P, float(value))
     else:
         out = np.asarray(value, float).ravel()
         if out.shape != (P,):
+            names = ", ".join(f"{block} ({size})" for (block, _), size in zip(blocks, sizes))
             raise ValueError(
-                f"{name} must be a scalar, a pair (μ block, ρ block) of scalars or length-{d} vectors, "
-                f"or a length-{P} vector; got shape {np.shape(value)}"
+                f"{name} must be a scalar, one entry per block of φ [{names}] (a scalar or a vector of the "
+                f"block's length each), a pair (μ block, ρ block), or a length-{P} vector; got {value!r}"
             )
     if not np.all(np.isfinite(out)):
         raise ValueError(f"{name} must be finite, got {out}")
@@ -175,6 +192,8 @@ def resolve_settings(
     batch_size: int | None = None,
     optimizer=None,
     allow_weak_privacy: bool = False,
+    family: str = "mean-field",
+    rank: int | None = None,
 ) -> DPVISettings:
     """Validate the user's settings and resolve σ, λ (κ heuristic unless given), init and batch padding.
 
@@ -196,17 +215,17 @@ def resolve_settings(
     sigma, spent, dlt, accountant = _privacy(
         epsilon, delta, noise_multiplier, non_private, sampling_rate, steps, learning_rate, optimizer
     )
-    d = spec.site_map.dim
-    scale = _per_coordinate(grad_scale, d, "grad_scale")
+    family = _family(family, rank, spec.site_map.dim)
+    scale = _per_coordinate(grad_scale, family, "grad_scale")
     if min(scale) <= 0:
         raise ValueError(f"grad_scale must be positive, got {scale}")
     if learning_rate is None and sigma > 0:
         v = np.asarray(
-            _per_coordinate(DEFAULT_LR_MULTIPLIER if lr_multiplier is None else lr_multiplier, d, "lr_multiplier")
+            _per_coordinate(DEFAULT_LR_MULTIPLIER if lr_multiplier is None else lr_multiplier, family, "lr_multiplier")
         )
-        lr = tuple((v * np.asarray(scale) / (math.sqrt(steps * 2 * d) * sigma * clip)).tolist())
+        lr = tuple((v * np.asarray(scale) / (math.sqrt(steps * family.n_params) * sigma * clip)).tolist())
     else:
-        lr = _per_coordinate(1.0 if learning_rate is None else learning_rate, d, "learning_rate")
+        lr = _per_coordinate(1.0 if learning_rate is None else learning_rate, family, "learning_rate")
     if min(lr) <= 0:
         raise ValueError(f"learning rates must be positive, got {lr}")
     n = spec.n_examples
@@ -221,10 +240,25 @@ def resolve_settings(
         sigma,
         scale,
         lr,
-        _per_coordinate(DEFAULT_INIT if init is None else init, d, "init"),
+        _per_coordinate(
+            DEFAULT_INIT if init is None else init, family, "init", lambda mu, rho: family.initial_rest(rho)
+        ),
         mc_draws,
         int(min(batch_size, n)),
         spent,
         dlt,
         accountant,
+        family,
     )
+
+
+def _family(kind, rank, dim: int) -> VariationalFamily:
+    """The user's family choice for θ of dimension d, checked before any work."""
+    if rank is not None and kind != "low-rank":
+        raise ValueError(f"rank={rank!r} belongs to family='low-rank'; family={kind!r} takes no rank")
+    if kind == "low-rank" and rank is None:
+        raise ValueError(f"family='low-rank' needs rank=r, the number of columns of B (1 ≤ r ≤ d = {dim})")
+    try:
+        return variational_family(kind, dim, rank)
+    except FamilyError as error:
+        raise ValueError(str(error)) from None

@@ -1,6 +1,7 @@
 """Trace: the released output of DP variational inference.
 
-A trace is T aligned pairs (φ_t, G_t) plus the DP-SGD settings, where φ_t = (μ, ρ) ∈ R^P is read before
+A trace is T aligned pairs (φ_t, G_t) plus the DP-SGD settings, where φ_t ∈ R^P (μ, ρ and, beyond
+mean-field, the factor entries: `families`) is read before
 step t and G_t = (Σ_{i ∈ B_t} clip_C(s ⊙ ∇ℓ_i(φ_t)) + ξ_t) ⊘ s, ξ_t ~ N(0, σ²C² I_P), is the noisy
 sum of clipped per-example gradients of the negative ELBO (docs/method.md §1); plain SGD is
 φ_{t+1} = φ_t − λ ⊙ G_t.
@@ -21,6 +22,7 @@ from matplotlib.figure import Figure
 
 from ..util.figures import draw_and_save
 from .diagnosis import LEVEL, TraceDiagnosis, diagnose
+from .families import VariationalFamily, family_for
 from .figure import trace_figure
 from .files import read_trace, write_trace
 from .sites import SiteMap, SiteSpec
@@ -34,7 +36,9 @@ __all__ = ["Trace"]
 class Trace:
     """The released output of DPVI: T aligned pairs (φ_t, G_t) and the DP-SGD settings.
 
-    params (T, P) φ_t before step t, P = 2d: all μ, then all ρ (softplus(ρ) is the sd).
+    params (T, P) φ_t before step t: all μ, then all ρ (softplus(ρ) is the sd, or L's diagonal), then for a
+    full-rank or low-rank `variational_family` the entries of L or B (`noiseaware.trace.families`); P = 2d
+    for the default mean-field family.
     grads (T, P) G_t: noisy sum of clipped per-example gradients of the negative ELBO, un-preconditioned.
     grad_scale (P,) s and learning_rate (P,) λ accept a scalar, which is broadcast.
     param_names (P,) default to the site map's labels, else 'mu:theta[j]' / 'rho:theta[j]'.
@@ -72,13 +76,18 @@ class Trace:
 
     @property
     def n_params(self) -> int:
-        """P = 2d, the length of φ = (μ, ρ)."""
+        """P, the length of φ (2d for mean-field)."""
         return self.params.shape[1]
 
     @property
+    def family(self) -> VariationalFamily:
+        """The variational family q_φ with its layout of φ (`noiseaware.trace.families`)."""
+        return family_for(self.variational_family, self.n_params)
+
+    @property
     def dim(self) -> int:
-        """d = P/2, the dimension of θ."""
-        return self.n_params // 2
+        """d, the dimension of θ (P/2 for mean-field)."""
+        return self.family.dim
 
     @property
     def site_map(self) -> SiteMap | None:
@@ -174,6 +183,7 @@ class Trace:
         accountant: str | None = None,
         mc_draws: int | None = None,
         optimizer: str | None = None,
+        variational_family: str = VARIATIONAL_FAMILIES[0],
         reduction: str = "sum",
     ) -> Trace:
         """A trace from any other DP-SGD implementation (PyTorch/Opacus, d3p, TensorFlow).
@@ -182,7 +192,9 @@ class Trace:
         reduction="sum" when grads are the noisy sum of clipped per-example gradients; "mean" when they are
         that sum divided by the expected batch size q·N (Opacus, optax's DP aggregate): they are multiplied
         by q·N. A given learning_rate with optimizer=None records optimizer="sgd", since per-coordinate step
-        sizes describe plain SGD. labels {site name: one label per element} name the elements of `sites`
+        sizes describe plain SGD. variational_family: the family's trace name, e.g. "full-rank-normal-softplus"
+        with params (μ, ρ, ℓ) (docs/trace-format.md lays out each family). labels {site name: one label per
+        element} name the elements of `sites`
         (e.g. {"theta": feature_names}); they are the data schema, released with the trace.
         """
         if reduction not in ("sum", "mean"):
@@ -209,6 +221,7 @@ class Trace:
             accountant=accountant,
             mc_draws=mc_draws,
             optimizer=optimizer,
+            variational_family=variational_family,
             param_names=param_names,
             sites=sites,
         )

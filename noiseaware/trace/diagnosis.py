@@ -154,7 +154,8 @@ class TraceDiagnosis:
 
     flags {check: (P,) bool}; statistics {name: (P,) float64} (p-values, noise ratio r²/ν², optimum φ̂*,
     relaxations n·κ⁺, leftover, …); window_optima (K, P); proposed_burn_in: a burn-in after which the windows
-    agree, when the default leaves a transient (None when it does not, or when no tried burn-in does).
+    agree, when the default leaves a transient (None when it does not, or when no tried burn-in does);
+    rows (P,): the θ coordinate each parameter belongs to (`VariationalFamily.block_rows`; None: mean-field).
     """
 
     param_names: tuple[str, ...]
@@ -165,6 +166,7 @@ class TraceDiagnosis:
     statistics: Mapping[str, np.ndarray]
     window_optima: np.ndarray
     proposed_burn_in: float | None = None
+    rows: tuple[int, ...] | None = None
 
     @property
     def ok(self) -> bool:
@@ -187,11 +189,13 @@ class TraceDiagnosis:
         return f"trace checks: {len(self.findings)} of {len(CHECKS)} fired on {where} ({titles})"
 
     def theta_verdicts(self) -> tuple[str, ...]:
-        """One verdict per θ coordinate (d,): "ok", or the checks that fired on its μ or ρ ("drift, transient")."""
-        d = len(self.param_names) // 2
+        """One verdict per θ coordinate (d,): "ok", or the checks that fired on its μ, ρ or its row of the factor
+        ("drift, transient")."""
+        P = len(self.param_names)
+        rows = np.tile(np.arange(P // 2), 2) if self.rows is None else np.asarray(self.rows)
         verdicts = []
-        for j in range(d):
-            fired = [name for name in CHECKS if self.flags[name][j] or self.flags[name][d + j]]
+        for j in range(int(rows.max()) + 1):
+            fired = [name for name in CHECKS if np.any(np.asarray(self.flags[name])[rows == j])]
             verdicts.append(", ".join(fired) if fired else "ok")
         return tuple(verdicts)
 
@@ -248,6 +252,7 @@ class TraceDiagnosis:
             "statistics": {k: np.asarray(v).tolist() for k, v in self.statistics.items()},
             "window_optima": np.asarray(self.window_optima).tolist(),
             "proposed_burn_in": self.proposed_burn_in,
+            "rows": None if self.rows is None else list(self.rows),
         }
 
     @classmethod
@@ -264,6 +269,7 @@ class TraceDiagnosis:
             statistics={k: np.asarray(v, np.float64) for k, v in values["statistics"].items()},
             window_optima=np.asarray(values["window_optima"], np.float64),
             proposed_burn_in=values["proposed_burn_in"],
+            rows=None if values.get("rows") is None else tuple(int(j) for j in values["rows"]),
         )
 
 
@@ -305,6 +311,7 @@ def diagnose(trace: Trace, *, burn_in: float = BURN_IN, level: float = LEVEL) ->
         statistics={k: v for k, v in statistics._asdict().items() if k not in ("moves", "window_optima")},
         window_optima=statistics.window_optima,
         proposed_burn_in=proposed,
+        rows=tuple(int(j) for j in trace.family.block_rows),
     )
 
 

@@ -3,7 +3,9 @@
 A file holds the schema's fields (docs/trace-format.md): the arrays params, grads (T, P), final_params,
 grad_scale, learning_rate and the labels param_names (P,), the per-site columns site_names, site_shapes
 (JSON lists), site_transforms and the optional site_labels (a JSON list of element labels, or null, per
-site), and the scalar settings. In .nc the arrays are variables on the dims
+site), and the scalar settings, among them variational_family and (from schema version 2) param_layout, the
+family's blocks of φ as JSON, checked against the family on reading. Version 1 files (mean-field only) are
+still read. In .nc the arrays are variables on the dims
 step/param/site (param_names is the `param` coordinate) and the scalars global attributes. Nothing is ever
 pickled; every failure is a TraceError.
 """
@@ -31,12 +33,14 @@ if TYPE_CHECKING:
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "read_trace", "write_trace"]
 
 SCHEMA = "noiseaware.trace"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Version 1: mean-field traces only, no param_layout. Version 2 adds the full-rank and low-rank families."""
 REQUIRED_FIELDS = ("params", "grads", "noise_multiplier", "clip", "sampling_rate", "n_examples")
 OPTIONAL_FIELDS = (
     "schema", "schema_version", "steps", "final_params", "grad_scale", "learning_rate", "epsilon", "delta",
-    "accountant", "mc_draws", "optimizer", "variational_family", "param_names", "site_names", "site_shapes",
-    "site_transforms", "site_labels",
+    "accountant", "mc_draws", "optimizer", "variational_family", "param_layout", "param_names", "site_names",
+    "site_shapes", "site_transforms", "site_labels",
 )  # fmt: skip
 _ARRAY_FIELDS = ("params", "grads", "final_params", "grad_scale", "learning_rate")
 _SITE_FIELDS = ("site_names", "site_shapes", "site_transforms")
@@ -111,6 +115,7 @@ def _to_fields(trace: Trace) -> dict[str, np.ndarray]:
         "mc_draws": trace.mc_draws,
         "optimizer": trace.optimizer,
         "variational_family": trace.variational_family,
+        "param_layout": json.dumps(trace.family.layout()),
         "param_names": list(trace.param_names),
         "site_names": [site.name for site in sites] or None,
         "site_shapes": [json.dumps(list(site.shape)) for site in sites] or None,
@@ -132,7 +137,9 @@ def _from_fields(fields: Mapping[str, Any], trace_type: type[Trace]) -> Trace:
     missing fields."""
     fields = dict(fields)
     schema = _item("schema", fields.pop("schema", SCHEMA))
-    _check_schema(schema, _item("schema_version", fields.pop("schema_version", SCHEMA_VERSION)))
+    version = _item("schema_version", fields.pop("schema_version", SCHEMA_VERSION))
+    _check_schema(schema, version)
+    layout = fields.pop("param_layout", None)
     unknown = sorted(set(fields) - set(REQUIRED_FIELDS + OPTIONAL_FIELDS))
     if unknown:
         raise TraceError(
@@ -148,7 +155,28 @@ def _from_fields(fields: Mapping[str, Any], trace_type: type[Trace]) -> Trace:
     trace = trace_type(**{name: _decode(name, value) for name, value in fields.items()}, sites=sites)
     if steps is not None:
         _check_steps(_item("steps", steps), trace)
+    if version == 1 and trace.family.kind != "mean-field":
+        raise TraceError(
+            f"schema_version 1 holds mean-field traces only, but variational_family is {trace.variational_family!r}; "
+            "write the file as schema_version 2"
+        )
+    if layout is not None:
+        _check_layout(_item("param_layout", layout), trace)
     return trace
+
+
+def _check_layout(text, trace: Trace) -> None:
+    """param_layout (JSON) must be the layout of the family the trace names, with its d."""
+    try:
+        layout = json.loads(text)
+    except (TypeError, json.JSONDecodeError):
+        raise TraceError(f"param_layout is not JSON ({text!r}); write json.dumps of the family's layout") from None
+    expected = trace.family.layout()
+    if layout != expected:
+        raise TraceError(
+            f"param_layout {layout} does not match the {trace.variational_family!r} family with P = {trace.n_params} "
+            f"parameters, whose layout is {expected}; fix variational_family or param_layout"
+        )
 
 
 def _check_steps(steps, trace: Trace) -> None:
@@ -159,10 +187,11 @@ def _check_steps(steps, trace: Trace) -> None:
 def _check_schema(schema, version) -> None:
     if schema != SCHEMA:
         raise TraceError(f"schema is {schema!r}, not {SCHEMA!r}; this file is not a noiseaware trace")
-    if version != SCHEMA_VERSION:
+    if version not in READABLE_VERSIONS:
         raise TraceError(
-            f"schema_version {version!r} is not supported; this noiseaware reads schema_version {SCHEMA_VERSION}: "
-            "upgrade noiseaware or rewrite the file in version 1"
+            f"schema_version {version!r} is not supported; this noiseaware reads schema_versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}: upgrade noiseaware or rewrite the file in version "
+            f"{SCHEMA_VERSION}"
         )
 
 

@@ -72,7 +72,8 @@ def _settings_lines(trace: Trace) -> list[str]:
 
 
 def _coordinate_table(trace: Trace, diagnosis: TraceDiagnosis | None) -> str:
-    """One row per θ coordinate j: final μ_j and softplus(ρ_j), post-burn-in mean of μ_j, sd of G vs σC/s, and
+    """One row per θ coordinate j: final μ_j and sd_j = sqrt(Σ_jj) (softplus(ρ_j) for mean-field), post-burn-in
+    mean of μ_j, sd of G vs σC/s, and
     the checks that fired on μ_j or ρ_j ("ok" when none)."""
     try:
         final, source = trace.final_iterate(), "φ_T"
@@ -80,12 +81,12 @@ def _coordinate_table(trace: Trace, diagnosis: TraceDiagnosis | None) -> str:
         final, source = trace.params[-1], "φ_(T-1), φ_T unknown"
     d, start = trace.dim, int(BURN_IN * trace.steps)
     grad_sd, noise_sd = trace.grads[start:].std(axis=0), trace.noise_sd
-    mean_mu, final_sd = trace.params[start:, :d].mean(axis=0), np.logaddexp(0.0, final[d:])
+    mean_mu, final_sd = trace.params[start:, :d].mean(axis=0), trace.family.marginal_sd(np.asarray(final, float))
     header = (
-        "θ (unconstrained)", f"μ at {source}", "softplus(ρ)", f"mean μ last {1 - BURN_IN:.0%}",
+        "θ (unconstrained)", f"μ at {source}", "sd of q", f"mean μ last {1 - BURN_IN:.0%}",
         "sd G_μ", "noise sd_μ", "sd G_ρ", "noise sd_ρ",
     )  # fmt: skip
-    columns = (final[:d], final_sd, mean_mu, grad_sd[:d], noise_sd[:d], grad_sd[d:], noise_sd[d:])
+    columns = (final[:d], final_sd, mean_mu, grad_sd[:d], noise_sd[:d], grad_sd[d : 2 * d], noise_sd[d : 2 * d])
     verdicts = () if diagnosis is None else diagnosis.theta_verdicts()
     rows = [
         (label.removeprefix("mu:"), *(f"{float(column[j]):.4g}" for column in columns), *verdicts[j : j + 1])

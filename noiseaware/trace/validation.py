@@ -3,8 +3,8 @@
 `validate(trace)` checks every field of a Trace as given to its constructor and returns the normalised values:
 arrays become read-only copies, finite everywhere, of dtype float32 or float64 as given (an array of any other
 dtype, such as int64 or float16, is refused; Python numbers become float64); params and grads (T, P) share their
-shape with P = 2d even; vectors (P,) accept a scalar, which is broadcast; the site map must cover exactly d
-unconstrained coordinates. Every failure is a TraceError.
+shape, with P fitting the variational family (2d for mean-field, `families`); vectors (P,) accept a scalar,
+which is broadcast; the site map must cover exactly d unconstrained coordinates. Every failure is a TraceError.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .families import MEAN_FIELD, FamilyError, VariationalFamily, family_for
 from .sites import SiteMap, SiteSpec, transform_from_name
 
 if TYPE_CHECKING:
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["TraceError", "VARIATIONAL_FAMILIES", "validate"]
 
-VARIATIONAL_FAMILIES = ("diagonal-normal-softplus",)
+VARIATIONAL_FAMILIES = (MEAN_FIELD, "full-rank-normal-softplus", "low-rank-normal-softplus(r)")
+"""The families a trace may name (r: the rank, an integer ≥ 1); the first is the default."""
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 """The dtypes of a trace's arrays (docs/trace-format.md); other arrays are refused, never converted."""
 
@@ -36,10 +38,11 @@ def validate(trace: Trace) -> dict[str, Any]:
     grads = _float_array("grads", trace.grads, ndim=2)
     _check_shapes(params, grads)
     n_params = params.shape[1]
+    family = _family(trace.variational_family, n_params)
     noise_multiplier = _real("noise_multiplier", trace.noise_multiplier)
     epsilon = None if trace.epsilon is None else _real("epsilon", trace.epsilon, allow_inf=True)
     _check_privacy(noise_multiplier, epsilon)
-    sites = _sites(trace.sites, n_params // 2)
+    sites = _sites(trace.sites, family.dim)
     grad_scale = 1.0 if trace.grad_scale is None else trace.grad_scale
     return dict(
         params=params,
@@ -56,8 +59,8 @@ def validate(trace: Trace) -> dict[str, Any]:
         accountant=_string("accountant", trace.accountant),
         mc_draws=None if trace.mc_draws is None else _positive_int("mc_draws", trace.mc_draws, "S"),
         optimizer=_string("optimizer", trace.optimizer),
-        variational_family=_family(trace.variational_family),
-        param_names=_param_names(trace.param_names, n_params, sites),
+        variational_family=family.name,
+        param_names=_param_names(trace.param_names, family, sites),
         sites=sites,
     )
 
@@ -109,11 +112,8 @@ def _check_shapes(params: np.ndarray, grads: np.ndarray) -> None:
             f"params has shape {params.shape} but grads has shape {grads.shape}; they must be aligned "
             "pairs (φ_t, G_t) of the same shape (T, P)"
         )
-    steps, n_params = params.shape
-    if steps < 1:
+    if params.shape[0] < 1:
         raise TraceError("params and grads have no rows; a trace needs at least one step (T ≥ 1)")
-    if n_params < 2 or n_params % 2:
-        raise TraceError(f"params and grads have P = {n_params} columns; P must be even and ≥ 2 (all μ, then all ρ)")
 
 
 def _real(name: str, value, allow_inf: bool = False) -> float:
@@ -203,13 +203,12 @@ def _string(name: str, value) -> str | None:
     return str(value)
 
 
-def _family(value) -> str:
-    if value not in VARIATIONAL_FAMILIES:
-        raise TraceError(
-            f"variational_family is {value!r}; noiseaware reads only {VARIATIONAL_FAMILIES}: "
-            "φ = (μ, ρ) with θ ~ N(μ, diag(softplus(ρ)²))"
-        )
-    return str(value)
+def _family(value, n_params: int) -> VariationalFamily:
+    """The family the trace names, with the θ dimension d its P implies."""
+    try:
+        return family_for(value, n_params)
+    except FamilyError as error:
+        raise TraceError(f"{error}; fix variational_family or the parameter count") from None
 
 
 def _sites(value, dim: int) -> tuple[SiteSpec, ...] | None:
@@ -223,8 +222,8 @@ def _sites(value, dim: int) -> tuple[SiteSpec, ...] | None:
     total = sum(site.size for site in sites)
     if total != dim:
         raise TraceError(
-            f"sites cover {total} unconstrained coordinates but θ has d = P/2 = {dim}; the site map must "
-            "describe exactly the μ block (fix the sites or the parameter count)"
+            f"sites cover {total} unconstrained coordinates but θ has d = {dim} (the μ block of φ); the site map "
+            "must describe exactly the μ block (fix the sites or the parameter count)"
         )
     return sites
 
@@ -255,12 +254,11 @@ def _unconstrained_size(spec: SiteSpec) -> int:
         ) from None
 
 
-def _param_names(value, n_params: int, sites: tuple[SiteSpec, ...] | None) -> tuple[str, ...]:
+def _param_names(value, family: VariationalFamily, sites: tuple[SiteSpec, ...] | None) -> tuple[str, ...]:
+    n_params = family.n_params
     if value is None:
-        if sites is not None:
-            return SiteMap(sites).param_names()
-        dim = n_params // 2
-        return tuple(f"mu:theta[{j}]" for j in range(dim)) + tuple(f"rho:theta[{j}]" for j in range(dim))
+        theta = SiteMap(sites).theta_names() if sites is not None else tuple(f"theta[{j}]" for j in range(family.dim))
+        return family.param_names(theta)
     names = tuple(value)
     if not all(isinstance(name, str) for name in names):
         raise TraceError(f"param_names holds non-strings {names!r}; pass one string label per parameter")

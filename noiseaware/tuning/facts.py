@@ -25,6 +25,7 @@ import optax
 from ..models.benchmark import BenchmarkModel
 from ..recording.dpvi import build_recorder, record_dpvi_batch
 from ..recording.settings import DEFAULT_INIT
+from ..trace.families import MEAN_FIELD, VariationalFamily, family_for
 from ..util.keys import as_key
 
 __all__ = ["SimulationFacts", "facts_for_settings", "simulate", "simulation_facts"]
@@ -47,7 +48,7 @@ class SimulationFacts:
 
     truth (M, d): θ_m; data: the data sets, arrays with leading axis M; optimum (M, P): φ̂_m;
     gradients (M, n, P): per-example gradients at φ̂_m for n ≤ N examples; hessian (M, P): diag H_m;
-    n_examples: N.
+    n_examples: N; family: the name of the variational family φ parametrises (`trace.families`).
     """
 
     truth: np.ndarray
@@ -56,6 +57,7 @@ class SimulationFacts:
     gradients: np.ndarray
     hessian: np.ndarray
     n_examples: int
+    family: str = MEAN_FIELD
 
     def __len__(self) -> int:
         return self.truth.shape[0]
@@ -65,9 +67,14 @@ class SimulationFacts:
         return self.truth.shape[1]
 
     @property
+    def variational_family(self) -> VariationalFamily:
+        return family_for(self.family, self.optimum.shape[1])
+
+    @property
     def vi_sd(self) -> np.ndarray:
-        """The non-private VI posterior sds softplus(ρ̂_m), (M, d): the width a private posterior is measured against."""
-        return np.logaddexp(0.0, self.optimum[:, self.dim :])
+        """The non-private VI posterior sds sqrt(Σ_jj(φ̂_m)) (softplus(ρ̂_m) for mean-field), (M, d): the width a
+        private posterior is measured against."""
+        return self.variational_family.marginal_sd(self.optimum)
 
     def subset(self, index) -> SimulationFacts:
         """The facts of simulations `index` (a slice or index array)."""
@@ -78,6 +85,7 @@ class SimulationFacts:
             self.gradients[index],
             self.hessian[index],
             self.n_examples,
+            self.family,
         )
 
     def _scaled_norms(self, clip: float, grad_scale: np.ndarray) -> np.ndarray:
@@ -111,11 +119,14 @@ def simulation_facts(
     mc_draws: int,
     transforms="numpyro",
     sites=None,
+    family: str = "mean-field",
+    rank: int | None = None,
     progress=False,
 ) -> SimulationFacts:
     """The non-private facts of given simulations (θ_m, x_m): φ̂_m, g_i(φ̂_m) and diag H_m (module doc).
 
-    init: φ₀ of the non-private runs, (P,) or a pair (μ₀, ρ₀); mc_draws: S of the DPVI run the facts serve.
+    init: φ₀ of the non-private runs, (P,) or a pair (μ₀, ρ₀); mc_draws: S of the DPVI run the facts serve;
+    family, rank: the variational family (record_dpvi's).
     """
     n = bm.n_examples
     steps = OPTIMISER_STEPS
@@ -135,6 +146,8 @@ def simulation_facts(
         mc_draws=mc_draws,
         transforms=transforms,
         sites=sites,
+        family=family,
+        rank=rank,
         progress=progress,
     )
     optimum = np.stack([run.params[-steps // 10 :].mean(axis=0) for run in runs])
@@ -150,8 +163,10 @@ def simulation_facts(
         sampling_rate=1.0,
         clip=1.0,
         mc_draws=mc_draws,
+        family=family,
+        rank=rank,
     )
-    program, d = recorder.program, truth.shape[1]
+    program, m = recorder.program, recorder.settings.family.noise_dim
     prepared = recorder.prepare(data, batched=True)
     per_example, constants = program.spec.split_data(prepared)
     kept = min(n, GRADIENT_EXAMPLES)
@@ -161,7 +176,7 @@ def simulation_facts(
         def total(p, key):
             # moment-matched draws (each coordinate's sample mean 0 and variance 1): exact for a Gaussian
             # likelihood, and far less Monte Carlo noise in the ρ block for any other
-            draws = jax.random.normal(key, (HESSIAN_DRAWS, d), recorder.dtype)
+            draws = jax.random.normal(key, (HESSIAN_DRAWS, m), recorder.dtype)
             draws = (draws - draws.mean(axis=0)) / draws.std(axis=0)
             return program.per_example_gradients(p, draws, examples, consts).sum(axis=0)
 
@@ -175,13 +190,21 @@ def simulation_facts(
             params = params - jnp.linalg.solve(hessian, gradient(params, k_g))
         return params, program.per_example_gradients(params, eps, few, consts), jnp.diagonal(hessian)
 
-    eps = jax.random.normal(k_grad, (count, mc_draws, d), recorder.dtype)
+    eps = jax.random.normal(k_grad, (count, mc_draws, m), recorder.dtype)
     params = jnp.asarray(optimum, recorder.dtype)
     optimum, grads, hessian = jax.jit(lambda xs: jax.lax.map(lambda a: one(*a), xs))(
         (params, eps, jax.random.split(k_hess, count), per_example, head, constants)
     )
     optimum = np.asarray(optimum, np.float64)
-    return SimulationFacts(truth, data, optimum, np.asarray(grads, np.float64), np.asarray(hessian, np.float64), n)
+    return SimulationFacts(
+        truth,
+        data,
+        optimum,
+        np.asarray(grads, np.float64),
+        np.asarray(hessian, np.float64),
+        n,
+        recorder.settings.family.name,
+    )
 
 
 def facts_for_settings(bm: BenchmarkModel, settings, simulations: int, *, simulation_key, facts_key) -> SimulationFacts:
@@ -199,4 +222,6 @@ def facts_for_settings(bm: BenchmarkModel, settings, simulations: int, *, simula
             mc_draws=settings.get("mc_draws", 10),
             transforms=settings.get("transforms", "numpyro"),
             sites=settings.get("sites"),
+            family=settings.get("family", "mean-field"),
+            rank=settings.get("rank"),
         )

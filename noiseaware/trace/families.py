@@ -1,0 +1,260 @@
+"""Gaussian variational families q_φ(θ) = N(μ, A Aᵀ) over the unconstrained θ ∈ R^d, and the layout of φ.
+
+    name                            φ              A (d, m)                                     P
+    diagonal-normal-softplus        (μ, ρ)         diag(softplus ρ)                             2d
+    full-rank-normal-softplus       (μ, ρ, ℓ)      L: diagonal softplus ρ, strictly lower ℓ     2d + d(d−1)/2
+    low-rank-normal-softplus(r)     (μ, ρ, b)      [diag(softplus ρ), B], B (d, r) lower        2d + dr − r(r−1)/2
+                                                   trapezoidal (B_ij = 0 for j > i), entries b
+
+θ = μ + A ε with ε ~ N(0, I_m) (m = d, or d + r for low-rank), so Σ = A Aᵀ: L Lᵀ (full-rank) or
+diag(softplus(ρ)²) + B Bᵀ (low-rank). ℓ and b list their entries row by row (row-major over (i, j)). Every
+family starts with the mean-field layout (μ, ρ) (its first 2d coordinates), so with d = 1 full-rank is
+mean-field. The lower-trapezoidal B fixes the rotation B → BQ that leaves Σ unchanged (any B can be rotated
+into that form), so the optimum φ* is a point, not an orbit; only column signs remain free.
+
+A family is a frozen `VariationalFamily` with its dimension d; `family_for(name, P)` rebuilds it from a
+trace, `variational_family(kind, d, rank)` from a user's choice. Its array functions work on numpy arrays
+(float64 stays float64) and inside jax programs alike.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "FAMILY_KINDS",
+    "MEAN_FIELD",
+    "FULL_RANK",
+    "LOW_RANK",
+    "FamilyError",
+    "VariationalFamily",
+    "family_for",
+    "family_name",
+    "variational_family",
+]
+
+MEAN_FIELD = "diagonal-normal-softplus"
+FULL_RANK = "full-rank-normal-softplus"
+LOW_RANK = "low-rank-normal-softplus"
+FAMILY_KINDS = {"mean-field": MEAN_FIELD, "full-rank": FULL_RANK, "low-rank": LOW_RANK}
+"""The user's names of the families → their names in a trace."""
+_LOW_RANK_NAME = re.compile(r"^low-rank-normal-softplus\((\d+)\)$")
+
+
+class FamilyError(ValueError):
+    """A variational family that does not exist or does not fit the parameter count."""
+
+
+def _xp(array):
+    """numpy for numpy arrays (float64 stays float64), jax.numpy for jax arrays and tracers."""
+    return jnp if isinstance(array, jax.Array) else np
+
+
+def _softplus(x):
+    return _xp(x).logaddexp(0.0, x)
+
+
+@dataclass(frozen=True)
+class VariationalFamily:
+    """One Gaussian family of dimension d: the layout of φ (P,) and the maps φ ↦ (μ, A).
+
+    kind: "mean-field", "full-rank" or "low-rank"; rank: r for low-rank (1 ≤ r ≤ d), else None.
+    """
+
+    kind: str
+    dim: int
+    rank: int | None = None
+
+    def __post_init__(self):
+        if self.kind not in FAMILY_KINDS:
+            raise FamilyError(f"unknown variational family {self.kind!r}: choose one of {sorted(FAMILY_KINDS)}")
+        if not isinstance(self.dim, int) or self.dim < 1:
+            raise FamilyError(f"a variational family needs a dimension d ≥ 1, got {self.dim!r}")
+        if (self.kind == "low-rank") != (self.rank is not None):
+            raise FamilyError("a rank r belongs to the low-rank family only: pass rank=r with family='low-rank'")
+        if self.rank is not None and not (isinstance(self.rank, int) and 1 <= self.rank <= self.dim):
+            raise FamilyError(f"the low-rank family needs a rank 1 ≤ r ≤ d = {self.dim}, got {self.rank!r}")
+
+    # ------------------------------------------------------------------ layout
+
+    @property
+    def name(self) -> str:
+        """The name written into traces: 'diagonal-normal-softplus', …, 'low-rank-normal-softplus(r)'."""
+        return f"{LOW_RANK}({self.rank})" if self.kind == "low-rank" else FAMILY_KINDS[self.kind]
+
+    @property
+    def noise_dim(self) -> int:
+        """m, the length of ε in θ = μ + A ε."""
+        return self.dim + (self.rank or 0)
+
+    @cached_property
+    def _positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """(row, column) in A of each coordinate after μ, (P − d,) each: ρ_j at (j, j), then ℓ or b row-major."""
+        d = self.dim
+        rows, cols = list(range(d)), list(range(d))
+        if self.kind == "full-rank":
+            pairs = [(i, j) for i in range(d) for j in range(i)]
+        elif self.kind == "low-rank":
+            pairs = [(i, d + j) for i in range(d) for j in range(min(i + 1, self.rank))]
+        else:
+            pairs = []
+        rows += [i for i, _ in pairs]
+        cols += [j for _, j in pairs]
+        return np.asarray(rows), np.asarray(cols)
+
+    @property
+    def n_params(self) -> int:
+        """P, the length of φ."""
+        return self.dim + len(self._positions[0])
+
+    @property
+    def blocks(self) -> tuple[tuple[str, slice], ...]:
+        """The blocks of φ in order, (name, slice): μ, ρ, then 'offdiag' (full-rank) or 'factor' (low-rank)."""
+        d = self.dim
+        blocks = (("mu", slice(0, d)), ("rho", slice(d, 2 * d)))
+        if self.kind != "mean-field":
+            blocks += (("offdiag" if self.kind == "full-rank" else "factor", slice(2 * d, self.n_params)),)
+        return blocks
+
+    @property
+    def block_rows(self) -> np.ndarray:
+        """The θ coordinate each φ coordinate belongs to, (P,): j for μ_j, ρ_j and for ℓ_ij or b_ij (row i)."""
+        return np.concatenate([np.arange(self.dim), self._positions[0]])
+
+    def param_names(self, theta_names) -> tuple[str, ...]:
+        """Labels of φ (P,) from θ's (d,): 'mu:x', 'rho:x', then 'L:x,y' for L's entry (x, y) or 'B:x,k'."""
+        names = tuple(theta_names)
+        rows, cols = self._positions
+        head = tuple(f"mu:{n}" for n in names) + tuple(f"rho:{n}" for n in names)
+        if self.kind == "full-rank":
+            return head + tuple(f"L:{names[i]},{names[j]}" for i, j in zip(rows[self.dim :], cols[self.dim :]))
+        return head + tuple(f"B:{names[i]},{j - self.dim}" for i, j in zip(rows[self.dim :], cols[self.dim :]))
+
+    def layout(self) -> dict:
+        """The layout of φ as plain data (written into trace files): d, r and each block's [start, stop)."""
+        return {
+            "family": self.name,
+            "dim": self.dim,
+            "rank": self.rank,
+            "blocks": {name: [part.start, part.stop] for name, part in self.blocks},
+        }
+
+    # ------------------------------------------------------------------ maps of φ
+
+    def mean(self, phi):
+        """μ, (…, d) from φ (…, P)."""
+        return phi[..., : self.dim]
+
+    def scale_matrix(self, phi):
+        """A, (…, d, m): θ = μ + A ε, Σ = A Aᵀ (the diagonal of A's first d columns is softplus(ρ))."""
+        xp, d = _xp(phi), self.dim
+        values = xp.concatenate([_softplus(phi[..., d : 2 * d]), phi[..., 2 * d :]], axis=-1)
+        rows, cols = self._positions
+        index = np.zeros((d, self.noise_dim), np.int64)
+        index[rows, cols] = np.arange(1, len(rows) + 1)
+        padded = xp.concatenate([xp.zeros(values.shape[:-1] + (1,), values.dtype), values], axis=-1)
+        return xp.take(padded, index, axis=-1)
+
+    def sample(self, phi, eps):
+        """θ = μ + A ε: φ (…, P), ε (…, m) → (…, d)."""
+        if self.kind == "mean-field":
+            return self.mean(phi) + _softplus(phi[..., self.dim :]) * eps
+        return self.mean(phi) + _xp(phi).einsum("...ij,...j->...i", self.scale_matrix(phi), eps)
+
+    def covariance(self, phi):
+        """Σ = A Aᵀ, (…, d, d)."""
+        scale = self.scale_matrix(phi)
+        return _xp(phi).einsum("...ij,...kj->...ik", scale, scale)
+
+    def marginal_sd(self, phi):
+        """sd[θ_j] = sqrt(Σ_jj) = ‖A_j·‖, (…, d)."""
+        if self.kind == "mean-field":
+            return _softplus(phi[..., self.dim :])
+        return _xp(phi).sqrt(_xp(phi).sum(self.scale_matrix(phi) ** 2, axis=-1))
+
+    def entropy(self, phi):
+        """H[q_φ] − (d/2) log(2πe) = ½ log det Σ, (…): Σ_j log softplus(ρ_j) for mean-field and full-rank; for
+        low-rank Σ_j log softplus(ρ_j) + ½ log det(I_r + Bᵀ D⁻² B), D = diag(softplus ρ) (determinant lemma)."""
+        xp, d = _xp(phi), self.dim
+        sd = _softplus(phi[..., d : 2 * d])
+        total = xp.sum(xp.log(sd), axis=-1)
+        if self.kind != "low-rank":
+            return total
+        factor = self.scale_matrix(phi)[..., d:] / sd[..., None]
+        inner = xp.einsum("...ki,...kj->...ij", factor, factor) + xp.eye(self.rank, dtype=factor.dtype)
+        return total + 0.5 * xp.linalg.slogdet(inner)[1]
+
+    def scale_gradients(self, phi, eps, grads):
+        """Per-example gradients of the data term with respect to the coordinates after μ, (B, P − d).
+
+        ∂/∂A_ij of (1/S) Σ_s f_b(μ + A ε_s) is (1/S) Σ_s ∇f_b(θ_s)_i ε_sj; ρ_j's carries softplus' = sigmoid.
+        phi (P,), eps (S, m), grads (S, B, d) = ∇_θ f_b(θ_s). Only the entries of A that φ holds are formed.
+        """
+        rows, cols = self._positions
+        d = self.dim
+        per_entry = sum(grads[s][:, rows] * eps[s, cols] for s in range(eps.shape[0])) / eps.shape[0]
+        chain = jnp.concatenate([jax.nn.sigmoid(phi[d : 2 * d]), jnp.ones(len(rows) - d, phi.dtype)])
+        return per_entry * chain
+
+    def initial_rest(self, rho0) -> np.ndarray:
+        """φ₀ after (μ, ρ), (P − 2d,) from ρ₀ (d,): ℓ = 0 (L diagonal), or B with diagonal softplus(ρ₀) and
+        zeros elsewhere (B = 0 is a stationary point of the ELBO, which a run started there never leaves)."""
+        d = self.dim
+        rows, cols = self._positions
+        rest = np.zeros(self.n_params - 2 * d)
+        if self.kind == "low-rank":
+            diagonal = cols[d:] - d == rows[d:]
+            rest[diagonal] = np.logaddexp(0.0, np.broadcast_to(np.asarray(rho0, float), (d,)))[rows[d:][diagonal]]
+        return rest
+
+
+def family_name(kind: str, rank: int | None = None) -> str:
+    """The trace name of a user's family choice ('mean-field', 'full-rank', 'low-rank' with rank r)."""
+    if kind not in FAMILY_KINDS:
+        raise FamilyError(f"unknown variational family {kind!r}: choose one of {sorted(FAMILY_KINDS)}")
+    return f"{LOW_RANK}({rank})" if kind == "low-rank" else FAMILY_KINDS[kind]
+
+
+def variational_family(kind: str, dim: int, rank: int | None = None) -> VariationalFamily:
+    """The family a user chose: kind 'mean-field', 'full-rank' or 'low-rank' (with rank r), for θ of dimension d."""
+    return VariationalFamily(kind, dim, rank)
+
+
+def _kind_and_rank(name) -> tuple[str, int | None]:
+    if name == MEAN_FIELD:
+        return "mean-field", None
+    if name == FULL_RANK:
+        return "full-rank", None
+    match = _LOW_RANK_NAME.match(name) if isinstance(name, str) else None
+    if match:
+        return "low-rank", int(match.group(1))
+    raise FamilyError(
+        f"variational_family is {name!r}; noiseaware reads {MEAN_FIELD!r}, {FULL_RANK!r} and "
+        f"'{LOW_RANK}(r)' for a rank r ≥ 1 (docs/trace-format.md)"
+    )
+
+
+def family_for(name: str, n_params: int) -> VariationalFamily:
+    """The family a trace names, with the d its P implies; FamilyError when P fits no d of that family."""
+    kind, rank = _kind_and_rank(name)
+    if kind == "mean-field":
+        dim = n_params // 2 if n_params % 2 == 0 else 0
+        layout = "P = 2d (all μ, then all ρ)"
+    elif kind == "full-rank":
+        dim = (math.isqrt(9 + 8 * n_params) - 3) // 2
+        layout = "P = 2d + d(d − 1)/2 (μ, ρ, then L's strictly lower entries)"
+    else:
+        dim = (n_params + rank * (rank - 1) // 2) // (2 + rank)
+        layout = f"P = 2d + {rank}d − {rank * (rank - 1) // 2} (μ, ρ, then B's entries)"
+    if dim >= 1 and (rank is None or rank <= dim):
+        family = VariationalFamily(kind, dim, rank)
+        if family.n_params == n_params:
+            return family
+    raise FamilyError(f"P = {n_params} parameters fit no θ dimension d of the family {name!r}: it needs {layout}")
