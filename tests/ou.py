@@ -18,10 +18,20 @@ LEVELS = (0.5, 0.9)
 
 
 def ou_traces(
-    count, steps=4000, optimum=OPTIMUM, hessian=HESSIAN, scale=SCALE, lr=1e-3, extra=0.0, seed=0, sigma=SIGMA
+    count,
+    steps=4000,
+    optimum=OPTIMUM,
+    hessian=HESSIAN,
+    scale=SCALE,
+    lr=1e-3,
+    extra=0.0,
+    seed=0,
+    sigma=SIGMA,
+    family="diagonal-normal-softplus",
 ):
     """`count` traces with G_t = q A (φ_t − φ*) + e_t, e_t ~ N(0, (σC/s)² + extra²), φ_{t+1} = φ_t − λ s ⊙ G_t;
-    sigma=0 gives non-private traces (ε = ∞), whose noise is all extra noise."""
+    sigma=0 gives non-private traces (ε = ∞), whose noise is all extra noise; family: the variational family
+    the traces name (P must fit it)."""
     rng = np.random.default_rng(seed)
     optimum, hessian, scale = np.asarray(optimum), np.asarray(hessian), np.asarray(scale)
     sd = np.sqrt((sigma * CLIP / scale) ** 2 + np.asarray(extra) ** 2)
@@ -42,6 +52,7 @@ def ou_traces(
             n_examples=N,
             grad_scale=scale,
             learning_rate=lr * scale,
+            variational_family=family,
         )
         for m in range(count)
     ]

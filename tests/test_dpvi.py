@@ -680,7 +680,7 @@ DATA = normal_data(20)
         (dict(noise_multiplier=1.0, steps=2.5), "steps must be a positive integer"),
         (dict(noise_multiplier=1.0, mc_draws=0), "mc_draws must be a positive integer"),
         (dict(noise_multiplier=1.0, learning_rate=0.1, lr_multiplier=1.0), "learning_rate .* lr_multiplier"),
-        (dict(noise_multiplier=1.0, grad_scale=(1.0, 2.0, 3.0)), "grad_scale must be a scalar, one entry per block of φ"),
+        (dict(noise_multiplier=1.0, grad_scale=(1.0, 2.0, 3.0)), "grad_scale must be a scalar, one entry per block"),
         (dict(noise_multiplier=1.0, grad_scale=(1.0, 0.0)), "grad_scale must be positive"),
         (dict(noise_multiplier=1.0, grad_scale=-1.0), "grad_scale must be positive"),
         (dict(noise_multiplier=1.0, init=(0.0, 1.0, 2.0)), "init must be a scalar, one entry per block of φ"),

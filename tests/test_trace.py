@@ -368,7 +368,7 @@ BAD_INPUTS = {
     "shape mismatch": (dict(grads=np.zeros((5, 2))), r"params has shape \(5, 4\) but grads has shape \(5, 2\)"),
     "1-D params": (dict(params=np.zeros(4), grads=np.zeros(4)), r"params has shape \(4,\); .* shape \(T, P\)"),
     "no steps": (dict(params=np.zeros((0, 4)), grads=np.zeros((0, 4))), r"at least one step"),
-    "odd P": (dict(params=np.zeros((5, 3)), grads=np.zeros((5, 3))), r"P = 3 parameters fit no θ dimension d of the family 'diagonal-normal-softplus'"),
+    "odd P": (dict(params=np.zeros((5, 3)), grads=np.zeros((5, 3))), r"P = 3 parameters fit no θ dimension d"),
     "non-numeric params": (dict(params=np.full((5, 4), "x")), r"params has dtype <U1; pass real numbers"),
     "NaN in grads": (dict(grads=with_value((5, 4), (2, 1), np.nan)), r"grads holds nan at step 2, parameter 1.*re-"),
     "inf in params": (dict(params=with_value((5, 4), (0, 3), np.inf)), r"params holds inf at step 0, parameter 3"),
@@ -394,7 +394,7 @@ BAD_INPUTS = {
     "mc_draws zero": (dict(mc_draws=0), r"mc_draws is 0; S must be a positive integer"),
     "param_names wrong length": (dict(param_names=("a", "b")), r"param_names has 2 labels; it needs P = 4"),
     "param_names repeated": (dict(param_names=("a", "b", "a", "c")), r"param_names repeats \['a'\]"),
-    "sites inconsistent with d": (dict(sites=(SiteSpec("w", (3,), "identity"),)), r"sites cover 3 .* d = 2 \(the μ block"),
+    "sites inconsistent with d": (dict(sites=(SiteSpec("w", (3,), "identity"),)), r"sites cover 3 .* d = 2 \(the μ"),
     "site with unknown transform": (dict(sites=(SiteSpec("w", (2,), "tanh"),)), r"site 'w' in sites is invalid"),
     "simplex map on a scalar site": (
         dict(sites=(SiteSpec("p", (), "alr"),)),

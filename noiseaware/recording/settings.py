@@ -116,21 +116,23 @@ def _per_coordinate(value, family: VariationalFamily, name: str, rest=None) -> t
     """
     blocks, P, d = family.blocks, family.n_params, family.dim
     sizes = [part.stop - part.start for _, part in blocks]
-    if P > 2 * d and np.ndim(value) == 1 and np.size(value) == 2 * d and not isinstance(value, (tuple, list)):
-        value = (np.asarray(value)[:d], np.asarray(value)[d:])  # a mean-field vector (μ, ρ): extended as a pair
-    elif P > 2 * d and isinstance(value, (tuple, list)) and len(value) == 2 * d != 2:
-        value = (value[:d], value[d:])
+    sequence = isinstance(value, (tuple, list))
+    if P > 2 * d and (len(value) == 2 * d != 2 if sequence else np.ndim(value) == 1 and np.size(value) == 2 * d):
+        value = (value[:d], value[d:])  # a mean-field vector (μ, ρ): extended as a pair
     entries = len(value) if isinstance(value, (tuple, list)) else 0
     if entries in (2, len(blocks)) and all(np.size(v) in (1, size) for v, size in zip(value, sizes)):
         parts = [np.broadcast_to(np.asarray(v, float).ravel(), (size,)) for v, size in zip(value, sizes)]
         if len(parts) < len(blocks):
             parts.append(parts[0][family.block_rows[2 * family.dim :]] if rest is None else rest(*parts))
         out = np.concatenate(parts)
-    elif np.ndim(value) == 0:
+    elif not entries and np.ndim(value) == 0:
         out = np.full(P, float(value))
     else:
-        out = np.asarray(value, float).ravel()
-        if out.shape != (P,):
+        try:
+            out = np.asarray(value, float).ravel()
+        except ValueError:
+            out = None
+        if out is None or out.shape != (P,):
             names = ", ".join(f"{block} ({size})" for (block, _), size in zip(blocks, sizes))
             raise ValueError(
                 f"{name} must be a scalar, one entry per block of φ [{names}] (a scalar or a vector of the "

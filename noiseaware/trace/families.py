@@ -95,7 +95,7 @@ class VariationalFamily:
         return self.dim + (self.rank or 0)
 
     @cached_property
-    def _positions(self) -> tuple[np.ndarray, np.ndarray]:
+    def entries(self) -> tuple[np.ndarray, np.ndarray]:
         """(row, column) in A of each coordinate after μ, (P − d,) each: ρ_j at (j, j), then ℓ or b row-major."""
         d = self.dim
         rows, cols = list(range(d)), list(range(d))
@@ -112,7 +112,7 @@ class VariationalFamily:
     @property
     def n_params(self) -> int:
         """P, the length of φ."""
-        return self.dim + len(self._positions[0])
+        return self.dim + len(self.entries[0])
 
     @property
     def blocks(self) -> tuple[tuple[str, slice], ...]:
@@ -126,12 +126,12 @@ class VariationalFamily:
     @property
     def block_rows(self) -> np.ndarray:
         """The θ coordinate each φ coordinate belongs to, (P,): j for μ_j, ρ_j and for ℓ_ij or b_ij (row i)."""
-        return np.concatenate([np.arange(self.dim), self._positions[0]])
+        return np.concatenate([np.arange(self.dim), self.entries[0]])
 
     def param_names(self, theta_names) -> tuple[str, ...]:
         """Labels of φ (P,) from θ's (d,): 'mu:x', 'rho:x', then 'L:x,y' for L's entry (x, y) or 'B:x,k'."""
         names = tuple(theta_names)
-        rows, cols = self._positions
+        rows, cols = self.entries
         head = tuple(f"mu:{n}" for n in names) + tuple(f"rho:{n}" for n in names)
         if self.kind == "full-rank":
             return head + tuple(f"L:{names[i]},{names[j]}" for i, j in zip(rows[self.dim :], cols[self.dim :]))
@@ -156,7 +156,7 @@ class VariationalFamily:
         """A, (…, d, m): θ = μ + A ε, Σ = A Aᵀ (the diagonal of A's first d columns is softplus(ρ))."""
         xp, d = _xp(phi), self.dim
         values = xp.concatenate([_softplus(phi[..., d : 2 * d]), phi[..., 2 * d :]], axis=-1)
-        rows, cols = self._positions
+        rows, cols = self.entries
         index = np.zeros((d, self.noise_dim), np.int64)
         index[rows, cols] = np.arange(1, len(rows) + 1)
         padded = xp.concatenate([xp.zeros(values.shape[:-1] + (1,), values.dtype), values], axis=-1)
@@ -197,7 +197,7 @@ class VariationalFamily:
         ∂/∂A_ij of (1/S) Σ_s f_b(μ + A ε_s) is (1/S) Σ_s ∇f_b(θ_s)_i ε_sj; ρ_j's carries softplus' = sigmoid.
         phi (P,), eps (S, m), grads (S, B, d) = ∇_θ f_b(θ_s). Only the entries of A that φ holds are formed.
         """
-        rows, cols = self._positions
+        rows, cols = self.entries
         d = self.dim
         per_entry = sum(grads[s][:, rows] * eps[s, cols] for s in range(eps.shape[0])) / eps.shape[0]
         chain = jnp.concatenate([jax.nn.sigmoid(phi[d : 2 * d]), jnp.ones(len(rows) - d, phi.dtype)])
@@ -207,7 +207,7 @@ class VariationalFamily:
         """φ₀ after (μ, ρ), (P − 2d,) from ρ₀ (d,): ℓ = 0 (L diagonal), or B with diagonal softplus(ρ₀) and
         zeros elsewhere (B = 0 is a stationary point of the ELBO, which a run started there never leaves)."""
         d = self.dim
-        rows, cols = self._positions
+        rows, cols = self.entries
         rest = np.zeros(self.n_params - 2 * d)
         if self.kind == "low-rank":
             diagonal = cols[d:] - d == rows[d:]
