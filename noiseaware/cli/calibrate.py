@@ -5,6 +5,7 @@ from __future__ import annotations
 from .common import epsilon_text, print_method_warnings
 from .options import (
     add_delta,
+    add_family,
     add_method_list,
     add_output_dir,
     add_prior,
@@ -12,6 +13,7 @@ from .options import (
     check_privacy_levels,
     count,
     experiment_options,
+    family_settings,
     level_tag,
     method_lists,
     positive_int,
@@ -85,6 +87,7 @@ def add_parser(subparsers) -> None:
         "(default: %(default)d)",
     )
     parser.add_argument("--steps", type=positive_int, metavar="T", help="DP-SGD steps (default: the preset's 10000)")
+    add_family(parser)
     add_delta(parser)
     parser.add_argument("--bins", type=positive_int, default=10, metavar="B", help="(default: %(default)d)")
     parser.add_argument("--binning", choices=BINNINGS, default="equal-count", help="(default: %(default)s)")
@@ -111,7 +114,11 @@ def run(args) -> int:
     from ..models import get as get_model
     from ..plots import plot_calibration
 
-    overrides = {"allow_weak_privacy": args.allow_weak_privacy} | ({} if args.steps is None else {"steps": args.steps})
+    overrides = (
+        {"allow_weak_privacy": args.allow_weak_privacy}
+        | ({} if args.steps is None else {"steps": args.steps})
+        | family_settings(args)
+    )
     settings = dict(get_model(PRESET).dpvi_settings) | overrides
     levels = privacy_levels(args)
     stems = [f"calibration-{args.dataset}-{level_tag(name, value)}" for name, value in levels]

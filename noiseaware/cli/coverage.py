@@ -6,6 +6,7 @@ from .. import models
 from .common import builtin, epsilon_text, import_attribute, print_method_warnings
 from .options import (
     add_delta,
+    add_family,
     add_method_list,
     add_output_dir,
     add_prior,
@@ -13,6 +14,7 @@ from .options import (
     check_privacy_levels,
     count,
     experiment_options,
+    family_settings,
     level_tag,
     method_lists,
     positive_int,
@@ -62,6 +64,7 @@ def add_parser(subparsers) -> None:
         help="θ draws per posterior (default: %(default)d)",
     )
     parser.add_argument("--steps", type=positive_int, metavar="T", help="DP-SGD steps (default: the preset's)")
+    add_family(parser)
     add_delta(parser)
     add_prior(parser)
     parser.add_argument("--warmup", type=count, metavar="W", help="NUTS warmup steps (default: 1000)")
@@ -75,7 +78,11 @@ def run(args) -> int:
     from ..plots import plot_coverage
 
     bm = _coverage_model(args.model)
-    overrides = {"allow_weak_privacy": args.allow_weak_privacy} | ({} if args.steps is None else {"steps": args.steps})
+    overrides = (
+        {"allow_weak_privacy": args.allow_weak_privacy}
+        | ({} if args.steps is None else {"steps": args.steps})
+        | family_settings(args)
+    )
     settings = dict(bm.dpvi_settings) | overrides
     levels = privacy_levels(args)
     stems = [f"coverage-{bm.name}-{level_tag(name, value)}" for name, value in levels]

@@ -166,6 +166,24 @@ def add_dp_sgd_options(parser, defaults: bool) -> None:
     )
 
 
+def add_family(parser) -> None:
+    """--family and --rank: the variational family of the recorded traces."""
+    parser.add_argument(
+        "--family",
+        choices=("mean-field", "full-rank", "low-rank"),
+        help="variational family: mean-field N(μ, diag sd²) (default), full-rank N(μ, L Lᵀ), or low-rank "
+        "N(μ, diag sd² + B Bᵀ) with --rank columns in B",
+    )
+    parser.add_argument("--rank", type=positive_int, metavar="R", help="columns of B for --family low-rank")
+
+
+def family_settings(args) -> dict:
+    """--family and --rank as record_dpvi keywords (none when neither is given: the default family)."""
+    if args.rank is not None and args.family != "low-rank":
+        raise ValueError("--rank sets the columns of B for --family low-rank: add --family low-rank or drop --rank")
+    return {} if args.family is None else {"family": args.family, "rank": args.rank}
+
+
 def add_prior(parser, help_text: str = EXPERIMENT_PRIOR_HELP) -> None:
     parser.add_argument("--prior", choices=tuple(PRIORS), default="default", help=help_text)
 

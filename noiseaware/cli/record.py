@@ -28,8 +28,10 @@ from .options import (
     SEED_BITS,
     SIMULATION_SEED,
     add_dp_sgd_options,
+    add_family,
     add_force,
     add_seed,
+    family_settings,
     positive_float,
     positive_int,
 )
@@ -51,7 +53,8 @@ SETTING_OPTIONS = (
 )
 """record options that override a preset's `dpvi_settings` (argparse destinations = record_dpvi keywords)."""
 BLOCK_OPTIONS = ("grad_scale", "lr_multiplier", "learning_rate")
-"""Options taking one value (all coordinates) or two (μ block, ρ block)."""
+"""Options taking one value (all coordinates), two (μ block, ρ block) or, beyond mean-field, three (and the
+factor block)."""
 KNOWN_SEED_WARNING = (
     "warning: --seed with --data: anyone who knows this seed can regenerate the DP noise and "
     "remove it from the trace; use a fixed seed on real data only for testing"
@@ -104,23 +107,25 @@ def add_parser(subparsers) -> None:
         type=positive_float,
         nargs="+",
         metavar="S",
-        help="preconditioning s: one value, or two (μ block, ρ block)",
+        help="preconditioning s: one value, two (μ block, ρ block) or three (and the factor block of a "
+        "full-rank or low-rank family; with two it takes μ's values row by row)",
     )
     parser.add_argument(
         "--lr-multiplier",
         type=positive_float,
         nargs="+",
         metavar="V",
-        help="v of the κ heuristic λ = v·s/(sqrt(T·P)·σ·C): one value or two (μ, ρ)",
+        help="v of the κ heuristic λ = v·s/(sqrt(T·P)·σ·C): one value, two (μ, ρ) or three (μ, ρ, factor)",
     )
     parser.add_argument(
         "--learning-rate",
         type=positive_float,
         nargs="+",
         metavar="L",
-        help="explicit step size λ instead of the κ heuristic: one value or two (μ, ρ)",
+        help="explicit step size λ instead of the κ heuristic: one value, two (μ, ρ) or three (μ, ρ, factor)",
     )
     parser.add_argument("--init", type=float, nargs=2, metavar=("MU0", "RHO0"), help="initial μ₀ and ρ₀")
+    add_family(parser)
     parser.add_argument(
         "--transforms",
         choices=("numpyro", "research"),
@@ -161,7 +166,14 @@ def run(args) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SettingsHint)
         trace = record_dpvi(
-            job.model, job.data, key=key_dpvi, progress=True, dtype=_dtype(args), **_privacy(args), **job.settings
+            job.model,
+            job.data,
+            key=key_dpvi,
+            progress=True,
+            dtype=_dtype(args),
+            **_privacy(args),
+            **job.settings,
+            **family_settings(args),
         )
     trace.save(out, overwrite=args.force)
     print(trace.summary())
@@ -217,10 +229,11 @@ def _settings(preset: Mapping, args) -> dict:
 def _scalar_or_pair(values: Sequence[float], name: str):
     if len(values) == 1:
         return values[0]
-    if len(values) == 2:
+    if len(values) in (2, 3):
         return tuple(values)
     raise ValueError(
-        f"--{name.replace('_', '-')} takes one value (all coordinates) or two (μ block, ρ block), got {len(values)}"
+        f"--{name.replace('_', '-')} takes one value (all coordinates), two (μ block, ρ block) or three (and the "
+        f"factor block of a full-rank or low-rank family), got {len(values)}"
     )
 
 

@@ -184,27 +184,30 @@ def score_traces(facts: SimulationFacts, traces, settings, *, fit_key) -> Score:
 
 
 def _score(facts: SimulationFacts, traces, posteriors, settings) -> Score:
-    d, M = facts.dim, len(facts)
+    """The scores of one fit per simulation; the traces' own (resolved) C and s price the clipping, and φ's layout
+    is the traces' variational family (the marginal of θ_j under φ* is N(μ*_j, Σ_jj(φ*)))."""
+    d, M, P = facts.dim, len(facts), facts.optimum.shape[1]
     z = np.full((M, d), np.nan)
-    zeta = np.full((M, 2 * d), np.nan)
+    zeta = np.full((M, P), np.nan)
     ratio = np.full((M, d), np.nan)
-    sd_optimum = np.full((M, 2 * d), np.nan)
+    sd_optimum = np.full((M, P), np.nan)
+    family = facts.variational_family
     for m, post in enumerate(posteriors):
         if post is None:
             continue
         draws = np.asarray(post.optimum_draws, np.float64)
-        means, sds = draws[:, :d], np.logaddexp(0.0, draws[:, d:])
+        means, sds = family.mean(draws), family.marginal_sd(draws)
         cdf = np.mean(special.ndtr((facts.truth[m] - means) / sds), axis=0)
         z[m] = special.ndtri(np.clip(cdf, 1e-12, 1 - 1e-12))
         sd_optimum[m] = draws.std(axis=0)
         zeta[m] = (draws.mean(axis=0) - facts.optimum[m]) / sd_optimum[m]
         ratio[m] = post.theta_sd / facts.vi_sd[m]
-    clip, scale = float(settings["clip"]), np.asarray(settings["grad_scale"])
+    clip, scale = (traces[0].clip, traces[0].grad_scale) if traces else (settings["clip"], settings["grad_scale"])
     return Score(
         z=z,
         zeta=zeta,
         ratio=ratio,
-        clipped_fraction=facts.clipped_fraction(clip, scale),
-        relative_shift=np.abs(facts.clipping_shift(clip, scale)) / sd_optimum,
+        clipped_fraction=facts.clipped_fraction(float(clip), np.asarray(scale, np.float64)),
+        relative_shift=np.abs(facts.clipping_shift(float(clip), np.asarray(scale, np.float64))) / sd_optimum,
         counts=check_counts(traces, BURN_IN),
     )
