@@ -220,8 +220,12 @@ def test_nc_written_with_xarray_loads(tmp_path):
 
 def test_the_docs_example_writes_an_npz_by_hand_that_loads(tmp_path, monkeypatch, capsys):
     blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(), flags=re.S)
-    (example,) = [block for block in blocks if "np.savez(" in block]
+    example, full_rank = [block for block in blocks if "np.savez(" in block]
     monkeypatch.chdir(tmp_path)
+    namespace = {}
+    exec(compile(full_rank, str(DOCS), "exec"), namespace)
+    assert namespace["full_rank"].family.kind == "full-rank" and namespace["full_rank"].dim == 2
+    assert namespace["full_rank"].param_names[-1] == "L:theta[1],theta[0]"
     namespace = {}
     exec(compile(example, str(DOCS), "exec"), namespace)
     trace = namespace["trace"]
