@@ -344,3 +344,20 @@ def test_a_version_1_file_naming_another_family_and_a_wrong_layout_are_refused(t
     layout = json.dumps(family_of("full-rank", None).layout())
     right = _npz(tmp_path / "v2ok.npz", schema_version=2, variational_family=FULL_RANK, param_layout=layout, **five)
     assert Trace.load(right).dim == 2
+
+
+def test_the_paper_laplace_style_is_refused_for_a_full_rank_trace():
+    optimum, hessian = (0.5, -1.0, -3.0, -2.0, 0.3), (40.0, 400.0, 20.0, 5.0, 300.0)
+    (trace,) = ou_traces(1, steps=600, optimum=optimum, hessian=hessian, scale=np.ones(5), family=FULL_RANK)
+    with pytest.raises(ValueError, match=r"style='paper' is the research code's Laplace for mean-field traces"):
+        na.fit(trace, "laplace", key=0, style="paper", diagnostics="off")
+
+
+def test_a_coverage_study_runs_unchanged_with_a_low_rank_family():
+    bm = na.models.from_numpyro(correlated_model, n_examples=300, steps=800, sampling_rate=0.2, clip=5.0,
+                                grad_scale=(1.0, 20.0), lr_multiplier=1.0, init=(0.0, -2.0))  # fmt: skip
+    result = na.coverage(bm, methods=("exact", "naive"), noise_multiplier=1.0, simulations=12, references=3,
+                         samples=500, key=0, family="low-rank", rank=1)  # fmt: skip
+    assert result.failures == {"exact": 0, "naive": 0}
+    assert all(np.isfinite(mean) for mean, _ in result.rmse.values())
+    assert result.theta_names == ("theta[0]", "theta[1]")

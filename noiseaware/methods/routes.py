@@ -129,6 +129,11 @@ def _route(
         models = [_gradient_model(trace, prior, opts.burn_in) for trace in batch.traces]
         if len({model.n_params for model in models}) > 1:
             raise TypeError("a batch needs traces of one model (the same number of parameters P); fit the others apart")
+        if getattr(opts, "style", None) == "paper" and any(t.family.kind != "mean-field" for t in batch.traces):
+            raise ValueError(
+                "style='paper' is the research code's Laplace for mean-field traces (φ* = (μ*, ρ*) in halves); "
+                "use style='full' (the default) for a full-rank or low-rank trace"
+            )
         results = solve(models, keys=keys, draws=opts.draws, **route_options(opts))
         label = opts.prior if isinstance(opts.prior, str) else repr(opts.prior)
         outcomes = [
