@@ -25,14 +25,15 @@ from noiseaware.util.keys import as_key
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 
-TAUS = np.array([3.0, 2.0])
-NOISE_COV = np.array([[1.0, 0.8], [0.8, 1.0]])
-"""The likelihood's covariance: the posterior of θ is correlated (ρ ≈ −0.8 in the precision), as M3's is."""
-FAMILIES = [("full-rank", None), ("low-rank", 1), ("low-rank", 2)]
+TAUS = np.array([3.0, 2.0, 2.5, 1.5])
+NOISE_COV = 0.8 ** np.abs(np.subtract.outer(np.arange(4), np.arange(4)))
+"""The likelihood's covariance, AR(1) with correlation 0.8: the posterior of θ is correlated, as M3's is."""
+FAMILIES = [("full-rank", None), ("low-rank", 1)]
+"""The recorder's families on the 4-dimensional model (low-rank needs (d − r)² ≥ d + r: r = 1)."""
 
 
 def correlated_model(x=None, n_examples=None):
-    """x_i ~ N₂(θ, Σ_x) with correlated Σ_x, θ ~ N(0, diag τ²)."""
+    """x_i ~ N₄(θ, Σ_x) with correlated Σ_x, θ ~ N(0, diag τ²)."""
     theta = numpyro.sample("theta", dist.Normal(0.0, jnp.asarray(TAUS, jnp.float32)).to_event(1))
     with numpyro.plate("data", n_examples):
         numpyro.sample("x", dist.MultivariateNormal(theta, covariance_matrix=jnp.asarray(NOISE_COV)), obs=x)
@@ -40,7 +41,7 @@ def correlated_model(x=None, n_examples=None):
 
 def correlated_data(n, seed=0):
     rng = np.random.default_rng(seed)
-    return {"x": np.asarray(rng.multivariate_normal([0.5, -1.0], NOISE_COV, size=n), np.float32)}
+    return {"x": np.asarray(rng.multivariate_normal([0.5, -1.0, 0.2, 0.8], NOISE_COV, size=n), np.float32)}
 
 
 def family_of(kind, rank, d=2):
@@ -96,7 +97,7 @@ def test_a_parameter_count_that_fits_no_dimension_is_refused():
         variational_family("low-rank", 2, 3)
 
 
-@pytest.mark.parametrize("kind, rank", [("mean-field", None)] + FAMILIES)
+@pytest.mark.parametrize("kind, rank", [("mean-field", None), ("full-rank", None), ("low-rank", 1), ("low-rank", 2)])
 def test_covariance_entropy_and_draws_match_their_definitions(kind, rank):
     family = family_of(kind, rank)
     phi = np.random.default_rng(3).normal(size=family.n_params) * 0.7
@@ -142,8 +143,7 @@ def test_per_example_gradients_equal_the_closed_form_elbo_gradient(kind, rank):
     data = correlated_data(n, seed=2)
     recorder = _recorder(kind, rank, data)
     family = recorder.settings.family
-    phi = np.random.default_rng(5).normal(size=family.n_params) * 0.5 + np.r_[0.3, -0.4, 0.2, -0.5, [0.0] * (
-        family.n_params - 4)]  # fmt: skip
+    phi = np.random.default_rng(5).normal(size=family.n_params) * 0.5
     eps = jnp.asarray(HADAMARD[:, : family.noise_dim])
     examples, constants = recorder.spec.split_data(recorder.prepare(data))
     g = recorder.program.per_example_gradients(jnp.asarray(phi, jnp.float32), eps, examples, constants)
@@ -201,23 +201,25 @@ def test_recorder_steps_equal_a_slow_reference_loop(kind, rank):
     np.testing.assert_allclose(trace.grads, grads, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(trace.final_params, final, rtol=1e-4, atol=1e-5)
     # a pair: the factor block takes μ's s row by row; a triple sets it; ℓ starts at 0, B at diag(softplus ρ₀)
-    rows = family.block_rows[4:]
-    np.testing.assert_allclose(trace.grad_scale[4:], np.ones(rows.size))
-    np.testing.assert_allclose(trace.learning_rate[4:], np.full(rows.size, 0.005))
-    start = trace.params[0, 4:]
+    rest = slice(2 * family.dim, None)
+    np.testing.assert_allclose(trace.grad_scale[rest], 1.0)
+    np.testing.assert_allclose(trace.learning_rate[rest], 0.005)
+    start = trace.params[0, rest]
     if kind == "full-rank":
         assert np.all(start == 0)
     else:
-        assert np.allclose(start, [np.logaddexp(0.0, -1.0), 0.0], rtol=1e-6)
+        assert np.allclose(start, [np.logaddexp(0.0, -1.0), 0.0, 0.0, 0.0], rtol=1e-6)
 
 
 def test_pair_settings_extend_to_the_factor_block_by_row():
     data = correlated_data(30)
-    recorder = _recorder("full-rank", None, data, grad_scale=([1.0, 2.0], [10.0, 20.0]), init=([0.1, 0.2], -3.0))
+    mu, rho = [1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0]
+    recorder = _recorder("full-rank", None, data, grad_scale=(mu, rho), init=([0.1, 0.2, 0.3, 0.4], -3.0))
     settings = recorder.settings
-    assert settings.grad_scale == (1.0, 2.0, 10.0, 20.0, 2.0)  # ℓ₁₀ sits in row 1
-    assert settings.init == (0.1, 0.2, -3.0, -3.0, 0.0)
-    mean_field_vector = np.array([1.0, 2.0, 10.0, 20.0])
+    # ℓ = (L₁₀, L₂₀, L₂₁, L₃₀, L₃₁, L₃₂): each takes its row's μ value
+    assert settings.grad_scale == tuple(mu + rho + [2.0, 3.0, 3.0, 4.0, 4.0, 4.0])
+    assert settings.init == (0.1, 0.2, 0.3, 0.4, -3.0, -3.0, -3.0, -3.0) + (0.0,) * 6
+    mean_field_vector = np.array(mu + rho)
     assert _recorder("full-rank", None, data, grad_scale=mean_field_vector).settings.grad_scale == settings.grad_scale
 
 
@@ -226,7 +228,8 @@ def test_pair_settings_extend_to_the_factor_block_by_row():
     [
         (dict(family="full-rank", rank=2), r"rank=2 belongs to family='low-rank'"),
         (dict(family="low-rank"), r"family='low-rank' needs rank=r"),
-        (dict(family="low-rank", rank=3), r"rank 1 ≤ r ≤ d = 2"),
+        (dict(family="low-rank", rank=5), r"rank 1 ≤ r ≤ d = 4"),
+        (dict(family="low-rank", rank=2), r"does not identify its diagonal and B for d = 4: .* use family='full-rank'"),
         (dict(family="student-t"), r"unknown variational family 'student-t'"),
         (dict(family="full-rank", grad_scale=(1.0, 2.0, [3.0, 4.0])), r"grad_scale must be a scalar, one entry per"),
     ],
@@ -266,12 +269,13 @@ def test_full_rank_fit_summary_arviz_and_file_round_trip(tmp_path):
     trace = record_dpvi(correlated_model, data, key=3, steps=1500, sampling_rate=0.2, clip=5.0, noise_multiplier=1.0,
                         family="full-rank", grad_scale=(1.0, 20.0), lr_multiplier=1.0, init=(0.0, -2.0))  # fmt: skip
     posterior = na.fit(trace, method="exact", key=1, diagnostics="off")
-    assert posterior.family == FULL_RANK and posterior.dim == 2 and posterior.n_params == 5
-    assert posterior.theta_names == ("theta[0]", "theta[1]")
+    names = [f"theta[{j}]" for j in range(4)]
+    assert posterior.family == FULL_RANK and posterior.dim == 4 and posterior.n_params == 14
+    assert posterior.theta_names == tuple(names)
     frame = posterior.summary(key=0)
-    assert list(frame.index) == ["theta[0]", "theta[1]"]
+    assert list(frame.index) == names
     tree = posterior.to_arviz(jax.random.key(2))
-    theta = tree["posterior"]["theta"].values.reshape(-1, 2)
+    theta = tree["posterior"]["theta"].values.reshape(-1, 4)
     # the draws are joint: they carry the posterior correlation that mean-field cannot represent
     assert np.corrcoef(theta.T)[0, 1] > 0.3
     path = tmp_path / "posterior.nc"
@@ -360,4 +364,4 @@ def test_a_coverage_study_runs_unchanged_with_a_low_rank_family():
                          samples=500, key=0, family="low-rank", rank=1)  # fmt: skip
     assert result.failures == {"exact": 0, "naive": 0}
     assert all(np.isfinite(mean) for mean, _ in result.rmse.values())
-    assert result.theta_names == ("theta[0]", "theta[1]")
+    assert result.theta_names == tuple(f"theta[{j}]" for j in range(4))

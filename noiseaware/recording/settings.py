@@ -261,6 +261,13 @@ def _family(kind, rank, dim: int) -> VariationalFamily:
     if kind == "low-rank" and rank is None:
         raise ValueError(f"family='low-rank' needs rank=r, the number of columns of B (1 ≤ r ≤ d = {dim})")
     try:
-        return variational_family(kind, dim, rank)
+        family = variational_family(kind, dim, rank)
     except FamilyError as error:
         raise ValueError(str(error)) from None
+    if kind == "low-rank" and (dim - rank) ** 2 < dim + rank:
+        raise ValueError(
+            f"family='low-rank' with rank={rank} does not identify its diagonal and B for d = {dim}: "
+            f"diag(softplus(ρ)²) + B Bᵀ needs (d − r)² ≥ d + r, or one covariance has a ridge of (ρ, B), which "
+            "the per-coordinate gradient model cannot fit; use family='full-rank' (or a smaller rank)"
+        )
+    return family
