@@ -92,6 +92,7 @@ def load_posterior(path: str | os.PathLike) -> MixturePosterior:
             iterates=iterates,
             checks=None if checks is None else TraceDiagnosis.from_dict(checks),
             family=str(attrs.get("variational_family", MEAN_FIELD)),  # older files: mean-field
+            factor=str(attrs.get("factor", "mean")),
         )
 
 

@@ -61,8 +61,9 @@ class MixturePosterior(PosteriorBase):
     optimum_chains (C, K, P), hessian_chains (C, K, P) or None (naive), extra_noise_chains (C, K, P) or
     None: draws per chain. method: "exact", "laplace", "nuts", "naive", ...; prior: the gradient-model
     prior it used (a preset name or a Prior's repr; None for the naive baseline). param_names (P,) label
-    φ; family: the trace's variational family name (its layout of φ, `trace.families`); sites map θ (d,) to
-    the model's named sites (None when the trace had no site map).
+    φ; family: the trace's variational family name (its layout of φ, `trace.families`); factor: "mean" (the
+    θ-mixture's components take the factor block of φ* at its posterior mean) or "mixture" (at each draw);
+    sites map θ (d,) to the model's named sites (None when the trace had no site map).
     diagnostics: the route's facts (R-hat, ESS, divergences, grid sizes …); info: facts of the trace
     (ε, δ, σ, steps, burn-in); iterates (T, d): the trace's μ_t, t = 0..T−1 (`trace_iterates`; DP-released
     values), or None. checks: the trace's `TraceDiagnosis` (set by `fit`), whose `theta_verdicts()` say which
@@ -81,6 +82,7 @@ class MixturePosterior(PosteriorBase):
     iterates: np.ndarray | None = None
     checks: TraceDiagnosis | None = None
     family: str = MEAN_FIELD
+    factor: str = "mean"
 
     kind: ClassVar[str] = "posterior over the VI optimum"
 
@@ -151,9 +153,23 @@ class MixturePosterior(PosteriorBase):
         """Draws of |u|, the extra gradient-noise sd, (C·K, P); None without extra noise."""
         return None if self.extra_noise_chains is None else self.extra_noise_chains.reshape(-1, self.n_params)
 
+    def _components(self, optimum: np.ndarray) -> np.ndarray:
+        """The φ of the θ-mixture's components from φ* draws (…, P): the draws themselves, with the factor block
+        (full-rank ℓ, low-rank b) at its posterior mean when `factor` is "mean".
+
+        Mixing over uncertain factor entries inflates the covariance, E[L Lᵀ] = L̄ L̄ᵀ + Cov(ℓ) terms, a bias
+        rather than uncertainty about θ (docs/method.md §3).
+        """
+        start = 2 * self.variational_family.dim
+        if self.factor == "mixture" or start == self.n_params:
+            return optimum
+        out = np.array(optimum, np.float64)
+        out[..., start:] = self.optimum_draws[:, start:].mean(axis=0)
+        return out
+
     def _mixture(self) -> tuple[np.ndarray, np.ndarray]:
-        """The components' means μ*_k and marginal sds sqrt(Σ_jj(φ*_k)), (C·K, d) each."""
-        draws, family = self.optimum_draws, self.variational_family
+        """The components' means μ*_k and marginal sds sqrt(Σ_jj(φ_k)), (C·K, d) each."""
+        draws, family = self._components(self.optimum_draws), self.variational_family
         return family.mean(draws), family.marginal_sd(draws)
 
     def _sample(self, key, n: int) -> np.ndarray:
@@ -166,7 +182,7 @@ class MixturePosterior(PosteriorBase):
     def _component_draws(self, optimum: np.ndarray, key) -> np.ndarray:
         """One θ from each component N(μ*, Σ(φ*)) of `optimum` (…, P): (…, d)."""
         family = self.variational_family
-        return family.sample(optimum, standard_normal(key, optimum.shape[:-1] + (family.noise_dim,)))
+        return family.sample(self._components(optimum), standard_normal(key, optimum.shape[:-1] + (family.noise_dim,)))
 
     # ------------------------------------------------------------------ summaries
 
@@ -290,6 +306,7 @@ class MixturePosterior(PosteriorBase):
             "kind": type(self).__name__,
             "method": self.method,
             "variational_family": self.family,
+            "factor": self.factor,
             "diagnostics_type": type(self.diagnostics).__name__,
             "prior": "" if self.prior is None else self.prior,
             "diagnostics": json.dumps(plain(dict(self.diagnostics))),
