@@ -243,14 +243,18 @@ def test_bad_family_settings_are_refused_before_any_work(kwargs, match):
 # ---------------------------------------------------------------- the noise-aware posterior
 
 
-def test_mixture_moments_intervals_and_draws_equal_their_closed_forms():
+@pytest.mark.parametrize("factor", ["mixture", "mean"])
+def test_mixture_moments_intervals_and_draws_equal_their_closed_forms(factor):
     family = family_of("full-rank", None)
     rng = np.random.default_rng(8)
     optimum = rng.normal(size=(2, 300, family.n_params)) * [0.3, 0.2, 0.2, 0.1, 0.3] + [1.0, -1.0, -1.0, -0.5, 0.4]
-    posterior = NoiseAwarePosterior(optimum, None, None, "test", family.param_names(["a", "b"]), family=FULL_RANK)
-    draws = optimum.reshape(-1, family.n_params)
+    names = family.param_names(["a", "b"])
+    posterior = NoiseAwarePosterior(optimum, None, None, "test", names, family=FULL_RANK, factor=factor)
+    draws = optimum.reshape(-1, family.n_params).copy()
+    if factor == "mean":  # the components take ℓ at its posterior mean ℓ̄
+        draws[:, 4:] = draws[:, 4:].mean(axis=0)
     means, covariances = family.mean(draws), family.covariance(draws)
-    # E[θ] = E[μ*], Cov[θ] = Cov[μ*] + E[Σ(φ*)]
+    # E[θ] = E[μ*], Cov[θ] = Cov[μ*] + E[Σ(φ)] over the components
     total = np.cov(means.T, ddof=0) + covariances.mean(0)
     np.testing.assert_allclose(posterior.theta_mean, means.mean(0), rtol=1e-12)
     np.testing.assert_allclose(posterior.theta_sd, np.sqrt(np.diag(total)), rtol=1e-12)

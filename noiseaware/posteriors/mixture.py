@@ -95,6 +95,8 @@ class MixturePosterior(PosteriorBase):
         if optimum.ndim != 3 or optimum.shape[1] < 1:
             raise ValueError(f"optimum_chains must be (chains, draws, P); got shape {optimum.shape}")
         family_for(self.family, optimum.shape[-1])  # a ValueError when P does not fit the family
+        if self.factor not in ("mean", "mixture"):
+            raise ValueError(f"factor must be 'mean' or 'mixture', got {self.factor!r}")
         if not np.all(np.isfinite(optimum)):
             raise ValueError("optimum_chains holds non-finite draws: the fit failed; refit or check the trace")
         object.__setattr__(self, "optimum_chains", optimum)
