@@ -347,7 +347,7 @@ def test_malformed_csv_is_one_clear_error(capsys, tmp_path, user_model_dir, text
         (("--model", "M1"), "one of the arguments --epsilon --noise-multiplier --non-private is required"),
         (("--model", "M1", "--non-private"), "--non-private needs --learning-rate"),
         (("--model", "M1", "--epsilon", "-1"), "argument --epsilon: invalid value '-1': give a finite number > 0"),
-        (("--model", "M1", "--epsilon", "1", "--grad-scale", "1", "2", "3"), "one value"),
+        (("--model", "M1", "--epsilon", "1", "--grad-scale", "1", "2", "3", "4"), "one value"),
         (
             ("--model", "M1", "--epsilon", "1", "--n-examples", "0"),
             "argument --n-examples: invalid value '0': give a positive integer",

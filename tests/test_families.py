@@ -364,9 +364,9 @@ def test_the_paper_laplace_style_is_refused_for_a_full_rank_trace():
 
 
 def test_a_coverage_study_runs_unchanged_with_a_low_rank_family():
-    bm = na.models.from_numpyro(correlated_model, n_examples=300, steps=800, sampling_rate=0.2, clip=5.0,
+    bm = na.models.from_numpyro(correlated_model, n_examples=200, steps=500, sampling_rate=0.2, clip=5.0,
                                 grad_scale=(1.0, 20.0), lr_multiplier=1.0, init=(0.0, -2.0))  # fmt: skip
-    result = na.coverage(bm, methods=("exact", "naive"), noise_multiplier=1.0, simulations=12, references=3,
+    result = na.coverage(bm, methods=("exact", "naive"), noise_multiplier=1.0, simulations=8, references=3,
                          samples=500, key=0, family="low-rank", rank=1)  # fmt: skip
     assert result.failures == {"exact": 0, "naive": 0}
     assert all(np.isfinite(mean) for mean, _ in result.rmse.values())

@@ -10,6 +10,9 @@ the marginals (intervals, quantiles) are mixtures of normals with sds sqrt(Σ_jj
 draws φ* from the gradient model; `NaivePosterior` is the last iterate (K = 1, no Hessian); `DPVImPosterior`
 spreads φ* by the converged tail of the trace. Each keeps the trace's iterates μ_t (DP-released) for plots and ArviZ.
 One file format holds all three (`save`, `to_arviz`); `posteriors.files.load_posterior` returns the right type.
+
+Why this module is long: the mixture's components (any variational family), draws, exact marginals, summaries
+and its ArviZ form are the methods of one frozen object that the three posteriors share.
 """
 
 from __future__ import annotations

@@ -150,8 +150,7 @@ class Finding:
 
 @dataclasses.dataclass(frozen=True)
 class TraceDiagnosis:
-    """The report of `diagnose`: the findings, per-coordinate flags and statistics, and a proposed burn-in.
-
+    """The report of `diagnose`: the findings, per-coordinate flags and statistics, and a proposed burn-in:
     flags {check: (P,) bool}; statistics {name: (P,) float64} (p-values, noise ratio r²/ν², optimum φ̂*,
     relaxations n·κ⁺, leftover, …); window_optima (K, P); proposed_burn_in: a burn-in after which the windows
     agree, when the default leaves a transient (None when it does not, or when no tried burn-in does);
@@ -191,13 +190,9 @@ class TraceDiagnosis:
     def theta_verdicts(self) -> tuple[str, ...]:
         """One verdict per θ coordinate (d,): "ok", or the checks that fired on its μ, ρ or its row of the factor
         ("drift, transient")."""
-        P = len(self.param_names)
-        rows = np.tile(np.arange(P // 2), 2) if self.rows is None else np.asarray(self.rows)
-        verdicts = []
-        for j in range(int(rows.max()) + 1):
-            fired = [name for name in CHECKS if np.any(np.asarray(self.flags[name])[rows == j])]
-            verdicts.append(", ".join(fired) if fired else "ok")
-        return tuple(verdicts)
+        rows = np.tile(np.arange(len(self.param_names) // 2), 2) if self.rows is None else np.asarray(self.rows)
+        flags = {name: np.asarray(self.flags[name]) for name in CHECKS}
+        return tuple(", ".join(c for c in CHECKS if flags[c][rows == j].any()) or "ok" for j in range(rows.max() + 1))
 
     def element_verdicts(self, sites) -> tuple[str, ...]:
         """One verdict per element of the model's sites on their own scale (the rows of a constrained summary):
