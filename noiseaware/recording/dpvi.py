@@ -130,12 +130,7 @@ class _Program:
         The blocks stay apart on the hot path: concatenating them there makes XLA duplicate the work.
         """
         d, n, family = self.dim, self.spec.n_examples, self.family
-        mean_field = family.kind == "mean-field"
-        if mean_field:
-            sd, dsd = jax.nn.softplus(params[d:]), jax.nn.sigmoid(params[d:])
-            thetas = params[:d] + sd * eps
-        else:
-            thetas = family.sample(params, eps)
+        thetas = family.sample(params, eps)
         site_map = self.spec.site_map
         grad_loglik = jax.grad(self.spec.constrained_log_likelihood)
 
@@ -148,7 +143,7 @@ class _Program:
 
         per_draw = jax.vmap(one_draw)(site_map.unflatten(thetas))  # {site: (S, B, *unconstrained_shape)}
         grad_prior = jax.vmap(jax.grad(self.spec.log_prior), (0, None, None))(thetas, examples, constants)
-        if not mean_field:
+        if family.kind != "mean-field":
             # ∇_θ f_i(θ_s) per draw (S, B, d); the entries of A by `family.scale_gradients`, the entropy exactly
             grads = -site_map.flatten(per_draw) - grad_prior[:, None, :] / n
             rest = family.scale_gradients(params, eps, grads) - jax.grad(family.entropy)(params)[d:] / n
@@ -160,6 +155,7 @@ class _Program:
         eps_sites = site_map.unflatten(eps)
         sum_grad = site_map.flatten({k: sum(g[s] for s in draws) for k, g in per_draw.items()})
         sum_grad_eps = site_map.flatten({k: sum(g[s] * eps_sites[k][s] for s in draws) for k, g in per_draw.items()})
+        sd, dsd = jax.nn.softplus(params[d:]), jax.nn.sigmoid(params[d:])
         g_mu = -sum_grad / len(draws) - jnp.mean(grad_prior, 0) / n
         g_eps = -sum_grad_eps / len(draws) - jnp.mean(grad_prior * eps, 0) / n
         return g_mu, g_eps * dsd - dsd / sd / n

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..privacy import epsilon_spent
 from ..privacy import noise_multiplier as calibrate_noise
-from ..trace.families import FamilyError, VariationalFamily, variational_family
+from ..trace.families import VariationalFamily, variational_family
 from ..util.checks import positive_float, positive_int, probability
 from .contract import ModelSpec
 
@@ -255,15 +255,9 @@ def resolve_settings(
 
 
 def _family(kind, rank, dim: int) -> VariationalFamily:
-    """The user's family choice for θ of dimension d, checked before any work."""
-    if rank is not None and kind != "low-rank":
-        raise ValueError(f"rank={rank!r} belongs to family='low-rank'; family={kind!r} takes no rank")
-    if kind == "low-rank" and rank is None:
-        raise ValueError(f"family='low-rank' needs rank=r, the number of columns of B (1 ≤ r ≤ d = {dim})")
-    try:
-        family = variational_family(kind, dim, rank)
-    except FamilyError as error:
-        raise ValueError(str(error)) from None
+    """The user's family choice for θ of dimension d, checked before any work (a FamilyError is a ValueError);
+    a low-rank family must also identify its diagonal and B, since the recorder would fit a ridge."""
+    family = variational_family(kind, dim, rank)
     if kind == "low-rank" and (dim - rank) ** 2 < dim + rank:
         raise ValueError(
             f"family='low-rank' with rank={rank} does not identify its diagonal and B for d = {dim}: "

@@ -36,7 +36,6 @@ __all__ = [
     "FamilyError",
     "VariationalFamily",
     "family_for",
-    "family_name",
     "variational_family",
 ]
 
@@ -77,8 +76,10 @@ class VariationalFamily:
             raise FamilyError(f"unknown variational family {self.kind!r}: choose one of {sorted(FAMILY_KINDS)}")
         if not isinstance(self.dim, int) or self.dim < 1:
             raise FamilyError(f"a variational family needs a dimension d ≥ 1, got {self.dim!r}")
-        if (self.kind == "low-rank") != (self.rank is not None):
-            raise FamilyError("a rank r belongs to the low-rank family only: pass rank=r with family='low-rank'")
+        if self.rank is not None and self.kind != "low-rank":
+            raise FamilyError(f"rank={self.rank!r} belongs to family='low-rank'; family={self.kind!r} takes no rank")
+        if self.kind == "low-rank" and self.rank is None:
+            raise FamilyError(f"family='low-rank' needs rank=r, the number of columns of B (1 ≤ r ≤ d = {self.dim})")
         if self.rank is not None and not (isinstance(self.rank, int) and 1 <= self.rank <= self.dim):
             raise FamilyError(f"the low-rank family needs a rank 1 ≤ r ≤ d = {self.dim}, got {self.rank!r}")
 
@@ -213,13 +214,6 @@ class VariationalFamily:
             diagonal = cols[d:] - d == rows[d:]
             rest[diagonal] = np.logaddexp(0.0, np.broadcast_to(np.asarray(rho0, float), (d,)))[rows[d:][diagonal]]
         return rest
-
-
-def family_name(kind: str, rank: int | None = None) -> str:
-    """The trace name of a user's family choice ('mean-field', 'full-rank', 'low-rank' with rank r)."""
-    if kind not in FAMILY_KINDS:
-        raise FamilyError(f"unknown variational family {kind!r}: choose one of {sorted(FAMILY_KINDS)}")
-    return f"{LOW_RANK}({rank})" if kind == "low-rank" else FAMILY_KINDS[kind]
 
 
 def variational_family(kind: str, dim: int, rank: int | None = None) -> VariationalFamily:

@@ -35,6 +35,8 @@ import numpy as np
 from numpyro.distributions import constraints
 from numpyro.distributions import transforms as T
 
+from .families import VariationalFamily
+
 __all__ = [
     "AdditiveLogRatioTransform",
     "SiteSpec",
@@ -390,6 +392,6 @@ class SiteMap:
         return tuple(name for site in self.sites for name in site.coordinate_names())
 
     def param_names(self) -> tuple[str, ...]:
-        """Labels of φ = (μ, ρ), shape (2d,): 'mu:<θ label>' then 'rho:<θ label>'."""
-        names = self.theta_names()
-        return tuple(f"mu:{n}" for n in names) + tuple(f"rho:{n}" for n in names)
+        """Labels of the mean-field φ = (μ, ρ), shape (2d,): 'mu:<θ label>' then 'rho:<θ label>' (other families:
+        `VariationalFamily.param_names`)."""
+        return VariationalFamily("mean-field", self.dim).param_names(self.theta_names())
