@@ -13,7 +13,7 @@ inference (the gradient model and its routes) → posteriors → methods (one co
 evaluation (coverage, calibration) → tuning (settings found and checked on simulations) → plots and cli.
 """
 
-from . import datasets, methods, models, tuning
+from . import datasets, methods, models, studies, tuning
 from .baselines.dpvim import dpvim_posterior
 from .baselines.naive import naive_posterior
 from .evaluation import calibration, calibration_curve, calibration_metrics, coverage, coverage_rmse, tarp_ecp
@@ -66,5 +66,6 @@ __all__ = [
     "record_dpvi_batch",
     "tarp_ecp",
     "tune",
+    "studies",
     "tuning",
 ]

@@ -638,7 +638,7 @@ def test_coverage_prints_a_table_and_writes_json_csv_png_per_epsilon(capsys, tmp
     )
     assert status == 0, err
     assert "RMSE (research ref.)" in out and "RMSE (trace ref.)" in out and "exact" in out and "naive" in out
-    assert "DPVI" in err  # the progress bar
+    assert "study" in err and "task" in err  # the progress bar across tasks
     for tag in ("eps-0.3", "eps-1"):
         stem = tmp_path / "cov" / f"coverage-gamma-exponential-{tag}"
         payload = json.loads(stem.with_name(stem.name + ".json").read_text())

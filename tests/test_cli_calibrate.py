@@ -56,7 +56,7 @@ def test_calibrate_prints_a_table_and_writes_json_and_png_per_level(capsys, tmp_
     for method in ("exact", "naive", "dpvim", "nonprivate"):
         assert out.count(f"\n{method} ") == 2
     assert "calib. RMSE ×10⁻³" in out and "− naive ×10⁻³" in out
-    assert "DPVI ×2" in err  # the progress bar
+    assert "study" in err and "task" in err  # the progress bar across tasks
     seconds = []
     for tag in ("sigma-40", "sigma-20"):
         stem = tmp_path / "cal" / f"calibration-adult-{tag}"

@@ -3,8 +3,8 @@ existing file unless --force and an output that is one of its inputs even with -
 and every output location is checked before any work; a failing command leaves nothing behind. Also
 `fit` without --out (nothing written), --plot in PDF and SVG, and --allow-weak-privacy.
 
-The studies (`coverage`, `calibrate`) and the demo's recording are replaced by stand-ins where a test
-is about what happens around them: the stand-in fails the test if a check let the work start."""
+The studies (`coverage`, `calibrate`: `run_study`) and the demo's recording are replaced by stand-ins where a
+test is about what happens around them: the stand-in fails the test if a check let the work start."""
 
 import importlib
 import os
@@ -18,10 +18,11 @@ from test_outputs import coverage_result
 
 import noiseaware as na
 from noiseaware.evaluation.calibration_result import METRICS, CalibrationResult
+from noiseaware.studies import Plan
+from noiseaware.studies.levels import level_of
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 
-EVALUATION = importlib.import_module("noiseaware.evaluation")
 DATASETS = importlib.import_module("noiseaware.datasets")
 COVERAGE_FILES = [
     f"coverage-gamma-exponential-{tag}{suffix}"
@@ -46,16 +47,31 @@ def no_work(*args, **kwargs):
 
 @pytest.fixture
 def studies(monkeypatch):
-    """Stand-ins for na.coverage, na.calibration and the Adult loader that return small results at once;
-    the privacy levels (σ) they were called with are listed in the returned list."""
+    """Stand-ins for running a study (and for planning calibration and loading Adult) that return small results
+    at once; the privacy levels (σ) they were run at are listed in the returned list."""
     calls = []
 
-    def coverage(bm, *, noise_multiplier, **options):
-        calls.append(noise_multiplier)
-        return coverage_result(model=bm.name, noise_multiplier=noise_multiplier, references=2, samples=10, steps=100)
+    def calibration_plan(data, *, levels, key, methods, **options):
+        return Plan("calibration", {"levels": list(levels), "methods": list(methods)}, (), lambda plan, results: {})
 
-    def calibration(data, *, methods, noise_multiplier, **options):
-        calls.append(noise_multiplier)
+    def run_study(plan, out, **options):
+        if plan.kind == "calibration":
+            results = {}
+            for level in plan.description["levels"]:
+                calls.append(level[1])
+                results[level] = calibration(plan.description["methods"], level[1])
+            return results
+        results = {}
+        for task in plan.tasks:
+            spec, _ = task.arguments
+            if level_of(spec) not in results:
+                calls.append(spec.noise_multiplier)
+                results[level_of(spec)] = coverage_result(
+                    model=spec.model.name, noise_multiplier=spec.noise_multiplier, references=2, samples=10, steps=100
+                )
+        return results
+
+    def calibration(methods, noise_multiplier):
         curves = {"mean_predicted": [[0.2, 0.6]] * 2, "fraction_positive": [[0.3, 0.5]] * 2, "counts": [[5, 5]] * 2}
         return CalibrationResult(
             metrics={m: {k: np.array([0.02, 0.03]) for k in METRICS} for m in methods},
@@ -67,6 +83,7 @@ def studies(monkeypatch):
             diagnostics={},
             settings={
                 "dataset": "adult",
+                "scaling": "zscore",
                 "runs": 2,
                 "bins": 2,
                 "binning": "equal-count",
@@ -80,8 +97,8 @@ def studies(monkeypatch):
             },
         )
 
-    monkeypatch.setattr(EVALUATION, "coverage", coverage)
-    monkeypatch.setattr(EVALUATION, "calibration", calibration)
+    monkeypatch.setattr("noiseaware.cli.study.run_study", run_study)
+    monkeypatch.setattr("noiseaware.studies.calibration_plan", calibration_plan)
     monkeypatch.setattr(DATASETS, "adult", lambda *args, **kwargs: SimpleNamespace(name="adult", scaling="zscore"))
     return calls
 
@@ -246,7 +263,7 @@ def test_a_level_whose_files_fail_leaves_nothing_behind(capsys, tmp_path, studie
     monkeypatch.setattr("noiseaware.plots.plot_coverage", failing_plot)
     line = single_error(capsys, *COVERAGE_ARGS, "--out", tmp_path / "new" / "out")
     assert line == "error: cannot write the plot"
-    assert studies == [5.0] and listing(tmp_path) == []
+    assert studies == [5.0, 10.0] and listing(tmp_path) == []  # the study ran; the failed level's files are gone
 
 
 @pytest.mark.parametrize("command", [COVERAGE_ARGS, CALIBRATE_ARGS])

@@ -21,6 +21,7 @@ from noiseaware.recording.dpvi import build_recorder
 dpvi = importlib.import_module("noiseaware.recording.dpvi")
 coverage = importlib.import_module("noiseaware.evaluation.coverage")  # the modules, not the functions of that name
 calibration_experiment = importlib.import_module("noiseaware.evaluation.calibration_experiment")
+simulations = importlib.import_module("noiseaware.evaluation.simulations")
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 
 TINY = {"steps": 5, "sampling_rate": 1.0, "clip": 2.0}  # q = 1: the accountant answers at once
@@ -152,9 +153,9 @@ def test_a_non_private_run_has_no_delta_to_check():
 def test_the_batch_recorder_passes_allow_weak_privacy_to_the_check(no_dp_sgd):
     settings = dict(M1.dpvi_settings) | TINY
     with pytest.raises(ValueError, match="allow_weak_privacy=True"):
-        coverage.simulate_traces(M1, noise_multiplier=0.5, delta=0.6, simulations=2, key=0, **settings)
+        simulations.simulate_traces(M1, noise_multiplier=0.5, delta=0.6, simulations=2, key=0, **settings)
     with pytest.warns(UserWarning, match="at least 1/N"), pytest.raises(AssertionError, match="DP-SGD program ran"):
-        coverage.simulate_traces(
+        simulations.simulate_traces(
             M1, noise_multiplier=0.5, delta=0.6, simulations=2, key=0, allow_weak_privacy=True, **settings
         )
 
@@ -165,10 +166,10 @@ def no_study_work(monkeypatch):
     calls = []
 
     def refuse(*args, **kwargs):
-        calls.append(kwargs)
+        calls.append(kwargs or dict(args[-1]))  # simulate_part takes the settings as its last argument
         raise AssertionError("work started")
 
-    for module, names in ((coverage, ("calibrate", "simulate_traces")), (calibration_experiment, ("calibrate",))):
+    for module, names in ((coverage, ("calibrate", "simulate_part")), (calibration_experiment, ("calibrate",))):
         for name in names:
             monkeypatch.setattr(module, name, refuse)
     monkeypatch.setattr(calibration_experiment, "record_traces", refuse)

@@ -297,3 +297,38 @@ def test_tune_refuses_bad_arguments_before_any_simulation(tiny):
         SearchSpace(clip=(3.0, 1.0))
     with pytest.raises(TypeError, match="space must be a na.tuning.SearchSpace"):
         na.tune(tiny, epsilon=1.0, key=0, space={"clip": (1, 2)})
+
+
+def test_a_search_with_storage_keeps_its_trials_in_the_journal(tmp_path, tiny):
+    import optuna
+
+    from noiseaware.studies import InProcessExecutor
+    from noiseaware.tuning.parallel import journal
+
+    path = tmp_path / "trials.journal"
+    tuned = na.tune(tiny, epsilon=1.0, key=3, trials=2, simulations=4, check_simulations=6, storage=path,
+                    executor=InProcessExecutor())  # fmt: skip
+    (name,) = optuna.get_all_study_names(journal(path))
+    trials = optuna.load_study(study_name=name, storage=journal(path)).trials
+    assert len(trials) == 2 == tuned.provenance["trials"] and len(tuned.trials) == 2
+    assert tuned.provenance["chosen_trial"] in (0, 1) and set(tuned.settings) >= {"clip", "steps"}
+
+
+def test_parallel_trials_resume_extend_and_run_on_a_dask_cluster(tmp_path):
+    """The same search with more trials runs only the missing ones (here on a 2-worker LocalCluster), and a trial
+    a killed process left running is marked failed, not counted."""
+    import optuna
+
+    from noiseaware.studies import local_cluster
+    from noiseaware.tuning.parallel import journal, optimize_in_parallel
+
+    path = tmp_path / "trials.journal"
+    common = dict(name="search", storage=path, first=[{"x": 0.5}], seed=0, startup=2, timeout=None, progress=False)
+    objective = lambda trial: trial.suggest_float("x", -1.0, 1.0) ** 2  # noqa: E731 (pickled by value for the workers)
+    optimize_in_parallel(objective, trials=2, executor=None, slots=1, **common)
+    optuna.load_study(study_name="search", storage=journal(path)).ask()  # a trial left running by a killed run
+    with local_cluster(2) as (executor, slots):
+        snapshot = optimize_in_parallel(objective, trials=4, executor=executor, slots=slots, **common)
+    states = [t.state.name for t in optuna.load_study(study_name="search", storage=journal(path)).trials]
+    assert states == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE", "COMPLETE"], states
+    assert snapshot.trials[0].params == {"x": 0.5} and len(snapshot.trials) == 5

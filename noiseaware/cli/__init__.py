@@ -1,4 +1,5 @@
-"""The `noiseaware` command line: `account`, `tune`, `preflight`, `record`, `fit`, `coverage`, `calibrate`, `demo`.
+"""The `noiseaware` command line: `account`, `tune`, `preflight`, `record`, `fit`, `coverage`, `calibrate`, `report`,
+`demo`.
 
     noiseaware account --epsilon 0.1 0.3 1.0          # σ for each ε (PLD accountant)
     noiseaware account --noise-multiplier 37.81       # ε spent by a given σ
@@ -10,6 +11,8 @@
         --steps 10000 --sampling-rate 0.01 --clip 2 --out adult.nc
     noiseaware fit m1.nc --method exact --out m1-posterior.nc --plot m1.png
     noiseaware coverage --model M1 --epsilon 0.1 1 --methods exact,nuts,naive --simulations 500 --out cov/
+    noiseaware coverage --model M1 --epsilon 0.1 1 --out cov/ --workers 2    # the same study, resumed on 2 workers
+    noiseaware report cov/                            # a study's progress and tables, from its directory
     noiseaware calibrate --dataset adult --epsilon 0.1 1 --methods exact,nuts,laplace,naive,dpvim --repeats 20 \\
         --out cal/
     noiseaware demo                                   # M1 end to end: trace, fit, comparison, plot
@@ -38,13 +41,14 @@ from contextlib import contextmanager
 import jax
 
 from .. import __version__
-from . import account, calibrate, coverage, demo, fit, record, tune
+from ..studies import StudyError
+from . import account, calibrate, coverage, demo, fit, record, report, tune
 from .data import DataError, load_data
 
 __all__ = ["DataError", "build_parser", "load_data", "main"]
 
 EXIT_USAGE = 2
-COMMANDS = (account, tune, record, fit, coverage, calibrate, demo)
+COMMANDS = (account, tune, record, fit, coverage, calibrate, report, demo)
 """The command modules, in the order of `noiseaware --help`: each has add_parser(subparsers) and run(args)."""
 
 
@@ -71,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _precision(getattr(args, "float64", False)):
             return args.run(args)
-    except (ValueError, OSError) as error:  # ModelError, TraceError, DataError, files; not bugs
+    except (ValueError, OSError, StudyError) as error:  # ModelError, TraceError, DataError, files, failed tasks
         return _fail(" ".join(str(error).split("\n")))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -21,6 +21,7 @@ from .options import (
     seed,
 )
 from .outputs import Outputs
+from .study import add_study_options, run_cli_study, study_outputs
 
 DATASETS = ("adult",)
 SUFFIXES = (".json", ".png")
@@ -38,8 +39,10 @@ def add_parser(subparsers) -> None:
         "research preset, one compiled program), fit every method on the same traces, and score the posterior "
         "predictive probabilities on the test set: calibration RMSE over equal-count bins, ECE, Brier score, log "
         "loss, accuracy, and the paired difference to the naive last iterate. Prints a table and writes "
-        "DIR/calibration-DATASET-eps-E.json and .png (reliability diagram) per privacy level. Every argument "
-        "and every level's files are checked before any run: an existing file needs --force. The runs use a "
+        "DIR/calibration-DATASET-eps-E.json and .png (reliability diagram) per privacy level. The work runs as a "
+        "study in DIR (tasks of --chunk runs per level, kept as they finish; the same command resumes it; "
+        "`noiseaware report DIR` rebuilds its tables). Every argument and every level's files are checked "
+        "before any run: an existing file needs --force, a directory holding another study is refused. The runs use a "
         "fixed default seed (--seed 0): Adult is public benchmark data, the one exception to the rule that a "
         "seed on real data must be secret (your own data go through `noiseaware record`, which draws a secret "
         "seed).",
@@ -104,15 +107,15 @@ def add_parser(subparsers) -> None:
         "(default: %(default)d)",
     )
     add_output_dir(parser)
+    add_study_options(parser, chunk=20, unit="DPVI runs")
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
     from ..datasets import adult
-    from ..evaluation import calibration
     from ..evaluation.calibration_experiment import PRESET
     from ..models import get as get_model
-    from ..plots import plot_calibration
+    from ..studies import calibration_plan
 
     overrides = (
         {"allow_weak_privacy": args.allow_weak_privacy}
@@ -121,51 +124,43 @@ def run(args) -> int:
     )
     settings = dict(get_model(PRESET).dpvi_settings) | overrides
     levels = privacy_levels(args)
-    stems = [f"calibration-{args.dataset}-{level_tag(name, value)}" for name, value in levels]
-    outputs = Outputs(force=args.force)
-    out = outputs.directory(args.out, "--out", [stem + suffix for stem in stems for suffix in SUFFIXES])
     check_privacy_levels(args, settings["sampling_rate"], settings["steps"])
     data = adult(args.data_dir, scaling=args.scaling, verify=not args.no_verify)
-    common = dict(
-        runs=args.runs, samples=args.samples, bins=args.bins, binning=args.binning, key=args.seed, progress=True
-    )
-    # the reference's K NUTS draws are its θ draws
-    reference_options = experiment_options(("nonprivate",), args.prior, args.warmup)
-    reference_options["nonprivate"] = reference_options.get("nonprivate", {}) | {"draws": args.samples}
-    reference = (
-        calibration(data, methods=("nonprivate",), **common, method_options=reference_options)
-        if "nonprivate" in args.methods
-        else None
-    )
-    traced = [m for m in args.methods if m != "nonprivate"]
-    for (name, value), stem in zip(levels, stems):
-        result = (
-            calibration(
-                data,
-                methods=traced,
-                delta=args.delta,
-                **common,
-                **{name: value},
-                method_options=experiment_options(traced, args.prior, args.warmup),
-                **overrides,
-            )
-            if traced
-            else reference
-        )
-        if traced and reference is not None:
-            result = result.merge(reference)
-        s = result.settings
-        sigma = "" if s["noise_multiplier"] is None else f", σ = {s['noise_multiplier']:.4g}, T = {s['steps']}"
-        print(
-            f"\n{data.name} ({s['n_train']} train, {s['n_test']} test, d = {s['dim']}, {data.scaling}), ε = "
-            f"{epsilon_text(s['epsilon'])}{sigma}, R = {s['runs']}, K = {s['samples']}, seed {args.seed}"
-            + (f"; DPVI {result.seconds['dpvi']:.0f} s" if "dpvi" in result.seconds else "")
-        )
-        print(result.table())
-        print_method_warnings(result.diagnostics)
-        json_path, png_path = paths = [out / (stem + suffix) for suffix in SUFFIXES]
-        with outputs.writing(paths):  # the files of a level are written together or not at all
-            result.to_json(json_path, overwrite=args.force)
-            plot_calibration(result, png_path, overwrite=args.force)
-        print(f"wrote {out / stem}.json, .png")
+    options = experiment_options(args.methods, args.prior, args.warmup)
+    if "nonprivate" in args.methods:  # the reference's K NUTS draws are its θ draws
+        options["nonprivate"] = options.get("nonprivate", {}) | {"draws": args.samples}
+    plan = calibration_plan(
+        data, levels=levels, key=args.seed, methods=args.methods, method_options=options, delta=args.delta,
+        runs=args.runs, samples=args.samples, bins=args.bins, binning=args.binning, chunk=args.chunk, **overrides,
+    )  # fmt: skip
+    stems = [f"calibration-{args.dataset}-{level_tag(name, value)}" for name, value in levels]
+    outputs, out = study_outputs(args, plan, [stem + suffix for stem in stems for suffix in SUFFIXES])
+    results = run_cli_study(args, plan)
+    for level, stem in zip(levels, stems):
+        show_level(results[level], args.seed)
+        write_level(results[level], out, stem, outputs)
     return 0
+
+
+def show_level(result, seed: int) -> None:
+    """One level's heading, table of methods and the methods' warnings, on stdout."""
+    s = result.settings
+    sigma = "" if s["noise_multiplier"] is None else f", σ = {s['noise_multiplier']:.4g}, T = {s['steps']}"
+    print(
+        f"\n{s['dataset']} ({s['n_train']} train, {s['n_test']} test, d = {s['dim']}, {s['scaling']}), ε = "
+        f"{epsilon_text(s['epsilon'])}{sigma}, R = {s['runs']}, K = {s['samples']}, seed {seed}"
+        + (f"; DPVI {result.seconds['dpvi']:.0f} s" if "dpvi" in result.seconds else "")
+    )
+    print(result.table())
+    print_method_warnings(result.diagnostics)
+
+
+def write_level(result, out, stem: str, outputs: Outputs) -> None:
+    """One level's .json and .png, written together or not at all."""
+    from ..plots import plot_calibration
+
+    json_path, png_path = paths = [out / (stem + suffix) for suffix in SUFFIXES]
+    with outputs.writing(paths):
+        result.to_json(json_path, overwrite=outputs.force)
+        plot_calibration(result, png_path, overwrite=outputs.force)
+    print(f"wrote {out / stem}.json, .png")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .. import models
 from .common import builtin, epsilon_text, import_attribute, print_method_warnings
 from .options import (
@@ -22,6 +24,7 @@ from .options import (
     seed,
 )
 from .outputs import Outputs
+from .study import add_study_options, run_cli_study, study_outputs
 
 SUFFIXES = (".json", ".csv", ".png")
 """The files of one privacy level: DIR/coverage-MODEL-eps-E plus each suffix."""
@@ -34,8 +37,11 @@ def add_parser(subparsers) -> None:
         description="Simulate M data sets from the model's prior, record a DPVI trace of each (one compiled "
         "program), fit every method on the same traces and score them by TARP (expected coverage of balls "
         "around reference points, R reference draws). Prints the coverage RMSE under both reference rules "
-        "and writes DIR/coverage-MODEL-eps-E.json, .csv (the ECP curves) and .png (the curves). Every argument "
-        "and every level's files are checked before the first level runs: an existing file needs --force.",
+        "and writes DIR/coverage-MODEL-eps-E.json, .csv (the ECP curves) and .png (the curves). The work runs as "
+        "a study in DIR (tasks of --chunk simulations per level, kept as they finish): the same command resumes "
+        "it, here or with --workers / --scheduler, and `noiseaware report DIR` rebuilds its tables at any time. "
+        "Every argument and every level's files are checked before any work: an existing file needs --force, "
+        "and a directory holding another study is refused.",
     )
     parser.add_argument(
         "--model",
@@ -70,12 +76,12 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--warmup", type=count, metavar="W", help="NUTS warmup steps (default: 1000)")
     parser.add_argument("--seed", type=seed, default=0, metavar="SEED", help="(default: %(default)d)")
     add_output_dir(parser)
+    add_study_options(parser, chunk=100, unit="simulations")
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from ..evaluation import coverage
-    from ..plots import plot_coverage
+    from ..studies import coverage_plan
 
     bm = _coverage_model(args.model)
     overrides = (
@@ -85,41 +91,56 @@ def run(args) -> int:
     )
     settings = dict(bm.dpvi_settings) | overrides
     levels = privacy_levels(args)
-    stems = [f"coverage-{bm.name}-{level_tag(name, value)}" for name, value in levels]
-    outputs = Outputs(force=args.force)
-    out = outputs.directory(args.out, "--out", [stem + suffix for stem in stems for suffix in SUFFIXES])
     check_privacy_levels(args, settings["sampling_rate"], settings["steps"])
-    options = experiment_options(args.methods, args.prior, args.warmup)
-    for (name, value), stem in zip(levels, stems):
-        result = coverage(
-            bm,
-            methods=args.methods,
-            delta=args.delta,
-            simulations=args.simulations,
-            references=args.references,
-            samples=args.samples,
-            key=args.seed,
-            method_options=options,
-            progress=True,
-            **{name: value},
-            **overrides,
-        )
-        s = result.settings
-        print(
-            f"\n{bm.name}, ε = {epsilon_text(s['epsilon'])}, σ = {s['noise_multiplier']:.4g}, "
-            f"M = {s['simulations']}, R = {s['references']}, K = {s['samples']}, T = {s['steps']}, "
-            f"seed {args.seed}; DPVI "
-            f"{result.seconds['dpvi']:.0f} s"
-        )
-        print(result.table())
-        print_method_warnings(result.diagnostics)
-        json_path, csv_path, png_path = paths = [out / (stem + suffix) for suffix in SUFFIXES]
-        with outputs.writing(paths):  # the files of a level are written together or not at all
-            result.to_json(json_path, overwrite=args.force)
-            result.to_csv(csv_path, overwrite=args.force)
-            plot_coverage(result, png_path, overwrite=args.force)
-        print(f"wrote {out / stem}.json, .csv, .png")
+    plan = coverage_plan(
+        bm,
+        levels=levels,
+        key=args.seed,
+        methods=args.methods,
+        delta=args.delta,
+        simulations=args.simulations,
+        references=args.references,
+        samples=args.samples,
+        chunk=args.chunk,
+        method_options=experiment_options(args.methods, args.prior, args.warmup),
+        **overrides,
+    )
+    stems = [level_stem(bm.name, name, value) for name, value in levels]
+    outputs, out = study_outputs(args, plan, [stem + suffix for stem in stems for suffix in SUFFIXES])
+    results = run_cli_study(args, plan)
+    for level in levels:
+        show_level(results[level], args.seed)
+        write_level(results[level], out, level_stem(bm.name, *level), outputs)
     return 0
+
+
+def level_stem(model: str, name: str, value: float) -> str:
+    """The file stem of one privacy level's results: coverage-MODEL-eps-E (or sigma-S)."""
+    return f"coverage-{model}-{level_tag(name, value)}"
+
+
+def show_level(result, seed: int) -> None:
+    """One level's heading, table of methods and the methods' warnings, on stdout."""
+    s = result.settings
+    print(
+        f"\n{s['model']}, ε = {epsilon_text(s['epsilon'])}, σ = {s['noise_multiplier']:.4g}, "
+        f"M = {s['simulations']}, R = {s['references']}, K = {s['samples']}, T = {s['steps']}, "
+        f"seed {seed}; DPVI {result.seconds['dpvi']:.0f} s"
+    )
+    print(result.table())
+    print_method_warnings(result.diagnostics)
+
+
+def write_level(result, out: Path, stem: str, outputs: Outputs) -> None:
+    """One level's .json, .csv and .png, written together or not at all."""
+    from ..plots import plot_coverage
+
+    json_path, csv_path, png_path = paths = [out / (stem + suffix) for suffix in SUFFIXES]
+    with outputs.writing(paths):
+        result.to_json(json_path, overwrite=outputs.force)
+        result.to_csv(csv_path, overwrite=outputs.force)
+        plot_coverage(result, png_path, overwrite=outputs.force)
+    print(f"wrote {out / stem}.json, .csv, .png")
 
 
 def _coverage_model(spec: str) -> models.BenchmarkModel:

@@ -21,6 +21,7 @@ from ..util.tables import text_table
 from .common import builtin, import_attribute
 from .options import add_delta, add_force, add_seed, positive_float, positive_int
 from .outputs import Outputs
+from .study import add_workers, executor_of
 
 TOP_TRIALS = 8
 """Rows of the best-trials table."""
@@ -62,6 +63,13 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--out", required=True, metavar="FILE", help="settings file to write (.json)")
     add_force(parser)
+    group = add_workers(parser, "trials run --workers at a time; with --study they are kept and resumed")
+    group.add_argument(
+        "--study",
+        metavar="DIR",
+        help="keep every finished trial in DIR/trials.journal (Optuna's journal file): the same command resumes "
+        "the search; other machines may share it",
+    )
     parser.set_defaults(run=run_tune)
     check = subparsers.add_parser(
         "preflight",
@@ -128,7 +136,9 @@ def run_tune(args) -> int:
     for path in figures:
         outputs.file(path, "--out", (".png",), "")
     bm = benchmark_model(args)
-    with warnings.catch_warnings(record=True) as caught:
+    parallel = args.workers is not None or args.scheduler is not None
+    storage = None if args.study is None else Path(args.study) / "trials.journal"
+    with warnings.catch_warnings(record=True) as caught, executor_of(args) as (executor, slots):
         warnings.simplefilter("always", PreflightWarning)
         tuned = tune(
             bm,
@@ -139,6 +149,9 @@ def run_tune(args) -> int:
             simulations=args.simulations,
             check_simulations=args.check_simulations,
             progress=True,
+            executor=executor if parallel else None,
+            slots=slots,
+            storage=storage,
         )
         curve = privacy_utility(
             bm,

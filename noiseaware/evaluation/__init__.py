@@ -11,8 +11,9 @@ from .calibration import (
 )
 from .calibration_experiment import calibration, record_traces
 from .calibration_result import CalibrationResult
-from .coverage import Simulations, coverage, evaluate, simulate_traces
+from .coverage import coverage, evaluate
 from .result import REFERENCE_RULES, CoverageResult
+from .simulations import Simulations, simulate_traces
 from .tarp import (
     LEVELS,
     coverage_rmse,

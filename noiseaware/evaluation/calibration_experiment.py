@@ -11,6 +11,7 @@ posterior give the predictive p̂_i = (1/K) Σ_k sigmoid(x_i·θ_k) on the test 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,18 +29,139 @@ from ..recording.dpvi import record_dpvi_batch
 from ..recording.settings import check_delta
 from ..trace import Trace
 from ..util.checks import positive_int
+from ..util.fingerprint import canonical
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress
 from .calibration import calibration_curve, calibration_metrics, predictive_probabilities
 from .calibration_result import METRICS, CalibrationResult
-from .experiment import check_methods, check_overrides, run_methods, with_progress
+from .experiment import MethodPart, check_methods, check_overrides, fit_part, merge_parts, with_progress
 
-__all__ = ["PRESET", "calibration", "record_traces"]
+__all__ = [
+    "PRESET",
+    "CalibrationPart",
+    "CalibrationSpec",
+    "calibration",
+    "calibration_part",
+    "calibration_spec",
+    "merge_calibration",
+    "record_traces",
+]
 
 PRESET = "adult-logistic"
 """The built-in model whose research preset (C = 11, s = (1, 550), v = √114, init (0, −6), T = 10⁴, q = 0.1)
 sets the DPVI runs."""
 HISTOGRAM_BINS = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationSpec:
+    """Everything that determines a calibration study at one privacy level: its numbers are a function of this.
+
+    data; methods and their options objects; settings: record_dpvi's; noise_multiplier σ (None when only the
+    non-private reference runs), epsilon, delta; runs R, samples K, bins, binning; key: raw words (2,) uint32;
+    chunk: DPVI runs per part (`parts`), the unit of work of a study.
+    """
+
+    data: Dataset
+    methods: tuple[Method, ...]
+    options: Mapping[str, Any]
+    settings: Mapping[str, Any]
+    noise_multiplier: float | None
+    epsilon: float | None
+    delta: float
+    runs: int
+    samples: int
+    bins: int
+    binning: str
+    key: np.ndarray
+    chunk: int
+
+    @property
+    def traced(self) -> tuple[str, ...]:
+        """The methods that read the DPVI traces."""
+        return tuple(m.name for m in self.methods if m.reads == "trace")
+
+    @property
+    def parts(self) -> list[slice]:
+        """The runs of each part, `chunk` at a time (one part of one problem for the reference alone)."""
+        if not self.traced:
+            return [slice(0, 1)]
+        return [slice(a, min(a + self.chunk, self.runs)) for a in range(0, self.runs, self.chunk)]
+
+    def describe(self) -> dict[str, Any]:
+        """The spec as plain data (for fingerprints and plan files)."""
+        return {
+            "kind": "calibration",
+            "data": canonical(self.data),
+            "methods": {m.name: canonical(self.options[m.name]) for m in self.methods},
+            "method_functions": {m.name: canonical(m.fit_batch) for m in self.methods},
+            "settings": canonical(dict(self.settings)),
+            "noise_multiplier": None if self.noise_multiplier is None else repr(float(self.noise_multiplier)),
+            "epsilon": None if self.epsilon is None else repr(float(self.epsilon)),
+            "delta": repr(float(self.delta)),
+            "runs": self.runs,
+            "samples": self.samples,
+            "bins": self.bins,
+            "binning": self.binning,
+            "key": self.key.tolist(),
+            "chunk": self.chunk,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationPart:
+    """One part of a calibration study: every method's `MethodPart` on its runs, its DPVI seconds, and the
+    traces' (ε, σ, T) (None without traces)."""
+
+    parts: Mapping[str, MethodPart]
+    dpvi_seconds: float | None
+    trace_facts: tuple[float | None, float, int] | None
+
+
+def calibration_spec(
+    data: Dataset,
+    *,
+    methods: Sequence[str | Method] = ("exact", "naive"),
+    epsilon: float | None = None,
+    noise_multiplier: float | None = None,
+    delta: float = 1e-5,
+    runs: int = 20,
+    samples: int = 4000,
+    bins: int = 10,
+    binning: str = "equal-count",
+    key,
+    chunk: int = 20,
+    method_options: Mapping[str, Any] | None = None,
+    registry: Registry = DEFAULT_REGISTRY,
+    **overrides,
+) -> CalibrationSpec:
+    """The CalibrationSpec of a `calibration` call, every argument checked before any work."""
+    bm = get_model(PRESET)
+    resolved, options = check_methods(methods, registry, bm.name, epsilon, method_options)
+    check_overrides(overrides)
+    check_delta(delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
+    for method in resolved:
+        if method.reads != "trace" and method.private:
+            raise ValueError(
+                f"method {method.name!r} releases its own statistics; calibration compares methods "
+                "on the same DPVI traces (and the non-private reference)"
+            )
+    for name, value in {"runs": runs, "samples": samples, "chunk": chunk}.items():
+        positive_int(name, value)
+    settings = dict(bm.dpvi_settings) | {"labels": {"theta": tuple(data.feature_names)}} | overrides
+    sigma = None
+    if any(m.reads == "trace" for m in resolved):
+        if (epsilon is None) == (noise_multiplier is None):
+            raise ValueError("give exactly one of epsilon and noise_multiplier")
+        sigma = (
+            noise_multiplier
+            if noise_multiplier is not None
+            else calibrate(epsilon, delta, settings["sampling_rate"], settings["steps"])
+        )
+    raw = np.asarray(jax.random.key_data(as_key(key)), np.uint32)
+    return CalibrationSpec(
+        data, tuple(resolved), options, settings, sigma, epsilon, delta, runs, samples, bins, binning, raw, chunk
+    )
 
 
 def calibration(
@@ -64,73 +186,75 @@ def calibration(
 
     data: a `Dataset` (e.g. `na.datasets.adult()`). methods: names in `registry` or `Method` records that
     read a trace (plug-ins too), and "nonprivate". Privacy level: exactly one of epsilon (σ by the PLD
-    accountant) and noise_multiplier, unless every method is a non-private reference. runs R: DPVI runs;
-    samples K: θ draws per posterior for the predictive; bins and binning: of the metrics; method_options:
-    {method: options} (e.g. {"exact": {"prior": "paper"}}, {"nonprivate": {"warmup": 500}}); overrides
-    replace the adult-logistic preset's DPVI settings (steps, …); the traces name θ's coordinates by
-    data.feature_names (`theta[age]`). The same key gives the same numbers,
-    whichever other methods run beside a method.
+    accountant) and noise_multiplier, unless every method is a non-private reference. runs R: DPVI runs,
+    recorded and fitted `chunk` at a time (`calibration_part`, merged exactly by `merge_calibration`;
+    `na.studies.calibration_study` runs the parts elsewhere, resumably); samples K: θ draws per posterior for
+    the predictive; bins and binning: of the metrics; method_options: {method: options} (e.g. {"exact":
+    {"prior": "paper"}}, {"nonprivate": {"warmup": 500}}); overrides replace the adult-logistic preset's DPVI
+    settings (steps, …); the traces name θ's coordinates by data.feature_names (`theta[age]`). The same key
+    and chunk give the same numbers, whichever other methods run beside a method.
     """
-    bm = get_model(PRESET)
-    resolved, options = check_methods(methods, registry, bm.name, epsilon, method_options)
-    check_overrides(overrides)
-    check_delta(delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
-    options = {name: with_progress(o, progress) for name, o in options.items()}
-    for method in resolved:
-        if method.reads != "trace" and method.private:
-            raise ValueError(
-                f"method {method.name!r} releases its own statistics; calibration compares methods "
-                "on the same DPVI traces (and the non-private reference)"
-            )
-    for name, value in {"runs": runs, "samples": samples, "chunk": chunk}.items():
-        positive_int(name, value)
-    k_dpvi, k_fit, k_draw = jax.random.split(as_key(key), 3)
-    settings = dict(bm.dpvi_settings) | {"labels": {"theta": tuple(data.feature_names)}} | overrides
-    traced = [m.name for m in resolved if m.reads == "trace"]
+    spec = calibration_spec(
+        data, methods=methods, epsilon=epsilon, noise_multiplier=noise_multiplier, delta=delta, runs=runs,
+        samples=samples, bins=bins, binning=binning, key=key, chunk=chunk, method_options=method_options,
+        registry=registry, **overrides,
+    )  # fmt: skip
+    shown = dataclasses.replace(spec, options={n: with_progress(o, progress) for n, o in spec.options.items()})
+    return merge_calibration(spec, [calibration_part(shown, part, progress=progress) for part in spec.parts])
+
+
+def calibration_part(spec: CalibrationSpec, part: slice, progress: Progress = False) -> CalibrationPart:
+    """Part `part` of the study `spec`: its DPVI runs (keys split(k, R)[part]), every method fitted and scored."""
+    k_dpvi, k_fit, k_draw = jax.random.split(as_key(spec.key), 3)
     traces: list[Trace] = []
-    seconds: dict[str, float] = {}
-    if traced:
-        if (epsilon is None) == (noise_multiplier is None):
-            raise ValueError("give exactly one of epsilon and noise_multiplier")
-        sigma = (
-            noise_multiplier
-            if noise_multiplier is not None
-            else calibrate(epsilon, delta, settings["sampling_rate"], settings["steps"])
-        )
+    seconds = None
+    if spec.traced:
         start = time.perf_counter()
         traces = record_traces(
-            data, noise_multiplier=sigma, delta=delta, runs=runs, key=k_dpvi, chunk=chunk, progress=progress, **settings
-        )
-        seconds["dpvi"] = time.perf_counter() - start
-    train = data.train_data()
+            spec.data, noise_multiplier=spec.noise_multiplier, delta=spec.delta, runs=spec.runs, key=k_dpvi,
+            chunk=spec.chunk, progress=progress, part=part, **spec.settings,
+        )  # fmt: skip
+        seconds = time.perf_counter() - start
+    train = spec.data.train_data()
+    count = part.stop - part.start
     batch = Batch(
-        tuple(traces),
-        bm,
-        {name: a[None] for name, a in train.items()},
-        epsilon,
-        delta,
-        shared_data=True,
-        size=runs if traced else 1,
-    )
+        tuple(traces), get_model(PRESET), {name: a[None] for name, a in train.items()}, spec.epsilon, spec.delta,
+        shared_data=True, size=count,
+    )  # fmt: skip
 
-    def score(method: Method, outcomes: list[Outcome], k_samples) -> tuple[dict[str, Any], int]:
-        keys = jax.random.split(k_samples, len(outcomes))
-        draws = [None if isinstance(o, Exception) else np.asarray(o.sample(k, samples)) for o, k in zip(outcomes, keys)]
+    def score(method: Method, outcomes: list[Outcome], keys) -> tuple[dict[str, Any], int]:
+        draws = [
+            None if isinstance(o, Exception) else np.asarray(o.sample(k, spec.samples)) for o, k in zip(outcomes, keys)
+        ]
         finite = [d if d is not None and np.all(np.isfinite(d)) else None for d in draws]
         non_finite = sum(d is not None for d in draws) - sum(d is not None for d in finite)
-        return _score(finite, data, bins, binning), non_finite
+        return _score(finite, spec.data, spec.bins, spec.binning), non_finite
 
-    results = run_methods(batch, resolved, options, key=(k_fit, k_draw), score=score)
-    parts = {name: {m: run.score[name] for m, run in results.items()} for name in ("metrics", "curves", "histograms")}
+    total = spec.runs if spec.traced else 1
+    parts = fit_part(
+        batch, spec.methods, spec.options, key=(k_fit, k_draw), score=score, offset=part.start, total=total
+    )
+    facts = (traces[0].epsilon, traces[0].noise_multiplier, traces[0].steps) if traces else None
+    return CalibrationPart(parts, seconds, facts)
+
+
+def merge_calibration(spec: CalibrationSpec, parts: Sequence[CalibrationPart]) -> CalibrationResult:
+    """The CalibrationResult of a study from its parts, in the order of spec.parts (exact: `merge_parts`)."""
+    if len(parts) != len(spec.parts):
+        raise ValueError(f"a calibration study of {len(spec.parts)} parts, given {len(parts)}")
+    results = merge_parts([p.parts for p in parts], spec.methods)
+    pieces = {name: {m: run.score[name] for m, run in results.items()} for name in ("metrics", "curves", "histograms")}
+    seconds = {} if parts[0].dpvi_seconds is None else {"dpvi": sum(p.dpvi_seconds for p in parts)}
     for method, run in results.items():
         seconds[method] = run.fit_seconds
         seconds[f"predict_{method}"] = run.score_seconds
-    first = traces[0] if traces else None
+    facts = parts[0].trace_facts
+    data = spec.data
     return CalibrationResult(
-        **parts,
+        **pieces,
         failures={m: run.failures for m, run in results.items()},
         diagnostics={m: run.diagnostics for m, run in results.items()},
-        paired_methods=tuple(traced),
+        paired_methods=spec.traced,
         seconds=seconds,
         settings={
             "dataset": data.name,
@@ -138,19 +262,20 @@ def calibration(
             "n_train": int(data.X_train.shape[0]),
             "n_test": int(data.X_test.shape[0]),
             "dim": data.dim,
-            "epsilon": epsilon if epsilon is not None or first is None else first.epsilon,
-            "noise_multiplier": None if first is None else first.noise_multiplier,
-            "delta": delta,
-            "runs": runs,
-            "samples": samples,
-            "bins": bins,
-            "binning": binning,
-            "steps": None if first is None else first.steps,
+            "epsilon": spec.epsilon if spec.epsilon is not None or facts is None else facts[0],
+            "noise_multiplier": None if facts is None else facts[1],
+            "delta": spec.delta,
+            "runs": spec.runs,
+            "samples": spec.samples,
+            "bins": spec.bins,
+            "binning": spec.binning,
+            "steps": None if facts is None else facts[2],
             "preset": PRESET,
-            "dpvi_settings": {k: repr(v) for k, v in settings.items()},
-            "key": key_repr(key),
-            "methods": [m.name for m in resolved],
-            "method_options": {name: repr(o) for name, o in options.items()},
+            "dpvi_settings": {k: repr(v) for k, v in spec.settings.items()},
+            "key": key_repr(spec.key),
+            "methods": [m.name for m in spec.methods],
+            "method_options": {name: repr(o) for name, o in spec.options.items()},
+            "chunk": spec.chunk,
         },
     )
 
@@ -164,14 +289,17 @@ def record_traces(
     key,
     chunk: int = 20,
     progress: Progress = False,
+    part: slice | None = None,
     **settings,
 ) -> list[Trace]:
-    """R DPVI traces of data's training set with keys split(key, R): `record_dpvi_batch` on R copies, in chunks."""
+    """R DPVI traces of data's training set with keys split(key, R) (those of runs `part` only, when given):
+    `record_dpvi_batch` on copies of the data, `chunk` at a time."""
     keys = jax.random.split(key, runs)
     train = data.train_data()
     traces: list[Trace] = []
-    for first in range(0, runs, chunk):
-        count = min(chunk, runs - first)
+    part = part or slice(0, runs)
+    for first in range(part.start, part.stop, chunk):
+        count = min(chunk, part.stop - first)
         copies = {name: np.broadcast_to(array, (count, *array.shape)) for name, array in train.items()}
         traces += record_dpvi_batch(
             logistic_regression,

@@ -21,76 +21,136 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..methods.base import Batch, Method, Outcome, Registry
+from ..methods.base import Method, Outcome, Registry
 from ..methods.registry import DEFAULT_REGISTRY
 from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
-from ..recording.dpvi import record_dpvi_batch
 from ..recording.settings import check_delta
-from ..trace import BURN_IN, Trace
+from ..trace import BURN_IN
 from ..util.checks import positive_int
+from ..util.fingerprint import canonical
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
-from .experiment import check_methods, check_overrides, run_methods, with_progress
+from .experiment import MethodPart, MethodRun, check_methods, check_overrides, fit_part, merge_parts, with_progress
 from .result import REFERENCE_RULES, CoverageResult
+from .simulations import Simulations, simulate_part
 from .tarp import LEVELS, ecp_from_fractions, tarp_fractions
 
-__all__ = ["Simulations", "coverage", "evaluate", "simulate_traces"]
+__all__ = [
+    "CoveragePart",
+    "CoverageSpec",
+    "coverage",
+    "coverage_part",
+    "coverage_spec",
+    "evaluate",
+    "merge_coverage",
+]
 
 SCORE_CHUNK = 25
 """Simulations whose K draws are held at once while scoring (25 × 20 000 × d float64)."""
 
 
 @dataclasses.dataclass(frozen=True)
-class Simulations:
-    """M simulations at one privacy level: the problems methods see (`batch`) and the truth (M, d) they never see."""
+class CoverageSpec:
+    """Everything that determines a coverage study at one privacy level: its numbers are a function of this.
 
-    batch: Batch
-    truth: np.ndarray
+    model; methods and their options objects; settings: record_dpvi's (the preset's with the overrides);
+    noise_multiplier σ (from ε by the accountant, or given); epsilon (None when σ was given) and delta;
+    simulations M, references R, samples K; key: the study key's raw words (2,) uint32; chunk: the
+    simulations of one part (`parts`), the unit of work of a study (one compiled DPVI program and one batch of
+    fits each). Parts merge exactly (`merge_coverage`): the same chunk gives the same numbers bit for bit.
+    """
+
+    model: BenchmarkModel
+    methods: tuple[Method, ...]
+    options: Mapping[str, Any]
+    settings: Mapping[str, Any]
     noise_multiplier: float
-
-    def __len__(self) -> int:
-        return len(self.batch)
+    epsilon: float | None
+    delta: float
+    simulations: int
+    references: int
+    samples: int
+    key: np.ndarray
+    chunk: int
 
     @property
-    def traces(self) -> tuple[Trace, ...]:
-        return self.batch.traces
+    def parts(self) -> list[slice]:
+        """The simulations of each part: [0, chunk), [chunk, 2 chunk), … up to M."""
+        return [slice(a, min(a + self.chunk, self.simulations)) for a in range(0, self.simulations, self.chunk)]
 
-    @property
-    def model(self) -> BenchmarkModel:
-        return self.batch.model
+    def describe(self) -> dict[str, Any]:
+        """The spec as plain data (for fingerprints and plan files): the model by its name, function and
+        settings, the methods by name and options."""
+        return {
+            "kind": "coverage",
+            "model": {"name": self.model.name, "definition": canonical(self.model)},
+            "methods": {m.name: canonical(self.options[m.name]) for m in self.methods},
+            "method_functions": {m.name: canonical(m.fit_batch) for m in self.methods},
+            "settings": canonical(dict(self.settings)),
+            "noise_multiplier": repr(float(self.noise_multiplier)),
+            "epsilon": None if self.epsilon is None else repr(float(self.epsilon)),
+            "delta": repr(float(self.delta)),
+            "simulations": self.simulations,
+            "references": self.references,
+            "samples": self.samples,
+            "key": self.key.tolist(),
+            "chunk": self.chunk,
+        }
 
 
-def simulate_traces(
+@dataclasses.dataclass(frozen=True)
+class CoveragePart:
+    """One part of a coverage study: every method's `MethodPart` on its simulations, and its DPVI seconds.
+
+    parts[method]: TARP fractions score {"joint": {rule: (m, R)}, "marginal": {rule: (m, R, d)}} over the
+    part's m usable simulations; steps: T of the traces; noise_multiplier: the traces' σ; theta_names (d,).
+    """
+
+    parts: Mapping[str, MethodPart]
+    dpvi_seconds: float
+    steps: int
+    noise_multiplier: float
+    theta_names: tuple[str, ...]
+
+
+def coverage_spec(
     bm: BenchmarkModel,
     *,
-    noise_multiplier: float | None,
-    delta: float,
-    simulations: int,
-    key,
+    methods: Sequence[str | Method] = ("exact", "naive"),
     epsilon: float | None = None,
+    noise_multiplier: float | None = None,
+    delta: float = 1e-5,
+    simulations: int = 500,
+    references: int = 20,
+    samples: int = 20_000,
+    key,
     chunk: int = 100,
-    progress: Progress = False,
-    **settings,
-) -> Simulations:
-    """θ_m ~ prior, x_m ~ p(x | θ_m) and a DPVI trace of x_m for m = 1..M: one compiled program, in chunks.
-
-    settings: record_dpvi's (the preset's, with overrides); noise_multiplier=None with non_private=True
-    and a learning_rate records non-private reference runs.
-    """
-    privacy = {} if noise_multiplier is None else {"noise_multiplier": noise_multiplier}
-    k_sim, k_dpvi = jax.random.split(as_key(key))
-    truth, data = jax.vmap(bm.simulate)(jax.random.split(k_sim, simulations))
-    keys = jax.random.split(k_dpvi, simulations)
-    traces: list[Trace] = []
-    with progress_bar(simulations, "DPVI", progress, unit="simulation") as advance:
-        for first in range(0, simulations, chunk):
-            part = slice(first, min(first + chunk, simulations))
-            chunk_data = jax.tree.map(lambda a, part=part: a[part], data)
-            traces += record_dpvi_batch(bm.model, chunk_data, keys=keys[part], delta=delta, **privacy, **settings)
-            advance(part.stop - part.start)
-    batch = Batch(tuple(traces), bm, data, epsilon, delta)
-    return Simulations(batch, np.asarray(truth, np.float64), traces[0].noise_multiplier if traces else noise_multiplier)
+    method_options: Mapping[str, Any] | None = None,
+    registry: Registry = DEFAULT_REGISTRY,
+    **overrides,
+) -> CoverageSpec:
+    """The CoverageSpec of a `coverage` call, every argument checked before any work (σ from ε by the PLD
+    accountant)."""
+    if (epsilon is None) == (noise_multiplier is None):
+        raise ValueError("give exactly one of epsilon and noise_multiplier")
+    resolved, options = check_methods(methods, registry, bm.name, epsilon, method_options)
+    check_overrides(overrides)
+    check_delta(delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
+    for name, value in (("simulations", simulations), ("references", references), ("samples", samples)):
+        positive_int(name, value)
+    positive_int("chunk", chunk)
+    settings = dict(bm.dpvi_settings) | overrides
+    sigma = (
+        noise_multiplier
+        if noise_multiplier is not None
+        else calibrate(epsilon, delta, settings["sampling_rate"], settings["steps"])
+    )
+    raw = np.asarray(jax.random.key_data(as_key(key)), np.uint32)
+    return CoverageSpec(
+        bm, tuple(resolved), options, settings, float(sigma), epsilon, delta, simulations, references, samples, raw,
+        chunk,
+    )  # fmt: skip
 
 
 def coverage(
@@ -112,50 +172,54 @@ def coverage(
 ) -> CoverageResult:
     """TARP coverage of `methods` on `simulations` simulations of `bm` at privacy level ε (or σ).
 
-    `simulate_traces` (one compiled DPVI program, chunks of `chunk`), then `evaluate` on its traces:
-    every method reads the same traces, each posterior gives `samples` θ draws, and the ECP curve is
-    computed for `references` sets of reference points under both reference rules. methods: names in
-    `registry` or `Method` records (plug-ins); method_options: {method: options object or mapping} (e.g.
-    {"exact": {"prior": "paper"}}, {"nuts": {"warmup": 500}}); overrides replace entries of
-    bm.dpvi_settings (steps, …). The same key gives the same numbers, whichever other methods run.
+    In parts of `chunk` simulations (`coverage_part`: one compiled DPVI program, then every method fitted on
+    the same traces, each posterior giving `samples` θ draws scored against `references` sets of reference
+    points under both reference rules), merged exactly (`merge_coverage`); `na.studies.coverage_study` runs
+    the same parts on other processes or machines, resumably. methods: names in `registry` or `Method`
+    records (plug-ins); method_options: {method: options object or mapping} (e.g. {"exact": {"prior":
+    "paper"}}, {"nuts": {"warmup": 500}}); overrides replace entries of bm.dpvi_settings (steps, …). The same
+    key and chunk give the same numbers, whichever other methods run.
     """
-    if (epsilon is None) == (noise_multiplier is None):
-        raise ValueError("give exactly one of epsilon and noise_multiplier")
-    check_methods(methods, registry, bm.name, epsilon, method_options)
-    check_overrides(overrides)
-    check_delta(delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
-    for name, value in (("simulations", simulations), ("references", references), ("samples", samples)):
-        positive_int(name, value)
-    settings = dict(bm.dpvi_settings) | overrides
-    sigma = (
-        noise_multiplier
-        if noise_multiplier is not None
-        else calibrate(epsilon, delta, settings["sampling_rate"], settings["steps"])
-    )
+    spec = coverage_spec(
+        bm, methods=methods, epsilon=epsilon, noise_multiplier=noise_multiplier, delta=delta,
+        simulations=simulations, references=references, samples=samples, key=key, chunk=chunk,
+        method_options=method_options, registry=registry, **overrides,
+    )  # fmt: skip
+    options = {name: with_progress(o, progress) for name, o in spec.options.items()}
+    parts = []
+    with progress_bar(simulations, "coverage", progress, unit="simulation") as advance:
+        for part in spec.parts:
+            parts.append(coverage_part(dataclasses.replace(spec, options=options), part))
+            advance(part.stop - part.start)
+    return merge_coverage(spec, parts)
+
+
+def coverage_part(spec: CoverageSpec, part: slice) -> CoveragePart:
+    """Part `part` of the study `spec`: simulate and record its traces, fit every method, TARP fractions."""
     start = time.perf_counter()
-    sims = simulate_traces(
-        bm,
-        noise_multiplier=sigma,
-        delta=delta,
-        simulations=simulations,
-        key=_streams(key)[0],
-        epsilon=epsilon,
-        chunk=chunk,
-        progress=progress,
-        **settings,
-    )
+    sims = simulate_part(
+        spec.model, spec.noise_multiplier, spec.delta, spec.epsilon, _streams(spec.key)[0], spec.simulations, part,
+        spec.settings,
+    )  # fmt: skip
     seconds = time.perf_counter() - start
-    result = evaluate(
-        sims,
-        methods,
-        references=references,
-        samples=samples,
-        key=key,
-        method_options=method_options,
-        registry=registry,
-        progress=progress,
+    parts = _method_parts(
+        sims, spec.methods, spec.options, spec.references, spec.samples, spec.key, part, spec.simulations
     )
-    return dataclasses.replace(result, seconds={"dpvi": seconds, **result.seconds})
+    return CoveragePart(parts, seconds, sims.traces[0].steps, sims.noise_multiplier, _theta_names(sims))
+
+
+def merge_coverage(spec: CoverageSpec, parts: Sequence[CoveragePart]) -> CoverageResult:
+    """The CoverageResult of a study from its parts, in the order of spec.parts (exact: `merge_parts`)."""
+    if len(parts) != len(spec.parts):
+        raise ValueError(f"a coverage study of {len(spec.parts)} parts, given {len(parts)}")
+    runs = merge_parts([p.parts for p in parts], spec.methods)
+    result = _result(
+        runs, spec.model.name, spec.epsilon, parts[0].noise_multiplier, spec.delta, spec.simulations,
+        spec.references, spec.samples, parts[0].steps, key_repr(spec.key), spec.methods, spec.options,
+        parts[0].theta_names,
+    )  # fmt: skip
+    seconds = {"dpvi": sum(p.dpvi_seconds for p in parts), **result.seconds}
+    return dataclasses.replace(result, seconds=seconds, settings={**result.settings, "chunk": spec.chunk})
 
 
 def evaluate(
@@ -173,36 +237,78 @@ def evaluate(
 
     Uses the streams 1–3 of jax.random.split(key, 4) (fits, θ draws, reference draws); `coverage`
     simulates with stream 0, so evaluate(simulate_traces(…, key=split(key, 4)[0]), key=key) is
-    coverage(…, key=key). Further methods can be scored on the same simulations later.
+    coverage(…, key=key, chunk=M). Further methods can be scored on the same simulations later.
     """
     resolved, options = check_methods(methods, registry, sims.model.name, sims.batch.epsilon, method_options)
     options = {name: with_progress(o, progress) for name, o in options.items()}
     positive_int("references", references)
     positive_int("samples", samples)
+    everything = slice(0, len(sims))
+    runs = merge_parts(
+        [_method_parts(sims, resolved, options, references, samples, key, everything, len(sims))], resolved
+    )
+    return _result(
+        runs, sims.model.name, sims.batch.epsilon, sims.noise_multiplier, sims.batch.delta, len(sims), references,
+        samples, sims.traces[0].steps, key_repr(key), resolved, options, _theta_names(sims),
+    )  # fmt: skip
+
+
+def _method_parts(
+    sims: Simulations,
+    methods: Sequence[Method],
+    options: Mapping[str, Any],
+    references: int,
+    samples: int,
+    key,
+    part: slice,
+    total: int,
+) -> dict[str, MethodPart]:
+    """Every method fitted on the simulations `part` of `total` and its TARP fractions (`fit_part`)."""
     _, k_fit, k_draw, k_ref = _streams(key)
-    d, count = sims.truth.shape[1], len(sims)
+    d = sims.truth.shape[1]
     centre = np.stack([t.params[math.floor(BURN_IN * t.steps) :, :d].mean(axis=0) for t in sims.traces])
     dpvi_sd = np.stack([t.family.marginal_sd(np.asarray(t.final_iterate(), np.float64)) for t in sims.traces])
     uniform = np.asarray(
         jax.random.uniform(
-            k_ref, (references, count, d), jnp.float64 if jax.config.jax_enable_x64 else jnp.float32, -1.0, 1.0
+            k_ref, (references, total, d), jnp.float64 if jax.config.jax_enable_x64 else jnp.float32, -1.0, 1.0
         ),
         np.float64,
-    )
+    )[:, part]
 
-    def score(method: Method, outcomes: list[Outcome], k_samples) -> tuple[dict[str, dict[str, np.ndarray]], int]:
-        joint, per_dim, failed = _score(outcomes, sims, k_samples, samples, uniform, centre, dpvi_sd)
-        curves = {rule: ecp_from_fractions(joint[rule]) for rule in REFERENCE_RULES}
-        marginal = {rule: ecp_from_fractions(per_dim[rule]) for rule in REFERENCE_RULES}
-        return {"curves": curves, "marginal": marginal}, failed
+    def score(method: Method, outcomes: list[Outcome], keys) -> tuple[dict[str, dict[str, np.ndarray]], int]:
+        joint, per_dim, failed = _score(outcomes, sims, keys, samples, uniform, centre, dpvi_sd)
+        return {"joint": joint, "marginal": per_dim}, failed
 
-    runs = run_methods(sims.batch, resolved, options, key=(k_fit, k_draw), score=score)
+    return fit_part(sims.batch, methods, options, key=(k_fit, k_draw), score=score, offset=part.start, total=total)
+
+
+def _result(
+    runs: Mapping[str, MethodRun],
+    model: str,
+    epsilon: float | None,
+    noise_multiplier: float,
+    delta: float,
+    simulations: int,
+    references: int,
+    samples: int,
+    steps: int,
+    key,
+    methods: Sequence[Method],
+    options: Mapping[str, Any],
+    theta_names: tuple[str, ...],
+) -> CoverageResult:
+    """The CoverageResult of merged method runs: ECP curves from the simulations' TARP fractions."""
+
+    def curves(part: str) -> dict[str, dict[str, np.ndarray]]:
+        return {
+            rule: {name: ecp_from_fractions(np.moveaxis(run.score[part][rule], 0, 1)) for name, run in runs.items()}
+            for rule in REFERENCE_RULES
+        }
+
     return CoverageResult(
         levels=np.asarray(LEVELS),
-        curves={rule: {name: run.score["curves"][rule] for name, run in runs.items()} for rule in REFERENCE_RULES},
-        marginal_curves={
-            rule: {name: run.score["marginal"][rule] for name, run in runs.items()} for rule in REFERENCE_RULES
-        },
+        curves=curves("joint"),
+        marginal_curves=curves("marginal"),
         failures={name: run.failures for name, run in runs.items()},
         seconds={
             k: v
@@ -210,39 +316,45 @@ def evaluate(
             for k, v in ((name, run.fit_seconds), (f"tarp_{name}", run.score_seconds))
         },
         diagnostics={name: run.diagnostics for name, run in runs.items()},
-        theta_names=tuple(name.removeprefix("mu:") for name in sims.traces[0].param_names[:d]),
+        theta_names=theta_names,
         settings={
-            "model": sims.model.name,
-            "epsilon": sims.batch.epsilon,
-            "noise_multiplier": sims.noise_multiplier,
-            "delta": sims.batch.delta,
-            "simulations": count,
+            "model": model,
+            "epsilon": epsilon,
+            "noise_multiplier": noise_multiplier,
+            "delta": delta,
+            "simulations": simulations,
             "references": references,
             "samples": samples,
-            "steps": sims.traces[0].steps,
-            "key": key_repr(key),
-            "methods": [m.name for m in resolved],
+            "steps": steps,
+            "key": key,
+            "methods": [m.name for m in methods],
             "method_options": {name: repr(o) for name, o in options.items()},
             "reference_rules": dict(REFERENCE_RULES),
         },
     )
 
 
+def _theta_names(sims: Simulations) -> tuple[str, ...]:
+    d = sims.truth.shape[1]
+    return tuple(name.removeprefix("mu:") for name in sims.traces[0].param_names[:d])
+
+
 def _score(
     outcomes: Sequence[Outcome],
     sims: Simulations,
-    key,
+    keys,
     samples: int,
     uniform: np.ndarray,
     centre: np.ndarray,
     dpvi_sd: np.ndarray,
 ):
-    """f for each rule over the simulations whose posterior exists and gives finite draws.
+    """f for each rule over the simulations whose posterior exists and gives finite draws (keys: one per
+    simulation; uniform (R, M, d): the reference draws of these simulations).
 
-    Returns ({rule: joint f (R, M_ok)}, {rule: marginal f (R, M_ok, d)}, further failures (non-finite draws)).
+    Returns ({rule: joint f (M_ok, R)}, {rule: marginal f (M_ok, R, d)}, further failures (non-finite draws)):
+    the simulation axis first, so that parts concatenate.
     """
     repeats = uniform.shape[0]
-    keys = jax.random.split(key, len(sims))
     alive = np.flatnonzero([not isinstance(o, Exception) for o in outcomes])
     joint: list[np.ndarray] = []
     marginal: list[np.ndarray] = []
@@ -264,7 +376,8 @@ def _score(
     f = np.concatenate(joint, axis=1) if joint else np.zeros((repeats * len(REFERENCE_RULES), 0))
     fm = np.concatenate(marginal, axis=1) if marginal else np.zeros((repeats * len(REFERENCE_RULES), 0, d))
     split = {rule: slice(i * repeats, (i + 1) * repeats) for i, rule in enumerate(REFERENCE_RULES)}
-    return {rule: f[s] for rule, s in split.items()}, {rule: fm[s] for rule, s in split.items()}, non_finite
+    joint_f = {rule: np.moveaxis(f[s], 1, 0) for rule, s in split.items()}
+    return joint_f, {rule: np.moveaxis(fm[s], 1, 0) for rule, s in split.items()}, non_finite
 
 
 def _streams(key) -> jax.Array:

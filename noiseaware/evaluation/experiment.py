@@ -1,11 +1,13 @@
 """The experiment driver shared by coverage and calibration: every method on the same problems, then a score.
 
     for each method:  outcomes = method.fit_batch(batch, keys, options)     (same traces for every method)
-                      scores   = score(method, outcomes, draw key)          (TARP, or calibration metrics)
+                      scores   = score(method, outcomes, draw keys)         (TARP, or calibration metrics)
 
-Method m's keys come from fold_in(key, crc32(name)), so a method's numbers do not depend on which other
-methods run beside it. Problem i of M uses split(k, M)[i] (the key itself for a batch of one, e.g. a
-non-private reference fitted once on shared data). Failures are counted, never dropped; warnings are
+An experiment runs in chunks of its problems (`fit_part`, one task of a study each) that `merge_parts` joins
+exactly; `run_methods` is the experiment in one chunk. Method m's keys come from fold_in(key, crc32(name)),
+so a method's numbers do not depend on which other methods run beside it. Problem i of M uses split(k, M)[i]
+whichever chunk it is in (the fit key itself for a batch of one, e.g. a non-private reference fitted once on
+shared data). Failures are counted, never dropped; warnings are
 gathered per method, one line per distinct warning with the number of problems that raised it; the typed
 diagnostics of the fits are summarised by their own type, and a trace method's record says how many traces
 each trace check (`na.diagnose`) fired on ("trace_checks").
@@ -22,18 +24,22 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 
 from ..methods.base import Batch, Method, Outcome, Registry, fit_problems, split_keys
 from ..recording.dpvi import record_dpvi
 from ..trace import BURN_IN, CHECKS, diagnose_if_long_enough
-from ..util.batch_warnings import gather
+from ..util.batch_warnings import CaughtWarning, caught_warnings, gather
 
 __all__ = [
     "DPVI_SETTINGS",
+    "MethodPart",
     "MethodRun",
     "check_methods",
     "check_overrides",
     "checks_cell",
+    "fit_part",
+    "merge_parts",
     "method_stream",
     "run_methods",
     "with_progress",
@@ -94,6 +100,108 @@ def check_overrides(overrides: Mapping[str, Any]) -> None:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class MethodPart[Score]:
+    """One method's work on a chunk of an experiment's problems, before the chunks are merged (`merge_parts`).
+
+    score: a pytree of arrays whose leading axis is the chunk's problems; records: the fits' typed diagnostics;
+    warnings: the warnings the fits raised (picklable); problems: problems fitted (1 for a shared reference);
+    checks: {burn-in: the trace checks' counts} for a trace method. Everything pickles: a study's worker
+    returns it to the process that merges.
+    """
+
+    score: Score
+    failures: int
+    records: tuple
+    warnings: tuple[CaughtWarning, ...]
+    problems: int
+    checks: Mapping[float, dict[str, int]] | None
+    fit_seconds: float
+    score_seconds: float
+
+
+def fit_part[Score](
+    batch: Batch,
+    methods: Sequence[Method],
+    options: Mapping[str, Any],
+    *,
+    key,
+    score: Callable[[Method, list[Outcome], jax.Array], tuple[Score, int]],
+    offset: int = 0,
+    total: int | None = None,
+) -> dict[str, MethodPart[Score]]:
+    """Fit every method on the problems offset..offset+len(batch) of an experiment of `total` and score them.
+
+    key: the experiment's fit and draw keys (k_fit, k_draw); problem i of the experiment uses
+    split(fold_in(k, crc32(name)), total)[i] of each, wherever its chunk runs. score(method, outcomes, keys)
+    gets one draw key per outcome and returns (a pytree with a leading problem axis, further failures, e.g.
+    non-finite draws). A non-private reference on shared data is fitted once, in the chunk at offset 0.
+    """
+    k_fit, k_draw = key
+    total = len(batch) if total is None else total
+    parts: dict[str, MethodPart[Score]] = {}
+    checks: dict[float, dict[str, int]] = {}  # the trace checks' counts, per burn-in (computed once each)
+    for method in methods:
+        stream = method_stream(method.name)
+        shared = batch.shared_data and not method.private
+        if shared and offset > 0:
+            continue
+        count, whole = (1, 1) if shared else (len(batch), total)
+        window = slice(offset if not shared else 0, (offset if not shared else 0) + count)
+        fit_keys = split_keys(jax.random.fold_in(k_fit, stream), whole)[window]
+        draw_keys = jax.random.split(jax.random.fold_in(k_draw, stream), whole)[window]
+        start = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outcomes = fit_problems(method, batch, fit_keys, options[method.name])
+        fit_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        result, more_failures = score(method, outcomes, draw_keys)
+        method_checks = None
+        if method.reads == "trace" and batch.traces:
+            burn_in = getattr(options[method.name], "burn_in", BURN_IN)
+            if burn_in not in checks:
+                checks[burn_in] = check_counts(batch.traces, burn_in)
+            method_checks = {burn_in: checks[burn_in]}
+        parts[method.name] = MethodPart(
+            score=result,
+            failures=sum(isinstance(o, Exception) for o in outcomes) + more_failures,
+            records=tuple(o.diagnostics for o in outcomes if not isinstance(o, Exception)),
+            warnings=caught_warnings(caught),
+            problems=count,
+            checks=method_checks,
+            fit_seconds=fit_seconds,
+            score_seconds=time.perf_counter() - start,
+        )
+    return parts
+
+
+def merge_parts[Score](
+    parts: Sequence[Mapping[str, MethodPart[Score]]], methods: Sequence[Method]
+) -> dict[str, MethodRun[Score]]:
+    """The chunks of an experiment, in problem order, as one MethodRun per method: scores concatenated along
+    their problem axis, failures and trace-check counts added, diagnostics summarised and warnings gathered
+    over all problems. Exact: the same parts give the same numbers wherever and in which order they ran."""
+    runs: dict[str, MethodRun[Score]] = {}
+    for method in methods:
+        own = [part[method.name] for part in parts if method.name in part]
+        count = sum(p.problems for p in own)
+        records = [r for p in own for r in p.records]
+        diagnostics = summarise_records(records) | {
+            "warnings": method_warnings(method, [w for p in own for w in p.warnings], count)
+        }
+        if own and own[0].checks is not None:
+            diagnostics["trace_checks"] = _added([c for p in own for c in p.checks.values()])
+        runs[method.name] = MethodRun(
+            score=jax.tree.map(lambda *leaves: np.concatenate(leaves), *(p.score for p in own)) if own else None,
+            failures=sum(p.failures for p in own),
+            diagnostics=diagnostics,
+            fit_seconds=sum(p.fit_seconds for p in own),
+            score_seconds=sum(p.score_seconds for p in own),
+        )
+    return runs
+
+
 def run_methods[Score](
     batch: Batch,
     methods: Sequence[Method],
@@ -102,40 +210,13 @@ def run_methods[Score](
     key,
     score: Callable[[Method, list[Outcome], jax.Array], tuple[Score, int]],
 ) -> dict[str, MethodRun[Score]]:
-    """Fit every method on `batch` and score it: {name: MethodRun}.
+    """Fit every method on all of `batch` and score it: {name: MethodRun} (`fit_part` on one chunk, merged)."""
+    return merge_parts([fit_part(batch, methods, options, key=key, score=score)], methods)
 
-    key: the experiment's fit and draw keys (k_fit, k_draw). score(method, outcomes, draw key) returns
-    (its score, the number of further failures it found, e.g. non-finite draws).
-    """
-    k_fit, k_draw = key
-    runs: dict[str, MethodRun[Score]] = {}
-    checks: dict[float, dict[str, int]] = {}  # the trace checks' counts, per burn-in (computed once each)
-    for method in methods:
-        stream = method_stream(method.name)
-        count = 1 if batch.shared_data and not method.private else len(batch)
-        start = time.perf_counter()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            outcomes = fit_problems(
-                method, batch, split_keys(jax.random.fold_in(k_fit, stream), count), options[method.name]
-            )
-        fit_seconds = time.perf_counter() - start
-        start = time.perf_counter()
-        result, more_failures = score(method, outcomes, jax.random.fold_in(k_draw, stream))
-        diagnostics = summarise_diagnostics(outcomes) | {"warnings": method_warnings(method, caught, count)}
-        if method.reads == "trace" and batch.traces:
-            burn_in = getattr(options[method.name], "burn_in", BURN_IN)
-            if burn_in not in checks:
-                checks[burn_in] = check_counts(batch.traces, burn_in)
-            diagnostics["trace_checks"] = checks[burn_in]
-        runs[method.name] = MethodRun(
-            score=result,
-            failures=sum(isinstance(o, Exception) for o in outcomes) + more_failures,
-            diagnostics=diagnostics,
-            fit_seconds=fit_seconds,
-            score_seconds=time.perf_counter() - start,
-        )
-    return runs
+
+def _added(counts: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """Trace-check counts of several chunks, added key by key."""
+    return {name: sum(c[name] for c in counts) for name in counts[0]}
 
 
 def check_counts(traces, burn_in: float) -> dict[str, int]:
@@ -164,11 +245,15 @@ def with_progress(options, progress):
 
 def summarise_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     """The fits' typed diagnostics folded by their own type's `summarise` (fits of one method share a type)."""
-    records = [o.diagnostics for o in outcomes if not isinstance(o, Exception)]
+    return summarise_records([o.diagnostics for o in outcomes if not isinstance(o, Exception)])
+
+
+def summarise_records(records: Sequence[Any]) -> dict[str, Any]:
+    """Diagnostics records of one method's fits folded by their type's `summarise` ({} for none)."""
     return type(records[0]).summarise(records) if records else {}
 
 
-def method_warnings(method: Method, caught: Sequence[warnings.WarningMessage], count: int) -> list[str]:
+def method_warnings(method: Method, caught: Sequence[warnings.WarningMessage | CaughtWarning], count: int) -> list[str]:
     """The warnings of one method's fits of `count` problems, one complete line per distinct warning with the
     number of problems that raised it (`batch_warnings.gather`)."""
     unit = "traces" if method.reads == "trace" else "data sets"

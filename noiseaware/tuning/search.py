@@ -12,16 +12,22 @@
     check:   the chosen settings on fresh simulations with disjoint keys (`preflight.check_settings`).
 
 The search and the check draw from jax.random.fold_in(key, 0) and fold_in(key, 1): disjoint streams.
+With an executor or a storage the trials run through `parallel` (several at once, kept in a journal file, a
+search resumed by the same call, or extended by one with more trials).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import time
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import Executor
 from dataclasses import asdict
 from importlib.metadata import version
+from typing import Any
 
 import jax
 import numpy as np
@@ -31,9 +37,11 @@ from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
 from ..recording.settings import DEFAULT_INIT, check_delta
 from ..util.checks import positive_float, positive_int
+from ..util.fingerprint import canonical, fingerprint
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
 from .facts import simulate, simulation_facts
+from .parallel import optimize_in_parallel, sampler_for
 from .preflight import fresh_check
 from .report import LIMITS, PreflightWarning
 from .score import Score, score_settings
@@ -108,6 +116,9 @@ def tune(
     start: Mapping[str, float] | None = None,
     timeout: float | None = None,
     progress: Progress = False,
+    executor: Executor | None = None,
+    slots: int = 1,
+    storage: str | os.PathLike | None = None,
 ) -> TunedSettings:
     """DP-SGD settings for `bm` at (ε, δ), searched on `simulations` prior-predictive simulations over `trials`
     Optuna trials and checked on `check_simulations` fresh ones (module doc). Returns TunedSettings (with the
@@ -116,7 +127,11 @@ def tune(
     else T = 10⁴, q = 0.1); start: the first trial's values (default START, a conservative point: clip 1.5 ×
     the 99 % gradient-norm quantile, slow relaxation; the DESIGN trials after it move one or two
     of START's values);
-    timeout: seconds after which no new trial starts. Every argument is checked before any simulation.
+    timeout: seconds after which no new trial starts. Parallel and durable trials (`parallel`): executor
+    (any concurrent.futures executor, e.g. a Dask client's) runs `slots` trials at once; storage, a journal
+    file (Optuna's JournalFileBackend) that keeps every finished trial, so that the same call resumes the
+    search; with either, the trials' order, hence the choice, depends on timing (without, a key gives the
+    same settings). Every argument is checked before any simulation.
     """
     epsilon = positive_float("epsilon", epsilon)
     check_delta(delta, bm.n_examples)
@@ -150,52 +165,27 @@ def tune(
             bm, truth, data, key=k_facts, init=init, mc_draws=base["mc_draws"], transforms=base["transforms"],
             sites=base["sites"],
         )  # fmt: skip
-    sigmas: dict[tuple[int, float], float] = {}
-    keys = jax.random.split(k_dpvi, simulations)
-    halves = (slice(0, simulations // 2), slice(simulations // 2, 2 * (simulations // 2)))
-
-    def objective(trial: optuna.Trial) -> float:
-        candidate = Candidate.from_trial(trial, space)
-        grid = (candidate.steps, candidate.sampling_rate)
-        if grid not in sigmas:
-            sigmas[grid] = calibrate(epsilon, delta, candidate.sampling_rate, candidate.steps)
-        settings = settings_for(candidate, facts, bm.site_map, sigmas[grid], base)
-        scores = []
-        for half in halves:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                scores.append(
-                    score_settings(
-                        facts.subset(half),
-                        bm,
-                        settings,
-                        noise_multiplier=sigmas[grid],
-                        delta=delta,
-                        keys=keys[half],
-                        fit_key=jax.random.fold_in(k_fit, half.start),
-                    )
-                )
-            if len(scores) == 1 and hopeless(scores[0]):
-                _record(trial, scores[0], settings)
-                raise optuna.TrialPruned()
-        score = scores[0] + scores[1]
-        _record(trial, score, settings)
-        return score.width
-
+    objective = Objective(
+        bm, facts, space, base, epsilon, delta, jax.random.split(k_dpvi, simulations), k_fit, simulations
+    )
+    seed = int(jax.random.randint(k_sampler, (), 0, 2**31 - 1))
+    startup = min(10, max(1, trials // 4)) + len(DESIGN) + 1  # TPE starts after START, DESIGN and random trials
+    first = [{**space.clamp(START), **(start or {})}] + [space.clamp({**START, **p}) for p in DESIGN[: trials - 1]]
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        sampler = optuna.samplers.TPESampler(
-            seed=int(jax.random.randint(k_sampler, (), 0, 2**31 - 1)),
-            constraints_func=lambda trial: trial.user_attrs.get("constraints", (1.0,) * 5),
-            n_startup_trials=min(10, max(1, trials // 4)) + len(DESIGN) + 1,
-        )
-    study = optuna.create_study(direction="minimize", sampler=sampler)
-    study.enqueue_trial({**space.clamp(START), **(start or {})})  # the caller's start as given
-    for point in DESIGN[: trials - 1]:
-        study.enqueue_trial(space.clamp({**START, **point}))
-    with progress_bar(trials, "tuning", progress, unit="trial") as advance:
-        study.optimize(objective, n_trials=trials, timeout=timeout, callbacks=[lambda study, trial: advance(1)])
+    if executor is None and storage is None:
+        study = optuna.create_study(direction="minimize", sampler=sampler_for(seed, startup))
+        for point in first:  # the caller's start as given
+            study.enqueue_trial(point)
+        with progress_bar(trials, "tuning", progress, unit="trial") as advance:
+            study.optimize(objective, n_trials=trials, timeout=timeout, callbacks=[lambda study, trial: advance(1)])
+    else:
+        name = "tune-" + fingerprint({"model": canonical(bm), "epsilon": epsilon, "delta": delta,
+                                      "key": key_repr(key), "space": asdict(space), "simulations": simulations,
+                                      "start": first[0], "design": DESIGN, "mc_draws": base["mc_draws"]})  # fmt: skip
+        study = optimize_in_parallel(
+            objective, name=name, storage=storage, first=first, trials=trials, seed=seed, startup=startup,
+            executor=executor, slots=slots, timeout=timeout, progress=progress,
+        )  # fmt: skip
     best = _choose(study)
     settings = best.user_attrs["settings"]
     search_seconds = time.perf_counter() - started
@@ -238,6 +228,53 @@ def tune(
             "versions": {"noiseaware": version("noiseaware"), "jax": jax.__version__, "optuna": optuna.__version__},
         },
     )
+
+
+@dataclasses.dataclass
+class Objective:
+    """One Optuna trial: a `Candidate` turned into settings, DPVI on the search simulations at σ(ε, δ, q, T),
+    scored by `score_settings` in two halves (pruned after the first when it is hopeless); returns the width.
+    Picklable, so that trials run on other processes (`parallel`)."""
+
+    bm: BenchmarkModel
+    facts: Any
+    space: SearchSpace
+    base: dict
+    epsilon: float
+    delta: float
+    keys: jax.Array
+    k_fit: jax.Array
+    simulations: int
+    sigmas: dict = dataclasses.field(default_factory=dict)
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        candidate = Candidate.from_trial(trial, self.space)
+        grid = (candidate.steps, candidate.sampling_rate)
+        if grid not in self.sigmas:
+            self.sigmas[grid] = calibrate(self.epsilon, self.delta, candidate.sampling_rate, candidate.steps)
+        settings = settings_for(candidate, self.facts, self.bm.site_map, self.sigmas[grid], self.base)
+        half = self.simulations // 2
+        scores = []
+        for part in (slice(0, half), slice(half, 2 * half)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                scores.append(
+                    score_settings(
+                        self.facts.subset(part),
+                        self.bm,
+                        settings,
+                        noise_multiplier=self.sigmas[grid],
+                        delta=self.delta,
+                        keys=self.keys[part],
+                        fit_key=jax.random.fold_in(self.k_fit, part.start),
+                    )
+                )
+            if len(scores) == 1 and hopeless(scores[0]):
+                _record(trial, scores[0], settings)
+                raise optuna.TrialPruned()
+        score = scores[0] + scores[1]
+        _record(trial, score, settings)
+        return score.width
 
 
 def streams(key) -> tuple[jax.Array, jax.Array]:

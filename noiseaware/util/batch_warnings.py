@@ -14,11 +14,12 @@ Any other warning (a library's) is one line per distinct message with its count;
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Sequence
 from typing import Literal
 
-__all__ = ["FitWarning", "gather"]
+__all__ = ["CaughtWarning", "FitWarning", "caught_warnings", "gather"]
 
 Combine = Literal["sum", "max"]
 
@@ -45,8 +46,37 @@ class FitWarning(UserWarning):
         parts = dict.fromkeys(self.parameters, 1)
         super().__init__(_line(kind, advice, parts, value, combine, 1, 1, "") if advice else kind)
 
+    def __reduce__(self):
+        """Pickled by its parts (a study's worker sends its warnings to the process that gathers them)."""
+        return FitWarning, (self.kind, self.advice, self.parameters, self.value, self.combine)
 
-def gather(caught: Sequence[warnings.WarningMessage], count: int, unit: str = "traces") -> list[tuple[type, str]]:
+
+@dataclasses.dataclass(frozen=True)
+class CaughtWarning:
+    """What `gather` reads of a caught warning, in a form that pickles (`warnings.WarningMessage` need not)."""
+
+    message: FitWarning | str
+    category: type
+    filename: str
+    lineno: int
+
+
+def caught_warnings(caught: Sequence[warnings.WarningMessage]) -> tuple[CaughtWarning, ...]:
+    """The caught warnings as picklable `CaughtWarning`s (a library's warning keeps its text only)."""
+    return tuple(
+        CaughtWarning(
+            w.message if isinstance(w.message, FitWarning) else str(w.message),
+            w.category,
+            str(w.filename),
+            int(w.lineno),
+        )
+        for w in caught
+    )
+
+
+def gather(
+    caught: Sequence[warnings.WarningMessage | CaughtWarning], count: int, unit: str = "traces"
+) -> list[tuple[type, str]]:
     """One (category, line) per distinct warning among `caught`, the warnings of a batch of `count` problems
     (`unit`: what the problems are called), in the order they first appeared.
 
@@ -95,7 +125,7 @@ def _line(
     return f"{kind}{where}{detail}" + (f": {advice}" if advice else "")
 
 
-def _foreign_text(caught_warning: warnings.WarningMessage) -> str:
+def _foreign_text(caught_warning: warnings.WarningMessage | CaughtWarning) -> str:
     """A library's warning as one line; a RuntimeWarning (numpy's non-finite intermediate values) says where."""
     text = " ".join(str(caught_warning.message).split())
     if issubclass(caught_warning.category, RuntimeWarning):

@@ -1,0 +1,77 @@
+"""What `coverage`, `calibrate` and `tune` share as studies: --out DIR holds the study, run where asked.
+
+    --workers N            N local worker processes (a Dask LocalCluster, or spawned processes with
+                           --engine processes), each pinned to its share of the cores
+    --scheduler ADDRESS    the workers of a running Dask scheduler (tcp://host:port or a scheduler file)
+    --chunk N              simulations (or runs) per task
+    --no-resume            refuse a directory that already holds this study instead of resuming it
+
+Every run is a study in DIR (docs/studies.md): finished tasks are kept there as they finish, so running
+the same command again resumes it; a directory holding another study is refused before any work. The
+summary files of a study are its own: a resumed study rewrites them (they are rebuilt from the tasks).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..studies import Plan, StudyDirectory, open_executor, run_study
+from .options import positive_int
+from .outputs import Outputs
+
+
+def add_study_options(parser, chunk: int, unit: str) -> None:
+    """--workers, --scheduler, --engine, --chunk and --resume/--no-resume."""
+    group = add_workers(
+        parser, "the study lives in --out DIR: finished tasks are kept there, and the same command resumes it"
+    )
+    group.add_argument(
+        "--chunk", type=positive_int, default=chunk, metavar="N", help=f"{unit} per task (default: %(default)d)"
+    )
+    group.add_argument(
+        "--resume",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="resume a directory that holds this study (default); --no-resume refuses it",
+    )
+
+
+def add_workers(parser, description: str):
+    """--workers, --scheduler and --engine, in a group of their own (returned)."""
+    group = parser.add_argument_group("where the study runs", description)
+    where = group.add_mutually_exclusive_group()
+    where.add_argument(
+        "--workers", type=positive_int, metavar="N", help="local worker processes (default: this process only)"
+    )
+    where.add_argument(
+        "--scheduler", metavar="ADDRESS", help="a running Dask scheduler: tcp://host:port or a scheduler file"
+    )
+    group.add_argument(
+        "--engine",
+        choices=("dask", "processes"),
+        default="dask",
+        help="what runs --workers: a Dask LocalCluster or spawned processes (default: %(default)s)",
+    )
+    return group
+
+
+def study_outputs(args, plan: Plan, names: Sequence[str]) -> tuple[Outputs, Path]:
+    """The Outputs of a study command and its directory, checked before any work: a directory holding
+    another study is refused; the summary files of the same study are its own and may be rewritten."""
+    resumed = StudyDirectory(args.out).holds(plan, resume=args.resume)
+    outputs = Outputs(force=args.force or resumed)
+    return outputs, outputs.directory(args.out, "--out", names)
+
+
+def executor_of(args):
+    """The executor context of --workers / --scheduler / --engine: yields (executor, slots)."""
+    return open_executor(args.workers, args.scheduler, args.engine)
+
+
+def run_cli_study(args, plan: Plan) -> Any:
+    """Run `plan` in --out on the executor the options name, with a progress bar across tasks."""
+    with executor_of(args) as (executor, slots):
+        return run_study(plan, args.out, executor=executor, slots=slots, resume=args.resume, progress=True)

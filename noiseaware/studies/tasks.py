@@ -1,0 +1,56 @@
+"""Tasks: one unit of a study's work, named by a fingerprint of everything that determines its result.
+
+    Task(function, arguments, identity, label)    result = function(*arguments)
+    id = fingerprint(identity ∪ versions of noiseaware, jax, numpyro, numpy)
+
+identity is plain data (a spec's `describe()` and the part), so the same work asked for again, in another
+process or session, has the same id and is found in the study directory; a new package version is new work.
+Tasks travel to workers as cloudpickle bytes (methods and models may be closures), and `execute` runs one on
+a worker and writes its result file there (atomically), so a result survives the process that asked for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Mapping
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from ..util.fingerprint import fingerprint
+from .files import write_result
+
+__all__ = ["VERSIONS", "Task", "execute", "make_task"]
+
+VERSIONS = {name: version(name) for name in ("noiseaware", "jax", "jaxlib", "numpyro", "numpy")}
+"""The package versions that enter every task's id: a result computed by other code is never reused."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One unit of work: result = function(*arguments); id names it (module doc); label says what it is."""
+
+    id: str
+    label: str
+    function: Callable[..., Any]
+    arguments: tuple
+    identity: Mapping[str, Any]
+
+
+def make_task(function: Callable[..., Any], arguments: tuple, identity: Mapping[str, Any], label: str) -> Task:
+    """A Task whose id is the fingerprint of `identity` and the package versions."""
+    return Task(fingerprint({"identity": identity, "versions": VERSIONS}), label, function, arguments, identity)
+
+
+def execute(payload: bytes, path: str) -> dict[str, Any]:
+    """Run a pickled task on a worker and write its result file to `path`: {"id", "seconds", "pid"}."""
+    task: Task = cloudpickle.loads(payload)
+    start = time.perf_counter()
+    result = task.function(*task.arguments)
+    seconds = time.perf_counter() - start
+    write_result(Path(path), task.id, result, seconds)
+    return {"id": task.id, "seconds": seconds, "pid": os.getpid()}

@@ -1,0 +1,277 @@
+"""Studies as tasks (na.studies): exact merging wherever tasks run, resuming, verification of result files,
+plan mismatches, executors (a real 2-worker Dask LocalCluster, spawned processes) and thread pinning."""
+
+import dataclasses
+import os
+import pickle
+from concurrent.futures import Executor
+
+import numpy as np
+import pytest
+
+import noiseaware as na
+from noiseaware.evaluation.coverage import coverage_spec
+from noiseaware.studies import (
+    InProcessExecutor,
+    PlanMismatch,
+    StudyDirectory,
+    StudyError,
+    coverage_plan,
+    coverage_study,
+    local_cluster,
+    make_task,
+    pin_threads,
+    process_pool,
+    run_plan,
+    run_study,
+)
+from noiseaware.studies.files import CorruptResult, read_result, write_result
+from noiseaware.util.batch_warnings import FitWarning
+from noiseaware.util.fingerprint import canonical, fingerprint
+
+pytestmark = pytest.mark.usefixtures("fast_compilation")
+
+M2 = na.models.get("beta-bernoulli")
+SMALL = dict(methods=("exact", "naive"), simulations=6, references=3, samples=400, steps=300, chunk=2)
+LEVELS = [("noise_multiplier", 20.0)]
+
+
+def same(a: na.evaluation.CoverageResult, b: na.evaluation.CoverageResult) -> bool:
+    """Bit for bit: every joint and marginal ECP curve, the failures and the diagnostics."""
+    arrays = all(
+        np.array_equal(getattr(a, part)[rule][m], getattr(b, part)[rule][m], equal_nan=True)
+        for part in ("curves", "marginal_curves")
+        for rule in a.curves
+        for m in a.methods
+    )
+    return arrays and a.methods == b.methods and a.failures == b.failures and a.diagnostics == b.diagnostics
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory):
+    """The small study run in this process, its directory, and the same numbers from na.coverage."""
+    out = tmp_path_factory.mktemp("study") / "in-process"
+    result = coverage_study(M2, levels=LEVELS, key=7, out=out, **SMALL)[LEVELS[0]]
+    return result, out
+
+
+def test_a_study_gives_na_coverage_s_numbers_bit_for_bit(in_process):
+    result, _ = in_process
+    direct = na.coverage(M2, noise_multiplier=20.0, key=7, **SMALL)
+    assert same(result, direct)
+    assert result.settings["chunk"] == 2 and result.settings["simulations"] == 6
+
+
+def test_a_2_worker_local_cluster_gives_the_in_process_numbers_bit_for_bit(in_process, tmp_path):
+    result, _ = in_process
+    with local_cluster(2) as (executor, slots):
+        cores = executor._client.run(lambda: sorted(os.sched_getaffinity(0)))
+        remote = coverage_study(M2, levels=LEVELS, key=7, out=tmp_path, executor=executor, slots=slots, **SMALL)
+    assert slots == 2 and same(result, remote[LEVELS[0]])
+    available = sorted(os.sched_getaffinity(0))
+    share = max(1, len(available) // 2)
+    assert all(len(c) == share for c in cores.values())  # each worker pinned to its share: no oversubscription
+    if len(available) >= 2:
+        first, second = cores.values()
+        assert not set(first) & set(second)
+
+
+def test_spawned_processes_run_tasks_each_pinned_to_its_share_of_the_cores(tmp_path):
+    from noiseaware.studies import Plan
+
+    tasks = tuple(make_task(os.sched_getaffinity, (0,), {"affinity": i}, f"affinity {i}") for i in range(3))
+    tasks += (make_task(os.getpid, (), {"pid": 0}, "pid"),)
+    plan = Plan("test", {"what": "where tasks run"}, tasks, lambda plan, results: results)
+    with process_pool(2) as (executor, slots):
+        results = run_study(plan, tmp_path, executor=executor, slots=slots)
+    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    assert all(len(results[t.id]) == share for t in tasks[:3]) and results[tasks[3].id] != os.getpid()
+
+
+class StopAfter(Executor):
+    """Runs `n` tasks in this process, then dies as an interrupted study does (KeyboardInterrupt)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.inner = InProcessExecutor()
+
+    def submit(self, fn, /, *args, **kwargs):
+        if self.n == 0:
+            raise KeyboardInterrupt
+        self.n -= 1
+        return self.inner.submit(fn, *args, **kwargs)
+
+
+def test_an_interrupted_study_resumes_with_only_the_rest_and_the_same_numbers(in_process, tmp_path):
+    result, _ = in_process
+    plan = coverage_plan(M2, levels=LEVELS, key=7, **SMALL)
+    with pytest.raises(KeyboardInterrupt):
+        run_plan(plan, StudyDirectory(tmp_path), executor=StopAfter(2))
+    assert len(list((tmp_path / "tasks").glob("*.task"))) == 2
+    run = run_plan(plan, StudyDirectory(tmp_path))
+    assert len(run.reused) == 2 and len(run.computed) == len(plan.tasks) - 2 == 1
+    assert same(result, plan.merge(plan, run.results)[LEVELS[0]])
+    again = run_plan(plan, StudyDirectory(tmp_path))  # a finished study runs nothing
+    assert again.computed == () and len(again.reused) == len(plan.tasks)
+
+
+def test_a_corrupted_task_file_is_detected_kept_aside_and_recomputed(in_process):
+    result, out = in_process
+    plan = coverage_plan(M2, levels=LEVELS, key=7, **SMALL)
+    path = StudyDirectory(out).result_path(plan.tasks[1])
+    data = bytearray(path.read_bytes())
+    data[-20] ^= 0xFF  # one flipped byte in the pickled result
+    path.write_bytes(bytes(data))
+    run = run_plan(plan, StudyDirectory(out))
+    assert run.computed == (plan.tasks[1].id,) and len(run.reused) == 2
+    assert path.with_name(path.name + ".corrupt").read_bytes() == bytes(data)  # kept, never deleted
+    assert same(result, plan.merge(plan, run.results)[LEVELS[0]])
+    events = (out / "events.jsonl").read_text()
+    assert '"event": "corrupt"' in events and "checksum" in events
+
+
+def test_another_plan_in_the_same_directory_is_refused_before_any_work(in_process):
+    _, out = in_process
+    before = sorted(p.name for p in (out / "tasks").iterdir())
+    other = coverage_plan(M2, levels=LEVELS, key=7, **(SMALL | {"simulations": 8}))
+    with pytest.raises(PlanMismatch, match=r"holds another study .*give another output directory"):
+        run_plan(other, StudyDirectory(out), executor=StopAfter(0))
+    assert sorted(p.name for p in (out / "tasks").iterdir()) == before
+    same_plan = coverage_plan(M2, levels=LEVELS, key=7, **SMALL)
+    with pytest.raises(FileExistsError, match="already holds this study"):
+        run_plan(same_plan, StudyDirectory(out), resume=False)
+
+
+def test_another_chunk_size_agrees_to_rounding_and_prints_the_same_rmse(in_process, tmp_path):
+    result, _ = in_process
+    other = coverage_study(M2, levels=LEVELS, key=7, out=tmp_path, **(SMALL | {"chunk": 3}))[LEVELS[0]]
+    for rule in result.curves:
+        for m in result.methods:
+            np.testing.assert_allclose(other.curves[rule][m], result.curves[rule][m], atol=1e-6)
+    shown = [{r: f"{v[0]:.3f} ± {v[1]:.3f}" for r, v in x.rmse.items()} for x in (result, other)]
+    assert shown[0] == shown[1]
+
+
+def failing(x):
+    raise ValueError(f"task {x} cannot run")
+
+
+def flaky(marker):
+    """Fails the first time it runs (it leaves `marker`), succeeds the second."""
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        raise RuntimeError("a worker died")
+    return 42
+
+
+def test_a_failed_task_is_retried_once_then_reported_and_the_others_are_kept(tmp_path):
+    from noiseaware.studies import Plan
+
+    def merge(plan, results):
+        return sorted(results.values())
+
+    tasks = (
+        make_task(flaky, (str(tmp_path / "marker"),), {"flaky": 1}, "flaky"),
+        make_task(failing, (3,), {"failing": 3}, "failing"),
+        make_task(abs, (-5,), {"abs": -5}, "abs"),
+    )
+    plan = Plan("test", {"what": "a test"}, tasks, merge)
+    with pytest.raises(StudyError, match=r"1 of 3 tasks failed twice:\n  failing: ValueError: task 3 cannot run"):
+        run_study(plan, tmp_path / "study")
+    run = run_plan(plan, StudyDirectory(tmp_path / "study"))
+    assert sorted(run.results.values()) == [5, 42] and set(run.failed) == {tasks[1].id}
+    events = (tmp_path / "study" / "events.jsonl").read_text()
+    assert events.count('"event": "retry"') == 3 and '"event": "failed"' in events
+
+
+def test_result_files_verify_their_task_and_checksum(tmp_path):
+    path = tmp_path / "r.task"
+    write_result(path, "abc", {"x": np.arange(3)}, 1.5)
+    value, seconds = read_result(path, "abc")
+    assert np.array_equal(value["x"], np.arange(3)) and seconds == 1.5
+    with pytest.raises(CorruptResult, match="holds task abc, not xyz"):
+        read_result(path, "xyz")
+    path.write_bytes(path.read_bytes()[:-3])
+    with pytest.raises(CorruptResult, match="truncated or changed"):
+        read_result(path, "abc")
+    path.write_bytes(b"something else")
+    with pytest.raises(CorruptResult, match="not a noiseaware task result"):
+        read_result(path, "abc")
+
+
+def test_fingerprints_are_stable_and_tell_apart_what_matters():
+    spec = coverage_spec(M2, noise_multiplier=20.0, key=7, **SMALL)
+    again = coverage_spec(M2, noise_multiplier=20.0, key=7, **SMALL)
+    assert fingerprint(spec.describe()) == fingerprint(again.describe())
+    assert fingerprint(spec.describe()) != fingerprint(dataclasses.replace(spec, samples=401).describe())
+    assert fingerprint(0.1 + 0.2) != fingerprint(0.3)  # every bit of a float counts
+    assert canonical(np.float32(1.5)) == {"dtype": "float32", "shape": [], "values": 1.5}
+    assert canonical(object()) == "builtins:object"  # a repr with an address would change from run to run
+    large = canonical(np.zeros(20_000))
+    assert set(large) == {"dtype", "shape", "sha256"}
+    assert pickle.loads(pickle.dumps(FitWarning("k", "do x", ["a"], 2.0))).parameters == ("a",)
+
+
+def test_pin_threads_gives_each_worker_its_own_share_of_the_cores():
+    before = os.sched_getaffinity(0)
+    try:
+        cores = sorted(before)
+        chosen = []
+        for index in range(2):
+            chosen.append(pin_threads(index, 2))
+            assert os.sched_getaffinity(0) == set(chosen[-1])
+            os.sched_setaffinity(0, before)
+        share = max(1, len(cores) // 2)
+        assert all(len(c) == share and set(c) <= before for c in chosen)
+        if len(cores) >= 2:
+            assert not set(chosen[0]) & set(chosen[1])
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def test_a_calibration_study_gives_na_calibration_s_numbers(tmp_path):
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.normal(size=(300, 2)), np.ones(300)])
+    y = (rng.uniform(size=300) < 1 / (1 + np.exp(-x @ np.array([1.0, -1.0, 0.2])))).astype(np.int32)
+    data = na.datasets.Dataset("toy", x[:200], y[:200], x[200:], y[200:], ("a", "b", "bias"), "none")
+    small = dict(methods=("exact", "naive"), runs=3, samples=50, steps=200, chunk=2, bins=4)
+    levels = [("noise_multiplier", 5.0)]
+    study = na.studies.calibration_study(data, levels=levels, key=3, out=tmp_path, **small)[levels[0]]
+    direct = na.calibration(data, noise_multiplier=5.0, key=3, **small)
+    for method in ("exact", "naive"):
+        for name, values in direct.metrics[method].items():
+            assert np.array_equal(study.metrics[method][name], values, equal_nan=True), (method, name)
+    assert study.failures == direct.failures and study.settings["runs"] == 3
+
+
+# ---------------------------------------------------------------- the command line
+
+CLI_STUDY = ("coverage", "--model", "M2", "--noise-multiplier", "20", "--methods", "exact,naive", "--simulations",
+             "4", "--references", "2", "--samples", "200", "--steps", "200", "--chunk", "2")  # fmt: skip
+
+
+def test_the_cli_runs_a_study_resumes_it_reports_it_and_refuses_another_plan(capsys, tmp_path):
+    from test_cli import run, single_error
+
+    out = tmp_path / "cov"
+    status, printed, err = run(capsys, *CLI_STUDY, "--out", out)
+    assert status == 0, err
+    table = printed[printed.index("method") :]
+    assert (out / "study.json").exists() and len(list((out / "tasks").glob("*.task"))) == 2
+    assert "running" in err and "failed" in err  # the progress across tasks
+    status, again, err = run(capsys, *CLI_STUDY, "--out", out)  # the same study: resumed, nothing recomputed
+    assert status == 0, err
+    events = (out / "events.jsonl").read_text().splitlines()
+    assert sum('"started"' in e for e in events) == 2
+    assert again[again.index("method") :].split("fit s")[0] == table.split("fit s")[0]
+    status, report, err = run(capsys, "report", out)
+    assert status == 0, err
+    assert "tasks: 2 done, 0 failed, 0 not yet run, of 2" in report and "exact" in report and "naive" in report
+    next(out.glob("tasks/*.task")).unlink()
+    status, report, err = run(capsys, "report", out)
+    assert status == 0 and "1 of 2 tasks done" in report and "1 not yet run" in report
+    line = single_error(capsys, *CLI_STUDY[:-2], "--chunk", "4", "--out", out)
+    assert "holds another study" in line and "give another output directory" in line
+    line = single_error(capsys, *CLI_STUDY, "--out", out, "--no-resume")
+    assert "already holds this study" in line
+    assert "holds no study" in single_error(capsys, "report", tmp_path)
