@@ -53,9 +53,21 @@ def tiny():
 
 
 @pytest.fixture(scope="module")
-def quick(tiny):
-    """A few trials and a small check: enough to test the plumbing (settings, files, keys)."""
-    return na.tune(tiny, epsilon=1.0, key=3, trials=3, simulations=4, check_simulations=6)
+def journal_path(tmp_path_factory):
+    return tmp_path_factory.mktemp("tune") / "trials.journal"
+
+
+@pytest.fixture(scope="module")
+def quick(tiny, journal_path):
+    """A few trials and a small check: enough to test the plumbing (settings, files, keys). Run through the
+    parallel path (an executor and a journal file), which test_same_key_gives_the_same_settings compares with
+    the one-process search."""
+    from noiseaware.studies import InProcessExecutor
+
+    return na.tune(
+        tiny, epsilon=1.0, key=3, trials=3, simulations=4, check_simulations=6, executor=InProcessExecutor(),
+        storage=journal_path,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------- simulation facts
@@ -141,10 +153,18 @@ def test_tuner_raises_a_clip_far_below_the_gradient_scale_until_clipping_stops(t
     assert report.ok
 
 
-def test_same_key_gives_the_same_settings(tiny, quick):
+def test_same_key_gives_the_same_settings(tiny, quick, journal_path):
+    """The one-process search and the parallel one with a journal agree on the same key (the first trials are
+    the enqueued START and DESIGN points), and the journal holds every trial."""
+    import optuna
+
+    from noiseaware.tuning.parallel import journal
+
     again = na.tune(tiny, epsilon=1.0, key=3, trials=3, simulations=4, check_simulations=6)
     assert dict(again.settings) == dict(quick.settings)
     assert again.trials == quick.trials
+    (name,) = optuna.get_all_study_names(journal(journal_path))
+    assert len(optuna.load_study(study_name=name, storage=journal(journal_path)).trials) == 3
 
 
 def test_search_and_check_use_disjoint_simulations(tiny, quick):
@@ -297,21 +317,6 @@ def test_tune_refuses_bad_arguments_before_any_simulation(tiny):
         SearchSpace(clip=(3.0, 1.0))
     with pytest.raises(TypeError, match="space must be a na.tuning.SearchSpace"):
         na.tune(tiny, epsilon=1.0, key=0, space={"clip": (1, 2)})
-
-
-def test_a_search_with_storage_keeps_its_trials_in_the_journal(tmp_path, tiny):
-    import optuna
-
-    from noiseaware.studies import InProcessExecutor
-    from noiseaware.tuning.parallel import journal
-
-    path = tmp_path / "trials.journal"
-    tuned = na.tune(tiny, epsilon=1.0, key=3, trials=2, simulations=4, check_simulations=6, storage=path,
-                    executor=InProcessExecutor())  # fmt: skip
-    (name,) = optuna.get_all_study_names(journal(path))
-    trials = optuna.load_study(study_name=name, storage=journal(path)).trials
-    assert len(trials) == 2 == tuned.provenance["trials"] and len(tuned.trials) == 2
-    assert tuned.provenance["chosen_trial"] in (0, 1) and set(tuned.settings) >= {"clip", "steps"}
 
 
 def test_parallel_trials_resume_extend_and_run_on_a_dask_cluster(tmp_path):

@@ -48,7 +48,10 @@ def run(args) -> int:
     for task_id, text in failed.items():
         label = next(t.label for t in plan.tasks if t.id == task_id)
         print(f"  failed: {label}: {text}")
-    render = RENDERERS[plan.kind]
+    render = RENDERERS.get(plan.kind)
+    if render is None:  # e.g. plans combined in Python (Plan.combined): merge them there
+        print(f"no tables for a study of kind {plan.kind!r}: merge it in Python (StudyDirectory(DIR).plan().merge)")
+        return 0
     return render(plan, results, directory)
 
 
@@ -95,7 +98,7 @@ def _calibration(plan, results, directory: StudyDirectory) -> int:
     merged = plan.merge(plan, results)
     outputs = Outputs(force=True)
     dataset = plan.description["dataset"]
-    for level in map(tuple, plan.description["_levels"]):
+    for level in map(tuple, plan.description["levels"]):
         if level not in merged:
             print(f"\n{dataset}, {level_text(*level)}: not all of its tasks (or the reference's) are done")
             continue

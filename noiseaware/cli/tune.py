@@ -1,12 +1,15 @@
 """`noiseaware tune` and `noiseaware preflight`: DP-SGD settings found and checked on simulations, no data.
 
     noiseaware tune --model M1 --epsilon 1 --trials 40 --out m1-settings.json
+    noiseaware tune --model M1 --epsilon 1 --trials 40 --out m1-settings.json --workers 2 --study m1-trials/
     noiseaware tune --model mymodels:regression --covariates mymodels:design --n-examples 5000 --epsilon 1 \\
         --out settings.json
     noiseaware preflight --model M1 --epsilon 1 --settings m1-settings.json
 
 `tune` writes the settings file and, beside it, <stem>-coverage.png (the check's coverage curve) and
-<stem>-privacy-utility.png (posterior sd and coverage against ε for the chosen settings).
+<stem>-privacy-utility.png (posterior sd and coverage against ε for the chosen settings). With --workers or
+--scheduler the Optuna trials run in parallel; with --study DIR they are kept in DIR/trials.journal and the
+same command resumes the search (docs/tuning.md).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from ..util.keys import key_repr
 from .directory import Plan
 from .levels import Level, level_of, level_text
 from .runner import run_study
-from .tasks import make_task
+from .tasks import part_tasks, parts_by_spec
 
 __all__ = ["REFERENCE", "calibration_plan", "calibration_study"]
 
@@ -55,23 +55,23 @@ def calibration_plan(
         for name, value in levels:
             spec = calibration_spec(data, methods=traced, key=key, method_options=own, **{name: value}, **arguments)
             specs.append(((name, value), spec))
-    tasks = []
-    for level, spec in specs:
-        for part in spec.parts:
-            what = "non-private reference" if level is None else level_text(*level)
-            label = f"{data.name} {what} runs {part.start}–{part.stop - 1}"
-            tasks.append(
-                make_task(
-                    calibration_part, (spec, part), {"spec": spec.describe(), "part": [part.start, part.stop]}, label
-                )
-            )
+    tasks = [
+        task
+        for level, spec in specs
+        for task in part_tasks(
+            calibration_part,
+            spec,
+            f"{data.name} {'non-private reference' if level is None else level_text(*level)}",
+            "runs",
+        )  # fmt: skip
+    ]
     description = {
         "dataset": data.name,
-        "levels": [f"{name} {value!r}" for name, value in levels],
+        "levels": [[name, value] for name, value in levels],
         "methods": names,
         "key": key_repr(key),
     }
-    return Plan("calibration", description | {"_levels": [list(level) for level in levels]}, tuple(tasks), _merge)
+    return Plan("calibration", description, tuple(tasks), _merge)
 
 
 def calibration_study(
@@ -95,23 +95,19 @@ def calibration_study(
 def _merge(plan: Plan, results: Mapping[str, Any]) -> dict[Level, CalibrationResult]:
     """{level: CalibrationResult, the reference's methods beside the level's} for every level whose tasks (and
     the reference's) have all finished; every level is the reference alone when no trace method runs."""
-    groups: dict[int, tuple[Any, list]] = {}
-    for task in plan.tasks:
-        spec, _ = task.arguments
-        groups.setdefault(id(spec), (spec, []))[1].append(results.get(task.id))
+    groups = parts_by_spec(plan.tasks, results)
     merged = {}
     reference = None
-    complete = {id(spec): all(p is not None for p in parts) for spec, parts in groups.values()}
-    for spec, parts in groups.values():
-        if not complete[id(spec)]:
+    for spec, parts in groups:
+        if parts is None:
             continue
         result = merge_calibration(spec, parts)
         if not spec.traced:
             reference = result
             continue
         merged[level_of(spec)] = result
-    if any(not spec.traced for spec, _ in groups.values()) and reference is None:
+    if any(not spec.traced for spec, _ in groups) and reference is None:
         return {}
-    if not any(spec.traced for spec, _ in groups.values()):
-        return {tuple(level): reference for level in plan.description["_levels"]}
+    if not any(spec.traced for spec, _ in groups):
+        return {tuple(level): reference for level in plan.description["levels"]}
     return {level: r.merge(reference) if reference is not None else r for level, r in merged.items()}

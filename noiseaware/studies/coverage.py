@@ -14,14 +14,14 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
-from ..evaluation.coverage import CoverageSpec, coverage_part, coverage_spec, merge_coverage
+from ..evaluation.coverage import coverage_part, coverage_spec, merge_coverage
 from ..evaluation.result import CoverageResult
 from ..models.benchmark import BenchmarkModel
 from ..util.keys import key_repr
 from .directory import Plan
 from .levels import Level, level_of, level_text
 from .runner import run_study
-from .tasks import make_task
+from .tasks import part_tasks, parts_by_spec
 
 __all__ = ["coverage_plan", "coverage_study"]
 
@@ -30,16 +30,15 @@ def coverage_plan(bm: BenchmarkModel, *, levels: Sequence[Level], key, **argumen
     """The plan of a coverage study of `bm` at each level: na.coverage's arguments (methods, simulations,
     references, samples, chunk, method_options, DPVI overrides, …), every one checked before any work."""
     specs = [coverage_spec(bm, key=key, **{name: value}, **arguments) for name, value in levels]
-    tasks = []
-    for (name, value), spec in zip(levels, specs):
-        for part in spec.parts:
-            identity = {"spec": spec.describe(), "part": [part.start, part.stop]}
-            label = f"{bm.name} {level_text(name, value)} simulations {part.start}–{part.stop - 1}"
-            tasks.append(make_task(coverage_part, (spec, part), identity, label))
+    tasks = [
+        task
+        for level, spec in zip(levels, specs)
+        for task in part_tasks(coverage_part, spec, f"{bm.name} {level_text(*level)}", "simulations")
+    ]
     first = specs[0]
     description = {
         "model": bm.name,
-        "levels": [f"{name} {value!r}" for name, value in levels],
+        "levels": [[name, value] for name, value in levels],
         "methods": [m.name for m in first.methods],
         "simulations": first.simulations,
         "chunk": first.chunk,
@@ -72,13 +71,8 @@ def coverage_study(
 
 def _merge(plan: Plan, results: Mapping[str, Any]) -> dict[Level, CoverageResult]:
     """{level: CoverageResult} of every level all of whose parts are in `results` (task id → CoveragePart)."""
-    merged: dict[Level, CoverageResult] = {}
-    by_spec: dict[int, tuple[CoverageSpec, list]] = {}
-    for task in plan.tasks:
-        spec, part = task.arguments
-        by_spec.setdefault(id(spec), (spec, []))[1].append(results.get(task.id))
-    for spec, parts in by_spec.values():
-        if any(p is None for p in parts):
-            continue
-        merged[level_of(spec)] = merge_coverage(spec, parts)
-    return merged
+    return {
+        level_of(spec): merge_coverage(spec, parts)
+        for spec, parts in parts_by_spec(plan.tasks, results)
+        if parts is not None
+    }

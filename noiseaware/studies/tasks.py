@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ import cloudpickle
 from ..util.fingerprint import fingerprint
 from .files import write_result
 
-__all__ = ["VERSIONS", "Task", "execute", "make_task"]
+__all__ = ["VERSIONS", "Task", "execute", "make_task", "part_tasks", "parts_by_spec"]
 
 VERSIONS = {name: version(name) for name in ("noiseaware", "jax", "jaxlib", "numpyro", "numpy")}
 """The package versions that enter every task's id: a result computed by other code is never reused."""
@@ -44,6 +44,30 @@ class Task:
 def make_task(function: Callable[..., Any], arguments: tuple, identity: Mapping[str, Any], label: str) -> Task:
     """A Task whose id is the fingerprint of `identity` and the package versions."""
     return Task(fingerprint({"identity": identity, "versions": VERSIONS}), label, function, arguments, identity)
+
+
+def part_tasks(function: Callable[..., Any], spec: Any, label: str, unit: str) -> list[Task]:
+    """One task per part of a coverage or calibration spec: function(spec, part), named by the spec's
+    `describe()` and the part, labelled "<label> <unit> a–b"."""
+    return [
+        make_task(
+            function,
+            (spec, part),
+            {"spec": spec.describe(), "part": [part.start, part.stop]},
+            f"{label} {unit} {part.start}–{part.stop - 1}",
+        )
+        for part in spec.parts
+    ]
+
+
+def parts_by_spec(tasks: Sequence[Task], results: Mapping[str, Any]) -> list[tuple[Any, list | None]]:
+    """The part tasks' results grouped by their spec, in order: [(spec, [result per part] or None when a part
+    has not finished)]."""
+    groups: dict[int, tuple[Any, list]] = {}
+    for task in tasks:
+        spec, _ = task.arguments
+        groups.setdefault(id(spec), (spec, []))[1].append(results.get(task.id))
+    return [(spec, None if any(r is None for r in parts) else parts) for spec, parts in groups.values()]
 
 
 def execute(payload: bytes, path: str) -> dict[str, Any]:

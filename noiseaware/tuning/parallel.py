@@ -94,8 +94,20 @@ def optimize_in_parallel(
         _run(objective, path, name, (seed, startup), trials, executor or InProcessExecutor(), slots, timeout, progress,
              study)  # fmt: skip
         snapshot = optuna.create_study(study_name=name, direction="minimize")  # outlives a temporary journal
-        snapshot.add_trials(optuna.load_study(study_name=name, storage=journal(path)).trials)
+        trials = optuna.load_study(study_name=name, storage=journal(path)).trials
+        for trial in trials:  # the journal keeps user attributes as JSON: its lists were the objective's tuples
+            trial.user_attrs = {key: _tuples(value) for key, value in trial.user_attrs.items()}
+        snapshot.add_trials(trials)
         return snapshot
+
+
+def _tuples(value):
+    """`value` with every list, at any depth, made a tuple again (mappings kept)."""
+    if isinstance(value, list):
+        return tuple(_tuples(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _tuples(item) for key, item in value.items()}
+    return value
 
 
 def _run(objective, path: Path, name: str, sampler: tuple[int, int], trials: int, executor: Executor, slots: int,
