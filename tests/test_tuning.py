@@ -141,7 +141,7 @@ def test_tuner_raises_a_clip_far_below_the_gradient_scale_until_clipping_stops(t
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PreflightWarning)
         tuned = na.tune(
-            tiny, epsilon=2.0, key=0, trials=12, simulations=12, check_simulations=80, start={"clip": 0.05}, space=space
+            tiny, epsilon=2.0, key=0, trials=12, simulations=12, check_simulations=40, start={"clip": 0.05}, space=space
         )
     first, chosen = tuned.trials[0], tuned.trials[tuned.provenance["chosen_trial"]]
     assert first["clip"] == 0.05 and first["clipped"] > 0.5  # the start clips most examples at the optimum
