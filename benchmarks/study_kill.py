@@ -47,27 +47,27 @@ def main() -> None:
         "--seed", "0", "--workers", "2", "--out", str(study),
     ]  # fmt: skip
     first = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while len(events(study, "done")) < args.kill_after:
+    directory = StudyDirectory(study)
+    while len(tasks_with(directory.events(), "done")) < args.kill_after:
         if first.poll() is not None:
             raise SystemExit("the study finished before it could be killed: give more --simulations")
         time.sleep(0.2)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     time.sleep(1.0)
-    done_before = events(study, "done")
-    in_flight = events(study, "started") - done_before
-    lines_before = len((study / "events.jsonl").read_text().splitlines())
+    before = directory.events()
+    done_before = tasks_with(before, "done")
+    in_flight = tasks_with(before, "started") - done_before
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     resumed_seconds = time.perf_counter() - start
-    after = [json.loads(line) for line in (study / "events.jsonl").read_text().splitlines()[lines_before:]]
-    started_after = {e["task"] for e in after if e["event"] == "started"}
-    plan = StudyDirectory(study).plan()
+    started_after = tasks_with(directory.events()[len(before) :], "started")
+    plan = directory.plan()
     reference = na.coverage(
         na.models.get("beta-bernoulli"), methods=("exact", "naive"), noise_multiplier=37.81,
         simulations=args.simulations, chunk=args.chunk, key=0,
     )  # fmt: skip
-    resumed = plan.merge(plan, {t.id: StudyDirectory(study).load(t)[0] for t in plan.tasks})
+    resumed = plan.merge(plan, {t.id: directory.load(t)[0] for t in plan.tasks})
     (result,) = resumed.values()
     identical = all(np.array_equal(result.curves[r][m], reference.curves[r][m]) for r in result.curves
                     for m in result.methods)  # fmt: skip
@@ -88,19 +88,9 @@ def main() -> None:
     write_json(args.out, results)
 
 
-def events(study: Path, kind: str) -> set[str]:
-    """The task ids with an event of `kind` in the study's events.jsonl (a line cut short is skipped)."""
-    path = study / "events.jsonl"
-    found = set()
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if event["event"] == kind:
-                found.add(event["task"])
-    return found
+def tasks_with(events: list[dict], kind: str) -> set[str]:
+    """The task ids with an event of `kind` among the study's events."""
+    return {event["task"] for event in events if event["event"] == kind}
 
 
 if __name__ == "__main__":

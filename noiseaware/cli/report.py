@@ -8,7 +8,6 @@ count; run the study's command again to finish it.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 from ..studies import StudyDirectory
@@ -57,15 +56,7 @@ def run(args) -> int:
 
 def _failed(directory: StudyDirectory, done: set[str]) -> dict[str, str]:
     """Tasks whose last event is a final failure and that have no result: {id: error text}."""
-    path = directory.path / "events.jsonl"
-    last: dict[str, dict] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:  # a line cut short by a kill
-                continue
-            last[event["task"]] = event
+    last = {event["task"]: event for event in directory.events()}
     return {i: e.get("detail", "") for i, e in last.items() if e["event"] == "failed" and i not in done}
 
 

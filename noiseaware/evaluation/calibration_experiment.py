@@ -29,8 +29,8 @@ from ..recording.dpvi import record_dpvi_batch
 from ..recording.settings import check_delta
 from ..trace import Trace
 from ..util.checks import positive_int
-from ..util.fingerprint import canonical
-from ..util.keys import as_key, key_repr
+from ..util.chunks import chunk_slices
+from ..util.keys import as_key, key_repr, key_words
 from ..util.progress import Progress
 from .calibration import calibration_curve, calibration_metrics, predictive_probabilities
 from .calibration_result import METRICS, CalibrationResult
@@ -59,7 +59,8 @@ class CalibrationSpec:
 
     data; methods and their options objects; settings: record_dpvi's; noise_multiplier σ (None when only the
     non-private reference runs), epsilon, delta; runs R, samples K, bins, binning; key: raw words (2,) uint32;
-    chunk: DPVI runs per part (`parts`), the unit of work of a study.
+    chunk: DPVI runs per part (`parts`), the unit of work of a study. A study names its tasks by the spec's
+    `canonical` data (`na.studies`); ε, σ and δ are stored as floats.
     """
 
     data: Dataset
@@ -86,26 +87,7 @@ class CalibrationSpec:
         """The runs of each part, `chunk` at a time (one part of one problem for the reference alone)."""
         if not self.traced:
             return [slice(0, 1)]
-        return [slice(a, min(a + self.chunk, self.runs)) for a in range(0, self.runs, self.chunk)]
-
-    def describe(self) -> dict[str, Any]:
-        """The spec as plain data (for fingerprints and plan files)."""
-        return {
-            "kind": "calibration",
-            "data": canonical(self.data),
-            "methods": {m.name: canonical(self.options[m.name]) for m in self.methods},
-            "method_functions": {m.name: canonical(m.fit_batch) for m in self.methods},
-            "settings": canonical(dict(self.settings)),
-            "noise_multiplier": None if self.noise_multiplier is None else repr(float(self.noise_multiplier)),
-            "epsilon": None if self.epsilon is None else repr(float(self.epsilon)),
-            "delta": repr(float(self.delta)),
-            "runs": self.runs,
-            "samples": self.samples,
-            "bins": self.bins,
-            "binning": self.binning,
-            "key": self.key.tolist(),
-            "chunk": self.chunk,
-        }
+        return chunk_slices(self.runs, self.chunk)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,10 +140,10 @@ def calibration_spec(
             if noise_multiplier is not None
             else calibrate(epsilon, delta, settings["sampling_rate"], settings["steps"])
         )
-    raw = np.asarray(jax.random.key_data(as_key(key)), np.uint32)
     return CalibrationSpec(
-        data, tuple(resolved), options, settings, sigma, epsilon, delta, runs, samples, bins, binning, raw, chunk
-    )
+        data, tuple(resolved), options, settings, None if sigma is None else float(sigma),
+        None if epsilon is None else float(epsilon), float(delta), runs, samples, bins, binning, key_words(key), chunk,
+    )  # fmt: skip
 
 
 def calibration(
@@ -298,13 +280,13 @@ def record_traces(
     train = data.train_data()
     traces: list[Trace] = []
     part = part or slice(0, runs)
-    for first in range(part.start, part.stop, chunk):
-        count = min(chunk, part.stop - first)
+    for piece in chunk_slices(part.stop, chunk, part.start):
+        count = piece.stop - piece.start
         copies = {name: np.broadcast_to(array, (count, *array.shape)) for name, array in train.items()}
         traces += record_dpvi_batch(
             logistic_regression,
             copies,
-            keys=keys[first : first + count],
+            keys=keys[piece],
             noise_multiplier=noise_multiplier,
             delta=delta,
             progress=progress,

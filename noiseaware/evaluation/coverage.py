@@ -28,8 +28,8 @@ from ..privacy import noise_multiplier as calibrate
 from ..recording.settings import check_delta
 from ..trace import BURN_IN
 from ..util.checks import positive_int
-from ..util.fingerprint import canonical
-from ..util.keys import as_key, key_repr
+from ..util.chunks import chunk_slices
+from ..util.keys import as_key, key_repr, key_words
 from ..util.progress import Progress, progress_bar
 from .experiment import MethodPart, MethodRun, check_methods, check_overrides, fit_part, merge_parts, with_progress
 from .result import REFERENCE_RULES, CoverageResult
@@ -58,7 +58,9 @@ class CoverageSpec:
     noise_multiplier σ (from ε by the accountant, or given); epsilon (None when σ was given) and delta;
     simulations M, references R, samples K; key: the study key's raw words (2,) uint32; chunk: the
     simulations of one part (`parts`), the unit of work of a study (one compiled DPVI program and one batch of
-    fits each). Parts merge exactly (`merge_coverage`): the same chunk gives the same numbers bit for bit.
+    fits each). Parts merge exactly (`merge_coverage`): the same chunk gives the same numbers bit for bit. A
+    study names its tasks by the spec's `canonical` data (`na.studies`); ε, σ and δ are stored as floats, so
+    1 and 1.0 are the same study.
     """
 
     model: BenchmarkModel
@@ -77,26 +79,7 @@ class CoverageSpec:
     @property
     def parts(self) -> list[slice]:
         """The simulations of each part: [0, chunk), [chunk, 2 chunk), … up to M."""
-        return [slice(a, min(a + self.chunk, self.simulations)) for a in range(0, self.simulations, self.chunk)]
-
-    def describe(self) -> dict[str, Any]:
-        """The spec as plain data (for fingerprints and plan files): the model by its name, function and
-        settings, the methods by name and options."""
-        return {
-            "kind": "coverage",
-            "model": {"name": self.model.name, "definition": canonical(self.model)},
-            "methods": {m.name: canonical(self.options[m.name]) for m in self.methods},
-            "method_functions": {m.name: canonical(m.fit_batch) for m in self.methods},
-            "settings": canonical(dict(self.settings)),
-            "noise_multiplier": repr(float(self.noise_multiplier)),
-            "epsilon": None if self.epsilon is None else repr(float(self.epsilon)),
-            "delta": repr(float(self.delta)),
-            "simulations": self.simulations,
-            "references": self.references,
-            "samples": self.samples,
-            "key": self.key.tolist(),
-            "chunk": self.chunk,
-        }
+        return chunk_slices(self.simulations, self.chunk)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,10 +129,9 @@ def coverage_spec(
         if noise_multiplier is not None
         else calibrate(epsilon, delta, settings["sampling_rate"], settings["steps"])
     )
-    raw = np.asarray(jax.random.key_data(as_key(key)), np.uint32)
     return CoverageSpec(
-        bm, tuple(resolved), options, settings, float(sigma), epsilon, delta, simulations, references, samples, raw,
-        chunk,
+        bm, tuple(resolved), options, settings, float(sigma), None if epsilon is None else float(epsilon),
+        float(delta), simulations, references, samples, key_words(key), chunk,
     )  # fmt: skip
 
 
@@ -185,11 +167,11 @@ def coverage(
         simulations=simulations, references=references, samples=samples, key=key, chunk=chunk,
         method_options=method_options, registry=registry, **overrides,
     )  # fmt: skip
-    options = {name: with_progress(o, progress) for name, o in spec.options.items()}
+    shown = dataclasses.replace(spec, options={n: with_progress(o, progress) for n, o in spec.options.items()})
     parts = []
     with progress_bar(simulations, "coverage", progress, unit="simulation") as advance:
         for part in spec.parts:
-            parts.append(coverage_part(dataclasses.replace(spec, options=options), part))
+            parts.append(coverage_part(shown, part))
             advance(part.stop - part.start)
     return merge_coverage(spec, parts)
 

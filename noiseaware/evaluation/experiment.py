@@ -106,7 +106,7 @@ class MethodPart[Score]:
 
     score: a pytree of arrays whose leading axis is the chunk's problems; records: the fits' typed diagnostics;
     warnings: the warnings the fits raised (picklable); problems: problems fitted (1 for a shared reference);
-    checks: {burn-in: the trace checks' counts} for a trace method. Everything pickles: a study's worker
+    checks: the trace checks' counts on the chunk's traces, for a trace method. Everything pickles: a study's worker
     returns it to the process that merges.
     """
 
@@ -115,7 +115,7 @@ class MethodPart[Score]:
     records: tuple
     warnings: tuple[CaughtWarning, ...]
     problems: int
-    checks: Mapping[float, dict[str, int]] | None
+    checks: Mapping[str, int] | None
     fit_seconds: float
     score_seconds: float
 
@@ -147,7 +147,7 @@ def fit_part[Score](
         if shared and offset > 0:
             continue
         count, whole = (1, 1) if shared else (len(batch), total)
-        window = slice(offset if not shared else 0, (offset if not shared else 0) + count)
+        window = slice(offset, offset + count)  # a shared reference runs in the chunk at offset 0
         fit_keys = split_keys(jax.random.fold_in(k_fit, stream), whole)[window]
         draw_keys = jax.random.split(jax.random.fold_in(k_draw, stream), whole)[window]
         start = time.perf_counter()
@@ -162,7 +162,7 @@ def fit_part[Score](
             burn_in = getattr(options[method.name], "burn_in", BURN_IN)
             if burn_in not in checks:
                 checks[burn_in] = check_counts(batch.traces, burn_in)
-            method_checks = {burn_in: checks[burn_in]}
+            method_checks = checks[burn_in]
         parts[method.name] = MethodPart(
             score=result,
             failures=sum(isinstance(o, Exception) for o in outcomes) + more_failures,
@@ -191,7 +191,7 @@ def merge_parts[Score](
             "warnings": method_warnings(method, [w for p in own for w in p.warnings], count)
         }
         if own and own[0].checks is not None:
-            diagnostics["trace_checks"] = _added([c for p in own for c in p.checks.values()])
+            diagnostics["trace_checks"] = _added([p.checks for p in own])
         runs[method.name] = MethodRun(
             score=jax.tree.map(lambda *leaves: np.concatenate(leaves), *(p.score for p in own)) if own else None,
             failures=sum(p.failures for p in own),

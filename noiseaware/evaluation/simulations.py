@@ -18,6 +18,7 @@ from ..methods.base import Batch
 from ..models.benchmark import BenchmarkModel
 from ..recording.dpvi import record_dpvi_batch
 from ..trace import Trace
+from ..util.chunks import chunk_slices
 from ..util.keys import as_key
 from ..util.progress import Progress, progress_bar
 
@@ -64,8 +65,7 @@ def simulate_traces(
     """
     parts: list[Simulations] = []
     with progress_bar(simulations, "DPVI", progress, unit="simulation") as advance:
-        for first in range(0, simulations, chunk):
-            part = slice(first, min(first + chunk, simulations))
+        for part in chunk_slices(simulations, chunk):
             parts.append(simulate_part(bm, noise_multiplier, delta, epsilon, key, simulations, part, settings))
             advance(part.stop - part.start)
     batch = Batch(

@@ -139,6 +139,19 @@ class StudyDirectory:
         with open(self.path / "events.jsonl", "a") as handle:
             handle.write(json.dumps(line | ({"detail": detail} if detail else {})) + "\n")
 
+    def events(self) -> list[dict[str, Any]]:
+        """The lines of events.jsonl, oldest first ([] before any; a line cut short by a kill is skipped)."""
+        path = self.path / "events.jsonl"
+        if not path.exists():
+            return []
+        events = []
+        for line in path.read_text().splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return events
+
     def _record(self, plan: Plan) -> dict[str, Any]:
         return {
             "plan": plan.id,

@@ -1,9 +1,9 @@
 """Tasks: one unit of a study's work, named by a fingerprint of everything that determines its result.
 
-    Task(function, arguments, identity, label)    result = function(*arguments)
+    make_task(function, arguments, identity, label)    result = function(*arguments)
     id = fingerprint(identity ∪ versions of noiseaware, jax, numpyro, numpy)
 
-identity is plain data (a spec's `describe()` and the part), so the same work asked for again, in another
+identity is plain data (a spec's `canonical` data and the part), so the same work asked for again, in another
 process or session, has the same id and is found in the study directory; a new package version is new work.
 Tasks travel to workers as cloudpickle bytes (methods and models may be closures), and `execute` runs one on
 a worker and writes its result file there (atomically), so a result survives the process that asked for it.
@@ -12,7 +12,6 @@ a worker and writes its result file there (atomically), so a result survives the
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import version
@@ -21,7 +20,7 @@ from typing import Any
 
 import cloudpickle
 
-from ..util.fingerprint import fingerprint
+from ..util.fingerprint import canonical, fingerprint
 from .files import write_result
 
 __all__ = ["VERSIONS", "Task", "execute", "make_task", "part_tasks", "parts_by_spec"]
@@ -38,22 +37,24 @@ class Task:
     label: str
     function: Callable[..., Any]
     arguments: tuple
-    identity: Mapping[str, Any]
 
 
-def make_task(function: Callable[..., Any], arguments: tuple, identity: Mapping[str, Any], label: str) -> Task:
-    """A Task whose id is the fingerprint of `identity` and the package versions."""
-    return Task(fingerprint({"identity": identity, "versions": VERSIONS}), label, function, arguments, identity)
+def make_task(function: Callable[..., Any], arguments: tuple, identity: Any, label: str) -> Task:
+    """A Task whose id is the fingerprint of `identity` (plain data, or anything `canonical` names) and the
+    package versions."""
+    return Task(fingerprint({"identity": identity, "versions": VERSIONS}), label, function, arguments)
 
 
 def part_tasks(function: Callable[..., Any], spec: Any, label: str, unit: str) -> list[Task]:
     """One task per part of a coverage or calibration spec: function(spec, part), named by the spec's
-    `describe()` and the part, labelled "<label> <unit> a–b"."""
+    canonical data (computed once, so a data set's arrays are hashed once) and the part, labelled
+    "<label> <unit> a–b"."""
+    named = canonical(spec)
     return [
         make_task(
             function,
             (spec, part),
-            {"spec": spec.describe(), "part": [part.start, part.stop]},
+            {"spec": named, "part": [part.start, part.stop]},
             f"{label} {unit} {part.start}–{part.stop - 1}",
         )
         for part in spec.parts
@@ -70,11 +71,9 @@ def parts_by_spec(tasks: Sequence[Task], results: Mapping[str, Any]) -> list[tup
     return [(spec, None if any(r is None for r in parts) else parts) for spec, parts in groups.values()]
 
 
-def execute(payload: bytes, path: str) -> dict[str, Any]:
-    """Run a pickled task on a worker and write its result file to `path`: {"id", "seconds", "pid"}."""
+def execute(payload: bytes, path: str) -> None:
+    """Run a pickled task on a worker and write its result file to `path` (the study reads it from there)."""
     task: Task = cloudpickle.loads(payload)
     start = time.perf_counter()
     result = task.function(*task.arguments)
-    seconds = time.perf_counter() - start
-    write_result(Path(path), task.id, result, seconds)
-    return {"id": task.id, "seconds": seconds, "pid": os.getpid()}
+    write_result(Path(path), task.id, result, time.perf_counter() - start)

@@ -69,6 +69,11 @@ def standard_normal(key, shape) -> np.ndarray:
         return np.asarray(jax.random.normal(as_key(key), shape, jnp.float64))
 
 
+def key_words(key) -> np.ndarray:
+    """A key's raw uint32 words (2,): what a study stores and fingerprints (`as_key` takes them back)."""
+    return np.asarray(jax.random.key_data(as_key(key)), np.uint32)
+
+
 def key_repr(key) -> int | list:
     """A key as a results file records it: the int seed, or the key's raw uint32 words."""
     return key if isinstance(key, int) else np.asarray(jax.random.key_data(as_key(key))).tolist()
