@@ -17,8 +17,8 @@ import pytest
 from ou import ou_trace
 
 import noiseaware as na
-from noiseaware.cli.common import fit_reporting_warnings, print_method_warnings
-from noiseaware.evaluation.experiment import run_methods
+from noiseaware.cli.common import fit_reporting_warnings
+from noiseaware.evaluation.experiment import run_methods, warning_lines
 from noiseaware.evaluation.result import CoverageResult
 from noiseaware.methods import DPVImOptions, ExactOptions, LaplaceOptions, NutsOptions
 from noiseaware.methods.base import Batch
@@ -268,10 +268,10 @@ def test_the_cli_prints_each_warning_once_and_numerical_ones_as_lines(capsys, mo
     assert re.fullmatch(r"warning: numerical warning at .*test_input_errors\.py:\d+: divide by zero .* log", err[0])
     line = "weak identification in 11 of 20 traces (mu:rate in 9, rho:rate in 4): record a longer trace"
     other = "divergent transitions in 1 of 20 traces (2 in all): raise target_accept"
-    print_method_warnings(
+    lines = warning_lines(
         {"exact": {"warnings": [line]}, "naive": {"warnings": []}, "nuts": {"warnings": [line, other]}}
     )
-    assert capsys.readouterr().err == f"warning: exact, nuts: {line}\nwarning: nuts: {other}\n"
+    assert lines == [f"warning: exact, nuts: {line}", f"warning: nuts: {other}"]
 
 
 def test_a_method_that_failed_everywhere_writes_its_results_without_numpy_warnings(tmp_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from .common import epsilon_text, print_method_warnings
 from .options import (
     add_delta,
     add_family,
@@ -14,18 +13,14 @@ from .options import (
     count,
     experiment_options,
     family_settings,
-    level_tag,
     method_lists,
     positive_int,
     privacy_levels,
     seed,
 )
-from .outputs import Outputs
-from .study import add_study_options, run_cli_study, study_outputs
+from .study import add_study_options, run_cli_study
 
 DATASETS = ("adult",)
-SUFFIXES = (".json", ".png")
-"""The files of one privacy level: DIR/calibration-DATASET-eps-E plus each suffix."""
 
 
 def add_parser(subparsers) -> None:
@@ -133,34 +128,4 @@ def run(args) -> int:
         data, levels=levels, key=args.seed, methods=args.methods, method_options=options, delta=args.delta,
         runs=args.runs, samples=args.samples, bins=args.bins, binning=args.binning, chunk=args.chunk, **overrides,
     )  # fmt: skip
-    stems = [f"calibration-{args.dataset}-{level_tag(name, value)}" for name, value in levels]
-    outputs, out = study_outputs(args, plan, [stem + suffix for stem in stems for suffix in SUFFIXES])
-    results = run_cli_study(args, plan)
-    for level, stem in zip(levels, stems):
-        show_level(results[level], args.seed)
-        write_level(results[level], out, stem, outputs)
-    return 0
-
-
-def show_level(result, seed: int) -> None:
-    """One level's heading, table of methods and the methods' warnings, on stdout."""
-    s = result.settings
-    sigma = "" if s["noise_multiplier"] is None else f", σ = {s['noise_multiplier']:.4g}, T = {s['steps']}"
-    print(
-        f"\n{s['dataset']} ({s['n_train']} train, {s['n_test']} test, d = {s['dim']}, {s['scaling']}), ε = "
-        f"{epsilon_text(s['epsilon'])}{sigma}, R = {s['runs']}, K = {s['samples']}, seed {seed}"
-        + (f"; DPVI {result.seconds['dpvi']:.0f} s" if "dpvi" in result.seconds else "")
-    )
-    print(result.table())
-    print_method_warnings(result.diagnostics)
-
-
-def write_level(result, out, stem: str, outputs: Outputs) -> None:
-    """One level's .json and .png, written together or not at all."""
-    from ..plots import plot_calibration
-
-    json_path, png_path = paths = [out / (stem + suffix) for suffix in SUFFIXES]
-    with outputs.writing(paths):
-        result.to_json(json_path, overwrite=outputs.force)
-        plot_calibration(result, png_path, overwrite=outputs.force)
-    print(f"wrote {out / stem}.json, .png")
+    return run_cli_study(args, plan)

@@ -1,12 +1,12 @@
-"""Steps shared by the `noiseaware` commands: keys from a seed, models by name, fits that report their warnings,
-and the per-level reports of `coverage` and `calibrate` (output files: `outputs`)."""
+"""Steps shared by the `noiseaware` commands: keys from a seed, models by name, fits that report their warnings
+(output files: `outputs`; the per-level reports of `coverage` and `calibrate`: their study kinds)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -107,22 +107,3 @@ def _show_warnings(caught: Sequence[warnings.WarningMessage]) -> None:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     for _, line in gather(shown, 1):
         print(f"warning: {line}", file=sys.stderr)
-
-
-# ---------------------------------------------------------------- reports of coverage and calibrate
-
-
-def epsilon_text(epsilon) -> str:
-    return "unknown" if epsilon is None else f"{epsilon:g}"
-
-
-def print_method_warnings(diagnostics: Mapping[str, Mapping]) -> None:
-    """The methods' warnings in an experiment's diagnostics as `warning: methods: …` lines on stderr, complete:
-    one per distinct warning (already gathered over the problems, with their count), the methods that raised
-    the very same warning named together (`warning: exact, laplace: weak identification in …`)."""
-    methods_of: dict[str, list[str]] = {}
-    for method, facts in diagnostics.items():
-        for line in facts.get("warnings", []):
-            methods_of.setdefault(" ".join(line.split()), []).append(method)
-    for line, methods in methods_of.items():
-        print(f"warning: {', '.join(methods)}: {line}", file=sys.stderr)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from .. import models
-from .common import builtin, epsilon_text, import_attribute, print_method_warnings
+from .common import builtin, import_attribute
 from .options import (
     add_delta,
     add_family,
@@ -17,17 +15,12 @@ from .options import (
     count,
     experiment_options,
     family_settings,
-    level_tag,
     method_lists,
     positive_int,
     privacy_levels,
     seed,
 )
-from .outputs import Outputs
-from .study import add_study_options, run_cli_study, study_outputs
-
-SUFFIXES = (".json", ".csv", ".png")
-"""The files of one privacy level: DIR/coverage-MODEL-eps-E plus each suffix."""
+from .study import add_study_options, run_cli_study
 
 
 def add_parser(subparsers) -> None:
@@ -105,42 +98,7 @@ def run(args) -> int:
         method_options=experiment_options(args.methods, args.prior, args.warmup),
         **overrides,
     )
-    stems = [level_stem(bm.name, name, value) for name, value in levels]
-    outputs, out = study_outputs(args, plan, [stem + suffix for stem in stems for suffix in SUFFIXES])
-    results = run_cli_study(args, plan)
-    for level in levels:
-        show_level(results[level], args.seed)
-        write_level(results[level], out, level_stem(bm.name, *level), outputs)
-    return 0
-
-
-def level_stem(model: str, name: str, value: float) -> str:
-    """The file stem of one privacy level's results: coverage-MODEL-eps-E (or sigma-S)."""
-    return f"coverage-{model}-{level_tag(name, value)}"
-
-
-def show_level(result, seed: int) -> None:
-    """One level's heading, table of methods and the methods' warnings, on stdout."""
-    s = result.settings
-    print(
-        f"\n{s['model']}, ε = {epsilon_text(s['epsilon'])}, σ = {s['noise_multiplier']:.4g}, "
-        f"M = {s['simulations']}, R = {s['references']}, K = {s['samples']}, T = {s['steps']}, "
-        f"seed {seed}; DPVI {result.seconds['dpvi']:.0f} s"
-    )
-    print(result.table())
-    print_method_warnings(result.diagnostics)
-
-
-def write_level(result, out: Path, stem: str, outputs: Outputs) -> None:
-    """One level's .json, .csv and .png, written together or not at all."""
-    from ..plots import plot_coverage
-
-    json_path, csv_path, png_path = paths = [out / (stem + suffix) for suffix in SUFFIXES]
-    with outputs.writing(paths):
-        result.to_json(json_path, overwrite=outputs.force)
-        result.to_csv(csv_path, overwrite=outputs.force)
-        plot_coverage(result, png_path, overwrite=outputs.force)
-    print(f"wrote {out / stem}.json, .csv, .png")
+    return run_cli_study(args, plan)
 
 
 def _coverage_model(spec: str) -> models.BenchmarkModel:

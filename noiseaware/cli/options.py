@@ -125,11 +125,6 @@ def check_privacy_levels(args, sampling_rate: float, steps: int) -> None:
             raise ValueError(f"--{keyword.replace('_', '-')} {value:g}: {error}") from None
 
 
-def level_tag(keyword: str, value: float) -> str:
-    """The file-name tag of a privacy level from `privacy_levels`: eps-E or sigma-S."""
-    return f"eps-{value:g}" if keyword == "epsilon" else f"sigma-{value:g}"
-
-
 def add_delta(parser) -> None:
     """--delta and --allow-weak-privacy."""
     parser.add_argument(

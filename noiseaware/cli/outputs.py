@@ -57,9 +57,11 @@ class Outputs:
     @contextmanager
     def writing(self, paths: Sequence[Path] | None = None) -> Iterator[None]:
         """Create the planned directories, then run the block that writes `paths` (default: every planned
-        file). If it fails, remove those of `paths` that did not exist when checked, and the directories
-        this command created that are left empty."""
+        file). If it fails, remove those of `paths` that existed neither when checked nor when the block began
+        (so a file another process wrote meanwhile is never removed), and the directories this command created
+        that are left empty."""
         paths = list(self._existed) if paths is None else list(paths)
+        present = {path for path in paths if os.path.lexists(path)}  # now, not when checked: never another's file
         try:
             for directory in self._missing_directories:
                 for missing in reversed([d for d in (directory, *directory.parents) if not d.exists()]):
@@ -69,7 +71,7 @@ class Outputs:
             yield
         except BaseException:
             for path in paths:
-                if not self._existed.get(path, True):
+                if not self._existed.get(path, True) and path not in present:
                     path.unlink(missing_ok=True)
             for directory in reversed(self._created):
                 if directory.is_dir() and not any(directory.iterdir()):

@@ -1,17 +1,17 @@
-"""`noiseaware report DIR`: a study's state and summary, rebuilt from its directory alone (no work is run).
+"""`noiseaware report DIR`: a study's state and tables, rebuilt from its directory alone (no task is run).
 
-Prints the tasks done / not yet run / failed (from the verified result files and events.jsonl), then, for
-every privacy level whose tasks have all finished, the table its command prints, and rewrites that level's
-summary files in DIR (the study's own, rebuilt from its tasks). A level still missing tasks is named with its
-count; run the study's command again to finish it.
+Reads only data (plan.json and the tasks' .npz result files; nothing is unpickled, so a folder from anyone can be
+reported). Prints the tasks done / not yet run / failed (from the verified result files and events.jsonl), then,
+for every part of the study whose tasks have all finished, the table its command prints (each kind of study
+through its `StudyKind`). With --write, rewrites those summary files in DIR (the study's own, rebuilt from its
+tasks), unless another process is running the study.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import sys
 
-from ..studies import StudyDirectory
-from ..studies.levels import level_of, level_text
+from ..studies import KINDS, StudyDirectory, merge_record
 from .outputs import Outputs
 
 
@@ -19,84 +19,62 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "report",
         help="a study's progress and tables, rebuilt from its directory",
-        description="Read the study in DIR (written by coverage, calibrate or tune with --out DIR): print how "
-        "many of its tasks have finished, failed or not yet run, and the tables of every privacy level whose "
-        "tasks have all finished, rewriting that level's summary files in DIR. Runs no task; the study's own "
-        "command resumes it.",
+        description="Read the study in DIR (written by coverage or calibrate with --out DIR): print how many of its "
+        "tasks have finished, failed or not yet run, and the tables of every privacy level whose tasks have all "
+        "finished. Runs no task and reads only data (plan.json and the tasks' .npz files), so a study folder from "
+        "anyone is safe to report; the study's own command resumes it. --write also rewrites the summary files "
+        "(.json, .csv, .png) of the finished levels in DIR.",
     )
     parser.add_argument("directory", metavar="DIR", help="a study directory")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="rewrite the finished levels' summary files in DIR (the study's own files, rebuilt from its tasks)",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args) -> int:
     directory = StudyDirectory(args.directory)
-    plan = directory.plan()
+    record = directory.record()
+    kind = KINDS.get(record["kind"])
+    if args.write:
+        directory.check_unlocked()
     results = {}
-    for task in plan.tasks:
-        loaded = directory.load(task)
+    for task in record["tasks"]:
+        loaded = directory.load(task["id"])
         if loaded is not None:
-            results[task.id] = loaded[0]
+            results[task["id"]] = loaded[0]
     failed = _failed(directory, set(results))
-    description = directory.description()
-    what = ", ".join(f"{k} {v}" for k, v in description["description"].items())
-    print(f"{plan.kind} study in {directory.path}: {what}")
-    print(
-        f"tasks: {len(results)} done, {len(failed)} failed, {len(plan.tasks) - len(results) - len(failed)} not yet "
-        f"run, of {len(plan.tasks)}"
-    )
+    what = ", ".join(f"{k} {v}" for k, v in record["description"].items())
+    total = len(record["tasks"])
+    print(f"{record['kind']} study in {directory.path}: {what}")
+    waiting = total - len(results) - len(failed)
+    print(f"tasks: {len(results)} done, {len(failed)} failed, {waiting} not yet run, of {total}")
+    labels = {task["id"]: task["label"] for task in record["tasks"]}
     for task_id, text in failed.items():
-        label = next(t.label for t in plan.tasks if t.id == task_id)
-        print(f"  failed: {label}: {text}")
-    render = RENDERERS.get(plan.kind)
-    if render is None:  # e.g. plans combined in Python (Plan.combined): merge them there
-        print(f"no tables for a study of kind {plan.kind!r}: merge it in Python (StudyDirectory(DIR).plan().merge)")
+        print(f"  failed: {labels.get(task_id, task_id)}: {text}")
+    if kind is None:
+        print(f"no tables for a study of kind {record['kind']!r}: no such kind is registered in this noiseaware")
         return 0
-    return render(plan, results, directory)
+    outputs = Outputs(force=True)
+    for summary, result in merge_record(record, results):
+        if result is None:
+            print(f"\n{kind.label(summary)}: not all of its tasks are done; run the study's command again to finish it")
+            continue
+        text, warnings = kind.render(summary, result)
+        print(f"\n{text}")
+        for line in warnings:
+            print(line, file=sys.stderr)
+        if args.write:
+            paths = [directory.path / name for name in kind.files(summary)]
+            with outputs.writing(paths):
+                kind.save(summary, result, directory.path, True)
+            print(f"wrote {', '.join(path.name for path in paths)}")
+    return 0
 
 
 def _failed(directory: StudyDirectory, done: set[str]) -> dict[str, str]:
     """Tasks whose last event is a final failure and that have no result: {id: error text}."""
     last = {event["task"]: event for event in directory.events()}
     return {i: e.get("detail", "") for i, e in last.items() if e["event"] == "failed" and i not in done}
-
-
-def _coverage(plan, results, directory: StudyDirectory) -> int:
-    from .coverage import level_stem, show_level, write_level
-
-    merged = plan.merge(plan, results)
-    parts = Counter()
-    finished = Counter()
-    for task in plan.tasks:
-        spec, _ = task.arguments
-        level = level_of(spec)
-        parts[level] += 1
-        finished[level] += task.id in results
-    outputs = Outputs(force=True)
-    for level, total in parts.items():
-        if level not in merged:
-            print(f"\n{plan.description['model']}, {level_text(*level)}: {finished[level]} of {total} tasks done")
-            continue
-        result = merged[level]
-        show_level(result, plan.description["key"])
-        write_level(result, directory.path, level_stem(result.settings["model"], *level), outputs)
-    return 0
-
-
-def _calibration(plan, results, directory: StudyDirectory) -> int:
-    from .calibrate import show_level, write_level
-    from .options import level_tag
-
-    merged = plan.merge(plan, results)
-    outputs = Outputs(force=True)
-    dataset = plan.description["dataset"]
-    for level in map(tuple, plan.description["levels"]):
-        if level not in merged:
-            print(f"\n{dataset}, {level_text(*level)}: not all of its tasks (or the reference's) are done")
-            continue
-        show_level(merged[level], plan.description["key"])
-        write_level(merged[level], directory.path, f"calibration-{dataset}-{level_tag(*level)}", outputs)
-    return 0
-
-
-RENDERERS = {"coverage": _coverage, "calibration": _calibration}
-"""How each kind of study is shown: render(plan, finished results, directory) → exit status."""

@@ -1,4 +1,4 @@
-"""What `coverage`, `calibrate` and `tune` share as studies: --out DIR holds the study, run where asked.
+"""What `coverage` and `calibrate` share as studies: --out DIR holds the study, run where asked.
 
     --workers N            N local worker processes (a Dask LocalCluster, or spawned processes with
                            --engine processes), each pinned to its share of the cores
@@ -7,18 +7,18 @@
     --no-resume            refuse a directory that already holds this study instead of resuming it
 
 Every run is a study in DIR (docs/studies.md): finished tasks are kept there as they finish, so running
-the same command again resumes it; a directory holding another study is refused before any work. The
-summary files of a study are its own: a resumed study rewrites them (they are rebuilt from the tasks).
+the same command again resumes it; a directory holding another study, or one another process is running,
+is refused before any work. The summary files of a study are its own: a resumed study rewrites them (they
+are rebuilt from the tasks). Each finished part is printed and saved through its kind's contract (`StudyKind`).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import sys
 from pathlib import Path
-from typing import Any
 
-from ..studies import Plan, StudyDirectory, open_executor, run_study
+from ..studies import Plan, StudyDirectory, get_kind, open_executor, run_study
 from .options import positive_int
 from .outputs import Outputs
 
@@ -58,20 +58,35 @@ def add_workers(parser, description: str):
     return group
 
 
-def study_outputs(args, plan: Plan, names: Sequence[str]) -> tuple[Outputs, Path]:
-    """The Outputs of a study command and its directory, checked before any work: a directory holding
-    another study is refused; the summary files of the same study are its own and may be rewritten."""
-    resumed = StudyDirectory(args.out).holds(plan, resume=args.resume)
-    outputs = Outputs(force=args.force or resumed)
-    return outputs, outputs.directory(args.out, "--out", names)
-
-
 def executor_of(args):
     """The executor context of --workers / --scheduler / --engine: yields (executor, slots)."""
     return open_executor(args.workers, args.scheduler, args.engine)
 
 
-def run_cli_study(args, plan: Plan) -> Any:
-    """Run `plan` in --out on the executor the options name, with a progress bar across tasks."""
-    with executor_of(args) as (executor, slots):
-        return run_study(plan, args.out, executor=executor, slots=slots, resume=args.resume, progress=True)
+def run_cli_study(args, plan: Plan) -> int:
+    """Run `plan` in --out, checked first (another study or a running one refused, each summary file checked), on
+    the executor the options name, with a progress bar; then print and save every part through its kind."""
+    directory = StudyDirectory(args.out)
+    directory.check_unlocked()
+    resumed = directory.holds(plan, resume=args.resume)
+    kind = get_kind(plan.kind)
+    outputs = Outputs(force=args.force or resumed)
+    names = [name for summary in plan.summaries for name in kind.files(summary)]
+    out = outputs.directory(args.out, "--out", names)
+    if args.workers and args.workers > 1 and len(plan.tasks) < args.workers:
+        print(
+            f"note: this study has {len(plan.tasks)} task(s), so at most {len(plan.tasks)} of the {args.workers} "
+            "workers can help: a smaller --chunk gives more tasks",
+            file=sys.stderr,
+        )
+    with directory.lock(), outputs.writing():
+        with executor_of(args) as (executor, slots):
+            entries = run_study(plan, out, executor=executor, slots=slots, resume=args.resume, progress=True)
+        for summary, result in entries:
+            text, warnings = kind.render(summary, result)
+            print(f"\n{text}")
+            for line in warnings:
+                print(line, file=sys.stderr)
+            kind.save(summary, result, Path(out), outputs.force)
+            print(f"wrote {', '.join(str(Path(out) / name) for name in kind.files(summary))}")
+    return 0

@@ -30,11 +30,12 @@ from ..recording.settings import check_delta
 from ..trace import Trace
 from ..util.checks import positive_int
 from ..util.chunks import chunk_slices
+from ..util.codec import data_type
 from ..util.keys import as_key, key_repr, key_words
 from ..util.progress import Progress
 from .calibration import calibration_curve, calibration_metrics, predictive_probabilities
 from .calibration_result import METRICS, CalibrationResult
-from .experiment import MethodPart, check_methods, check_overrides, fit_part, merge_parts, with_progress
+from .experiment import MethodPart, check_methods, check_overrides, fit_part, merge_parts, method_reads, with_progress
 
 __all__ = [
     "PRESET",
@@ -43,6 +44,7 @@ __all__ = [
     "calibration",
     "calibration_part",
     "calibration_spec",
+    "calibration_summary",
     "merge_calibration",
     "record_traces",
 ]
@@ -90,6 +92,7 @@ class CalibrationSpec:
         return chunk_slices(self.runs, self.chunk)
 
 
+@data_type
 @dataclasses.dataclass(frozen=True)
 class CalibrationPart:
     """One part of a calibration study: every method's `MethodPart` on its runs, its DPVI seconds, and the
@@ -182,7 +185,8 @@ def calibration(
         registry=registry, **overrides,
     )  # fmt: skip
     shown = dataclasses.replace(spec, options={n: with_progress(o, progress) for n, o in spec.options.items()})
-    return merge_calibration(spec, [calibration_part(shown, part, progress=progress) for part in spec.parts])
+    parts = [calibration_part(shown, part, progress=progress) for part in spec.parts]
+    return merge_calibration(calibration_summary(spec), parts)
 
 
 def calibration_part(spec: CalibrationSpec, part: slice, progress: Progress = False) -> CalibrationPart:
@@ -220,46 +224,67 @@ def calibration_part(spec: CalibrationSpec, part: slice, progress: Progress = Fa
     return CalibrationPart(parts, seconds, facts)
 
 
-def merge_calibration(spec: CalibrationSpec, parts: Sequence[CalibrationPart]) -> CalibrationResult:
-    """The CalibrationResult of a study from its parts, in the order of spec.parts (exact: `merge_parts`)."""
-    if len(parts) != len(spec.parts):
-        raise ValueError(f"a calibration study of {len(spec.parts)} parts, given {len(parts)}")
-    results = merge_parts([p.parts for p in parts], spec.methods)
+def calibration_summary(spec: CalibrationSpec) -> dict[str, Any]:
+    """All that merging and reporting a calibration study needs of its spec, as plain data (a study's plan.json);
+    level: ["epsilon", ε] or ["noise_multiplier", σ], None for the non-private reference alone."""
+    data = spec.data
+    level = None
+    if spec.traced:
+        level = ["epsilon", spec.epsilon] if spec.epsilon is not None else ["noise_multiplier", spec.noise_multiplier]
+    return {
+        "dataset": data.name,
+        "level": level,
+        "scaling": data.scaling,
+        "n_train": int(data.X_train.shape[0]),
+        "n_test": int(data.X_test.shape[0]),
+        "dim": data.dim,
+        "epsilon": spec.epsilon,
+        "delta": spec.delta,
+        "runs": spec.runs,
+        "samples": spec.samples,
+        "bins": spec.bins,
+        "binning": spec.binning,
+        "preset": PRESET,
+        "dpvi_settings": {k: repr(v) for k, v in spec.settings.items()},
+        "key": key_repr(spec.key),
+        "methods": method_reads(spec.methods),
+        "traced": list(spec.traced),
+        "method_options": {name: repr(o) for name, o in spec.options.items()},
+        "chunk": spec.chunk,
+        "parts": len(spec.parts),
+    }
+
+
+def merge_calibration(summary: Mapping[str, Any], parts: Sequence[CalibrationPart]) -> CalibrationResult:
+    """The CalibrationResult of a study from its parts, in order (exact: `merge_parts`); summary:
+    `calibration_summary` of its spec."""
+    if len(parts) != summary["parts"]:
+        raise ValueError(f"a calibration study of {summary['parts']} parts, given {len(parts)}")
+    results = merge_parts([p.parts for p in parts], summary["methods"])
     pieces = {name: {m: run.score[name] for m, run in results.items()} for name in ("metrics", "curves", "histograms")}
     seconds = {} if parts[0].dpvi_seconds is None else {"dpvi": sum(p.dpvi_seconds for p in parts)}
     for method, run in results.items():
         seconds[method] = run.fit_seconds
         seconds[f"predict_{method}"] = run.score_seconds
     facts = parts[0].trace_facts
-    data = spec.data
+    settings = {key: summary[key] for key in SETTINGS}
+    settings["epsilon"] = summary["epsilon"] if summary["epsilon"] is not None or facts is None else facts[0]
+    settings["noise_multiplier"] = None if facts is None else facts[1]
+    settings["steps"] = None if facts is None else facts[2]
+    settings["methods"] = list(summary["methods"])
     return CalibrationResult(
         **pieces,
         failures={m: run.failures for m, run in results.items()},
         diagnostics={m: run.diagnostics for m, run in results.items()},
-        paired_methods=spec.traced,
+        paired_methods=tuple(summary["traced"]),
         seconds=seconds,
-        settings={
-            "dataset": data.name,
-            "scaling": data.scaling,
-            "n_train": int(data.X_train.shape[0]),
-            "n_test": int(data.X_test.shape[0]),
-            "dim": data.dim,
-            "epsilon": spec.epsilon if spec.epsilon is not None or facts is None else facts[0],
-            "noise_multiplier": None if facts is None else facts[1],
-            "delta": spec.delta,
-            "runs": spec.runs,
-            "samples": spec.samples,
-            "bins": spec.bins,
-            "binning": spec.binning,
-            "steps": None if facts is None else facts[2],
-            "preset": PRESET,
-            "dpvi_settings": {k: repr(v) for k, v in spec.settings.items()},
-            "key": key_repr(spec.key),
-            "methods": [m.name for m in spec.methods],
-            "method_options": {name: repr(o) for name, o in spec.options.items()},
-            "chunk": spec.chunk,
-        },
+        settings=settings,
     )
+
+
+SETTINGS = ("dataset", "scaling", "n_train", "n_test", "dim", "delta", "runs", "samples", "bins", "binning", "preset",
+            "dpvi_settings", "key", "method_options", "chunk")  # fmt: skip
+"""The summary entries a CalibrationResult's settings repeat as they are."""
 
 
 def record_traces(

@@ -29,9 +29,19 @@ from ..recording.settings import check_delta
 from ..trace import BURN_IN
 from ..util.checks import positive_int
 from ..util.chunks import chunk_slices
+from ..util.codec import data_type
 from ..util.keys import as_key, key_repr, key_words
 from ..util.progress import Progress, progress_bar
-from .experiment import MethodPart, MethodRun, check_methods, check_overrides, fit_part, merge_parts, with_progress
+from .experiment import (
+    MethodPart,
+    MethodRun,
+    check_methods,
+    check_overrides,
+    fit_part,
+    merge_parts,
+    method_reads,
+    with_progress,
+)
 from .result import REFERENCE_RULES, CoverageResult
 from .simulations import Simulations, simulate_part
 from .tarp import LEVELS, ecp_from_fractions, tarp_fractions
@@ -42,6 +52,7 @@ __all__ = [
     "coverage",
     "coverage_part",
     "coverage_spec",
+    "coverage_summary",
     "evaluate",
     "merge_coverage",
 ]
@@ -82,6 +93,7 @@ class CoverageSpec:
         return chunk_slices(self.simulations, self.chunk)
 
 
+@data_type
 @dataclasses.dataclass(frozen=True)
 class CoveragePart:
     """One part of a coverage study: every method's `MethodPart` on its simulations, and its DPVI seconds.
@@ -173,7 +185,7 @@ def coverage(
         for part in spec.parts:
             parts.append(coverage_part(shown, part))
             advance(part.stop - part.start)
-    return merge_coverage(spec, parts)
+    return merge_coverage(coverage_summary(spec), parts)
 
 
 def coverage_part(spec: CoverageSpec, part: slice) -> CoveragePart:
@@ -190,18 +202,34 @@ def coverage_part(spec: CoverageSpec, part: slice) -> CoveragePart:
     return CoveragePart(parts, seconds, sims.traces[0].steps, sims.noise_multiplier, _theta_names(sims))
 
 
-def merge_coverage(spec: CoverageSpec, parts: Sequence[CoveragePart]) -> CoverageResult:
-    """The CoverageResult of a study from its parts, in the order of spec.parts (exact: `merge_parts`)."""
-    if len(parts) != len(spec.parts):
-        raise ValueError(f"a coverage study of {len(spec.parts)} parts, given {len(parts)}")
-    runs = merge_parts([p.parts for p in parts], spec.methods)
-    result = _result(
-        runs, spec.model.name, spec.epsilon, parts[0].noise_multiplier, spec.delta, spec.simulations,
-        spec.references, spec.samples, parts[0].steps, key_repr(spec.key), spec.methods, spec.options,
-        parts[0].theta_names,
-    )  # fmt: skip
+def coverage_summary(spec: CoverageSpec) -> dict[str, Any]:
+    """All that merging and reporting a coverage study needs of its spec, as plain data (a study's plan.json)."""
+    level = ["epsilon", spec.epsilon] if spec.epsilon is not None else ["noise_multiplier", spec.noise_multiplier]
+    return {
+        "model": spec.model.name,
+        "level": level,
+        "epsilon": spec.epsilon,
+        "delta": spec.delta,
+        "simulations": spec.simulations,
+        "references": spec.references,
+        "samples": spec.samples,
+        "chunk": spec.chunk,
+        "parts": len(spec.parts),
+        "key": key_repr(spec.key),
+        "methods": method_reads(spec.methods),
+        "method_options": {name: repr(o) for name, o in spec.options.items()},
+    }
+
+
+def merge_coverage(summary: Mapping[str, Any], parts: Sequence[CoveragePart]) -> CoverageResult:
+    """The CoverageResult of a study from its parts, in order (exact: `merge_parts`); summary: `coverage_summary`
+    of its spec."""
+    if len(parts) != summary["parts"]:
+        raise ValueError(f"a coverage study of {summary['parts']} parts, given {len(parts)}")
+    runs = merge_parts([p.parts for p in parts], summary["methods"])
+    result = _result(runs, summary, parts[0].noise_multiplier, parts[0].steps, parts[0].theta_names)
     seconds = {"dpvi": sum(p.dpvi_seconds for p in parts), **result.seconds}
-    return dataclasses.replace(result, seconds=seconds, settings={**result.settings, "chunk": spec.chunk})
+    return dataclasses.replace(result, seconds=seconds, settings={**result.settings, "chunk": summary["chunk"]})
 
 
 def evaluate(
@@ -227,12 +255,15 @@ def evaluate(
     positive_int("samples", samples)
     everything = slice(0, len(sims))
     runs = merge_parts(
-        [_method_parts(sims, resolved, options, references, samples, key, everything, len(sims))], resolved
+        [_method_parts(sims, resolved, options, references, samples, key, everything, len(sims))],
+        method_reads(resolved),
     )
-    return _result(
-        runs, sims.model.name, sims.batch.epsilon, sims.noise_multiplier, sims.batch.delta, len(sims), references,
-        samples, sims.traces[0].steps, key_repr(key), resolved, options, _theta_names(sims),
-    )  # fmt: skip
+    summary = {
+        "model": sims.model.name, "epsilon": sims.batch.epsilon, "delta": sims.batch.delta,
+        "simulations": len(sims), "references": references, "samples": samples, "key": key_repr(key),
+        "methods": method_reads(resolved), "method_options": {name: repr(o) for name, o in options.items()},
+    }  # fmt: skip
+    return _result(runs, summary, sims.noise_multiplier, sims.traces[0].steps, _theta_names(sims))
 
 
 def _method_parts(
@@ -266,20 +297,13 @@ def _method_parts(
 
 def _result(
     runs: Mapping[str, MethodRun],
-    model: str,
-    epsilon: float | None,
+    summary: Mapping[str, Any],
     noise_multiplier: float,
-    delta: float,
-    simulations: int,
-    references: int,
-    samples: int,
     steps: int,
-    key,
-    methods: Sequence[Method],
-    options: Mapping[str, Any],
     theta_names: tuple[str, ...],
 ) -> CoverageResult:
-    """The CoverageResult of merged method runs: ECP curves from the simulations' TARP fractions."""
+    """The CoverageResult of merged method runs: ECP curves from the simulations' TARP fractions; summary: the
+    study's settings (`coverage_summary`)."""
 
     def curves(part: str) -> dict[str, dict[str, np.ndarray]]:
         return {
@@ -298,19 +322,19 @@ def _result(
             for k, v in ((name, run.fit_seconds), (f"tarp_{name}", run.score_seconds))
         },
         diagnostics={name: run.diagnostics for name, run in runs.items()},
-        theta_names=theta_names,
+        theta_names=tuple(theta_names),
         settings={
-            "model": model,
-            "epsilon": epsilon,
+            "model": summary["model"],
+            "epsilon": summary["epsilon"],
             "noise_multiplier": noise_multiplier,
-            "delta": delta,
-            "simulations": simulations,
-            "references": references,
-            "samples": samples,
+            "delta": summary["delta"],
+            "simulations": summary["simulations"],
+            "references": summary["references"],
+            "samples": summary["samples"],
             "steps": steps,
-            "key": key,
-            "methods": [m.name for m in methods],
-            "method_options": {name: repr(o) for name, o in options.items()},
+            "key": summary["key"],
+            "methods": list(summary["methods"]),
+            "method_options": dict(summary["method_options"]),
             "reference_rules": dict(REFERENCE_RULES),
         },
     )

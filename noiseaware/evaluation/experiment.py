@@ -30,6 +30,7 @@ from ..methods.base import Batch, Method, Outcome, Registry, fit_problems, split
 from ..recording.dpvi import record_dpvi
 from ..trace import BURN_IN, CHECKS, diagnose_if_long_enough
 from ..util.batch_warnings import CaughtWarning, caught_warnings, gather
+from ..util.codec import data_type
 
 __all__ = [
     "DPVI_SETTINGS",
@@ -40,8 +41,10 @@ __all__ = [
     "checks_cell",
     "fit_part",
     "merge_parts",
+    "method_reads",
     "method_stream",
     "run_methods",
+    "warning_lines",
     "with_progress",
 ]
 
@@ -100,14 +103,15 @@ def check_overrides(overrides: Mapping[str, Any]) -> None:
         )
 
 
+@data_type
 @dataclasses.dataclass(frozen=True)
 class MethodPart[Score]:
     """One method's work on a chunk of an experiment's problems, before the chunks are merged (`merge_parts`).
 
     score: a pytree of arrays whose leading axis is the chunk's problems; records: the fits' typed diagnostics;
     warnings: the warnings the fits raised (picklable); problems: problems fitted (1 for a shared reference);
-    checks: the trace checks' counts on the chunk's traces, for a trace method. Everything pickles: a study's worker
-    returns it to the process that merges.
+    checks: the trace checks' counts on the chunk's traces, for a trace method. Everything is data (`util.codec`): a
+    study's worker stores it in the study folder, from which the process that merges reads it.
     """
 
     score: Score
@@ -177,22 +181,23 @@ def fit_part[Score](
 
 
 def merge_parts[Score](
-    parts: Sequence[Mapping[str, MethodPart[Score]]], methods: Sequence[Method]
+    parts: Sequence[Mapping[str, MethodPart[Score]]], methods: Mapping[str, str]
 ) -> dict[str, MethodRun[Score]]:
-    """The chunks of an experiment, in problem order, as one MethodRun per method: scores concatenated along
-    their problem axis, failures and trace-check counts added, diagnostics summarised and warnings gathered
-    over all problems. Exact: the same parts give the same numbers wherever and in which order they ran."""
+    """The chunks of an experiment, in problem order, as one MethodRun per method (methods: {name: what it reads},
+    `method_reads`): scores concatenated along their problem axis, failures and trace-check counts added,
+    diagnostics summarised and warnings gathered over all problems. Exact: the same parts give the same numbers
+    wherever and in which order they ran."""
     runs: dict[str, MethodRun[Score]] = {}
-    for method in methods:
-        own = [part[method.name] for part in parts if method.name in part]
+    for name, reads in methods.items():
+        own = [part[name] for part in parts if name in part]
         count = sum(p.problems for p in own)
         records = [r for p in own for r in p.records]
         diagnostics = summarise_records(records) | {
-            "warnings": method_warnings(method, [w for p in own for w in p.warnings], count)
+            "warnings": method_warnings(reads, [w for p in own for w in p.warnings], count)
         }
         if own and own[0].checks is not None:
             diagnostics["trace_checks"] = _added([p.checks for p in own])
-        runs[method.name] = MethodRun(
+        runs[name] = MethodRun(
             score=jax.tree.map(lambda *leaves: np.concatenate(leaves), *(p.score for p in own)) if own else None,
             failures=sum(p.failures for p in own),
             diagnostics=diagnostics,
@@ -211,7 +216,12 @@ def run_methods[Score](
     score: Callable[[Method, list[Outcome], jax.Array], tuple[Score, int]],
 ) -> dict[str, MethodRun[Score]]:
     """Fit every method on all of `batch` and score it: {name: MethodRun} (`fit_part` on one chunk, merged)."""
-    return merge_parts([fit_part(batch, methods, options, key=key, score=score)], methods)
+    return merge_parts([fit_part(batch, methods, options, key=key, score=score)], method_reads(methods))
+
+
+def method_reads(methods: Sequence[Method]) -> dict[str, str]:
+    """{name: what the method reads ("trace" or "data")}: all that merging a method's parts needs of it."""
+    return {method.name: method.reads for method in methods}
 
 
 def _added(counts: Sequence[Mapping[str, int]]) -> dict[str, int]:
@@ -253,8 +263,19 @@ def summarise_records(records: Sequence[Any]) -> dict[str, Any]:
     return type(records[0]).summarise(records) if records else {}
 
 
-def method_warnings(method: Method, caught: Sequence[warnings.WarningMessage | CaughtWarning], count: int) -> list[str]:
-    """The warnings of one method's fits of `count` problems, one complete line per distinct warning with the
-    number of problems that raised it (`batch_warnings.gather`)."""
-    unit = "traces" if method.reads == "trace" else "data sets"
+def method_warnings(reads: str, caught: Sequence[warnings.WarningMessage | CaughtWarning], count: int) -> list[str]:
+    """The warnings of one method's fits of `count` problems (of a method that reads `reads`), one complete line
+    per distinct warning with the number of problems that raised it (`batch_warnings.gather`)."""
+    unit = "traces" if reads == "trace" else "data sets"
     return [text for _, text in gather(caught, count, unit)]
+
+
+def warning_lines(diagnostics: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The methods' warnings in an experiment's diagnostics as `warning: methods: …` lines, complete: one per
+    distinct warning (already gathered over the problems, with their count), the methods that raised the very
+    same warning named together (`warning: exact, laplace: weak identification in …`)."""
+    methods_of: dict[str, list[str]] = {}
+    for method, facts in diagnostics.items():
+        for line in facts.get("warnings", []):
+            methods_of.setdefault(" ".join(line.split()), []).append(method)
+    return [f"warning: {', '.join(methods)}: {line}" for line, methods in methods_of.items()]

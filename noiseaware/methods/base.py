@@ -117,7 +117,9 @@ class Method:
     (only the DP-released traces) or "data" (releases its own DP statistics of the data at the batch's
     (ε, δ), or, with private=False, is a non-private reference that reads the data itself); models: the
     model names it supports (None: any); needs_epsilon: it spends an ε of its own (a run given by σ alone
-    must say which ε σ stands for); description: one line for tables and --help.
+    must say which ε σ stands for); description: one line for tables and --help; version: the method's own
+    version, which names it in a study's fingerprint instead of its code (bump it when its results change;
+    without one, a study hashes fit_batch's code and closure values, so any change of the body is new work).
     """
 
     name: str
@@ -128,6 +130,14 @@ class Method:
     needs_epsilon: bool = False
     private: bool = True
     description: str = ""
+    version: str | None = None
+
+    def __fingerprint__(self) -> dict[str, Any]:
+        """What names the method in a study: its declared version, or its fields with fit_batch's code."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "description"}
+        if self.version is not None:
+            fields.pop("fit_batch")
+        return fields
 
     def __post_init__(self):
         if not (isinstance(self.name, str) and self.name):
@@ -184,13 +194,16 @@ def per_trace(
     *,
     options: type = NoOptions,
     description: str = "",
+    version: str | None = None,
 ) -> Method:
-    """A method from a function of one trace: fit_one(trace, key, options) → posterior, called problem by problem."""
+    """A method from a function of one trace: fit_one(trace, key, options) → posterior, called problem by problem
+    (version: see `Method`)."""
 
     def fit_batch(batch: Batch, keys, opts) -> list[Outcome]:
         return [_outcome(lambda t=t, k=k: fit_one(t, k, opts)) for t, k in zip(batch.traces, keys)]
 
-    return Method(name, fit_batch, options, "trace", description=description or (fit_one.__doc__ or "").strip())
+    description = description or (fit_one.__doc__ or "").strip()
+    return Method(name, fit_batch, options, "trace", description=description, version=version)
 
 
 def per_problem(
@@ -202,6 +215,7 @@ def per_problem(
     needs_epsilon: bool = False,
     private: bool = True,
     description: str = "",
+    version: str | None = None,
 ) -> Method:
     """A method that reads each problem's data: fit_one(problem, key, options) → posterior, problem by problem.
 
@@ -213,9 +227,8 @@ def per_problem(
         count = 1 if batch.shared_data and not private else len(batch)
         return [_outcome(lambda m=m: fit_one(batch.problem(m), keys[m], opts)) for m in range(count)]
 
-    return Method(
-        name, fit_batch, options, "data", models, needs_epsilon, private, description or (fit_one.__doc__ or "").strip()
-    )
+    description = description or (fit_one.__doc__ or "").strip()
+    return Method(name, fit_batch, options, "data", models, needs_epsilon, private, description, version)
 
 
 def _outcome(make: Callable[[], Posterior]) -> Outcome:

@@ -2,32 +2,101 @@
 
     calibration_study(data, levels=[("epsilon", 1.0), …], out=DIR, executor=…)  → {level: CalibrationResult}
 
-Task (level, part) is `calibration_part(spec, part)` (record the part's runs, fit and score every trace
-method); "nonprivate", fitted once on the training data, is a task of its own whose result joins every
-level's. Merged with `merge_calibration`, the function `na.calibration` uses in one process: with the same
-chunk a study gives its numbers bit for bit.
+The kind "calibration" (`kinds`): a spec is na.calibration's `CalibrationSpec` at one level; a part is
+`calibration_part(spec, part)` (record the part's runs, fit and score every trace method); "nonprivate", fitted
+once on the training data, is a spec of its own whose result joins every level's (`collect`). Merged with
+`merge_calibration`, the function `na.calibration` uses in one process: with the same chunk a study gives its
+numbers bit for bit. Each level prints its table and writes DIR/calibration-DATASET-eps-E.json and .png.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
+from pathlib import Path
 from typing import Any
 
 from ..datasets import Dataset
-from ..evaluation.calibration_experiment import calibration_part, calibration_spec, merge_calibration
+from ..evaluation.calibration_experiment import (
+    CalibrationSpec,
+    calibration_part,
+    calibration_spec,
+    calibration_summary,
+    merge_calibration,
+)
 from ..evaluation.calibration_result import CalibrationResult
+from ..evaluation.experiment import warning_lines
 from ..methods.base import Method
+from ..plots import plot_calibration
 from ..util.keys import key_repr
-from .directory import Plan
-from .levels import Level, level_of, level_text
+from .kinds import Entry, StudyKind, register_kind
+from .levels import Level, as_level, epsilon_text, level_tag, level_text
+from .plan import Plan, kind_plan
 from .runner import run_study
-from .tasks import part_tasks, parts_by_spec
 
-__all__ = ["REFERENCE", "calibration_plan", "calibration_study"]
+__all__ = ["CALIBRATION", "REFERENCE", "calibration_plan", "calibration_study"]
 
 REFERENCE = "nonprivate"
 """The non-private reference: fitted once for all levels."""
+SUFFIXES = (".json", ".png")
+"""The files of one privacy level: DIR/calibration-DATASET-eps-E plus each suffix."""
+
+
+def _label(summary: Mapping[str, Any]) -> str:
+    level = "non-private reference" if summary["level"] is None else level_text(*summary["level"])
+    return f"{summary['dataset']} {level}"
+
+
+def _stem(summary: Mapping[str, Any]) -> str:
+    return f"calibration-{summary['dataset']}-{level_tag(*summary['level'])}"
+
+
+def _collect(entries: list[Entry]) -> list[Entry]:
+    """Each level's entry with the reference's methods beside its own (None until both are merged); the
+    reference's own entry is folded in, or stands for every level when no trace method runs."""
+    reference = [(s, r) for s, r in entries if s["level"] is None]
+    levels = [(s, r) for s, r in entries if s["level"] is not None]
+    if not reference:
+        return levels
+    ref_summary, ref_result = reference[0]
+    if not levels:
+        return [(ref_summary | {"level": level}, ref_result) for level in ref_summary["levels"]]
+    return [(s, None if r is None or ref_result is None else r.merge(ref_result)) for s, r in levels]
+
+
+def _render(summary: Mapping[str, Any], result: CalibrationResult) -> tuple[str, list[str]]:
+    """One level's heading and table of methods, and the methods' warnings."""
+    s = result.settings
+    sigma = "" if s["noise_multiplier"] is None else f", σ = {s['noise_multiplier']:.4g}, T = {s['steps']}"
+    heading = (
+        f"{s['dataset']} ({s['n_train']} train, {s['n_test']} test, d = {s['dim']}, {s['scaling']}), ε = "
+        f"{epsilon_text(s['epsilon'])}{sigma}, R = {s['runs']}, K = {s['samples']}, key {summary['key']}"
+        + (f"; DPVI {result.seconds['dpvi']:.0f} s" if "dpvi" in result.seconds else "")
+    )
+    return f"{heading}\n{result.table()}", warning_lines(result.diagnostics)
+
+
+def _save(summary: Mapping[str, Any], result: CalibrationResult, directory: Path, overwrite: bool) -> None:
+    """One level's .json and .png."""
+    stem = directory / _stem(summary)
+    result.to_json(stem.with_name(stem.name + ".json"), overwrite=overwrite)
+    plot_calibration(result, stem.with_name(stem.name + ".png"), overwrite=overwrite)
+
+
+CALIBRATION = register_kind(
+    StudyKind(
+        name="calibration",
+        unit="runs",
+        run_part=calibration_part,
+        summary=calibration_summary,
+        merge=merge_calibration,
+        label=_label,
+        render=_render,
+        files=lambda summary: [_stem(summary) + suffix for suffix in SUFFIXES],
+        save=_save,
+        collect=_collect,
+    )
+)
 
 
 def calibration_plan(
@@ -44,34 +113,29 @@ def calibration_plan(
     names = [m if isinstance(m, str) else m.name for m in methods]
     traced = [m for m, name in zip(methods, names) if name != REFERENCE]
     options = dict(method_options or {})
-    specs: list[tuple[Level | None, Any]] = []
+    specs: list[CalibrationSpec] = []
     if REFERENCE in names:
         own = {REFERENCE: options[REFERENCE]} if REFERENCE in options else None
         reference_arguments = {k: v for k, v in arguments.items() if k in ("runs", "samples", "bins", "binning")}
-        specs.append((None, calibration_spec(data, methods=(REFERENCE,), key=key, method_options=own,
-                                             **reference_arguments)))  # fmt: skip
+        specs.append(calibration_spec(data, methods=(REFERENCE,), key=key, method_options=own, **reference_arguments))
     if traced:
         own = {k: v for k, v in options.items() if k != REFERENCE}
-        for name, value in levels:
-            spec = calibration_spec(data, methods=traced, key=key, method_options=own, **{name: value}, **arguments)
-            specs.append(((name, value), spec))
-    tasks = [
-        task
-        for level, spec in specs
-        for task in part_tasks(
-            calibration_part,
-            spec,
-            f"{data.name} {'non-private reference' if level is None else level_text(*level)}",
-            "runs",
-        )  # fmt: skip
-    ]
+        specs += [
+            calibration_spec(data, methods=traced, key=key, method_options=own, **{name: value}, **arguments)
+            for name, value in levels
+        ]
     description = {
         "dataset": data.name,
         "levels": [[name, value] for name, value in levels],
         "methods": names,
         "key": key_repr(key),
     }
-    return Plan("calibration", description, tuple(tasks), _merge)
+    plan = kind_plan(CALIBRATION.name, specs, description)
+    if REFERENCE in names:  # the reference alone is reported at every level asked for
+        stored = [[name, value] for name, value in levels]
+        summaries = (plan.summaries[0] | {"levels": stored},) + plan.summaries[1:]
+        plan = Plan(plan.kind, plan.description, plan.tasks, plan.specs, summaries, plan.identities)
+    return plan
 
 
 def calibration_study(
@@ -89,25 +153,5 @@ def calibration_study(
     """Calibration on `data` at each level, run as tasks in the study directory `out` (module doc); like
     `coverage_study` for executors, resuming and failures."""
     plan = calibration_plan(data, levels=levels, key=key, **arguments)
-    return run_study(plan, out, executor=executor, slots=slots, resume=resume, progress=progress)
-
-
-def _merge(plan: Plan, results: Mapping[str, Any]) -> dict[Level, CalibrationResult]:
-    """{level: CalibrationResult, the reference's methods beside the level's} for every level whose tasks (and
-    the reference's) have all finished; every level is the reference alone when no trace method runs."""
-    groups = parts_by_spec(plan.tasks, results)
-    merged = {}
-    reference = None
-    for spec, parts in groups:
-        if parts is None:
-            continue
-        result = merge_calibration(spec, parts)
-        if not spec.traced:
-            reference = result
-            continue
-        merged[level_of(spec)] = result
-    if any(not spec.traced for spec, _ in groups) and reference is None:
-        return {}
-    if not any(spec.traced for spec, _ in groups):
-        return {tuple(level): reference for level in plan.description["levels"]}
-    return {level: r.merge(reference) if reference is not None else r for level, r in merged.items()}
+    entries = run_study(plan, out, executor=executor, slots=slots, resume=resume, progress=progress)
+    return {as_level(summary["level"]): result for summary, result in entries}

@@ -2,39 +2,83 @@
 
     coverage_study(bm, levels=[("epsilon", 1.0), …], out=DIR, executor=…)  → {level: CoverageResult}
 
-Task (level, part) is `coverage_part(spec, part)` (simulate, record, fit every method, TARP fractions), named
-by the fingerprint of the level's `CoverageSpec` and the part; the results merge with `merge_coverage`, the
-function `na.coverage` uses in one process, so with the same chunk a study gives `na.coverage`'s numbers bit
-for bit, wherever its tasks ran and however often it was resumed.
+The kind "coverage" (`kinds`): a spec is na.coverage's `CoverageSpec` at one level; a part is
+`coverage_part(spec, part)` (simulate, record, fit every method, TARP fractions); the parts merge with
+`merge_coverage`, the function `na.coverage` uses in one process, so with the same chunk a study gives
+`na.coverage`'s numbers bit for bit, wherever its tasks ran and however often it was resumed. Each level
+prints its table and writes DIR/coverage-MODEL-eps-E.json, .csv (the ECP curves) and .png.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
+from pathlib import Path
 from typing import Any
 
-from ..evaluation.coverage import coverage_part, coverage_spec, merge_coverage
+from ..evaluation.coverage import CoverageSpec, coverage_part, coverage_spec, coverage_summary, merge_coverage
+from ..evaluation.experiment import warning_lines
 from ..evaluation.result import CoverageResult
 from ..models.benchmark import BenchmarkModel
+from ..plots import plot_coverage
 from ..util.keys import key_repr
-from .directory import Plan
-from .levels import Level, level_of, level_text
+from .kinds import StudyKind, register_kind
+from .levels import Level, as_level, epsilon_text, level_tag, level_text
+from .plan import Plan, kind_plan
 from .runner import run_study
-from .tasks import part_tasks, parts_by_spec
 
-__all__ = ["coverage_plan", "coverage_study"]
+__all__ = ["COVERAGE", "coverage_plan", "coverage_study"]
+
+SUFFIXES = (".json", ".csv", ".png")
+"""The files of one privacy level: DIR/coverage-MODEL-eps-E plus each suffix."""
+
+
+def _label(summary: Mapping[str, Any]) -> str:
+    return f"{summary['model']} {level_text(*summary['level'])}"
+
+
+def _stem(summary: Mapping[str, Any]) -> str:
+    return f"coverage-{summary['model']}-{level_tag(*summary['level'])}"
+
+
+def _render(summary: Mapping[str, Any], result: CoverageResult) -> tuple[str, list[str]]:
+    """One level's heading and table of methods, and the methods' warnings."""
+    s = result.settings
+    heading = (
+        f"{s['model']}, ε = {epsilon_text(s['epsilon'])}, σ = {s['noise_multiplier']:.4g}, M = {s['simulations']}, "
+        f"R = {s['references']}, K = {s['samples']}, T = {s['steps']}, key {summary['key']}; DPVI "
+        f"{result.seconds['dpvi']:.0f} s"
+    )
+    return f"{heading}\n{result.table()}", warning_lines(result.diagnostics)
+
+
+def _save(summary: Mapping[str, Any], result: CoverageResult, directory: Path, overwrite: bool) -> None:
+    """One level's .json, .csv and .png."""
+    stem = directory / _stem(summary)
+    result.to_json(stem.with_name(stem.name + ".json"), overwrite=overwrite)
+    result.to_csv(stem.with_name(stem.name + ".csv"), overwrite=overwrite)
+    plot_coverage(result, stem.with_name(stem.name + ".png"), overwrite=overwrite)
+
+
+COVERAGE = register_kind(
+    StudyKind(
+        name="coverage",
+        unit="simulations",
+        run_part=coverage_part,
+        summary=coverage_summary,
+        merge=merge_coverage,
+        label=_label,
+        render=_render,
+        files=lambda summary: [_stem(summary) + suffix for suffix in SUFFIXES],
+        save=_save,
+    )
+)
 
 
 def coverage_plan(bm: BenchmarkModel, *, levels: Sequence[Level], key, **arguments) -> Plan:
     """The plan of a coverage study of `bm` at each level: na.coverage's arguments (methods, simulations,
     references, samples, chunk, method_options, DPVI overrides, …), every one checked before any work."""
-    specs = [coverage_spec(bm, key=key, **{name: value}, **arguments) for name, value in levels]
-    tasks = [
-        task
-        for level, spec in zip(levels, specs)
-        for task in part_tasks(coverage_part, spec, f"{bm.name} {level_text(*level)}", "simulations")
-    ]
+    specs: list[CoverageSpec] = [coverage_spec(bm, key=key, **{name: value}, **arguments) for name, value in levels]
     first = specs[0]
     description = {
         "model": bm.name,
@@ -44,7 +88,7 @@ def coverage_plan(bm: BenchmarkModel, *, levels: Sequence[Level], key, **argumen
         "chunk": first.chunk,
         "key": key_repr(key),
     }
-    return Plan("coverage", description, tuple(tasks), _merge)
+    return kind_plan(COVERAGE.name, specs, description)
 
 
 def coverage_study(
@@ -62,17 +106,9 @@ def coverage_study(
     """Coverage of `bm` at each level, run as tasks in the study directory `out` (module doc).
 
     executor and slots: from `open_executor` (default: in-process). Finished tasks found in `out` are reused;
-    a directory holding another study is refused. Raises StudyError, after keeping every finished task, when
-    a task failed twice. Returns {level: CoverageResult}, the same numbers as na.coverage with the same chunk.
+    a directory holding another study is refused. Raises TaskError when a task raised (a bug), after keeping
+    every finished task. Returns {level: CoverageResult}, the same numbers as na.coverage with the same chunk.
     """
     plan = coverage_plan(bm, levels=levels, key=key, **arguments)
-    return run_study(plan, out, executor=executor, slots=slots, resume=resume, progress=progress)
-
-
-def _merge(plan: Plan, results: Mapping[str, Any]) -> dict[Level, CoverageResult]:
-    """{level: CoverageResult} of every level all of whose parts are in `results` (task id → CoveragePart)."""
-    return {
-        level_of(spec): merge_coverage(spec, parts)
-        for spec, parts in parts_by_spec(plan.tasks, results)
-        if parts is not None
-    }
+    entries = run_study(plan, out, executor=executor, slots=slots, resume=resume, progress=progress)
+    return {as_level(summary["level"]): result for summary, result in entries}

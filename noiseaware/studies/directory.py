@@ -1,67 +1,44 @@
-"""A study directory: the plan of a study and one verified result file per finished task.
+"""A study directory: the plan of a study as data, one verified result file per finished task, and a lock.
 
-    DIR/study.json        what the study is (kind, description, versions, plan id, its tasks with labels)
-    DIR/plan.pkl          the plan itself (its specs, to merge and to report from the directory alone)
-    DIR/tasks/<id>.task   each finished task's result (`files`), written by the worker that ran it
+    DIR/plan.json         what the study is (`Plan.record`: kind, description, versions, specs, tasks)
+    DIR/tasks/<id>.npz    each finished task's result (`files`: data only), written by the worker that ran it
     DIR/events.jsonl      a line per task started, finished or failed (for `report` and for the record)
+    DIR/lock              while a process runs the study: its pid, host, start time and command
 
-A directory holds one plan: running the same plan again resumes it (finished tasks are read, not rerun, and
-the temporary file of a result cut short by a kill is removed); another plan is refused before any work. A
-result file that does not verify is moved aside to <id>.task.corrupt (never deleted) and its task runs again.
+Nothing in a study directory is ever unpickled: a folder copied from another machine, attached to a paper or left
+on shared scratch can be reported safely. A directory holds one plan: running the same plan again resumes it
+(finished tasks are read, not rerun, and the temporary file of a result cut short by a kill is removed); another
+plan is refused before any work, with the differences named. One process at a time: a second is refused while
+the lock names a live holder (a lock left by a dead process on this host is taken over). A result file that
+does not verify is moved aside to <id>.npz.corrupt (never deleted) and its task runs again.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import json
-import pickle
+import os
+import socket
+import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
+from ..util.files import write_json
+from .files import SUFFIX, CorruptResult, read_result
+from .plan import FORMAT, Plan, differences
+from .tasks import Task
 
-from ..util.files import atomic_write, write_json
-from ..util.fingerprint import fingerprint
-from .files import CorruptResult, read_result
-from .tasks import VERSIONS, Task
-
-__all__ = ["Plan", "PlanMismatch", "StudyDirectory"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """A study: its tasks and how their results merge. merge(plan, {task id: result}) → the study's results;
-    description: plain data saying what the study is (study.json, messages); kind: "coverage", "calibration"."""
-
-    kind: str
-    description: Mapping[str, Any]
-    tasks: tuple[Task, ...]
-    merge: Callable[[Plan, Mapping[str, Any]], Any]
-    parts: tuple[Plan, ...] = ()
-
-    @classmethod
-    def combined(cls, plans: Sequence[Plan]) -> Plan:
-        """One study of several plans' tasks (e.g. one coverage plan per model), run together so that workers
-        never wait between them; its merge gives each plan's merged results, in order."""
-        kinds = {plan.kind for plan in plans}
-        return cls(
-            "+".join(sorted(kinds)),
-            {"studies": [dict(plan.description) for plan in plans]},
-            tuple(task for plan in plans for task in plan.tasks),
-            _merge_each,
-            tuple(plans),
-        )
-
-    @property
-    def id(self) -> str:
-        """The fingerprint of the kind and the task ids: two plans with the same tasks are the same study."""
-        return fingerprint({"kind": self.kind, "tasks": [task.id for task in self.tasks]})
+__all__ = ["PlanMismatch", "StudyDirectory", "StudyLocked"]
 
 
 class PlanMismatch(ValueError):
     """The directory holds another study than the one asked for."""
+
+
+class StudyLocked(RuntimeError):
+    """Another process is running the study in this directory."""
 
 
 class StudyDirectory:
@@ -69,27 +46,44 @@ class StudyDirectory:
 
     def __init__(self, path):
         self.path = Path(path)
+        self._held = 0
 
     @property
     def tasks_dir(self) -> Path:
         return self.path / "tasks"
 
-    def result_path(self, task: Task) -> Path:
-        return self.tasks_dir / f"{task.id}.task"
+    @property
+    def plan_path(self) -> Path:
+        return self.path / "plan.json"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path / "lock"
+
+    def result_path(self, task: Task | str) -> Path:
+        return self.tasks_dir / f"{getattr(task, 'id', task)}{SUFFIX}"
 
     def exists(self) -> bool:
-        return (self.path / "study.json").exists()
+        return self.plan_path.exists()
 
     def holds(self, plan: Plan, *, resume: bool = True) -> bool:
-        """Whether the directory already holds `plan` (a study to resume); nothing is written. Another plan, or
-        the same plan with resume=False, is a PlanMismatch / FileExistsError that says what to do."""
+        """Whether the directory already holds `plan` (a study to resume); nothing is written. Another plan is a
+        PlanMismatch naming the differences; the same plan with resume=False a FileExistsError; a folder of an
+        older noiseaware (a pickled plan, never read) a PlanMismatch."""
+        if (self.path / "plan.pkl").exists() and not self.exists():
+            raise PlanMismatch(
+                f"{self.path} holds a study written by an older noiseaware (a pickled plan, which is never read): "
+                "give another output directory"
+            )
         if not self.exists():
             return False
-        held = self.description()
+        held = self.record()
         if held.get("plan") != plan.id:
+            changed = differences(_identity(held), _identity(plan.record()))
             raise PlanMismatch(
-                f"{self.path} holds another study ({_what(held)}), not this one ({_what(self._record(plan))}): "
-                "give another output directory, or rerun that study with exactly its arguments to resume it"
+                f"{self.path} holds another study ({_what(held)}), not this one ({_what(plan.record())}); what "
+                f"differs: {'; '.join(changed) or 'the tasks'}. Give another output directory, or rerun that study "
+                "with exactly its arguments and code to resume it"
             )
         if not resume:
             raise FileExistsError(
@@ -106,36 +100,89 @@ class StudyDirectory:
         if self.path.exists() and not self.path.is_dir():
             raise NotADirectoryError(f"{self.path} is a file: give a directory for the study")
         self.tasks_dir.mkdir(parents=True, exist_ok=True)
-        payload = cloudpickle.dumps(plan)
-        atomic_write(self.path / "plan.pkl", lambda temporary: temporary.write_bytes(payload), overwrite=True)
-        write_json(self.path / "study.json", self._record(plan))  # last: its presence marks a prepared study
+        write_json(self.plan_path, plan.record())  # last: its presence marks a prepared study
         return False
 
-    def plan(self) -> Plan:
-        """The plan stored in the directory."""
+    def record(self) -> dict[str, Any]:
+        """The plan record stored in the directory (plan.json: plain data)."""
         if not self.exists():
-            raise FileNotFoundError(f"{self.path} holds no study (no study.json): run a study with --out {self.path}")
-        return pickle.loads((self.path / "plan.pkl").read_bytes())
+            raise FileNotFoundError(f"{self.path} holds no study (no plan.json): run a study with --out {self.path}")
+        try:
+            record = json.loads(self.plan_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise PlanMismatch(f"{self.plan_path} is not a study plan ({error})") from None
+        if not isinstance(record, dict) or record.get("format") != FORMAT:
+            raise PlanMismatch(f"{self.plan_path} is not a study plan of format {FORMAT!r}")
+        return record
 
-    def description(self) -> dict[str, Any]:
-        return json.loads((self.path / "study.json").read_text())
-
-    def load(self, task: Task) -> tuple[Any, float] | None:
+    def load(self, task: Task | str) -> tuple[Any, float] | None:
         """Task's verified result and seconds, or None when it has not finished; a result file that does not
-        verify is moved aside (<id>.task.corrupt), logged, and None returned, so the task runs again."""
+        verify is moved aside (<id>.npz.corrupt), logged, and None returned, so the task runs again."""
         path = self.result_path(task)
         if not path.exists():
             return None
         try:
-            return read_result(path, task.id)
-        except (CorruptResult, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as error:
+            return read_result(path, getattr(task, "id", task))
+        except CorruptResult as error:
             path.replace(path.with_name(path.name + ".corrupt"))
             self.log(task, "corrupt", str(error))
             return None
 
-    def log(self, task: Task, event: str, detail: str = "") -> None:
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the study's lock while the block runs (re-entrant in this object): StudyLocked, before any work,
+        while another live process holds it."""
+        if self._held:
+            self._held += 1
+            try:
+                yield
+            finally:
+                self._held -= 1
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._take()
+        self._held = 1
+        try:
+            yield
+        finally:
+            self._held = 0
+            self.lock_path.unlink(missing_ok=True)
+
+    def check_unlocked(self) -> None:
+        """StudyLocked when another live process holds the lock (nothing is written)."""
+        holder = self.holder()
+        if holder is not None and _alive(holder):
+            raise StudyLocked(_locked_message(self.lock_path, holder))
+
+    def holder(self) -> dict[str, Any] | None:
+        """What the lock file says of its holder, or None when the study is not locked."""
+        try:
+            holder = json.loads(self.lock_path.read_text())
+        except FileNotFoundError:
+            return None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return {}
+        return holder if isinstance(holder, dict) else {}
+
+    def _take(self) -> None:
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+              "command": " ".join(sys.argv)}  # fmt: skip
+        for _ in range(2):
+            try:
+                with open(self.lock_path, "x") as handle:
+                    json.dump(me, handle)
+                return
+            except FileExistsError:
+                holder = self.holder()
+                if holder is not None and _alive(holder):
+                    raise StudyLocked(_locked_message(self.lock_path, holder)) from None
+                self.lock_path.unlink(missing_ok=True)  # its holder died on this host: take it over
+        raise StudyLocked(f"{self.lock_path}: another process took the lock at the same moment; try again")
+
+    def log(self, task: Task | str, event: str, detail: str = "") -> None:
         """Append one event line (time, task id and label, event, detail) to events.jsonl."""
-        line = {"time": round(time.time(), 3), "task": task.id, "label": task.label, "event": event}
+        line = {"time": round(time.time(), 3), "task": getattr(task, "id", task),
+                "label": getattr(task, "label", ""), "event": event}  # fmt: skip
         with open(self.path / "events.jsonl", "a") as handle:
             handle.write(json.dumps(line | ({"detail": detail} if detail else {})) + "\n")
 
@@ -150,24 +197,43 @@ class StudyDirectory:
                 events.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
-        return events
-
-    def _record(self, plan: Plan) -> dict[str, Any]:
-        return {
-            "plan": plan.id,
-            "kind": plan.kind,
-            "description": dict(plan.description),
-            "versions": VERSIONS,
-            "tasks": [{"id": task.id, "label": task.label} for task in plan.tasks],
-        }
+        return [e for e in events if isinstance(e, dict) and {"task", "event"} <= set(e)]
 
 
-def _merge_each(plan: Plan, results: Mapping[str, Any]) -> list[Any]:
-    """The merged results of each part of a combined plan."""
-    return [part.merge(part, results) for part in plan.parts]
+def _alive(holder: Mapping[str, Any]) -> bool:
+    """Whether a lock's holder may still run: a live pid on this host, or any holder on another host (unknowable
+    from here), or a lock file that cannot be read."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return True
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _locked_message(path: Path, holder: Mapping[str, Any]) -> str:
+    who = f"process {holder.get('pid', '?')} on {holder.get('host', '?')} since {holder.get('since', '?')}"
+    command = f" ({holder['command']})" if holder.get("command") else ""
+    return (
+        f"{path.parent} is in use by {who}{command}: wait for it to finish, or run this in another directory; if "
+        f"that process is gone (e.g. its machine crashed), delete {path}"
+    )
+
+
+def _identity(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What names a plan: its kind, versions and each spec's canonical data (for naming differences)."""
+    return {
+        "kind": record.get("kind"),
+        "versions": record.get("versions"),
+        "specs": [spec.get("identity") for spec in record.get("specs", [])],
+        "parts": [task.get("part") for task in record.get("tasks", [])],
+    }
 
 
 def _what(record: Mapping[str, Any]) -> str:
-    """A study in a few words, from its study.json record."""
+    """A study in a few words, from its plan record."""
     description = record.get("description", {})
     return f"{record.get('kind', '?')} " + ", ".join(f"{k} {v}" for k, v in description.items() if k != "plan")

@@ -1,59 +1,75 @@
-"""A task's result file: a header line that names the task and checks the payload, then the pickled result.
+"""A task's result file: data only, an .npz whose member "record" (JSON) names the task and checks the rest.
 
-    NOISEAWARE-TASK 1 {"id": …, "sha256": …, "bytes": n, "seconds": s}\n<n bytes of cloudpickle>
+    tasks/<id>.npz:  record = {"format": FORMAT, "task": id, "seconds": s, "tree": …, "sha256": …}
+                     a0, a1, …  the result's arrays (`util.codec`: the tree refers to them by name)
 
-Written atomically (a temporary file renamed into place), so a file is whole or absent; read back only when
-its header names the task asked for and the payload's length and sha256 match, so a truncated, edited or
-misplaced file is found before anything is unpickled. A study directory is trusted like code: its results
-are pickles.
+Written atomically (a temporary file renamed into place), so a file is whole or absent. Read back with numpy's
+pickle-free loader, and only when the record names the task asked for and the sha256 of the tree and the arrays
+matches: a truncated, edited or misplaced file is found, and a file from a stranger can at worst hold wrong
+numbers, never run code (nothing is unpickled; `codec.decode` builds only registered data types).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
+import numpy as np
 
+from ..util.codec import UndecodableData, decode, encode
 from ..util.files import atomic_write
 
-__all__ = ["MAGIC", "CorruptResult", "read_result", "write_result"]
+__all__ = ["FORMAT", "CorruptResult", "read_result", "write_result"]
 
-MAGIC = b"NOISEAWARE-TASK 1 "
+FORMAT = "noiseaware-task 2"
+SUFFIX = ".npz"
 
 
 class CorruptResult(ValueError):
-    """A result file that does not verify (wrong task, truncated, or changed after it was written)."""
+    """A result file that does not verify (wrong task, truncated, changed after it was written, or not data)."""
 
 
 def write_result(path: Path, task_id: str, result: Any, seconds: float) -> None:
     """Write `result` of task `task_id` to `path` atomically (an existing file, e.g. a corrupt one, is replaced)."""
-    payload = cloudpickle.dumps(result)
-    header = {"id": task_id, "sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload), "seconds": seconds}
-    data = MAGIC + json.dumps(header).encode() + b"\n" + payload
-    atomic_write(path, lambda temporary: temporary.write_bytes(data), overwrite=True)
+    tree, arrays = encode(result)
+    record = {"format": FORMAT, "task": task_id, "seconds": seconds, "tree": tree, "sha256": _checksum(tree, arrays)}
 
+    def write(temporary: Path) -> None:
+        with open(temporary, "wb") as handle:
+            np.savez(handle, record=np.array(json.dumps(record)), **arrays)
 
-def read_header(path: Path) -> tuple[dict[str, Any], bytes]:
-    """The header and payload of a result file, checked for form, length and sha256 (CorruptResult otherwise)."""
-    data = path.read_bytes()
-    line, _, payload = data.partition(b"\n")
-    if not line.startswith(MAGIC):
-        raise CorruptResult(f"{path} is not a noiseaware task result")
-    try:
-        header = json.loads(line[len(MAGIC) :])
-    except json.JSONDecodeError as error:
-        raise CorruptResult(f"{path}: unreadable header ({error})") from None
-    if len(payload) != header.get("bytes") or hashlib.sha256(payload).hexdigest() != header.get("sha256"):
-        raise CorruptResult(f"{path}: the result does not match its checksum (truncated or changed)")
-    return header, payload
+    atomic_write(path, write, overwrite=True)
 
 
 def read_result(path: Path, task_id: str) -> tuple[Any, float]:
-    """The result of task `task_id` stored at `path` and its seconds, after the checks of `read_header`."""
-    header, payload = read_header(path)
-    if header.get("id") != task_id:
-        raise CorruptResult(f"{path} holds task {header.get('id')}, not {task_id}")
-    return cloudpickle.loads(payload), float(header.get("seconds", 0.0))
+    """The result of task `task_id` stored at `path` and its seconds; CorruptResult unless the file verifies."""
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            record = json.loads(str(stored["record"][()]))
+            arrays = {name: stored[name] for name in stored.files if name != "record"}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        raise CorruptResult(
+            f"{path} is not a readable noiseaware task result ({type(error).__name__}: {error})"
+        ) from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise CorruptResult(f"{path} is not a noiseaware task result of format {FORMAT!r}")
+    if record.get("task") != task_id:
+        raise CorruptResult(f"{path} holds task {record.get('task')}, not {task_id}")
+    if record.get("sha256") != _checksum(record.get("tree"), arrays):
+        raise CorruptResult(f"{path}: the result does not match its checksum (truncated or changed)")
+    try:
+        return decode(record["tree"], arrays), float(record.get("seconds", 0.0))
+    except UndecodableData as error:
+        raise CorruptResult(f"{path}: {error}") from None
+
+
+def _checksum(tree: Any, arrays: dict[str, np.ndarray]) -> str:
+    """sha256 over the tree's JSON and each array's name, dtype, shape and bytes."""
+    hasher = hashlib.sha256(json.dumps(tree, sort_keys=True).encode())
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        hasher.update(f"{name}|{array.dtype.str}|{array.shape}".encode() + array.tobytes())
+    return hasher.hexdigest()

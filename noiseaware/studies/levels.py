@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
-__all__ = ["Level", "level_of", "level_text"]
+__all__ = ["Level", "epsilon_text", "level_tag", "level_text"]
 
 Level = tuple[str, float]
 """A privacy level: ("epsilon", ε) or ("noise_multiplier", σ)."""
 
 
-def level_of(spec: Any) -> Level:
-    """The level a coverage or calibration spec was asked for: its ε when given, else its σ."""
-    return ("epsilon", spec.epsilon) if spec.epsilon is not None else ("noise_multiplier", spec.noise_multiplier)
-
-
 def level_text(name: str, value: float) -> str:
     """ε = 1 or σ = 37.81."""
     return f"ε = {value:g}" if name == "epsilon" else f"σ = {value:g}"
+
+
+def level_tag(name: str, value: float) -> str:
+    """The file-name tag of a privacy level: eps-E or sigma-S."""
+    return f"eps-{value:g}" if name == "epsilon" else f"sigma-{value:g}"
+
+
+def epsilon_text(epsilon: float | None) -> str:
+    """ε as a table shows it ("unknown" for a run given by σ alone)."""
+    return "unknown" if epsilon is None else f"{epsilon:g}"
+
+
+def as_level(stored: Sequence) -> Level:
+    """A level as stored in plan.json ([name, value]) back as a Level tuple."""
+    name, value = stored
+    return (str(name), float(value))

@@ -1,12 +1,14 @@
 """Running a plan: read the finished tasks from the study directory, submit the others to an executor.
 
     finished = {task: verified result file in DIR}                 (reused, never rerun)
-    for each other task, `slots` at a time:  executor.submit(execute, task, DIR/tasks/<id>.task)
-    a task that raises is reported with its error and submitted once more; a second failure is final
+    for each other task, `slots` at a time:  executor.submit(execute, task, DIR/tasks/<id>.npz)
 
-The worker writes the result file itself, so a finished task is on disk whatever happens to this process;
-killed, a study loses only the tasks in flight (at most `slots`). The progress bar counts done / running /
-failed tasks; every event goes to DIR/events.jsonl.
+A task whose worker was lost (killed, out of memory, a broken pool) is submitted once more. A task that raises
+is a bug, not a statistical failure (methods return those as typed values, which the merge counts): the study
+submits nothing more, lets the running tasks finish, and raises `TaskError` from the task's exception, so its
+traceback is shown. The worker writes the result file itself, so a finished task is on disk whatever happens to
+this process; killed, a study loses only the tasks in flight (at most `slots`). The whole run holds the
+directory's lock. The progress bar counts done / running / failed tasks; every event goes to DIR/events.jsonl.
 """
 
 from __future__ import annotations
@@ -20,18 +22,26 @@ from typing import Any
 import cloudpickle
 from tqdm.auto import tqdm
 
-from .directory import Plan, StudyDirectory
+from .directory import StudyDirectory
 from .executors import InProcessExecutor
+from .kinds import KINDS
+from .plan import Plan, merge_record
 from .tasks import Task, execute
 
-__all__ = ["RETRIES", "StudyError", "StudyRun", "run_plan", "run_study"]
+__all__ = ["RETRIES", "StudyError", "StudyRun", "TaskError", "run_plan", "run_study"]
 
 RETRIES = 1
-"""Times a failed task is submitted again before its failure is final."""
+"""Times a task whose worker was lost is submitted again before its failure is final."""
+LOST_WORKER = ("KilledWorker", "BrokenProcessPool", "CommClosedError", "CancelledError")
+"""Errors of the executor, not of the task's code: the task may succeed on another worker."""
 
 
 class StudyError(RuntimeError):
-    """Tasks of a study failed twice: the message lists each with its error; the finished ones stay on disk."""
+    """Tasks of a study failed: the message lists each with its error; the finished ones stay on disk."""
+
+
+class TaskError(StudyError):
+    """A task raised (a bug in its code, or in noiseaware): raised from the task's own exception."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +54,7 @@ class StudyRun:
     computed: tuple[str, ...]
     failed: Mapping[str, str]
     seconds: Mapping[str, float]
+    errors: Mapping[str, BaseException] = dataclasses.field(default_factory=dict)
 
 
 def run_plan(
@@ -58,7 +69,11 @@ def run_plan(
     """Run `plan` in `directory` (module doc): finished tasks are read, the others run on `executor`
     (default in-process), `slots` in flight. progress: a bar on stderr, or a callable given the counts
     {"done", "running", "failed", "total"} after each event."""
-    executor = executor or InProcessExecutor()
+    with directory.lock():
+        return _run(plan, directory, executor or InProcessExecutor(), slots, resume, progress)
+
+
+def _run(plan, directory, executor, slots, resume, progress) -> StudyRun:
     directory.prepare(plan, resume=resume)
     results: dict[str, Any] = {}
     seconds: dict[str, float] = {}
@@ -71,12 +86,13 @@ def run_plan(
             results[task.id], seconds[task.id] = loaded
     reused = tuple(results)
     failed: dict[str, str] = {}
+    errors: dict[str, BaseException] = {}
     attempts: dict[str, int] = {}
     running: dict[Future, Task] = {}
     queue = list(reversed(pending))
     with _Counter(len(plan.tasks), len(reused), progress) as counter:
-        while queue or running:
-            while queue and len(running) < max(1, slots):
+        while (queue and not errors) or running:
+            while queue and not errors and len(running) < max(1, slots):
                 task = queue.pop()
                 attempts[task.id] = attempts.get(task.id, 0) + 1
                 directory.log(task, "started", f"attempt {attempts[task.id]}")
@@ -94,17 +110,21 @@ def run_plan(
                     counter.update(done=1)
                     continue
                 text = f"{type(error).__name__}: {error}" if error else "its result file did not verify"
-                if attempts[task.id] <= RETRIES:
+                lost = error is None or type(error).__name__ in LOST_WORKER
+                if lost and attempts[task.id] <= RETRIES:
                     directory.log(task, "retry", text)
                     counter.note(f"task {task.label} failed ({text}); running it once more")
                     queue.append(task)
                 else:
                     directory.log(task, "failed", text)
                     failed[task.id] = text
+                    if error is not None and not lost:
+                        errors[task.id] = error
+                        counter.note(f"task {task.label} raised {text}: stopping the study (no new tasks)")
                     counter.update(failed=1)
             counter.update(running=len(running))
     computed = tuple(task.id for task in pending if task.id in results)
-    return StudyRun(results, reused, computed, failed, seconds)
+    return StudyRun(results, reused, computed, failed, seconds, errors)
 
 
 def run_study(
@@ -116,16 +136,24 @@ def run_study(
     resume: bool = True,
     progress: bool | Callable[[dict[str, int]], None] = False,
 ) -> Any:
-    """Run `plan` in the study directory `out` (`run_plan`) and merge its results (plan.merge). Raises
-    StudyError, after keeping every finished task, when a task failed twice."""
+    """Run `plan` in the study directory `out` (`run_plan`) and merge its results: [(summary, result)] per spec by
+    its kind's contract (`merge_record`), or {task id: result} for loose tasks of an unregistered kind. Raises
+    TaskError from the first task that raised (a bug: its traceback is the cause), or StudyError when a task's
+    worker was lost twice; every finished task is kept."""
     run = run_plan(plan, StudyDirectory(out), executor=executor, slots=slots, resume=resume, progress=progress)
     if run.failed:
         lines = "\n".join(f"  {t.label}: {run.failed[t.id]}" for t in plan.tasks if t.id in run.failed)
-        raise StudyError(
-            f"{len(run.failed)} of {len(plan.tasks)} tasks failed twice:\n{lines}\nthe finished tasks are kept in "
-            f"{out}: fix the cause and run the same command again to finish the study"
-        )
-    return plan.merge(plan, run.results)
+        keep = f"the finished tasks are kept in {out}: fix the cause and run the same command again to finish the study"
+        if run.errors:
+            first = next(t for t in plan.tasks if t.id in run.errors)
+            raise TaskError(
+                f"task {first.label} raised an error, which stops the study (a statistical failure of a fit is "
+                f"counted, not raised, so this is a bug):\n{lines}\n{keep}"
+            ) from run.errors[first.id]
+        raise StudyError(f"{len(run.failed)} of {len(plan.tasks)} tasks lost their worker twice:\n{lines}\n{keep}")
+    if plan.kind not in KINDS:
+        return dict(run.results)
+    return merge_record(plan.record(), run.results)
 
 
 class _Counter:

@@ -1,0 +1,147 @@
+"""Results as data: a value tree ⇄ JSON plus named arrays, rebuilt without running anything the file chose.
+
+    tree, arrays = encode(value)      tree: JSON data; arrays: {"a0": ndarray, …} (saved as .npz)
+    value = decode(tree, arrays)      the same value back (arrays bit for bit, floats exactly)
+
+What can be encoded: None, bools, ints, floats (NaN and ±inf too), strings, lists, tuples, mappings (any keys
+that are themselves encodable), numpy arrays and scalars (not object arrays), the frozen dataclasses registered
+with `data_type` or as a `Diagnostics` kind, warning categories (`Warning` subclasses of the standard library or
+registered), and `FitWarning`s by their parts. Decoding builds only those types, named by the registry, from
+plain values: a file from a stranger can be read safely (nothing is unpickled, no code it names is imported).
+Anything else raises TypeError when encoded, and a tree that names an unknown type raises `UndecodableData`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .batch_warnings import CaughtWarning, FitWarning
+from .diagnostics import Diagnostics, diagnostics_type
+
+__all__ = ["UndecodableData", "data_type", "decode", "encode"]
+
+_TYPES: dict[str, type] = {}
+_WARNINGS: dict[str, type[Warning]] = {"FitWarning": FitWarning}
+
+
+class UndecodableData(ValueError):
+    """A stored tree that is not the data `encode` writes (an unknown type, a missing array, a malformed node)."""
+
+
+def data_type[T: type](cls: T) -> T:
+    """Class decorator: `cls` (a dataclass) may be encoded and rebuilt by its name (`decode`)."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls.__name__} is not a dataclass")
+    _TYPES[cls.__qualname__] = cls
+    return cls
+
+
+data_type(CaughtWarning)
+
+
+def encode(value: Any) -> tuple[Any, dict[str, np.ndarray]]:
+    """JSON data and the arrays it refers to (module doc)."""
+    arrays: dict[str, np.ndarray] = {}
+    return _encode(value, arrays), arrays
+
+
+def decode(tree: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+    """The value `encode` wrote as (tree, arrays); UndecodableData when the tree is not such data."""
+    try:
+        return _decode(tree, arrays)
+    except (KeyError, TypeError, IndexError) as error:
+        raise UndecodableData(f"not noiseaware result data: {type(error).__name__}: {error}") from None
+
+
+def _encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, np.bool_):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, FitWarning):
+        return {"$fitwarning": _encode(list(value.__reduce__()[1]), arrays)}
+    if isinstance(value, type) and issubclass(value, Warning):
+        return {"$warning": _warning_name(value)}
+    if isinstance(value, Diagnostics):
+        return {"$diagnostics": type(value).__name__, "fields": _encode(dict(value), arrays)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        name = type(value).__qualname__
+        if _TYPES.get(name) is not type(value):
+            raise TypeError(f"{name} is not a registered data type (noiseaware.util.codec.data_type)")
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return {"$data": name, "fields": _encode(fields, arrays)}
+    if isinstance(value, Mapping):
+        if all(isinstance(k, str) and not k.startswith("$") for k in value):
+            return {k: _encode(v, arrays) for k, v in value.items()}
+        return {"$mapping": [[_encode(k, arrays), _encode(v, arrays)] for k, v in value.items()]}
+    if isinstance(value, tuple):
+        return {"$tuple": [_encode(item, arrays) for item in value]}
+    if isinstance(value, list):
+        return [_encode(item, arrays) for item in value]
+    if isinstance(value, np.ndarray) or hasattr(value, "__array__") and hasattr(value, "dtype"):
+        array = np.asarray(value)
+        if array.dtype.kind in "OV":
+            raise TypeError(f"an array of {array.dtype} is not data")
+        name = f"a{len(arrays)}"
+        arrays[name] = array
+        return {"$array": name}
+    raise TypeError(f"cannot store a {type(value).__qualname__} as data")
+
+
+def _decode(tree: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+    if isinstance(tree, list):
+        return [_decode(item, arrays) for item in tree]
+    if not isinstance(tree, dict):
+        return tree
+    if "$float" in tree:
+        return float(tree["$float"])
+    if "$array" in tree:
+        return arrays[tree["$array"]]
+    if "$tuple" in tree:
+        return tuple(_decode(item, arrays) for item in tree["$tuple"])
+    if "$mapping" in tree:
+        return {_hashable(_decode(k, arrays)): _decode(v, arrays) for k, v in tree["$mapping"]}
+    if "$warning" in tree:
+        return _warning(tree["$warning"])
+    if "$fitwarning" in tree:
+        return FitWarning(*_decode(tree["$fitwarning"], arrays))
+    if "$diagnostics" in tree:
+        cls = diagnostics_type(tree["$diagnostics"])
+        if cls.__name__ != tree["$diagnostics"]:
+            raise UndecodableData(f"unknown diagnostics type {tree['$diagnostics']!r} (import the plug-in defining it)")
+        return cls(**_decode(tree["fields"], arrays))
+    if "$data" in tree:
+        cls = _TYPES.get(tree["$data"])
+        if cls is None:
+            raise UndecodableData(f"unknown data type {tree['$data']!r}")
+        return cls(**_decode(tree["fields"], arrays))
+    return {k: _decode(v, arrays) for k, v in tree.items()}
+
+
+def _hashable(key: Any) -> Any:
+    return tuple(_hashable(k) for k in key) if isinstance(key, (list, tuple)) else key
+
+
+def _warning_name(category: type[Warning]) -> str:
+    name = category.__qualname__
+    if getattr(builtins, name, None) is category or _WARNINGS.get(name) is category:
+        return name
+    return "UserWarning"  # a library's own category: its text is kept, its class is not needed to gather it
+
+
+def _warning(name: str) -> type[Warning]:
+    category = _WARNINGS.get(name) or getattr(builtins, name, None)
+    if not (isinstance(category, type) and issubclass(category, Warning)):
+        raise UndecodableData(f"unknown warning category {name!r}")
+    return category
