@@ -292,7 +292,7 @@ def test_the_cli_runs_a_study_resumes_it_reports_it_and_refuses_another_plan(cap
     status, report, err = run(capsys, "report", out)
     assert status == 0 and "not all of its tasks are done" in report and "1 not yet run" in report
     line = single_error(capsys, *CLI_STUDY[:-2], "--chunk", "4", "--out", out)
-    assert "holds another study" in line and "give another output directory" in line
+    assert "holds another study" in line and "another output directory" in line and "chunk: 2 → 4" in line
     line = single_error(capsys, *CLI_STUDY, "--out", out, "--no-resume")
     assert "already holds this study" in line
     assert "holds no study" in single_error(capsys, "report", tmp_path)

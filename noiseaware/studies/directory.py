@@ -30,14 +30,22 @@ from .files import SUFFIX, CorruptResult, read_result
 from .plan import FORMAT, Plan, differences
 from .tasks import Task
 
-__all__ = ["PlanMismatch", "StudyDirectory", "StudyLocked"]
+__all__ = ["PlanMismatch", "StudyDirectory", "StudyError", "StudyLocked"]
+
+
+_HELD: dict[Path, int] = {}
+"""The study directories whose lock this process holds, with how many blocks hold it."""
 
 
 class PlanMismatch(ValueError):
     """The directory holds another study than the one asked for."""
 
 
-class StudyLocked(RuntimeError):
+class StudyError(RuntimeError):
+    """A study that cannot go on: the message says why and what to do; its finished tasks stay on disk."""
+
+
+class StudyLocked(StudyError):
     """Another process is running the study in this directory."""
 
 
@@ -46,7 +54,6 @@ class StudyDirectory:
 
     def __init__(self, path):
         self.path = Path(path)
-        self._held = 0
 
     @property
     def tasks_dir(self) -> Path:
@@ -130,23 +137,20 @@ class StudyDirectory:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold the study's lock while the block runs (re-entrant in this object): StudyLocked, before any work,
-        while another live process holds it."""
-        if self._held:
-            self._held += 1
-            try:
-                yield
-            finally:
-                self._held -= 1
-            return
+        """Hold the study's lock while the block runs (re-entrant within this process): StudyLocked, before any
+        work, while another live process holds it."""
         self.path.mkdir(parents=True, exist_ok=True)
-        self._take()
-        self._held = 1
+        key = self.path.resolve()
+        if not _HELD.get(key):
+            self._take()
+        _HELD[key] = _HELD.get(key, 0) + 1
         try:
             yield
         finally:
-            self._held = 0
-            self.lock_path.unlink(missing_ok=True)
+            _HELD[key] -= 1
+            if not _HELD[key]:
+                del _HELD[key]
+                self.lock_path.unlink(missing_ok=True)
 
     def check_unlocked(self) -> None:
         """StudyLocked when another live process holds the lock (nothing is written)."""

@@ -22,7 +22,7 @@ from typing import Any
 import cloudpickle
 from tqdm.auto import tqdm
 
-from .directory import StudyDirectory
+from .directory import StudyDirectory, StudyError
 from .executors import InProcessExecutor
 from .kinds import KINDS
 from .plan import Plan, merge_record
@@ -34,10 +34,6 @@ RETRIES = 1
 """Times a task whose worker was lost is submitted again before its failure is final."""
 LOST_WORKER = ("KilledWorker", "BrokenProcessPool", "CommClosedError", "CancelledError")
 """Errors of the executor, not of the task's code: the task may succeed on another worker."""
-
-
-class StudyError(RuntimeError):
-    """Tasks of a study failed: the message lists each with its error; the finished ones stay on disk."""
 
 
 class TaskError(StudyError):

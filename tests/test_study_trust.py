@@ -1,0 +1,166 @@
+"""Studies you can trust and share (issue 26): identity that sees code and settings, study folders that are data
+(a crafted pickle never runs), one process per folder, and the study contract's registry. Cheap: plans are
+prepared, not run, except for loose tasks of plain functions."""
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import types
+
+import numpy as np
+import optax
+import pytest
+
+import noiseaware as na
+from noiseaware.cli import main
+from noiseaware.studies import (
+    KINDS,
+    Plan,
+    PlanMismatch,
+    StudyDirectory,
+    StudyLocked,
+    coverage_plan,
+    get_kind,
+    make_task,
+    run_plan,
+    run_study,
+)
+from noiseaware.util.codec import UndecodableData, decode, encode
+from noiseaware.util.fingerprint import Unfingerprintable, canonical, fingerprint
+
+M2 = na.models.get("beta-bernoulli")
+SMALL = dict(simulations=4, references=2, samples=100, steps=200, chunk=2)
+LEVELS = [("noise_multiplier", 20.0)]
+
+
+def make(constant):
+    def shift(x):
+        return x + constant
+
+    return shift
+
+
+def plugin(body: str, version: str | None = None) -> na.Method:
+    """A plug-in method defined in a module of its own, as a user's file would define it (not installed)."""
+    module = types.ModuleType("my_plugin")
+    exec(compile(f"def fit_batch(batch, keys, options):\n    {body}\n", "my_plugin.py", "exec"), module.__dict__)
+    return na.Method("mine", module.fit_batch, version=version)
+
+
+class Marker:
+    """A pickle payload that, if ever unpickled, leaves a marker file (what a crafted study file would do)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_closures_with_other_constants_and_optimizers_with_other_rates_get_other_fingerprints():
+    assert fingerprint(make(1)) != fingerprint(make(2))
+    assert fingerprint(make(1)) == fingerprint(make(1))
+    assert fingerprint(optax.adam(1e-3)) != fingerprint(optax.adam(1e-1))
+    assert fingerprint(optax.adam(1e-3)) == fingerprint(optax.adam(1e-3))
+    with pytest.raises(Unfingerprintable, match=r"value\['optimizer'\]: cannot fingerprint .*give it as data"):
+        canonical({"optimizer": object()})
+
+
+def test_a_changed_plug_in_body_is_a_new_study_and_resuming_into_the_old_folder_is_refused(tmp_path):
+    old = coverage_plan(M2, levels=LEVELS, key=0, methods=("naive", plugin("return []")), **SMALL)
+    new = coverage_plan(M2, levels=LEVELS, key=0, methods=("naive", plugin("return [None]")), **SMALL)
+    again = coverage_plan(M2, levels=LEVELS, key=0, methods=("naive", plugin("return []")), **SMALL)
+    assert old.id != new.id and old.id == again.id
+    StudyDirectory(tmp_path).prepare(old)
+    with pytest.raises(PlanMismatch, match=r"what differs: .*fit_batch.code"):
+        run_plan(new, StudyDirectory(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json", "tasks"]
+
+
+def test_a_declared_version_names_a_method_instead_of_its_code():
+    one = coverage_plan(M2, levels=LEVELS, key=0, methods=(plugin("return []", "1"),), **SMALL)
+    same = coverage_plan(M2, levels=LEVELS, key=0, methods=(plugin("return [None]", "1"),), **SMALL)
+    bumped = coverage_plan(M2, levels=LEVELS, key=0, methods=(plugin("return []", "2"),), **SMALL)
+    assert one.id == same.id != bumped.id
+
+
+def test_other_settings_and_other_noiseaware_code_are_other_tasks(monkeypatch):
+    plan = coverage_plan(M2, levels=LEVELS, key=0, methods=("naive",), **SMALL)
+    assert coverage_plan(M2, levels=LEVELS, key=0, methods=("naive",), **(SMALL | {"steps": 201})).id != plan.id
+    monkeypatch.setitem(na.studies.tasks.VERSIONS, "noiseaware", "0.1.0+other-source")
+    assert coverage_plan(M2, levels=LEVELS, key=0, methods=("naive",), **SMALL).id != plan.id
+
+
+def test_the_study_folder_is_data_only(tmp_path):
+    plan = coverage_plan(M2, levels=LEVELS, key=0, methods=("naive", "exact"), **SMALL)
+    StudyDirectory(tmp_path).prepare(plan)
+    record = json.loads((tmp_path / "plan.json").read_text())
+    assert record["kind"] == "coverage" and record["plan"] == plan.id and len(record["tasks"]) == 2
+    assert record["specs"][0]["summary"]["methods"] == {"naive": "trace", "exact": "trace"}
+    assert not list(tmp_path.rglob("*.pkl"))
+
+
+def test_a_crafted_pickle_in_a_study_folder_never_runs(tmp_path, capsys):
+    marker = tmp_path / "marker"
+    tasks = (make_task(abs, (-5,), {"abs": -5}, "abs"), make_task(abs, (-6,), {"abs": -6}, "abs 6"))
+    plan = Plan("loose", {"what": "a test"}, tasks)
+    study = tmp_path / "study"
+    assert run_study(plan, study) == {tasks[0].id: 5, tasks[1].id: 6}
+    payload = pickle.dumps(Marker(marker))
+    StudyDirectory(study).result_path(tasks[0]).write_bytes(payload)  # a replaced task file
+    np.savez(StudyDirectory(study).result_path(tasks[1]), record=np.array([Marker(marker)], dtype=object))
+    assert main(["report", str(study)]) == 0
+    assert "0 done" in capsys.readouterr().out and not marker.exists()
+    assert run_study(plan, study) == {tasks[0].id: 5, tasks[1].id: 6}  # recomputed, the crafted files kept aside
+    assert not marker.exists() and len(list(study.glob("tasks/*.corrupt"))) == 2
+    (study / "plan.json").write_bytes(payload)  # a replaced plan
+    assert main(["report", str(study)]) == 2 and not marker.exists()
+    assert "is not a study plan" in capsys.readouterr().err
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "plan.pkl").write_bytes(payload)  # a folder of an older noiseaware: refused, never read
+    with pytest.raises(PlanMismatch, match="older noiseaware"):
+        run_study(plan, old)
+    assert not marker.exists()
+
+
+def test_decoding_builds_only_registered_data_types():
+    tree, arrays = encode({"x": (1, 2.5), "y": np.ones(2)})
+    assert decode(tree, arrays)["x"] == (1, 2.5)
+    with pytest.raises(UndecodableData, match="unknown data type 'Popen'"):
+        decode({"$data": "Popen", "fields": {"args": ["touch", "marker"]}}, {})
+    with pytest.raises(UndecodableData, match="unknown warning category"):
+        decode({"$warning": "os.system"}, {})
+    with pytest.raises(TypeError, match="not a registered data type"):
+        encode(na.methods.ExactOptions())
+
+
+def test_a_second_process_is_refused_while_the_first_holds_the_study(tmp_path, capsys):
+    tasks = (make_task(abs, (-5,), {"abs": -5}, "abs"),)
+    plan = Plan("loose", {"what": "a test"}, tasks)
+    run_study(plan, tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "lock").write_text(json.dumps({"pid": holder.pid, "host": os.uname().nodename, "since": "now"}))
+        before = sorted((p.name, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
+        with pytest.raises(StudyLocked, match=rf"in use by process {holder.pid} .*wait for it to finish"):
+            run_study(plan, tmp_path)
+        assert main(["report", str(tmp_path), "--write"]) == 2
+        assert "in use by process" in capsys.readouterr().err
+        assert main(["report", str(tmp_path)]) == 0  # reading a running study is fine
+        assert sorted((p.name, p.stat().st_mtime_ns) for p in tmp_path.rglob("*")) == before  # nothing touched
+    finally:
+        holder.kill()
+        holder.wait()
+    assert run_study(plan, tmp_path) == {tasks[0].id: 5}  # its holder is gone: the lock is taken over
+    assert not (tmp_path / "lock").exists()
+
+
+def test_every_kind_is_registered_with_the_whole_contract():
+    assert {"coverage", "calibration"} <= set(KINDS)
+    for name, kind in KINDS.items():
+        assert get_kind(name) is kind and all(callable(f) for f in kind[2:])
+    with pytest.raises(KeyError, match="unknown kind of study 'nope': known kinds are"):
+        get_kind("nope")
