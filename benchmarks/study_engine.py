@@ -25,7 +25,7 @@ from _common import machine, read_results, write_json
 from coverage import RESEARCH_SIGMA, method_options
 
 import noiseaware as na
-from noiseaware.studies import Plan, StudyDirectory, coverage_plan, open_executor, run_plan
+from noiseaware.studies import Plan, StudyDirectory, coverage_plan, merge_record, open_executor, run_plan
 
 
 def main() -> None:
@@ -73,7 +73,7 @@ def main() -> None:
         start = time.perf_counter()
         with open_executor(workers=None if name == "single" else args.workers) as (executor, slots):
             run = run_plan(plan, StudyDirectory(directory), executor=executor, slots=slots, progress=True)
-        merged = plan.merge(plan, run.results)
+        merged = merge_record(plan.record(), run.results)
         wall = time.perf_counter() - start
         np.savez(args.work / f"{name}-curves.npz", **curves(merged))
         runs[name] = {
@@ -101,28 +101,30 @@ def main() -> None:
 def curves(merged) -> dict[str, np.ndarray]:
     """Every ECP curve array of every model, level, rule and method, by a flat name."""
     out = {}
-    for by_level in merged:
-        for (_, value), result in by_level.items():
-            for kind, table in (("joint", result.curves), ("marginal", result.marginal_curves)):
-                for rule, per_method in table.items():
-                    for method, array in per_method.items():
-                        out[f"{result.settings['model']}|{value}|{kind}|{rule}|{method}"] = array
+    for summary, result in merged:
+        value = summary["level"][1]
+        for kind, table in (("joint", result.curves), ("marginal", result.marginal_curves)):
+            for rule, per_method in table.items():
+                for method, array in per_method.items():
+                    out[f"{result.settings['model']}|{value}|{kind}|{rule}|{method}"] = array
     return out
 
 
 def task_seconds(plan: Plan, seconds) -> dict[str, dict[str, float]]:
     """Per model: the mean, min and max seconds of its tasks (each a chunk of simulations at one level)."""
-    out = {}
-    for part in plan.parts:
-        values = [seconds[t.id] for t in part.tasks if t.id in seconds]
-        if values:
-            out[part.description["model"]] = {
-                "tasks": len(values),
-                "mean": round(float(np.mean(values)), 1),
-                "min": round(float(np.min(values)), 1),
-                "max": round(float(np.max(values)), 1),
-            }
-    return out
+    by_model: dict[str, list[float]] = {}
+    for task in plan.tasks:
+        if task.id in seconds:
+            by_model.setdefault(plan.summaries[task.group]["model"], []).append(seconds[task.id])
+    return {
+        model: {
+            "tasks": len(values),
+            "mean": round(float(np.mean(values)), 1),
+            "min": round(float(np.min(values)), 1),
+            "max": round(float(np.max(values)), 1),
+        }
+        for model, values in by_model.items()
+    }
 
 
 if __name__ == "__main__":

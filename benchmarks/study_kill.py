@@ -27,7 +27,7 @@ import numpy as np
 from _common import machine, write_json
 
 import noiseaware as na
-from noiseaware.studies import StudyDirectory
+from noiseaware.studies import StudyDirectory, merge_record
 
 WORK = Path("/tmp/noiseaware-study-kill")
 
@@ -62,18 +62,17 @@ def main() -> None:
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     resumed_seconds = time.perf_counter() - start
     started_after = tasks_with(directory.events()[len(before) :], "started")
-    plan = directory.plan()
+    record = directory.record()
     reference = na.coverage(
         na.models.get("beta-bernoulli"), methods=("exact", "naive"), noise_multiplier=37.81,
         simulations=args.simulations, chunk=args.chunk, key=0,
     )  # fmt: skip
-    resumed = plan.merge(plan, {t.id: directory.load(t)[0] for t in plan.tasks})
-    (result,) = resumed.values()
+    ((_, result),) = merge_record(record, {t["id"]: directory.load(t["id"])[0] for t in record["tasks"]})
     identical = all(np.array_equal(result.curves[r][m], reference.curves[r][m]) for r in result.curves
                     for m in result.methods)  # fmt: skip
     results = {
         "command": " ".join(["noiseaware", *command[1:]]),
-        "tasks": len(plan.tasks),
+        "tasks": len(record["tasks"]),
         "done_before_kill": len(done_before),
         "in_flight_at_kill": len(in_flight),
         "started_after_restart": len(started_after),

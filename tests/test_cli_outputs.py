@@ -19,7 +19,6 @@ from test_outputs import coverage_result
 import noiseaware as na
 from noiseaware.evaluation.calibration_result import METRICS, CalibrationResult
 from noiseaware.studies import Plan
-from noiseaware.studies.levels import level_of
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 
@@ -52,24 +51,24 @@ def studies(monkeypatch):
     calls = []
 
     def calibration_plan(data, *, levels, key, methods, **options):
-        return Plan("calibration", {"levels": list(levels), "methods": list(methods)}, (), lambda plan, results: {})
+        summaries = tuple(
+            {"dataset": "adult", "level": list(level), "key": "0", "methods": list(methods)} for level in levels
+        )
+        return Plan("calibration", {"levels": list(levels)}, (), summaries=summaries)
 
     def run_study(plan, out, **options):
-        if plan.kind == "calibration":
-            results = {}
-            for level in plan.description["levels"]:
-                calls.append(level[1])
-                results[level] = calibration(plan.description["methods"], level[1])
-            return results
-        results = {}
-        for task in plan.tasks:
-            spec, _ = task.arguments
-            if level_of(spec) not in results:
-                calls.append(spec.noise_multiplier)
-                results[level_of(spec)] = coverage_result(
-                    model=spec.model.name, noise_multiplier=spec.noise_multiplier, references=2, samples=10, steps=100
+        entries = []
+        for summary in plan.summaries:
+            level = summary["level"]
+            calls.append(level[1])
+            if plan.kind == "calibration":
+                result = calibration(summary["methods"], level[1])
+            else:
+                result = coverage_result(
+                    model=summary["model"], noise_multiplier=level[1], references=2, samples=10, steps=100
                 )
-        return results
+            entries.append((summary, result))
+        return entries
 
     def calibration(methods, noise_multiplier):
         curves = {"mean_predicted": [[0.2, 0.6]] * 2, "fraction_positive": [[0.3, 0.5]] * 2, "counts": [[5, 5]] * 2}
@@ -260,7 +259,7 @@ def test_a_level_whose_files_fail_leaves_nothing_behind(capsys, tmp_path, studie
     def failing_plot(*args, **kwargs):
         raise OSError("cannot write the plot")
 
-    monkeypatch.setattr("noiseaware.plots.plot_coverage", failing_plot)
+    monkeypatch.setattr("noiseaware.studies.coverage.plot_coverage", failing_plot)
     line = single_error(capsys, *COVERAGE_ARGS, "--out", tmp_path / "new" / "out")
     assert line == "error: cannot write the plot"
     assert studies == [5.0, 10.0] and listing(tmp_path) == []  # the study ran; the failed level's files are gone

@@ -67,19 +67,20 @@ def run_cli_study(args, plan: Plan) -> int:
     """Run `plan` in --out, checked first (another study or a running one refused, each summary file checked), on
     the executor the options name, with a progress bar; then print and save every part through its kind."""
     directory = StudyDirectory(args.out)
-    directory.check_unlocked()
     resumed = directory.holds(plan, resume=args.resume)
     kind = get_kind(plan.kind)
     outputs = Outputs(force=args.force or resumed)
-    names = [name for summary in plan.summaries for name in kind.files(summary)]
+    reported = [summary for summary, _ in kind.collect([(summary, None) for summary in plan.summaries])]
+    names = [name for summary in reported for name in kind.files(summary)]
     out = outputs.directory(args.out, "--out", names)
+    directory.check_unlocked()
     if args.workers and args.workers > 1 and len(plan.tasks) < args.workers:
         print(
             f"note: this study has {len(plan.tasks)} task(s), so at most {len(plan.tasks)} of the {args.workers} "
             "workers can help: a smaller --chunk gives more tasks",
             file=sys.stderr,
         )
-    with directory.lock(), outputs.writing():
+    with outputs.writing(), directory.lock():
         with executor_of(args) as (executor, slots):
             entries = run_study(plan, out, executor=executor, slots=slots, resume=args.resume, progress=True)
         for summary, result in entries:

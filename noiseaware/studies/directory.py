@@ -162,7 +162,7 @@ class StudyDirectory:
         """What the lock file says of its holder, or None when the study is not locked."""
         try:
             holder = json.loads(self.lock_path.read_text())
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except (json.JSONDecodeError, UnicodeDecodeError):
             return {}
