@@ -49,6 +49,7 @@ def main() -> None:
         delta=1e-5,
         runs=args.repeats,
         key=k_dpvi,
+        chunk=na.evaluation.CalibrationDesign.chunk,
         progress=True,
         **na.models.get(PRESET).dpvi_settings,
     )

@@ -355,3 +355,15 @@ def test_help_tells_fit_without_out_and_the_fixed_seed_of_calibrate(capsys):
     _, out, _ = run(capsys, "calibrate", "--help")
     text = " ".join(out.split())
     assert "fixed default seed" in text and "public benchmark data" in text and "secret" in text
+
+
+def test_a_study_with_fewer_tasks_than_workers_says_the_extra_workers_cannot_help(
+    capsys, tmp_path, studies, monkeypatch
+):
+    from contextlib import nullcontext
+
+    monkeypatch.setattr("noiseaware.cli.study.open_executor", lambda *args: nullcontext((None, 3)))
+    status, _, err = run(capsys, *COVERAGE_ARGS, "--simulations", "4", "--chunk", "4", "--workers", "3",
+                         "--out", tmp_path / "out")  # fmt: skip
+    assert status == 0, err
+    assert "this study has 2 task(s), so at most 2 of the 3 workers can help: a smaller --chunk gives more tasks" in err

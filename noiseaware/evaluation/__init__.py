@@ -9,9 +9,9 @@ from .calibration import (
     calibration_metrics,
     predictive_probabilities,
 )
-from .calibration_experiment import calibration, record_traces
+from .calibration_experiment import CalibrationDesign, calibration, record_traces
 from .calibration_result import CalibrationResult
-from .coverage import coverage, evaluate
+from .coverage import CoverageDesign, coverage, evaluate
 from .result import REFERENCE_RULES, CoverageResult
 from .simulations import Simulations, simulate_traces
 from .tarp import (
@@ -28,8 +28,10 @@ from .tarp import (
 __all__ = [
     "BINNINGS",
     "CalibrationCurve",
+    "CalibrationDesign",
     "CalibrationMetrics",
     "CalibrationResult",
+    "CoverageDesign",
     "CoverageResult",
     "LEVELS",
     "REFERENCE_RULES",

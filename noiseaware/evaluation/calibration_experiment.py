@@ -35,10 +35,11 @@ from ..util.keys import as_key, key_repr, key_words
 from ..util.progress import Progress
 from .calibration import calibration_curve, calibration_metrics, predictive_probabilities
 from .calibration_result import METRICS, CalibrationResult
-from .experiment import MethodPart, check_methods, check_overrides, fit_part, merge_parts, method_reads, with_progress
+from .experiment import MethodPart, check_methods, fit_part, merge_parts, method_reads, split_design, with_progress
 
 __all__ = [
     "PRESET",
+    "CalibrationDesign",
     "CalibrationPart",
     "CalibrationSpec",
     "calibration",
@@ -103,36 +104,49 @@ class CalibrationPart:
     trace_facts: tuple[float | None, float, int] | None
 
 
+@dataclasses.dataclass(frozen=True)
+class CalibrationDesign:
+    """The design of a calibration study at each privacy level, beyond the data and the level: the defaults of
+    `na.calibration`, `calibration_spec` and `noiseaware calibrate`, written once.
+
+    methods: names or `Method` records that read a trace, and "nonprivate"; runs R (DPVI runs); samples K (θ
+    draws per posterior for the predictive); bins and binning of the metrics; chunk: runs per part (a study's
+    task); delta δ; method_options: {method: options object or mapping}.
+    """
+
+    methods: tuple[str | Method, ...] = ("exact", "naive")
+    runs: int = 20
+    samples: int = 4000
+    bins: int = 10
+    binning: str = "equal-count"
+    chunk: int = 20
+    delta: float = 1e-5
+    method_options: Mapping[str, Any] | None = None
+
+
 def calibration_spec(
     data: Dataset,
     *,
-    methods: Sequence[str | Method] = ("exact", "naive"),
+    key,
     epsilon: float | None = None,
     noise_multiplier: float | None = None,
-    delta: float = 1e-5,
-    runs: int = 20,
-    samples: int = 4000,
-    bins: int = 10,
-    binning: str = "equal-count",
-    key,
-    chunk: int = 20,
-    method_options: Mapping[str, Any] | None = None,
     registry: Registry = DEFAULT_REGISTRY,
-    **overrides,
+    **arguments,
 ) -> CalibrationSpec:
-    """The CalibrationSpec of a `calibration` call, every argument checked before any work."""
+    """The CalibrationSpec of a `calibration` call, every argument checked before any work. arguments: fields of
+    `CalibrationDesign` and DPVI settings that replace the adult-logistic preset's."""
     bm = get_model(PRESET)
-    resolved, options = check_methods(methods, registry, bm.name, epsilon, method_options)
-    check_overrides(overrides)
-    check_delta(delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
+    design, overrides = split_design(CalibrationDesign, arguments)
+    resolved, options = check_methods(design.methods, registry, bm.name, epsilon, design.method_options)
+    check_delta(design.delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
     for method in resolved:
         if method.reads != "trace" and method.private:
             raise ValueError(
                 f"method {method.name!r} releases its own statistics; calibration compares methods "
                 "on the same DPVI traces (and the non-private reference)"
             )
-    for name, value in {"runs": runs, "samples": samples, "chunk": chunk}.items():
-        positive_int(name, value)
+    for name in ("runs", "samples", "chunk"):
+        positive_int(name, getattr(design, name))
     settings = dict(bm.dpvi_settings) | {"labels": {"theta": tuple(data.feature_names)}} | overrides
     sigma = None
     if any(m.reads == "trace" for m in resolved):
@@ -141,49 +155,29 @@ def calibration_spec(
         sigma = (
             noise_multiplier
             if noise_multiplier is not None
-            else calibrate(epsilon, delta, settings["sampling_rate"], settings["steps"])
+            else calibrate(epsilon, design.delta, settings["sampling_rate"], settings["steps"])
         )
     return CalibrationSpec(
         data, tuple(resolved), options, settings, None if sigma is None else float(sigma),
-        None if epsilon is None else float(epsilon), float(delta), runs, samples, bins, binning, key_words(key), chunk,
+        None if epsilon is None else float(epsilon), float(design.delta), design.runs, design.samples, design.bins,
+        design.binning, key_words(key), design.chunk,
     )  # fmt: skip
 
 
-def calibration(
-    data: Dataset,
-    *,
-    methods: Sequence[str | Method] = ("exact", "naive"),
-    epsilon: float | None = None,
-    noise_multiplier: float | None = None,
-    delta: float = 1e-5,
-    runs: int = 20,
-    samples: int = 4000,
-    bins: int = 10,
-    binning: str = "equal-count",
-    key,
-    chunk: int = 20,
-    method_options: Mapping[str, Any] | None = None,
-    registry: Registry = DEFAULT_REGISTRY,
-    progress: Progress = False,
-    **overrides,
-) -> CalibrationResult:
-    """Calibration of the predictive probabilities of `methods` on data's test set (module doc).
+def calibration(data: Dataset, *, key, progress: Progress = False, **arguments) -> CalibrationResult:
+    """Calibration of the predictive probabilities of methods on data's test set (module doc).
 
-    data: a `Dataset` (e.g. `na.datasets.adult()`). methods: names in `registry` or `Method` records that
-    read a trace (plug-ins too), and "nonprivate". Privacy level: exactly one of epsilon (σ by the PLD
-    accountant) and noise_multiplier, unless every method is a non-private reference. runs R: DPVI runs,
-    recorded and fitted `chunk` at a time (`calibration_part`, merged exactly by `merge_calibration`;
-    `na.studies.calibration_study` runs the parts elsewhere, resumably); samples K: θ draws per posterior for
-    the predictive; bins and binning: of the metrics; method_options: {method: options} (e.g. {"exact":
-    {"prior": "paper"}}, {"nonprivate": {"warmup": 500}}); overrides replace the adult-logistic preset's DPVI
-    settings (steps, …); the traces name θ's coordinates by data.feature_names (`theta[age]`). The same key
-    and chunk give the same numbers, whichever other methods run beside a method.
+    data: a `Dataset` (e.g. `na.datasets.adult()`). arguments: epsilon or noise_multiplier (exactly one, unless
+    every method is a non-private reference), the fields of `CalibrationDesign` (methods, runs R, samples K,
+    bins, binning, chunk, delta, method_options) with its defaults, registry, and DPVI settings that replace the
+    adult-logistic preset's (steps, …). methods: names in `registry` or `Method` records that read a trace
+    (plug-ins too), and "nonprivate". The R DPVI runs are recorded and fitted `chunk` at a time
+    (`calibration_part`, merged exactly by `merge_calibration`; `na.studies.calibration_study` runs the parts
+    elsewhere, resumably); method_options e.g. {"exact": {"prior": "paper"}}, {"nonprivate": {"warmup": 500}};
+    the traces name θ's coordinates by data.feature_names (`theta[age]`). The same key and chunk give the same
+    numbers, whichever other methods run beside a method.
     """
-    spec = calibration_spec(
-        data, methods=methods, epsilon=epsilon, noise_multiplier=noise_multiplier, delta=delta, runs=runs,
-        samples=samples, bins=bins, binning=binning, key=key, chunk=chunk, method_options=method_options,
-        registry=registry, **overrides,
-    )  # fmt: skip
+    spec = calibration_spec(data, key=key, **arguments)
     shown = dataclasses.replace(spec, options={n: with_progress(o, progress) for n, o in spec.options.items()})
     parts = [calibration_part(shown, part, progress=progress) for part in spec.parts]
     return merge_calibration(calibration_summary(spec), parts)
@@ -294,7 +288,7 @@ def record_traces(
     delta: float,
     runs: int,
     key,
-    chunk: int = 20,
+    chunk: int,
     progress: Progress = False,
     part: slice | None = None,
     **settings,

@@ -36,10 +36,10 @@ from .experiment import (
     MethodPart,
     MethodRun,
     check_methods,
-    check_overrides,
     fit_part,
     merge_parts,
     method_reads,
+    split_design,
     with_progress,
 )
 from .result import REFERENCE_RULES, CoverageResult
@@ -47,6 +47,7 @@ from .simulations import Simulations, simulate_part
 from .tarp import LEVELS, ecp_from_fractions, tarp_fractions
 
 __all__ = [
+    "CoverageDesign",
     "CoveragePart",
     "CoverageSpec",
     "coverage",
@@ -109,79 +110,73 @@ class CoveragePart:
     theta_names: tuple[str, ...]
 
 
+@dataclasses.dataclass(frozen=True)
+class CoverageDesign:
+    """The design of a coverage study at each privacy level, beyond the model and the level: the defaults of
+    `na.coverage`, `coverage_spec` and `noiseaware coverage`, written once.
+
+    methods: names or `Method` records; simulations M; references R (sets of reference points); samples K
+    (θ draws per posterior); chunk: simulations per part (a study's task); delta δ of the DP guarantee;
+    method_options: {method: options object or mapping}.
+    """
+
+    methods: tuple[str | Method, ...] = ("exact", "naive")
+    simulations: int = 500
+    references: int = 20
+    samples: int = 20_000
+    chunk: int = 100
+    delta: float = 1e-5
+    method_options: Mapping[str, Any] | None = None
+
+
 def coverage_spec(
     bm: BenchmarkModel,
     *,
-    methods: Sequence[str | Method] = ("exact", "naive"),
+    key,
     epsilon: float | None = None,
     noise_multiplier: float | None = None,
-    delta: float = 1e-5,
-    simulations: int = 500,
-    references: int = 20,
-    samples: int = 20_000,
-    key,
-    chunk: int = 100,
-    method_options: Mapping[str, Any] | None = None,
     registry: Registry = DEFAULT_REGISTRY,
-    **overrides,
+    **arguments,
 ) -> CoverageSpec:
     """The CoverageSpec of a `coverage` call, every argument checked before any work (σ from ε by the PLD
-    accountant)."""
+    accountant). arguments: fields of `CoverageDesign` (methods, simulations, …) and DPVI settings that replace
+    the model's preset (steps, …)."""
     if (epsilon is None) == (noise_multiplier is None):
         raise ValueError("give exactly one of epsilon and noise_multiplier")
-    resolved, options = check_methods(methods, registry, bm.name, epsilon, method_options)
-    check_overrides(overrides)
-    check_delta(delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
-    for name, value in (("simulations", simulations), ("references", references), ("samples", samples)):
-        positive_int(name, value)
-    positive_int("chunk", chunk)
+    design, overrides = split_design(CoverageDesign, arguments)
+    resolved, options = check_methods(design.methods, registry, bm.name, epsilon, design.method_options)
+    check_delta(design.delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
+    for name in ("simulations", "references", "samples", "chunk"):
+        positive_int(name, getattr(design, name))
     settings = dict(bm.dpvi_settings) | overrides
     sigma = (
         noise_multiplier
         if noise_multiplier is not None
-        else calibrate(epsilon, delta, settings["sampling_rate"], settings["steps"])
+        else calibrate(epsilon, design.delta, settings["sampling_rate"], settings["steps"])
     )
     return CoverageSpec(
         bm, tuple(resolved), options, settings, float(sigma), None if epsilon is None else float(epsilon),
-        float(delta), simulations, references, samples, key_words(key), chunk,
+        float(design.delta), design.simulations, design.references, design.samples, key_words(key), design.chunk,
     )  # fmt: skip
 
 
-def coverage(
-    bm: BenchmarkModel,
-    *,
-    methods: Sequence[str | Method] = ("exact", "naive"),
-    epsilon: float | None = None,
-    noise_multiplier: float | None = None,
-    delta: float = 1e-5,
-    simulations: int = 500,
-    references: int = 20,
-    samples: int = 20_000,
-    key,
-    chunk: int = 100,
-    method_options: Mapping[str, Any] | None = None,
-    registry: Registry = DEFAULT_REGISTRY,
-    progress: Progress = False,
-    **overrides,
-) -> CoverageResult:
-    """TARP coverage of `methods` on `simulations` simulations of `bm` at privacy level ε (or σ).
+def coverage(bm: BenchmarkModel, *, key, progress: Progress = False, **arguments) -> CoverageResult:
+    """TARP coverage of methods on simulations of `bm` at privacy level ε (or σ).
 
-    In parts of `chunk` simulations (`coverage_part`: one compiled DPVI program, then every method fitted on
-    the same traces, each posterior giving `samples` θ draws scored against `references` sets of reference
-    points under both reference rules), merged exactly (`merge_coverage`); `na.studies.coverage_study` runs
-    the same parts on other processes or machines, resumably. methods: names in `registry` or `Method`
-    records (plug-ins); method_options: {method: options object or mapping} (e.g. {"exact": {"prior":
-    "paper"}}, {"nuts": {"warmup": 500}}); overrides replace entries of bm.dpvi_settings (steps, …). The same
-    key and chunk give the same numbers, whichever other methods run.
+    arguments: epsilon or noise_multiplier, the fields of `CoverageDesign` (methods, simulations M, references
+    R, samples K, chunk, delta, method_options) with its defaults, registry, and DPVI settings that replace
+    entries of bm.dpvi_settings (steps, …). In parts of `chunk` simulations (`coverage_part`: one compiled DPVI
+    program, then every method fitted on the same traces, each posterior giving K θ draws scored against R
+    sets of reference points under both reference rules), merged exactly (`merge_coverage`);
+    `na.studies.coverage_study` runs the same parts on other processes or machines, resumably. methods: names
+    in `registry` or `Method` records (plug-ins); method_options: {method: options object or mapping} (e.g.
+    {"exact": {"prior": "paper"}}, {"nuts": {"warmup": 500}}). The same key and chunk give the same numbers,
+    whichever other methods run.
     """
-    spec = coverage_spec(
-        bm, methods=methods, epsilon=epsilon, noise_multiplier=noise_multiplier, delta=delta,
-        simulations=simulations, references=references, samples=samples, key=key, chunk=chunk,
-        method_options=method_options, registry=registry, **overrides,
-    )  # fmt: skip
+    spec = coverage_spec(bm, key=key, **arguments)
     shown = dataclasses.replace(spec, options={n: with_progress(o, progress) for n, o in spec.options.items()})
     parts = []
-    with progress_bar(simulations, "coverage", progress, unit="simulation") as advance:
+    with progress_bar(spec.simulations, "coverage", progress, unit="simulation") as advance:
         for part in spec.parts:
             parts.append(coverage_part(shown, part))
             advance(part.stop - part.start)

@@ -44,6 +44,7 @@ __all__ = [
     "method_reads",
     "method_stream",
     "run_methods",
+    "split_design",
     "warning_lines",
     "with_progress",
 ]
@@ -93,14 +94,29 @@ DPVI_SETTINGS = tuple(
 """The DPVI settings a study's keyword overrides may replace (record_dpvi's, less the privacy level)."""
 
 
-def check_overrides(overrides: Mapping[str, Any]) -> None:
-    """A ValueError, before any work, for a keyword that is not a DPVI setting (e.g. a method's option)."""
+def check_overrides(overrides: Mapping[str, Any], also: Sequence[str] = ()) -> None:
+    """A ValueError, before any work, for a keyword that is not a DPVI setting (e.g. a method's option); also: the
+    other keywords the caller takes, named in the message."""
     unknown = sorted(set(overrides) - set(DPVI_SETTINGS))
     if unknown:
+        other = f"the fields of its design ({', '.join(also)}) and " if also else ""
         raise ValueError(
-            f"unknown settings {unknown}: keyword arguments replace DPVI settings ({', '.join(DPVI_SETTINGS)}); "
-            "a method's options go in method_options, e.g. method_options={'exact': {'prior': 'paper'}}"
+            f"unknown settings {unknown}: a study takes {other}DPVI settings ({', '.join(DPVI_SETTINGS)}); a "
+            "method's options go in method_options, e.g. method_options={'exact': {'prior': 'paper'}}"
         )
+
+
+def split_design[D](design: type[D], arguments: Mapping[str, Any]) -> tuple[D, dict[str, Any]]:
+    """A study's keyword arguments as (its design: the fields of the frozen dataclass `design`, defaults for the
+    rest; the DPVI settings they replace), checked by `check_overrides` before any work."""
+    fields = [field.name for field in dataclasses.fields(design)]
+    overrides = {name: value for name, value in arguments.items() if name not in fields}
+    check_overrides(overrides, fields)
+    values = {name: value for name, value in arguments.items() if name in fields}
+    if "methods" in values:
+        methods = values["methods"]
+        values["methods"] = (methods,) if isinstance(methods, (str, Method)) else tuple(methods)
+    return design(**values), overrides
 
 
 @data_type
