@@ -30,6 +30,7 @@ from ..methods.base import Batch, Method, Outcome, Registry, fit_problems, split
 from ..recording.dpvi import record_dpvi
 from ..trace import BURN_IN, CHECKS, diagnose_if_long_enough
 from ..util.batch_warnings import CaughtWarning, caught_warnings, gather
+from ..util.errors import FitFailure
 
 __all__ = [
     "DPVI_SETTINGS",
@@ -165,8 +166,8 @@ def fit_part[Score](
             method_checks = checks[burn_in]
         parts[method.name] = MethodPart(
             score=result,
-            failures=sum(isinstance(o, Exception) for o in outcomes) + more_failures,
-            records=tuple(o.diagnostics for o in outcomes if not isinstance(o, Exception)),
+            failures=sum(isinstance(o, FitFailure) for o in outcomes) + more_failures,
+            records=tuple(o.diagnostics for o in outcomes if not isinstance(o, FitFailure)),
             warnings=caught_warnings(caught),
             problems=count,
             checks=method_checks,
@@ -245,7 +246,7 @@ def with_progress(options, progress):
 
 def summarise_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     """The fits' typed diagnostics folded by their own type's `summarise` (fits of one method share a type)."""
-    return summarise_records([o.diagnostics for o in outcomes if not isinstance(o, Exception)])
+    return summarise_records([o.diagnostics for o in outcomes if not isinstance(o, FitFailure)])
 
 
 def summarise_records(records: Sequence[Any]) -> dict[str, Any]:
