@@ -33,7 +33,8 @@ rejects; an OSError (a file or folder); a `UserError`; a fit that failed for a s
 trace or settings file: ModelError, TraceError, DataError, …), whose message names the problem and the fix.
 Anything else — a TypeError, an IndexError, a ValueError raised inside numpy or JAX, a study whose tasks
 failed — is a bug (in noiseaware, or in plug-in code it ran). Warnings of a fit (a weak signal, a
-quadrature grid that cuts posterior mass) print as `warning: …` lines on stderr, each once.
+quadrature grid that cuts posterior mass) print as `warning: …` lines on stderr, each once. Hints name
+commands (`noiseaware tune`), not Python calls (`util.hints`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import jax
 
 from .. import __version__
 from ..util.errors import FitFailure, UserError
+from ..util.hints import speaking_cli
 from . import account, calibrate, coverage, demo, fit, record, report, tune
 from .data import DataError, load_data
 
@@ -87,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as done:  # --help, --version
         return done.code if isinstance(done.code, int) else 0
     try:
-        with _precision(getattr(args, "float64", False)):
+        with _precision(getattr(args, "float64", False)), speaking_cli():
             return args.run(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -18,6 +18,7 @@ averaged over simulations.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 
@@ -25,9 +26,12 @@ import numpy as np
 from scipy import special, stats
 
 from ..evaluation.experiment import check_counts
-from ..methods.fit import fit_batch
+from ..methods.base import Batch, fit_problems, split_keys
+from ..methods.registry import DEFAULT_REGISTRY
 from ..recording.dpvi import record_dpvi_batch
 from ..trace import BURN_IN
+from ..util.batch_warnings import CaughtWarning, FitWarning, caught_warnings, tally
+from ..util.errors import FitFailure
 from .facts import SimulationFacts
 
 __all__ = ["Score", "pooled_p_values", "score_settings"]
@@ -39,7 +43,8 @@ class Score:
 
     z (M, d), zeta (M, P): the module doc's z and ζ (NaN rows: failed fits); ratio (M, d): posterior sd over
     the VI sd; clipped_fraction (M,): clipped at φ̂_m; relative_shift (M, P): |clipping shift| / sd[φ*];
-    counts: the trace checks' `check_counts` (traces checked, any, and per check).
+    counts: the trace checks' `check_counts` (traces checked, any, and per check); warnings: the FitWarnings
+    the fits raised, one per simulation and kind at most (`fit_warnings` counts them).
     """
 
     z: np.ndarray
@@ -48,6 +53,7 @@ class Score:
     clipped_fraction: np.ndarray
     relative_shift: np.ndarray
     counts: dict
+    warnings: tuple[CaughtWarning, ...] = ()
 
     def __add__(self, other: Score) -> Score:
         """The score over both sets of simulations."""
@@ -60,6 +66,7 @@ class Score:
             join(self.clipped_fraction, other.clipped_fraction),
             join(self.relative_shift, other.relative_shift),
             counts,
+            self.warnings + other.warnings,
         )
 
     @property
@@ -70,6 +77,12 @@ class Score:
     def failures(self) -> int:
         """Fits that failed."""
         return int(np.isnan(self.z).any(axis=1).sum())
+
+    @property
+    def fit_warnings(self) -> tuple[tuple[int, str], ...]:
+        """(simulations, line) per distinct fit warning, e.g. (12, "weak identification in 12 of 24 simulations
+        (…): …")."""
+        return tally(self.warnings, self.simulations, unit="simulations")
 
     @property
     def z2(self) -> np.ndarray:
@@ -175,12 +188,17 @@ def score_settings(
 
 
 def score_traces(facts: SimulationFacts, traces, settings, *, fit_key) -> Score:
-    """Fit the exact route to the traces of the simulations of `facts` (recorded with `settings`) and score it."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        posteriors = fit_batch(traces, "exact", key=fit_key, on_error="skip", diagnostics="off")
+    """Fit the exact route to the traces of the simulations of `facts` (recorded with `settings`) and score it,
+    keeping the FitWarnings of the fits (`fit_batch(traces, "exact", key=fit_key, on_error="skip",
+    diagnostics="off")`, its warnings kept per simulation instead of issued)."""
+    exact = DEFAULT_REGISTRY["exact"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FitWarning)
+        outcomes = fit_problems(exact, Batch(tuple(traces)), split_keys(fit_key, len(traces)), exact.make_options())
+    posteriors = [None if isinstance(o, FitFailure) else o for o in outcomes]
+    fit_warnings = caught_warnings([w for w in caught if issubclass(w.category, FitWarning)])
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a degenerate fit scores inf, not a warning
-        return _score(facts, traces, posteriors, settings)
+        return dataclasses.replace(_score(facts, traces, posteriors, settings), warnings=fit_warnings)
 
 
 def _score(facts: SimulationFacts, traces, posteriors, settings) -> Score:
