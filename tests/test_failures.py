@@ -10,8 +10,10 @@ import pytest
 
 import noiseaware as na
 from noiseaware.cli import main
-from noiseaware.methods.base import Batch, fit_problems
+from noiseaware.methods.base import Batch, failure_reasons, fit_problems
 from noiseaware.recording.settings import check_delta
+from noiseaware.tuning.preflight import findings
+from noiseaware.tuning.score import Score
 from noiseaware.util.errors import DIVERGED, NO_OPTIMUM, FitFailure
 
 M1 = na.models.get("gamma-exponential")
@@ -97,6 +99,19 @@ def test_a_bug_in_a_method_stops_coverage_with_its_traceback_and_a_failure_is_co
 
     result = na.coverage(M1, methods=(na.per_problem("flaky", _statistical),), epsilon=1.0, key=0, **TINY)
     assert result.failures == {"flaky": 1}
+
+
+def test_failed_fits_are_counted_by_reason_and_a_preflight_finding_names_the_reasons():
+    outcomes = [FitFailure(DIVERGED, "a"), 1.0, FitFailure(NO_OPTIMUM, "b"), FitFailure(DIVERGED, "c")]
+    assert failure_reasons(outcomes) == {DIVERGED: 2, NO_OPTIMUM: 1}
+    z = np.zeros((4, 1))
+    z[0] = np.nan  # the failed fit's row
+    half = Score(z, np.zeros((4, 2)), np.ones((4, 1)), np.zeros(4), np.zeros((4, 2)), {"traces": 4, "any": 0},
+                 failure_reasons={NO_OPTIMUM: 1})  # fmt: skip
+    score = half + half
+    assert score.failure_reasons == {NO_OPTIMUM: 2} and score.failures == 2
+    (found,) = findings(score, 0.0, ("mu",))
+    assert found.startswith("fits failed: 2 of 8 fits failed on simulated traces (no finite optimum 2)")
 
 
 # ---------------------------------------------------------------- the command line

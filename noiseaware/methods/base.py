@@ -41,6 +41,7 @@ __all__ = [
     "Outcome",
     "Problem",
     "Registry",
+    "failure_reasons",
     "fit_problems",
     "outcome_of",
     "per_problem",
@@ -184,6 +185,15 @@ def fit_problems(method: Method, batch: Batch, keys, options) -> list[Outcome]:
                 "noiseaware FitFailure(reason, message) for a statistical failure, and raise for anything else"
             ) from outcome
     return outcomes
+
+
+def failure_reasons(outcomes: Iterable[Outcome]) -> dict[str, int]:
+    """{reason: count} of the FitFailures among `outcomes`, e.g. {"no finite optimum": 3}, most frequent first."""
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        if isinstance(outcome, FitFailure):
+            counts[outcome.reason] = counts.get(outcome.reason, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
 def per_trace(

@@ -214,7 +214,11 @@ def findings(score: Score, rmse: float, theta_names) -> tuple[str, ...]:
             f"gradient scales, or let {_tuner()} choose them"
         )
     if score.failures:
-        out.append(f"fits failed: {score.failures} of {score.simulations} fits failed on simulated traces")
+        reasons = ", ".join(f"{reason} {count}" for reason, count in score.failure_reasons.items())
+        out.append(
+            f"fits failed: {score.failures} of {score.simulations} fits failed on simulated traces ({reasons}); "
+            "the settings leave some traces without a usable posterior"
+        )
     return tuple(out)
 
 

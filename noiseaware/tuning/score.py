@@ -26,7 +26,7 @@ import numpy as np
 from scipy import special, stats
 
 from ..evaluation.experiment import check_counts
-from ..methods.base import Batch, fit_problems, split_keys
+from ..methods.base import Batch, failure_reasons, fit_problems, split_keys
 from ..methods.registry import DEFAULT_REGISTRY
 from ..recording.dpvi import record_dpvi_batch
 from ..trace import BURN_IN
@@ -44,7 +44,8 @@ class Score:
     z (M, d), zeta (M, P): the module doc's z and ζ (NaN rows: failed fits); ratio (M, d): posterior sd over
     the VI sd; clipped_fraction (M,): clipped at φ̂_m; relative_shift (M, P): |clipping shift| / sd[φ*];
     counts: the trace checks' `check_counts` (traces checked, any, and per check); warnings: the FitWarnings
-    the fits raised, one per simulation and kind at most (`fit_warnings` counts them).
+    the fits raised, one per simulation and kind at most (`fit_warnings` counts them); failure_reasons:
+    {reason: fits that failed for it}.
     """
 
     z: np.ndarray
@@ -54,19 +55,20 @@ class Score:
     relative_shift: np.ndarray
     counts: dict
     warnings: tuple[CaughtWarning, ...] = ()
+    failure_reasons: dict = dataclasses.field(default_factory=dict)
 
     def __add__(self, other: Score) -> Score:
         """The score over both sets of simulations."""
         join = lambda a, b: np.concatenate([a, b])  # noqa: E731
-        counts = {k: self.counts.get(k, 0) + other.counts.get(k, 0) for k in {**self.counts, **other.counts}}
         return Score(
             join(self.z, other.z),
             join(self.zeta, other.zeta),
             join(self.ratio, other.ratio),
             join(self.clipped_fraction, other.clipped_fraction),
             join(self.relative_shift, other.relative_shift),
-            counts,
+            _added(self.counts, other.counts),
             self.warnings + other.warnings,
+            _added(self.failure_reasons, other.failure_reasons),
         )
 
     @property
@@ -154,6 +156,11 @@ class Score:
         }
 
 
+def _added(a: dict, b: dict) -> dict:
+    """Counts by key over both."""
+    return {k: a.get(k, 0) + b.get(k, 0) for k in {**a, **b}}
+
+
 def pooled_p_values(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mean z², upper-tail p of Σ z² under χ²_M) per column of z (M, k), NaN rows (failed fits) left out."""
     ok = ~np.isnan(z).any(axis=1)
@@ -198,7 +205,8 @@ def score_traces(facts: SimulationFacts, traces, settings, *, fit_key) -> Score:
     posteriors = [None if isinstance(o, FitFailure) else o for o in outcomes]
     fit_warnings = caught_warnings([w for w in caught if issubclass(w.category, FitWarning)])
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a degenerate fit scores inf, not a warning
-        return dataclasses.replace(_score(facts, traces, posteriors, settings), warnings=fit_warnings)
+        score = _score(facts, traces, posteriors, settings)
+    return dataclasses.replace(score, warnings=fit_warnings, failure_reasons=failure_reasons(outcomes))
 
 
 def _score(facts: SimulationFacts, traces, posteriors, settings) -> Score:
