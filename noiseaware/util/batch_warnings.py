@@ -3,10 +3,11 @@
 A method warns about one problem's fit with a `FitWarning`: what happened (`kind`), the parameters concerned,
 an optional number (divergent transitions, added up over problems; or an R-hat, of which the largest is
 kept) and what to do (`advice`). `gather` folds the warnings caught while fitting M problems into one line
-per distinct warning, with the number of problems that raised it and every parameter named (with its own
-count, the most frequent first), never cut short:
+per distinct warning, with the number of problems that raised it and the parameters named (each with its
+own count, the most frequent first; beyond MAX_NAMED, the first few and how many more):
 
     weak identification in 11 of 20 traces (mu:rate in 9, rho:rate in 4): … record a longer trace …
+    weak identification in 3 of 3 traces (mu:b[0] in 3, mu:b[1] in 3, …, and 95 more of 100 parameters): …
 
 Any other warning (a library's) is one line per distinct message with its count; a numpy RuntimeWarning
 (an overflow, a division by zero) says where it arose, since it means an intermediate value went non-finite.
@@ -22,6 +23,9 @@ from typing import Literal
 __all__ = ["CaughtWarning", "FitWarning", "caught_warnings", "gather", "tally"]
 
 Combine = Literal["sum", "max"]
+MAX_NAMED = 10
+"""The most parameters a line names one by one; more are counted, the first NAMED_FIRST of them named."""
+NAMED_FIRST = 5
 
 
 class FitWarning(UserWarning):
@@ -130,7 +134,10 @@ def _line(
     parts = []
     if parameters:  # the most often named first (a stable sort: ties in the order they appeared)
         named = sorted(parameters.items(), key=lambda item: -item[1])
-        parts.append(", ".join(name if count == 1 else f"{name} in {n}" for name, n in named))
+        shown = named if len(named) <= MAX_NAMED else named[:NAMED_FIRST]
+        listed = ", ".join(name if count == 1 else f"{name} in {n}" for name, n in shown)
+        more = len(named) - len(shown)
+        parts.append(listed + (f", …, and {more} more of {len(named)} parameters" if more else ""))
     if value is not None:
         number = f"{value:.4g}"
         parts.append((f"{number} in all" if count > 1 else number) if combine == "sum" else f"largest {number}")
