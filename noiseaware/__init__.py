@@ -18,7 +18,7 @@ from .baselines.dpvim import dpvim_posterior
 from .baselines.naive import naive_posterior
 from .evaluation import calibration, calibration_curve, calibration_metrics, coverage, coverage_rmse, tarp_ecp
 from .inference.gradient_model import Prior
-from .methods import DEFAULT_REGISTRY, Method, Registry, fit, fit_batch, per_problem, per_trace
+from .methods import DEFAULT_REGISTRY, FitFailure, Method, Registry, fit, fit_batch, per_problem, per_trace
 from .posteriors import DPVImPosterior, NaivePosterior, NoiseAwarePosterior, Posterior, load_posterior
 from .privacy import epsilon_spent, noise_multiplier
 from .recording import ModelError, record_dpvi, record_dpvi_batch
@@ -30,6 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_REGISTRY",
     "DPVImPosterior",
+    "FitFailure",
     "Method",
     "ModelError",
     "NaivePosterior",

@@ -40,6 +40,7 @@ from noiseaware.methods.base import Batch, fit_problems
 from noiseaware.methods.mechanisms import BS2018, BS2018_NAIVE, BS2018NaiveOptions, BS2018Options
 from noiseaware.models.builtin import get
 from noiseaware.posteriors.base import Posterior
+from noiseaware.util.errors import DIVERGED, FitFailure
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 
@@ -629,7 +630,7 @@ def test_a_non_finite_draw_is_returned_as_the_problems_failure():
     outcome = gibbs_posterior(
         chains, method="bs2018", theta_names=("p",), fallbacks=0, redraws=0, sweeps=20, released=np.zeros(1), release={}
     )
-    assert isinstance(outcome, FloatingPointError) and "non-finite" in str(outcome)
+    assert isinstance(outcome, FitFailure) and outcome.reason == DIVERGED and "non-finite" in str(outcome)
 
 
 def test_coverage_runs_bs2018_end_to_end_and_refuses_what_it_cannot_do():

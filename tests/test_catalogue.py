@@ -87,6 +87,28 @@ def sample_naive(n):
     return lambda folder: na.fit(na.Trace.load(folder / "t.nc"), "naive", key=0).sample(key=0, n=n)
 
 
+def fit_frozen(folder):
+    """A trace whose second coordinate never moves: a statistical failure of the fit, typed."""
+    trace = na.Trace.load(folder / "t.nc")
+    params = np.array(trace.params)
+    params[:, 1] = 0.3
+    frozen = na.Trace.from_arrays(
+        params,
+        trace.grads,
+        noise_multiplier=trace.noise_multiplier,
+        clip=trace.clip,
+        sampling_rate=trace.sampling_rate,
+        n_examples=trace.n_examples,
+    )
+    na.fit(frozen, "exact", key=0, burn_in=0.1, diagnostics="off")
+
+
+def fit_untyped_plug_in(folder):
+    """A plug-in that returns a plain ValueError for its failed fit: a bug, named, not a counted failure."""
+    method = na.per_trace("plain", lambda t, k, o: ValueError("no fit"))
+    na.fit(na.Trace.load(folder / "t.nc"), method, key=0, diagnostics="off")
+
+
 def save_over(folder):
     na.Trace.load(folder / "t.nc").save(folder / "old.nc")
 
@@ -126,6 +148,9 @@ API_CASES = [
     ("x of shape (100, 50) for M1", record_m1({"x": np.ones((100, 50))}), r"x.*shape|shape.*x"),
     ("data outside the support (API)", record_m1({"x": -np.ones(100)}), r"support"),
     ("save over an existing file", save_over, r"exists.*overwrite=True"),
+    # issue 26: failures
+    ("a trace coordinate that never moves", fit_frozen, r"parameters \[1\] never move"),
+    ("a plug-in that returns an untyped exception", fit_untyped_plug_in, r"return a noiseaware FitFailure"),
 ]
 
 

@@ -599,7 +599,7 @@ def test_fit_warnings_show_once_even_when_it_fails_and_deprecations_go_to_python
         for _ in range(3):
             warnings.warn("the grid is\n  too small", stacklevel=2)
         warnings.warn("old keyword", DeprecationWarning, stacklevel=2)
-        raise ValueError("the fit failed")
+        raise na.FitFailure("no finite optimum", "the fit failed")
 
     monkeypatch.setattr("noiseaware.cli.common.fit", failing_fit)
     trace_path = saved(sgd_trace(steps=100), tmp_path / "sgd.nc")

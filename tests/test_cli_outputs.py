@@ -201,7 +201,7 @@ def test_fit_names_a_read_only_plot_target_before_fitting(capsys, tmp_path, monk
 
 def test_a_failing_plot_takes_the_posterior_with_it(capsys, tmp_path, monkeypatch):
     def failing_plot(*args, **kwargs):
-        raise ValueError("the plot failed")
+        raise OSError("the plot failed")
 
     trace = saved(sgd_trace(steps=400), tmp_path / "t.nc")
     monkeypatch.setattr("noiseaware.plots.plot_trace", failing_plot)
@@ -301,7 +301,7 @@ def test_demo_checks_its_files_before_any_work(capsys, tmp_path, monkeypatch):
 
 def test_a_failing_demo_leaves_nothing_behind(capsys, tmp_path, monkeypatch):
     def failing_fit(*args, **kwargs):
-        raise ValueError("the fit failed")
+        raise na.FitFailure("no finite optimum", "the fit failed")
 
     monkeypatch.setattr("noiseaware.cli.demo.record_dpvi", lambda *args, **kwargs: sgd_trace(steps=100))
     monkeypatch.setattr("noiseaware.cli.demo.fit_reporting_warnings", failing_fit)
@@ -331,7 +331,7 @@ def test_record_passes_allow_weak_privacy_on(capsys, tmp_path, monkeypatch):
 
     def record_dpvi(*args, **kwargs):
         seen.update(kwargs)
-        raise ValueError("stop here")
+        raise OSError("stop here")
 
     monkeypatch.setattr("noiseaware.cli.record.record_dpvi", record_dpvi)
     argv = ("record", "--model", "M1", "--epsilon", "1", "--delta", "0.6", "--out", tmp_path / "t.nc")

@@ -128,7 +128,7 @@ def test_an_exact_posterior_plugged_in_is_calibrated_and_failures_are_counted():
     def flaky(problem, key, options):
         """The naive posterior, failing on every third simulation."""
         if problem.index % 3 == 0:
-            raise ValueError("no fit")
+            raise na.FitFailure("no fit", "the flaky method fails on every third simulation")
         assert not hasattr(problem, "truth")
         return na.naive_posterior(problem.trace)
 

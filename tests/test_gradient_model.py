@@ -7,6 +7,7 @@ from scipy import stats as scipy_stats
 
 from noiseaware.inference.gradient_model import log_likelihood, slope_estimates, trace_statistics
 from noiseaware.trace import Trace
+from noiseaware.util.errors import FROZEN, FitFailure
 
 
 def test_log_likelihood_from_sums_equals_the_direct_sum():
@@ -61,5 +62,6 @@ def test_bad_inputs_raise():
     stats = trace_statistics(
         Trace.from_arrays(frozen, trace.grads, noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q, n_examples=N)
     )
-    with pytest.raises(ValueError, match=r"parameters \[1\] never move"):
+    with pytest.raises(FitFailure, match=r"parameters \[1\] never move") as failed:
         slope_estimates(stats)
+    assert failed.value.reason == FROZEN

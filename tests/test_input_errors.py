@@ -202,7 +202,7 @@ def weak_warning(line: str) -> re.Match | None:
 
 def test_fit_batch_gathers_a_warning_of_many_traces_into_one_complete_line():
     """Every trace is weak in some coordinates, not all the same ones: one line with the number of traces and
-    every coordinate named with its own count (never cut short), and advice on what to do."""
+    every coordinate named with its own count (8 parameters: none left out), and advice on what to do."""
     traces = [silent_trace(seed) for seed in range(3)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -306,3 +306,17 @@ def test_a_warning_re_issued_from_its_text_is_shown_once_and_whole():
         warnings.warn(str(original), FitWarning, stacklevel=1)
     lines = [line for _, line in gather(caught, 1)]
     assert lines == ["weak identification (mu:rate): record a longer trace"]
+
+
+def test_a_warning_about_many_parameters_counts_them_and_names_a_few():
+    """Issue 26: one line never lists ~100 coordinates; it names the most frequent first and counts the rest."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for m in range(3):
+            names = [f"mu:b[{j}]" for j in range(100)] if m else ["mu:b[7]"]
+            warnings.warn(FitWarning("weak identification", "record a longer trace", names), stacklevel=1)
+    ((_, line),) = gather(caught, 3)
+    assert line == (
+        "weak identification in 3 of 3 traces (mu:b[7] in 3, mu:b[0] in 2, mu:b[1] in 2, mu:b[2] in 2, mu:b[3] in 2, "
+        "…, and 95 more of 100 parameters): record a longer trace"
+    )

@@ -144,7 +144,7 @@ def test_a_method_that_fails_is_counted_not_fatal(simulations):
         pass
 
     def broken(trace, key, options):
-        raise ValueError("no")
+        raise na.FitFailure("no finite optimum", "no")
 
     method = na.per_trace("broken", broken, options=Never)
     result = na.evaluation.evaluate(simulations, (method,), references=2, samples=100, key=0)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import noiseaware as na
+from noiseaware.cli import main
 from noiseaware.evaluation.coverage import coverage_spec
 from noiseaware.studies import (
     InProcessExecutor,
@@ -296,3 +297,28 @@ def test_the_cli_runs_a_study_resumes_it_reports_it_and_refuses_another_plan(cap
     line = single_error(capsys, *CLI_STUDY, "--out", out, "--no-resume")
     assert "already holds this study" in line
     assert "holds no study" in single_error(capsys, "report", tmp_path)
+
+
+def no_optimum(trace, key, options):
+    """A plug-in whose every fit fails for a statistical reason."""
+    raise na.FitFailure("no finite optimum", "made up for the test")
+
+
+def has_a_bug(trace, key, options):
+    """A plug-in with a bug."""
+    return [][1]
+
+
+def test_a_statistical_failure_is_counted_by_reason_and_a_bug_stops_the_study_with_its_traceback(tmp_path, capsys):
+    small = SMALL | {"simulations": 4, "methods": ("naive", na.methods.per_trace("never", no_optimum))}
+    result = coverage_study(M2, levels=LEVELS, key=7, out=tmp_path / "counted", **small)[LEVELS[0]]
+    assert result.failures == {"naive": 0, "never": 4}
+    assert result.diagnostics["never"]["failure_reasons"] == {"no finite optimum": 4}
+    assert main(["report", str(tmp_path / "counted")]) == 0  # from the folder's data alone
+    assert "warning: never: failed fits: no finite optimum 4" in capsys.readouterr().err
+    buggy = SMALL | {"simulations": 4, "methods": ("naive", na.methods.per_trace("buggy", has_a_bug))}
+    with pytest.raises(TaskError, match="stops the study") as raised:
+        coverage_study(M2, levels=LEVELS, key=7, out=tmp_path / "bug", **buggy)
+    assert isinstance(raised.value.__cause__, IndexError)
+    events = (tmp_path / "bug" / "events.jsonl").read_text()
+    assert events.count('"event": "started"') == 1 and "IndexError" in events  # nothing more was submitted

@@ -16,9 +16,10 @@ from noiseaware.cli import main
 from noiseaware.recording.settings import SettingsHint
 from noiseaware.tuning import PreflightWarning, SearchSpace, SettingsFileError, TunedSettings
 from noiseaware.tuning.facts import SimulationFacts, simulate, simulation_facts
-from noiseaware.tuning.report import rmse_limit
+from noiseaware.tuning.report import PreflightReport, rmse_limit
 from noiseaware.tuning.score import WINSOR_VARIANCE, bias_p_values, pooled_p_values
 from noiseaware.tuning.search import streams
+from noiseaware.util.hints import speaking_cli
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
 
@@ -234,6 +235,40 @@ def test_preflight_warns_when_clipping_is_active_at_the_optimum(tiny):
     with pytest.warns(PreflightWarning, match="clipping is active at the optimum"):
         report = na.preflight(tiny, {"clip": 0.1, "grad_scale": 1.0}, epsilon=1.0, simulations=12, key=0)
     assert report.clipped > 0.5 and not report.ok
+
+
+def test_preflight_reports_the_fits_warnings_counted_and_prints_readably(tiny):
+    """A short trace at a small ε: the gradients barely respond to ρ, so every simulation's fit warns of weak
+    identification; the report counts it, and prints a verdict that names its finding."""
+    with pytest.warns(PreflightWarning, match="clipping is active"):
+        report = na.preflight(
+            tiny, {"steps": 200, "clip": 1.0, "grad_scale": 1.0}, epsilon=0.05, simulations=4, references=2,
+            samples=200, key=0,
+        )  # fmt: skip
+    (count, line), *others = report.warnings
+    assert count == 4 and line.startswith("weak identification in 4 of 4 simulations (rho:mu in 4") and not others
+    assert report.warning_counts == ("weak identification: 4 of 4 simulations",)
+    assert report.verdict == "1 finding: clipping is active at the optimum"
+    text = str(report)
+    assert text.splitlines()[0].endswith(": 1 finding: clipping is active at the optimum")
+    assert "fit warnings                   weak identification: 4 of 4 simulations" in text
+    assert f"warning: {line}" in text and f"finding: {report.findings[0]}" in text
+    assert repr(report) == (
+        "PreflightReport(normal_mean, ε = 0.05, 4 simulations, coverage RMSE "
+        f"{report.coverage_rmse[0]:.3f}, sd / VI sd {report.mean_sd_ratio:.2f}: 1 finding: clipping is active at "
+        "the optimum)"
+    )
+    assert PreflightReport.from_dict(report.to_dict()) == report
+    old = {k: v for k, v in report.to_dict().items() if k != "warnings"}  # a settings file from before
+    assert PreflightReport.from_dict(old).warnings == ()
+
+
+def test_hints_speak_python_in_python_and_commands_on_the_command_line():
+    bare = na.models.from_numpyro(normal_mean, n_examples=N)
+    with pytest.raises(ValueError, match=r"find them with na\.tune$"):
+        na.preflight(bare, epsilon=1.0, key=0)
+    with speaking_cli(), pytest.raises(ValueError, match=r"find them with `noiseaware tune`$"):
+        na.preflight(bare, epsilon=1.0, key=0)
 
 
 def test_preflight_refuses_a_model_without_settings_or_an_unknown_setting_before_any_work(tiny):

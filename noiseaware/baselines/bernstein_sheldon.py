@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..util.checks import choice, positive_int
+from ..util.errors import FitFailure
 from ..util.keys import as_key
 from .expfam import Family
 from .expfam_release import Release, ReleaseSettings, release_statistics
@@ -87,12 +88,12 @@ class GibbsSettings:
 
 def noise_aware_posteriors(
     release: Release, keys, settings: GibbsSettings = GibbsSettings()
-) -> list[GibbsPosterior | FloatingPointError]:
+) -> list[GibbsPosterior | FitFailure]:
     """B&S's Gibbs sampler on every released z of `release`: one compiled program for all M × chains.
 
     keys (M,): the sampler key of each data set (its chains start from split(split(keys[m])[0], chains) and
     run on split(split(keys[m])[1], chains)). Returns one GibbsPosterior per data set, or the
-    FloatingPointError of a data set whose draws are not finite. Diagnostics (`GibbsDiagnostics`): mixing,
+    FitFailure of a data set whose draws are not finite. Diagnostics (`GibbsDiagnostics`): mixing,
     fallbacks (projections after R failed redraws) and redraws (extra support draws) over all sweeps,
     the released z and the release's facts with the settings.
     """
@@ -237,7 +238,7 @@ def bs2018_batch(
     delta: float | None,
     release: ReleaseSettings = ReleaseSettings(),
     gibbs: GibbsSettings = GibbsSettings(),
-) -> list[GibbsPosterior | FloatingPointError]:
+) -> list[GibbsPosterior | FitFailure]:
     """B&S 2018 for M data sets x (M, N) of `model`: data set m is released at (ε, δ) with the first half of
     split(keys[m]) and sampled with the second (keys (M,)), all in one compiled sampler."""
     release_keys, sampler_keys = problem_keys(keys, np.shape(x)[0])
@@ -272,7 +273,7 @@ def bernstein_sheldon_posterior(
 
     data: the records x (N,) or a mapping with key 'x'. settings: GibbsSettings (chains, warmup, draws,
     retries, init). Equals problem m of `bs2018_batch` when keys[m] = key; a failed fit raises its
-    FloatingPointError.
+    FitFailure.
     """
     return single(
         bs2018_batch(

@@ -26,6 +26,7 @@ import numpy as np
 from scipy import linalg, stats
 
 from ..util.checks import positive_int
+from ..util.errors import NON_FINITE, FitFailure
 from ..util.keys import as_key
 from ..util.numerics import softplus_inverse
 from .mechanisms import problem_keys
@@ -128,11 +129,11 @@ def bs2019_batch(
     gibbs: RegressionGibbs = RegressionGibbs(),
     prior: NIGPrior = NIGPrior(),
     chunk: int = CHUNK,
-) -> list[GibbsPosterior | FloatingPointError]:
+) -> list[GibbsPosterior | FitFailure]:
     """B&S 2019 Gibbs-SS-Noisy (or -Known) for M data sets X (M, N, d+1) bias last, y (M, N), keys (M,): data set
     m is released at (ε, δ) with the first half of split(keys[m]) and sampled with the second; the sampler runs
     `chunk` data sets at a time in one compiled program (the last chunk padded to the same shape). Returns a
-    GibbsPosterior per data set, or its FloatingPointError where a draw is not finite."""
+    GibbsPosterior per data set, or its FitFailure where a draw is not finite."""
     chunk = positive_int("chunk", chunk)
     count, d = np.shape(X)[0], np.shape(X)[-1] - 1
     release_keys, sampler_keys = problem_keys(keys, count)
@@ -143,7 +144,7 @@ def bs2019_batch(
         "draws": gibbs.draws,
         "thin": gibbs.thin,
     }
-    out: list[GibbsPosterior | FloatingPointError] = []
+    out: list[GibbsPosterior | FitFailure] = []
     for first in range(0, count, chunk):
         index = np.arange(first, first + chunk) % count if count > chunk else np.arange(count)
         thetas, counts = gibbs_sample(
@@ -182,7 +183,7 @@ def bs2019_naive_batch(
     delta: float | None,
     release: RegressionRelease = RegressionRelease(),
     prior: NIGPrior = NIGPrior(),
-) -> list[NIGPosterior | FloatingPointError]:
+) -> list[NIGPosterior | FitFailure]:
     """Noise-naive SS (§2.6) for M data sets: z at the full (ε, δ) (release.moments is not used: nothing spends on
     moments) with the release key `bs2019_batch` uses, then the NIG update of the PSD-projected Ĝ(z) as if exact."""
     count, d = np.shape(X)[0], np.shape(X)[-1] - 1
@@ -194,10 +195,12 @@ def bs2019_naive_batch(
         update = jax.vmap(lambda z, n: nig_parameters(project_psd(gram(z, n, d)), n, prior))
         mu, chol, a_n, b_n = (np.asarray(a) for a in update(jnp.asarray(released.z), jnp.asarray(released.n)))
     facts = release_facts(release, epsilon, delta, d) | {"moments": "none"}
-    out: list[NIGPosterior | FloatingPointError] = []
+    out: list[NIGPosterior | FitFailure] = []
     for m in range(count):
         if not (np.all(np.isfinite(mu[m])) and np.all(np.isfinite(chol[m])) and b_n[m] > 0):
-            out.append(FloatingPointError(f"{NAIVE_METHOD}: the NIG update of the released Gram matrix is not finite"))
+            out.append(
+                FitFailure(NON_FINITE, f"{NAIVE_METHOD}: the NIG update of the released Gram matrix is not finite")
+            )
             continue
         out.append(
             NIGPosterior(
@@ -219,7 +222,7 @@ def bs2019_posterior(X, y, *, key, epsilon: float, delta: float = 1e-5, **option
 
     options: RegressionRelease fields (bound_x, bound_y, mechanism, neighbouring, moments), RegressionGibbs
     fields (chains, warmup, draws, thin, redraws) and NIGPrior fields (a0, b0, prior_scale). A failed fit
-    raises its FloatingPointError.
+    raises its FitFailure.
     """
     release, gibbs, prior = _split_options(options, (RegressionRelease, RegressionGibbs, NIGPrior))
     return single(

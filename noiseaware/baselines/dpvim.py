@@ -26,6 +26,7 @@ import numpy as np
 from ..posteriors.mixture import DPVImPosterior, trace_facts, trace_iterates
 from ..trace import Trace
 from ..util.diagnostics import Diagnostics
+from ..util.errors import DIVERGED, FitFailure
 from ..util.keys import as_key, standard_normal
 
 __all__ = ["dpvim_posterior", "convergence_start", "CENTRES"]
@@ -132,9 +133,10 @@ def convergence_start(
         raise ValueError(f"params has shape {rows.shape}; it must be (T+1, P): the iterates φ_0..φ_T, one row each")
     if not np.all(np.isfinite(rows)):
         first = tuple(int(i) for i in np.argwhere(~np.isfinite(rows))[0])
-        raise ValueError(
+        raise FitFailure(
+            DIVERGED,
             f"params holds {rows[first]} at row {first[0]}, parameter {first[1]}: the iterates must be finite "
-            "(a diverged run must be re-recorded)"
+            "(a diverged run must be re-recorded)",
         )
     if not threshold > 0:  # also rejects NaN
         raise ValueError(f"threshold is {threshold}; the slope threshold κ must be > 0 (DPVIm uses 0.05)")

@@ -32,6 +32,7 @@ from ..posteriors.draws import StoredDraws, save_draws
 from ..posteriors.mixture import DEFAULT_THETA_DRAWS
 from ..trace.sites import SiteMap, SiteSpec
 from ..util.diagnostics import Diagnostics, MixingDiagnostics
+from ..util.errors import DIVERGED, FitFailure
 from ..util.files import plain
 
 __all__ = [
@@ -244,7 +245,7 @@ class GibbsPosterior(StoredDraws, BaselinePosterior):
 def single(outcomes: Sequence) -> Any:
     """The one outcome of a batch of one data set; raised when it is the fit's failure."""
     (outcome,) = outcomes
-    if isinstance(outcome, Exception):
+    if isinstance(outcome, FitFailure):
         raise outcome
     return outcome
 
@@ -257,13 +258,14 @@ def gibbs_posterior(
     sites: Sequence[SiteSpec] | None = None,
     diagnostics: type[GibbsDiagnostics] = GibbsDiagnostics,
     **facts,
-) -> GibbsPosterior | FloatingPointError:
+) -> GibbsPosterior | FitFailure:
     """One problem's GibbsPosterior from its draws θ (chains, draws, d) of the model with these `sites`, with their
-    mixing facts and `facts` (the other fields of `diagnostics`); its FloatingPointError (a failed fit) when a draw
+    mixing facts and `facts` (the other fields of `diagnostics`); its FitFailure (DIVERGED) when a draw
     is not finite."""
     if not np.all(np.isfinite(chains)):
-        return FloatingPointError(
-            f"{method}: the Gibbs sampler produced non-finite draws of θ (a numerical failure of this problem's fit)"
+        return FitFailure(
+            DIVERGED,
+            f"{method}: the Gibbs sampler produced non-finite draws of θ (a numerical failure of this problem's fit)",
         )
     return GibbsPosterior(
         chains=chains,

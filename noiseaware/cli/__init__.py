@@ -25,34 +25,50 @@ No command replaces an existing file unless given --force, and none writes over 
 even with --force. Every argument and every output location is checked before any work, and a failing
 command leaves nothing behind (`outputs`). `fit` without --out prints its result and writes nothing.
 
-User errors (a bad option, model, data or trace file, or setting) print one line `error: …` on stderr
-and exit with status 2; `main(argv)` returns the exit status instead of exiting, so it can be called
-in-process. Warnings of a fit (a weak signal, a quadrature grid that cuts posterior mass) print as
-`warning: …` lines on stderr, each once.
+Exit status: 0 done; 2 a user error, printed as one line `error: …` on stderr; 1 a bug, printed as its
+traceback and a line saying it is a bug and where to report it; 130 interrupted. `main(argv)` returns the
+status instead of exiting, so it can be called in-process. A user error is: a command line argparse
+rejects; an OSError (a file or folder); a `UserError`; a fit that failed for a statistical reason
+(`FitFailure`); and a ValueError raised by noiseaware's own checks of its input (a bad option, model, data,
+trace or settings file: ModelError, TraceError, DataError, …), whose message names the problem and the fix.
+Anything else — a TypeError, an IndexError, a ValueError raised inside numpy or JAX, a study task that
+raised (`TaskError`, shown with the task's own traceback) — is a bug (in noiseaware, or in plug-in code it ran). Warnings of a fit (a weak signal, a
+quadrature grid that cuts posterior mass) print as `warning: …` lines on stderr, each once. Hints name
+commands (`noiseaware tune`), not Python calls (`util.hints`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import jax
 
 from .. import __version__
-from ..studies import StudyError
+from ..util.errors import FitFailure, UserError
+from ..util.hints import speaking_cli
 from . import account, calibrate, coverage, demo, fit, record, report, tune
 from .data import DataError, load_data
 
-__all__ = ["DataError", "build_parser", "load_data", "main"]
+__all__ = ["DataError", "build_parser", "is_user_error", "load_data", "main"]
 
 EXIT_USAGE = 2
+EXIT_BUG = 1
+PACKAGE = Path(__file__).resolve().parent.parent
+"""The noiseaware package's folder: a ValueError raised by code under it is one of noiseaware's input checks."""
+REPORT = (
+    "this is a bug in noiseaware (or in plug-in code it ran), not in what you typed: please report it on "
+    "noiseaware's issue tracker with the command line and the traceback above"
+)
 COMMANDS = (account, tune, record, fit, coverage, calibrate, report, demo)
 """The command modules, in the order of `noiseaware --help`: each has add_parser(subparsers) and run(args)."""
 
 
-class UsageError(Exception):
+class UsageError(UserError):
     """A command line argparse rejects."""
 
 
@@ -73,13 +89,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as done:  # --help, --version
         return done.code if isinstance(done.code, int) else 0
     try:
-        with _precision(getattr(args, "float64", False)):
+        with _precision(getattr(args, "float64", False)), speaking_cli():
             return args.run(args)
-    except (ValueError, OSError, StudyError) as error:  # ModelError, TraceError, DataError, files, failed tasks
-        return _fail(" ".join(str(error).split("\n")))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as error:
+        if is_user_error(error):
+            return _fail(" ".join(str(error).split("\n")))
+        traceback.print_exc()
+        print(f"noiseaware {__version__}: {REPORT}", file=sys.stderr)
+        return EXIT_BUG
+
+
+def is_user_error(error: BaseException) -> bool:
+    """Whether `error` means the user's input is wrong (module doc), rather than a bug."""
+    if isinstance(error, (UserError, OSError, FitFailure)):
+        return True
+    return isinstance(error, ValueError) and _raised_by_noiseaware(error)
+
+
+def _raised_by_noiseaware(error: BaseException) -> bool:
+    """Whether a `raise` statement of noiseaware's code raised `error` (one of its checks): the innermost frame
+    of its traceback, not a library's (numpy's, JAX's), a plug-in's, nor an unpacking that went wrong."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return False
+    innermost = frames[-1]
+    statement = innermost.line or "raise"  # no source to read (an installed archive): trust the location
+    return Path(innermost.filename).resolve().is_relative_to(PACKAGE) and statement.startswith("raise")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -206,7 +206,9 @@ def run_preflight(args) -> int:
 
 
 def best_trials(tuned: TunedSettings) -> str:
-    """The best trials (feasible first, then by width) as a table."""
+    """The best trials (feasible first, then by width) as a table: the clip C as record_dpvi uses it (the
+    settings file's `clip`) beside c, the clip relative to the 99 % gradient-norm quantile that the search
+    moves (docs/tuning.md)."""
     rows = sorted(tuned.trials, key=lambda t: (not t["feasible"], t["state"] != "complete", t["sd_ratio"]))
     cells = [
         [
@@ -215,6 +217,7 @@ def best_trials(tuned: TunedSettings) -> str:
             "yes" if t["feasible"] else "no",
             f"{t['sd_ratio']:.3f}",
             f"{t['theta_p']:.3g}",
+            f"{t['clip_absolute']:.3g}" if "clip_absolute" in t else "–",
             f"{t['clip']:.3g}",
             f"{t['rho_weight']:.3g}",
             f"{t['relaxation_mu']:.3g}",
@@ -230,14 +233,20 @@ def best_trials(tuned: TunedSettings) -> str:
         "feasible",
         "sd/VI sd",
         "calib. p",
-        "clip",
+        "clip C",
+        "c = C / q99",
         "ρ weight",
         "κ μ",
         "κ ρ",
         "clip %",
         "flag %",
     ]
-    return f"best of {len(tuned.trials)} trials\n" + text_table(header, cells)
+    chosen = tuned.settings["clip"]
+    return (
+        f"best of {len(tuned.trials)} trials (clip C as in the settings, chosen {chosen:.3g}; c: C over the 99 % "
+        "quantile of the simulated per-example gradient norms at the optimum, what the search moves)\n"
+        + text_table(header, cells)
+    )
 
 
 def _print_findings(caught) -> None:

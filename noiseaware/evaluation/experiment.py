@@ -26,11 +26,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from ..methods.base import Batch, Method, Outcome, Registry, fit_problems, split_keys
+from ..methods.base import Batch, Method, Outcome, Registry, failure_reasons, fit_problems, split_keys
 from ..recording.dpvi import record_dpvi
 from ..trace import BURN_IN, CHECKS, diagnose_if_long_enough
 from ..util.batch_warnings import CaughtWarning, caught_warnings, gather
 from ..util.codec import data_type
+from ..util.errors import FitFailure
 
 __all__ = [
     "DPVI_SETTINGS",
@@ -59,6 +60,10 @@ class MethodRun[Score]:
     diagnostics: dict[str, Any]
     fit_seconds: float
     score_seconds: float
+
+
+NON_FINITE_DRAWS = "non-finite draws"
+"""The failure reason of a fit whose posterior gave non-finite θ draws (found by the score, not the fit)."""
 
 
 def method_stream(name: str) -> int:
@@ -126,12 +131,15 @@ class MethodPart[Score]:
 
     score: a pytree of arrays whose leading axis is the chunk's problems; records: the fits' typed diagnostics;
     warnings: the warnings the fits raised (picklable); problems: problems fitted (1 for a shared reference);
-    checks: the trace checks' counts on the chunk's traces, for a trace method. Everything is data (`util.codec`): a
-    study's worker stores it in the study folder, from which the process that merges reads it.
+    checks: the trace checks' counts on the chunk's traces, for a trace method; reasons: {reason: count} of the
+    fits that failed (`FitFailure.reason`; non-finite draws found by the score count as "non-finite draws").
+    Everything is data (`util.codec`): a study's worker stores it in the study folder, from which the process
+    that merges reads it.
     """
 
     score: Score
     failures: int
+    reasons: Mapping[str, int]
     records: tuple
     warnings: tuple[CaughtWarning, ...]
     problems: int
@@ -185,8 +193,9 @@ def fit_part[Score](
             method_checks = checks[burn_in]
         parts[method.name] = MethodPart(
             score=result,
-            failures=sum(isinstance(o, Exception) for o in outcomes) + more_failures,
-            records=tuple(o.diagnostics for o in outcomes if not isinstance(o, Exception)),
+            failures=sum(isinstance(o, FitFailure) for o in outcomes) + more_failures,
+            reasons=failure_reasons(outcomes) | ({NON_FINITE_DRAWS: more_failures} if more_failures else {}),
+            records=tuple(o.diagnostics for o in outcomes if not isinstance(o, FitFailure)),
             warnings=caught_warnings(caught),
             problems=count,
             checks=method_checks,
@@ -213,6 +222,9 @@ def merge_parts[Score](
         }
         if own and own[0].checks is not None:
             diagnostics["trace_checks"] = _added([p.checks for p in own])
+        reasons = _added([p.reasons for p in own], union=True)
+        if reasons:
+            diagnostics["failure_reasons"] = dict(sorted(reasons.items(), key=lambda item: -item[1]))
         runs[name] = MethodRun(
             score=jax.tree.map(lambda *leaves: np.concatenate(leaves), *(p.score for p in own)) if own else None,
             failures=sum(p.failures for p in own),
@@ -240,9 +252,11 @@ def method_reads(methods: Sequence[Method]) -> dict[str, str]:
     return {method.name: method.reads for method in methods}
 
 
-def _added(counts: Sequence[Mapping[str, int]]) -> dict[str, int]:
-    """Trace-check counts of several chunks, added key by key."""
-    return {name: sum(c[name] for c in counts) for name in counts[0]}
+def _added(counts: Sequence[Mapping[str, int]], union: bool = False) -> dict[str, int]:
+    """Counts of several chunks added key by key: the keys of the first (trace checks, the same in every chunk),
+    or of any of them (union: failure reasons)."""
+    names = dict.fromkeys(name for c in counts for name in c) if union else counts[0]
+    return {name: sum(c.get(name, 0) for c in counts) for name in names}
 
 
 def check_counts(traces, burn_in: float) -> dict[str, int]:
@@ -271,7 +285,7 @@ def with_progress(options, progress):
 
 def summarise_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     """The fits' typed diagnostics folded by their own type's `summarise` (fits of one method share a type)."""
-    return summarise_records([o.diagnostics for o in outcomes if not isinstance(o, Exception)])
+    return summarise_records([o.diagnostics for o in outcomes if not isinstance(o, FitFailure)])
 
 
 def summarise_records(records: Sequence[Any]) -> dict[str, Any]:
@@ -289,9 +303,14 @@ def method_warnings(reads: str, caught: Sequence[warnings.WarningMessage | Caugh
 def warning_lines(diagnostics: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The methods' warnings in an experiment's diagnostics as `warning: methods: …` lines, complete: one per
     distinct warning (already gathered over the problems, with their count), the methods that raised the very
-    same warning named together (`warning: exact, laplace: weak identification in …`)."""
+    same warning named together (`warning: exact, laplace: weak identification in …`), and each method's failed
+    fits by reason (`warning: exact: failed fits: no finite optimum 3`)."""
     methods_of: dict[str, list[str]] = {}
     for method, facts in diagnostics.items():
-        for line in facts.get("warnings", []):
+        reasons = facts.get("failure_reasons", {})
+        lines = list(facts.get("warnings", []))
+        if reasons:
+            lines.append("failed fits: " + ", ".join(f"{reason} {count}" for reason, count in reasons.items()))
+        for line in lines:
             methods_of.setdefault(" ".join(line.split()), []).append(method)
     return [f"warning: {', '.join(methods)}: {line}" for line, methods in methods_of.items()]

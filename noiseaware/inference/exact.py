@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..util.diagnostics import Diagnostics
+from ..util.errors import NON_FINITE, FitFailure
 from ..util.keys import as_key
 from .draws import Draws
 from .gradient_model import GradientModel, integrate_optimum, ols_fit, prior_distributions
@@ -258,6 +259,7 @@ def fit_exact(
 
     diagnostics: optimum_mean/optimum_sd/hessian_mean/hessian_sd (P,) from the grid, edge_mass (P,)
     (the largest weight on the grid's outer edge; above 1e-6 the grid may cut posterior mass) and the grid sizes.
+    Non-finite posterior weights raise a FitFailure (NON_FINITE).
     """
     result = fit_exact_batch(
         [model],
@@ -267,7 +269,7 @@ def fit_exact(
         extra_nodes=extra_nodes,
         passes=passes,
     )[0]
-    if isinstance(result, ValueError):
+    if isinstance(result, FitFailure):
         raise result
     return result
 
@@ -280,11 +282,11 @@ def fit_exact_batch(
     hessian_nodes: int = 96,
     extra_nodes: int = 32,
     passes: int = 3,
-) -> list[Draws | ValueError]:
+) -> list[Draws | FitFailure]:
     """`fit_exact` for many traces' models (same P and prior) in one vmapped, compiled computation.
 
     Model m uses keys[m] (keys: M jax PRNG keys). A model whose posterior weights are not finite gets a
-    ValueError in its place.
+    FitFailure (NON_FINITE) in its place.
     """
     settings = {"draws": draws, "hessian_nodes": hessian_nodes, "extra_nodes": extra_nodes, "passes": passes}
     with jax.enable_x64(True):
@@ -296,9 +298,10 @@ def fit_exact_batch(
         optimum, hessian, extra = (np.asarray(x[m], np.float64)[None] for x in sample)
         if not (np.all(np.isfinite(grid.weights[m])) and np.all(np.isfinite(optimum))):
             results.append(
-                ValueError(
+                FitFailure(
+                    NON_FINITE,
                     "the exact solver met non-finite posterior weights: the trace's statistics are not finite or the "
-                    "prior is degenerate; check the trace with Trace.summary()"
+                    "prior is degenerate; check the trace with Trace.summary()",
                 )
             )
             continue

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..util.checks import choice, positive_int
 from ..util.diagnostics import Diagnostics
+from ..util.errors import NO_OPTIMUM, FitFailure
 from ..util.keys import as_key
 from .draws import Draws
 from .gradient_model import GradientModel, is_non_private, log_density
@@ -210,7 +211,7 @@ def fit_laplace(model: GradientModel, *, key, draws: int = 4000, style: str = "f
         As draws: the μ-half (first P/2) of `optimum` ~ N(μ̂*, V_μ*) from its marginal, the ρ-half fixed
         at ρ̂*; `hessian` fixed at model.hessian(ã̂); `extra_noise` zeros (None without extra noise).
     A coordinate whose solve did not converge, whose Hessian at the mode is not positive definite, or
-    whose values are not finite raises a ValueError naming it. diagnostics: style, the MAP
+    whose values are not finite raises a FitFailure (NO_OPTIMUM) naming it. diagnostics: style, the MAP
     (optimum_map, hessian_map, extra_noise_map), marginal sds in the unconstrained space (optimum_sd,
     hessian_raw_sd, log_extra_noise_sd), covariance (P, k, k), steps, converged, positive_definite.
     """
@@ -219,17 +220,17 @@ def fit_laplace(model: GradientModel, *, key, draws: int = 4000, style: str = "f
         model = jax.tree.map(jnp.asarray, model)
         fit = laplace_approximation(_target(model, style), max_steps=max_steps)
         result = _draws_from_fit(model, jax.tree.map(np.asarray, fit), as_key(key), draws, style, max_steps)
-    if isinstance(result, ValueError):
+    if isinstance(result, FitFailure):
         raise result
     return result
 
 
 def fit_laplace_batch(
     models: Sequence[GradientModel], *, keys, draws: int = 4000, style: str = "full", max_steps: int = 100
-) -> list[Draws | ValueError]:
+) -> list[Draws | FitFailure]:
     """`fit_laplace` for many traces' models (same P and prior): one vmapped Newton solve for all of them.
 
-    Model m uses keys[m] (keys: M jax PRNG keys); a model whose solve failed gets the ValueError
+    Model m uses keys[m] (keys: M jax PRNG keys); a model whose solve failed gets the FitFailure
     `fit_laplace` would raise in its place.
     """
     _check_options(style, draws, models)
@@ -272,12 +273,12 @@ def _target(model: GradientModel, style: str) -> GradientModel:
 
 def _draws_from_fit(
     model: GradientModel, fit: LaplaceFit, key, draws: int, style: str, max_steps: int
-) -> Draws | ValueError:
-    """Draws (and diagnostics) of one model's Laplace fit (arrays (P, …)), or the ValueError naming failed
-    coordinates."""
+) -> Draws | FitFailure:
+    """Draws (and diagnostics) of one model's Laplace fit (arrays (P, …)), or the FitFailure (NO_OPTIMUM)
+    naming failed coordinates."""
     message = _failure_message(fit, max_steps)
     if message is not None:
-        return ValueError(message)
+        return FitFailure(NO_OPTIMUM, message)
     paper = style == "paper"
     mode = np.asarray(fit.mode)
     hessian_map = np.asarray(model.hessian(fit.mode[:, 1]))

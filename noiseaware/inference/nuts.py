@@ -36,6 +36,7 @@ from numpyro.infer.util import constrain_fn, get_transforms, potential_energy, u
 
 from ..util.checks import positive_int, probability
 from ..util.diagnostics import MixingDiagnostics
+from ..util.errors import DIVERGED, FitFailure
 from ..util.keys import as_key
 from ..util.progress import Progress, progress_bar
 from .draws import Draws
@@ -301,7 +302,7 @@ def fit_nuts(
     diagnostics: rhat and ess_bulk (rank-normalised), {"optimum", "hessian", "extra_noise_squared"} → (P,),
     the extra noise on u² since u's posterior is sign-symmetric; max_rhat, min_ess, divergences (total);
     step_size, acceptance_rate, leapfrogs (mean integration steps per draw): (chains,); and the settings.
-    Non-finite draws raise ValueError.
+    Non-finite draws raise a FitFailure (DIVERGED).
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
@@ -315,7 +316,7 @@ def fit_nuts(
             run = _blackjax_jit(model, key, warmup, draws, chains, target_accept, dense_mass)
         run = jax.tree_util.tree_map(_to_numpy, run)
     result = _draws_from_run(run, settings | {"backend": backend})
-    if isinstance(result, ValueError):
+    if isinstance(result, FitFailure):
         raise result
     return result
 
@@ -332,12 +333,13 @@ def fit_nuts_batch(
     backend: str = "blackjax",
     chunk: int = 50,
     progress: Progress = False,
-) -> list[Draws | ValueError]:
+) -> list[Draws | FitFailure]:
     """`fit_nuts` for many traces' models (same P and prior); model m uses keys[m] (M jax PRNG keys).
 
     backend "blackjax": vmapped in chunks of `chunk`, one compiled program for every chunk (the last is
-    padded); "numpyro": one model after another. A model with non-finite draws gets a ValueError in its
-    place. `progress`: True for a bar over the traces, or a callable(done, total) called after each chunk.
+    padded); "numpyro": one model after another. A model with non-finite draws gets a FitFailure
+    (DIVERGED) in its place. `progress`: True for a bar over the traces, or a callable(done, total) called
+    after each chunk.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
@@ -345,7 +347,7 @@ def fit_nuts_batch(
     positive_int("chunk", chunk)
     count = len(models)
     chunk = 1 if backend == "numpyro" else min(chunk, count)
-    results: list[Draws | ValueError] = []
+    results: list[Draws | FitFailure] = []
     with jax.enable_x64(True):
         with progress_bar(count, "NUTS", progress, unit="trace") as advance:
             if backend == "numpyro":
@@ -405,12 +407,13 @@ def _to_numpy(x):
     return np.asarray(x, np.float64 if x.dtype.kind == "f" else None)
 
 
-def _draws_from_run(run: NutsRun, settings: dict) -> Draws | ValueError:
-    """Draws with R-hat/ESS diagnostics from one model's NutsRun (numpy), or a ValueError if any draw is not finite."""
+def _draws_from_run(run: NutsRun, settings: dict) -> Draws | FitFailure:
+    """Draws with R-hat/ESS diagnostics from one model's NutsRun (numpy), or a FitFailure if any draw is not finite."""
     if not run.finite:
-        return ValueError(
+        return FitFailure(
+            DIVERGED,
             "NUTS produced non-finite draws: the trace's statistics are not finite or the prior is degenerate; "
-            "check the trace with Trace.summary()"
+            "check the trace with Trace.summary()",
         )
     samples = {"optimum": run.optimum, "hessian": run.hessian}
     if run.extra_noise is not None:

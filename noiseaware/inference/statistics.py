@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..trace import BURN_IN, Trace
+from ..util.errors import FROZEN, NO_NOISE, FitFailure
 
 __all__ = ["TraceStatistics", "is_non_private", "noise_reference", "ols_fit", "slope_estimates", "trace_statistics"]
 
@@ -88,7 +89,7 @@ def noise_reference(stats: TraceStatistics) -> np.ndarray:
 
     The DP noise sd σC/s_j of G, known exactly. A non-private trace (σ = 0) has none: its noise is all
     subsampling and Monte Carlo noise, the extra noise u, so ν_j is the residual sd r_j of the OLS fit of G
-    on φ (`ols_fit`), the noise the trace shows. ValueError when a non-private trace shows no noise.
+    on φ (`ols_fit`), the noise the trace shows. A FitFailure (NO_NOISE) when a non-private trace shows no noise.
     """
     if not is_non_private(stats):
         return np.sqrt(stats.noise_var)
@@ -100,10 +101,11 @@ def noise_reference(stats: TraceStatistics) -> np.ndarray:
     _, residual = ols_fit(stats)
     silent = np.flatnonzero(~(residual > 0))
     if silent.size:
-        raise ValueError(
+        raise FitFailure(
+            NO_NOISE,
             f"parameters {silent.tolist()} of a non-private trace (σ = 0) have gradients that are an exact linear "
             "function of φ, with no noise at all: the gradient model weighs steps by their noise and cannot fit "
-            "them; use the last iterate (method='naive')"
+            "them; use the last iterate (method='naive')",
         )
     return np.sqrt(residual)
 
@@ -113,15 +115,16 @@ def slope_estimates(stats: TraceStatistics) -> tuple[np.ndarray, np.ndarray]:
 
     â_j = |Σ G_tj φ̃_tj / Σ φ̃_tj²| / q,   τ_j = ν_j / sqrt(Σ φ̃_tj²) / q,
     ν_j = σC/s_j, the DP noise sd (for a non-private trace the residual sd: `noise_reference`).
-    A coordinate whose trace does not move (Σ φ̃² ≈ 0) carries no slope information: ValueError.
+    A coordinate whose trace does not move (Σ φ̃² ≈ 0) carries no slope information: a FitFailure (FROZEN).
     """
     # "never moves": the spread of φ after burn-in is at rounding level (1e-12 relative to φ̄)
     still = stats.sum_phiphi <= stats.count * (1e-12 * np.maximum(1.0, np.abs(stats.centre))) ** 2
     if np.any(still):
         frozen = np.flatnonzero(still).tolist()
-        raise ValueError(
+        raise FitFailure(
+            FROZEN,
             f"parameters {frozen} never move after burn-in, so the trace says nothing about their Hessian: "
-            "record with a larger learning rate or check the trace"
+            "record with a larger learning rate or check the trace",
         )
     q = stats.sampling_rate
     slope = np.abs(stats.sum_gphi / stats.sum_phiphi) / q

@@ -4,9 +4,10 @@ import noiseaware as na
 na.methods.DEFAULT_REGISTRY.names()            # ('exact', 'laplace', 'nuts', 'naive', 'dpvim', 'bs2018', …)
 post = na.fit(trace, "exact", key=0)
 mine = na.methods.per_trace("mine", fit_one)   # a plug-in: usable in fit, coverage and calibration
+na.FitFailure("no finite optimum", "…")        # what fit_one returns (or raises) when its fit fails statistically
 """
 
-from .base import Batch, Method, NoOptions, Outcome, Problem, Registry, per_problem, per_trace
+from .base import Batch, FitFailure, Method, NoOptions, Outcome, Problem, Registry, per_problem, per_trace
 from .fit import fit, fit_batch
 from .mechanisms import BS2018NaiveOptions, BS2018Options, BS2019NaiveOptions, BS2019Options
 from .reference import NonPrivateOptions
@@ -24,6 +25,7 @@ __all__ = [
     "DEFAULT_REGISTRY",
     "DPVImOptions",
     "ExactOptions",
+    "FitFailure",
     "GradientModelOptions",
     "LaplaceOptions",
     "Method",

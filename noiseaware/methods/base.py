@@ -3,12 +3,14 @@
 A `Method` is a small frozen record, in the spirit of optax's `GradientTransformation`: a name, the type
 of its options (a frozen dataclass), what it reads, and one pure batched function
 
-    fit_batch(batch, keys, options) -> [posterior or the exception that explains its failure] × M
+    fit_batch(batch, keys, options) -> [posterior or the FitFailure that explains its failure] × M
 
 over the M problems of a `Batch` (traces, and for mechanism baselines the data), with keys (M,) one
 PRNG key per problem. Problem m's draws depend on keys[m] alone, so `fit(trace, key=k)` is the batch of
 one with keys [k], and `fit_batch(traces, key)` over M traces equals M `fit` calls with the keys
-jax.random.split(key, M). A failure is returned, not raised, so a study counts it and goes on.
+jax.random.split(key, M). A statistical failure (no finite optimum, a diverged sampler, a coordinate that
+never moved) is a `FitFailure` with its reason, returned (or raised: it then fails every problem of the
+batch), so a study counts it and goes on; anything else a method raises is a bug, and stops the study.
 
 Methods are looked up in a `Registry`, an immutable mapping name → Method: `DEFAULT_REGISTRY` holds the
 built-ins, `registry.including(method)` gives a new registry with a plug-in, and every entry point (fit,
@@ -28,28 +30,28 @@ from ..models.benchmark import BenchmarkModel
 from ..posteriors.base import Posterior
 from ..trace import Trace
 from ..util.batch_warnings import gather
+from ..util.errors import FitFailure
 from ..util.keys import as_key
 
 __all__ = [
     "Batch",
-    "FAILURES",
+    "FitFailure",
     "Method",
     "NoOptions",
     "Outcome",
     "Problem",
     "Registry",
+    "failure_reasons",
     "fit_problems",
+    "outcome_of",
     "per_problem",
     "per_trace",
     "split_keys",
     "summarise_warnings",
 ]
 
-Outcome = Posterior | Exception
-"""What a method returns per problem: its posterior, or the exception that explains why the fit failed."""
-
-FAILURES = (ValueError, FloatingPointError)
-"""Numerical failures of one problem's fit: counted by a study, never fatal to it."""
+Outcome = Posterior | FitFailure
+"""What a method returns per problem: its posterior, or the FitFailure that says why the fit failed."""
 
 Reads = Literal["trace", "data"]
 
@@ -113,13 +115,14 @@ class Method:
     """A way from problems to posteriors.
 
     name: the registry key; fit_batch(batch, keys, options) → one Outcome per problem (or a single one for
-    a non-private reference on shared data); options: the frozen dataclass of its options; reads: "trace"
-    (only the DP-released traces) or "data" (releases its own DP statistics of the data at the batch's
-    (ε, δ), or, with private=False, is a non-private reference that reads the data itself); models: the
-    model names it supports (None: any); needs_epsilon: it spends an ε of its own (a run given by σ alone
-    must say which ε σ stands for); description: one line for tables and --help; version: the method's own
-    version, which names it in a study's fingerprint instead of its code (bump it when its results change;
-    without one, a study hashes fit_batch's code and closure values, so any change of the body is new work).
+    a non-private reference on shared data), a posterior or a `FitFailure`; options: the frozen dataclass of
+    its options; reads: "trace" (only the DP-released traces) or "data" (releases its own DP statistics of the
+    data at the batch's (ε, δ), or, with private=False, is a non-private reference that reads the data
+    itself); models: the model names it supports (None: any); needs_epsilon: it spends an ε of its own (a run
+    given by σ alone must say which ε σ stands for); description: one line for tables and --help; version: the
+    method's own version, which names it in a study's fingerprint instead of its code (bump it when its
+    results change; without one, a study hashes fit_batch's code and closure values, so a changed body is new
+    work).
     """
 
     name: str
@@ -177,15 +180,31 @@ class Method:
 
 def fit_problems(method: Method, batch: Batch, keys, options) -> list[Outcome]:
     """method.fit_batch with its promise checked: one Outcome per problem (one in all for a non-private
-    reference on shared data); a numerical failure raised by the method becomes every problem's outcome."""
+    reference on shared data); a FitFailure raised by the method becomes every problem's outcome. Anything
+    else it raises propagates (a bug), and so does an outcome that is neither a posterior nor a FitFailure."""
     try:
         outcomes = list(method.fit_batch(batch, keys, options))
-    except FAILURES as error:
-        return [error] * len(batch)
+    except FitFailure as failure:
+        return [failure] * len(batch)
     expected = {len(batch)} | ({1} if batch.shared_data and not method.private else set())
     if len(outcomes) not in expected:
         raise RuntimeError(f"method {method.name!r} returned {len(outcomes)} outcomes for {len(batch)} problems")
+    for m, outcome in enumerate(outcomes):
+        if isinstance(outcome, BaseException) and not isinstance(outcome, FitFailure):
+            raise TypeError(
+                f"method {method.name!r} returned {type(outcome).__name__}({outcome}) for problem {m}: return a "
+                "noiseaware FitFailure(reason, message) for a statistical failure, and raise for anything else"
+            ) from outcome
     return outcomes
+
+
+def failure_reasons(outcomes: Iterable[Outcome]) -> dict[str, int]:
+    """{reason: count} of the FitFailures among `outcomes`, e.g. {"no finite optimum": 3}, most frequent first."""
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        if isinstance(outcome, FitFailure):
+            counts[outcome.reason] = counts.get(outcome.reason, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
 
 
 def per_trace(
@@ -200,7 +219,7 @@ def per_trace(
     (version: see `Method`)."""
 
     def fit_batch(batch: Batch, keys, opts) -> list[Outcome]:
-        return [_outcome(lambda t=t, k=k: fit_one(t, k, opts)) for t, k in zip(batch.traces, keys)]
+        return [outcome_of(lambda t=t, k=k: fit_one(t, k, opts)) for t, k in zip(batch.traces, keys)]
 
     description = description or (fit_one.__doc__ or "").strip()
     return Method(name, fit_batch, options, "trace", description=description, version=version)
@@ -225,17 +244,18 @@ def per_problem(
 
     def fit_batch(batch: Batch, keys, opts) -> list[Outcome]:
         count = 1 if batch.shared_data and not private else len(batch)
-        return [_outcome(lambda m=m: fit_one(batch.problem(m), keys[m], opts)) for m in range(count)]
+        return [outcome_of(lambda m=m: fit_one(batch.problem(m), keys[m], opts)) for m in range(count)]
 
     description = description or (fit_one.__doc__ or "").strip()
     return Method(name, fit_batch, options, "data", models, needs_epsilon, private, description, version)
 
 
-def _outcome(make: Callable[[], Posterior]) -> Outcome:
+def outcome_of(make: Callable[[], Posterior]) -> Outcome:
+    """make()'s posterior, or the FitFailure it raised (anything else propagates)."""
     try:
         return make()
-    except FAILURES as error:
-        return error
+    except FitFailure as failure:
+        return failure
 
 
 class Registry(Mapping[str, Method]):

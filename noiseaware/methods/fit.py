@@ -15,6 +15,7 @@ from ..posteriors.base import Posterior
 from ..posteriors.mixture import MixturePosterior
 from ..trace import BURN_IN, MIN_STEPS, Trace, TraceCheckError, TraceDiagnosis, diagnose_if_long_enough
 from ..util.batch_warnings import FitWarning
+from ..util.errors import FitFailure
 from ..util.keys import as_key
 from .base import Batch, Method, Registry, fit_problems, split_keys, summarise_warnings
 from .registry import DEFAULT_REGISTRY
@@ -40,7 +41,8 @@ def fit(
 
     key: a jax PRNG key or int seed (required: the draws depend on it). options: the method's options
     object (e.g. `na.methods.ExactOptions(prior="paper")`) or a mapping; keyword options override it, e.g.
-    fit(trace, "nuts", key=0, chains=4, warmup=500). A failed fit raises its ValueError.
+    fit(trace, "nuts", key=0, chains=4, warmup=500). A fit that fails for a statistical reason raises its
+    `FitFailure` (a ValueError with a `reason`); anything else raised is a bug and propagates.
     diagnostics: the trace checks (`na.diagnose`, at the method's burn-in) run first; "warn" (default) warns
     with each finding, "raise" raises `TraceCheckError` before any fitting, "off" skips them. The report is
     kept on the posterior (`post.checks`).
@@ -64,7 +66,7 @@ def fit_batch(
     """`fit` for M traces of one model in one batched computation (vmapped where the method allows).
 
     Trace m uses jax.random.split(key, M)[m], so the result equals M `fit` calls with those keys.
-    on_error="raise" raises the first failed fit's error (naming the trace); "skip" puts None in its
+    on_error="raise" raises the first failed fit's `FitFailure` (naming the trace); "skip" puts None in its
     place and warns with the count. Warnings are gathered: one per kind, with the number of traces.
     diagnostics: as in `fit`, per trace ("raise" names the first trace that fails).
     """
@@ -107,10 +109,12 @@ def _fit(
             _warn_findings(report)
         outcomes = fit_problems(chosen, Batch(tuple(traces)), keys, settings)
     outcomes = [_with_checks(outcome, report) for outcome, report in zip(outcomes, reports)]
-    failed = [(m, o) for m, o in enumerate(outcomes) if isinstance(o, Exception)]
+    failed = [(m, o) for m, o in enumerate(outcomes) if isinstance(o, FitFailure)]
     if failed and on_error == "raise":
-        index, error = failed[0]
-        raise type(error)(str(error) if len(traces) == 1 else f"trace {index}: {error}")
+        index, failure = failed[0]
+        if len(traces) == 1:
+            raise failure
+        raise failure.within(f"trace {index}") from failure
     summarise_warnings(caught, len(traces), stacklevel=stacklevel + 1)
     if failed:
         index, error = failed[0]
@@ -118,7 +122,7 @@ def _fit(
             f"{len(failed)} of {len(traces)} fits failed and are None (first: trace {index}: {error})",
             stacklevel=stacklevel,
         )
-    return [None if isinstance(o, Exception) else o for o in outcomes]
+    return [None if isinstance(o, FitFailure) else o for o in outcomes]
 
 
 def _diagnose(traces: list[Trace], burn_in: float, checks: Checks) -> list[TraceDiagnosis | None]:

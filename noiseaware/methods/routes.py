@@ -23,8 +23,9 @@ from ..trace import BURN_IN, MIN_STEPS, Trace, kept_steps
 from ..util.batch_warnings import FitWarning
 from ..util.checks import choice, flag, fraction, positive_int, probability
 from ..util.diagnostics import MAX_RHAT
+from ..util.errors import FitFailure
 from ..util.progress import Progress
-from .base import Batch, Method, Outcome
+from .base import Batch, Method, Outcome, outcome_of
 
 __all__ = [
     "EXACT",
@@ -116,34 +117,40 @@ class NutsOptions(GradientModelOptions):
 
 def _route(
     name: str,
-    solve: Callable[..., list[Draws | ValueError]],
+    solve: Callable[..., list[Draws | FitFailure]],
     route_options: Callable[[object], dict],
     warn: Callable[[Sequence[Outcome], list[GradientModel], tuple[str, ...]], None],
     options: type,
     description: str,
 ) -> Method:
-    """A gradient-model method: the models of all traces, one batched solve, posteriors and warnings."""
+    """A gradient-model method: the models of all traces, one batched solve, posteriors and warnings. A trace
+    whose model cannot be set up (a coordinate that never moved, …) gets its FitFailure; the others are solved."""
 
     def fit_batch(batch: Batch, keys, opts: GradientModelOptions) -> list[Outcome]:
         prior = resolve_prior(opts.prior)
-        models = [_gradient_model(trace, prior, opts.burn_in) for trace in batch.traces]
-        if len({model.n_params for model in models}) > 1:
+        if len({trace.n_params for trace in batch.traces}) > 1:
             raise TypeError("a batch needs traces of one model (the same number of parameters P); fit the others apart")
         if getattr(opts, "style", None) == "paper" and any(t.family.kind != "mean-field" for t in batch.traces):
             raise ValueError(
                 "style='paper' is the research code's Laplace for mean-field traces (φ* = (μ*, ρ*) in halves); "
                 "use style='full' (the default) for a full-rank or low-rank trace"
             )
-        results = solve(models, keys=keys, draws=opts.draws, **route_options(opts))
-        label = opts.prior if isinstance(opts.prior, str) else repr(opts.prior)
-        outcomes = [
-            result if isinstance(result, Exception) else _posterior(trace, result, name, label, opts.burn_in)
-            for trace, result in zip(batch.traces, results)
+        outcomes: list[Outcome | GradientModel] = [
+            outcome_of(lambda t=t: _gradient_model(t, prior, opts.burn_in)) for t in batch.traces
         ]
+        kept = [m for m, model in enumerate(outcomes) if not isinstance(model, FitFailure)]
+        models = [outcomes[m] for m in kept]
+        results = solve(models, keys=keys[np.asarray(kept)], draws=opts.draws, **route_options(opts)) if kept else []
+        label = opts.prior if isinstance(opts.prior, str) else repr(opts.prior)
+        for m, result in zip(kept, results):
+            trace = batch.traces[m]
+            outcomes[m] = (
+                result if isinstance(result, FitFailure) else _posterior(trace, result, name, label, opts.burn_in)
+            )
         names = batch.traces[0].param_names if batch.traces else ()
         for model in models:
             _warn_weak_slopes(model, names)
-        warn(outcomes, models, names)
+        warn([outcomes[m] for m in kept], models, names)
         return outcomes
 
     return Method(name, fit_batch, options, "trace", description=description)
@@ -200,7 +207,7 @@ def _warn_weak_slopes(model: GradientModel, param_names) -> None:
 def _warn_grid_edges(outcomes: Sequence[Outcome], models, param_names) -> None:
     """One warning per fit whose quadrature grid has more than EDGE_MASS on its edge, naming the coordinates."""
     for outcome in outcomes:
-        if isinstance(outcome, Exception):
+        if isinstance(outcome, FitFailure):
             continue
         wide = np.flatnonzero(np.asarray(outcome.diagnostics.edge_mass) > EDGE_MASS)
         if wide.size:
@@ -211,7 +218,7 @@ def _warn_mixing(outcomes: Sequence[Outcome], models, param_names) -> None:
     """One warning per fit with R-hat above 1.01 (its largest R-hat) and one per fit with divergent transitions
     (their number)."""
     for outcome in outcomes:
-        if isinstance(outcome, Exception):
+        if isinstance(outcome, FitFailure):
             continue
         rhat, divergences = outcome.diagnostics.max_rhat, int(outcome.diagnostics.divergences)
         if not rhat <= MAX_RHAT:

@@ -35,6 +35,7 @@ from ..trace import Trace, TraceDiagnosis
 from ..trace.families import MEAN_FIELD, VariationalFamily, family_for
 from ..trace.sites import SiteMap, SiteSpec
 from ..util.diagnostics import Diagnostics, NoDiagnostics
+from ..util.errors import NON_FINITE, FitFailure
 from ..util.files import atomic_write, plain
 from ..util.keys import as_key, standard_normal
 from .base import SUMMARY_DRAWS, PosteriorBase, tail_probability
@@ -101,7 +102,9 @@ class MixturePosterior(PosteriorBase):
         if self.factor not in ("mean", "mixture"):
             raise ValueError(f"factor must be 'mean' or 'mixture', got {self.factor!r}")
         if not np.all(np.isfinite(optimum)):
-            raise ValueError("optimum_chains holds non-finite draws: the fit failed; refit or check the trace")
+            raise FitFailure(
+                NON_FINITE, "optimum_chains holds non-finite draws: the fit failed; refit or check the trace"
+            )
         object.__setattr__(self, "optimum_chains", optimum)
         for name in ("hessian_chains", "extra_noise_chains"):
             value = getattr(self, name)

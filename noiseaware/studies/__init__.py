@@ -8,7 +8,7 @@ from .directory import PlanMismatch, StudyDirectory, StudyLocked
 from .executors import InProcessExecutor, dask_scheduler, local_cluster, open_executor, pin_threads, process_pool
 from .kinds import KINDS, StudyKind, get_kind, register_kind
 from .plan import Plan, kind_plan, merge_record
-from .runner import StudyError, StudyRun, TaskError, run_plan, run_study
+from .runner import StudyError, StudyRun, TaskError, WorkersLost, run_plan, run_study
 from .tasks import Task, make_task
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "StudyRun",
     "Task",
     "TaskError",
+    "WorkersLost",
     "calibration_plan",
     "calibration_study",
     "coverage_plan",

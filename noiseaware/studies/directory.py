@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..util.errors import UserError
 from ..util.files import write_json
 from .files import SUFFIX, CorruptResult, read_result
 from .plan import FORMAT, Plan, differences
@@ -45,7 +46,7 @@ class StudyError(RuntimeError):
     """A study that cannot go on: the message says why and what to do; its finished tasks stay on disk."""
 
 
-class StudyLocked(StudyError):
+class StudyLocked(StudyError, UserError):
     """Another process is running the study in this directory."""
 
 

@@ -22,13 +22,14 @@ from typing import Any
 import cloudpickle
 from tqdm.auto import tqdm
 
+from ..util.errors import UserError
 from .directory import StudyDirectory, StudyError
 from .executors import InProcessExecutor
 from .kinds import KINDS
 from .plan import Plan, merge_record
 from .tasks import Task, execute
 
-__all__ = ["RETRIES", "StudyError", "StudyRun", "TaskError", "run_plan", "run_study"]
+__all__ = ["RETRIES", "StudyError", "StudyRun", "TaskError", "WorkersLost", "run_plan", "run_study"]
 
 RETRIES = 1
 """Times a task whose worker was lost is submitted again before its failure is final."""
@@ -38,6 +39,10 @@ LOST_WORKER = ("KilledWorker", "BrokenProcessPool", "CommClosedError", "Cancelle
 
 class TaskError(StudyError):
     """A task raised (a bug in its code, or in noiseaware): raised from the task's own exception."""
+
+
+class WorkersLost(StudyError, UserError):
+    """Tasks whose workers were lost twice (killed, out of memory): rerun the command to resume the study."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +151,7 @@ def run_study(
                 f"task {first.label} raised an error, which stops the study (a statistical failure of a fit is "
                 f"counted, not raised, so this is a bug):\n{lines}\n{keep}"
             ) from run.errors[first.id]
-        raise StudyError(f"{len(run.failed)} of {len(plan.tasks)} tasks lost their worker twice:\n{lines}\n{keep}")
+        raise WorkersLost(f"{len(run.failed)} of {len(plan.tasks)} tasks lost their worker twice:\n{lines}\n{keep}")
     if plan.kind not in KINDS:
         return dict(run.results)
     return merge_record(plan.record(), run.results)

@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..models.benchmark import BenchmarkModel
-from ..recording.settings import check_delta
+from ..recording.settings import SettingsHint, check_delta
 from ..util.checks import positive_float, positive_int
 from ..util.figures import draw_and_save
 from ..util.files import plain, write_json
@@ -60,12 +60,17 @@ class PrivacyUtilityCurve:
                 f"{r.coverage_rmse[0]:.3f} ± {r.coverage_rmse[1]:.3f}",
                 f"{100 * r.clipped:.2f}",
                 f"{100 * r.flagged:.0f}",
-                "ok" if r.ok else f"{len(r.findings)} finding(s)",
+                r.verdict,
             ]
             for e, r in zip(self.epsilons, self.reports)
         ]
         header = ["ε", "σ", "sd / VI sd", "coverage RMSE", "clipped %", "flagged %", "check"]
-        return f"privacy–utility of {self.model}\n" + text_table(header, rows)
+        notes = [
+            f"at ε = {e:g}: {kind}: {text}"
+            for e, r in zip(self.epsilons, self.reports)
+            for kind, text in [("finding", f) for f in r.findings] + [("warning", line) for _, line in r.warnings]
+        ]
+        return "\n".join([f"privacy–utility of {self.model}", text_table(header, rows), *notes])
 
     def to_dict(self) -> dict:
         return plain({"model": self.model, "epsilons": self.epsilons, "reports": [r.to_dict() for r in self.reports]})
@@ -102,7 +107,7 @@ def privacy_utility(
     with progress_bar(len(epsilons), "privacy levels", progress, unit="ε") as advance:
         for epsilon in epsilons:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
+                warnings.simplefilter("ignore", SettingsHint)  # these are the settings being checked
                 reports.append(
                     check_settings(
                         bm,

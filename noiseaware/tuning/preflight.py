@@ -24,6 +24,7 @@ from ..privacy import noise_multiplier as calibrate
 from ..recording.dpvi import record_dpvi_batch
 from ..recording.settings import check_delta
 from ..util.checks import positive_float, positive_int
+from ..util.hints import hint
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
 from .facts import SimulationFacts, facts_for_settings
@@ -47,7 +48,7 @@ def record_settings(bm: BenchmarkModel, settings: Mapping | None) -> dict:
     if missing:
         raise ValueError(
             f"model {bm.name!r} has no preset and the settings lack {missing}: pass complete settings, "
-            "or find them with na.tune (noiseaware tune)"
+            f"or find them with {_tuner()}"
         )
     return merged
 
@@ -133,7 +134,8 @@ def check_settings(
     progress: Progress = False,
     key_text: str = "",
 ) -> PreflightReport:
-    """The check on given simulations and their facts: record, fit, score, TARP (no warnings issued)."""
+    """The check on given simulations and their facts: record, fit, score, TARP (no warnings issued: the fits'
+    warnings are counted in the report)."""
     sigma = calibrate(epsilon, delta, settings["sampling_rate"], settings["steps"])
     k_dpvi, k_fit, k_tarp = jax.random.split(as_key(key), 3)
     keys = jax.random.split(k_dpvi, len(facts))
@@ -152,9 +154,7 @@ def check_settings(
             advance(part.stop - part.start)
     score = score_traces(facts, traces, settings, fit_key=k_fit)
     sims = Simulations(Batch(tuple(traces), bm, facts.data, epsilon, delta), facts.truth, sigma)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = evaluate(sims, ["exact"], references=references, samples=samples, key=k_tarp)
+    result = evaluate(sims, ["exact"], references=references, samples=samples, key=k_tarp)
     rmse = result.rmse["exact"]
     return PreflightReport(
         model=bm.name,
@@ -177,23 +177,24 @@ def check_settings(
         checks=dict(score.checks),
         failures=score.failures + result.failures["exact"],
         findings=findings(score, rmse[0], result.theta_names),
+        warnings=score.fit_warnings,
     )
 
 
 def findings(score: Score, rmse: float, theta_names) -> tuple[str, ...]:
-    """What the check found wrong, each with what to do (LIMITS say where it speaks up)."""
+    """What the check found wrong, each "title: what it saw; what to do" (LIMITS say where it speaks up)."""
     out: list[str] = []
     if score.clipped > LIMITS["clipped"] or score.shift > LIMITS["shift"]:
         out.append(
             f"clipping is active at the optimum: {100 * score.clipped:.1f} % of examples clipped, moving the "
             f"optimum DP-SGD reaches by up to {score.shift:.2f} posterior sds of φ*, which no trace can show; "
-            "raise clip (or lower grad_scale), or let na.tune choose them"
+            f"raise clip (or lower grad_scale), or let {_tuner()} choose them"
         )
     if score.flagged > LIMITS["flagged"]:
         fired = ", ".join(f"{name} {n}" for name, n in score.checks.items())
         out.append(
-            f"trace checks fire on {100 * score.flagged:.0f} % of simulated traces ({fired}): the traces do not "
-            "settle; change the learning rates (lr_multiplier), steps or init, or let na.tune choose them"
+            f"the traces do not settle: trace checks fire on {100 * score.flagged:.0f} % of simulated traces "
+            f"({fired}); change the learning rates (lr_multiplier), steps or init, or let {_tuner()} choose them"
         )
     alpha = LIMITS["alpha"]
     narrow = [name for name, p in zip(theta_names, score.theta_p) if p < alpha / len(score.theta_p)]
@@ -203,15 +204,24 @@ def findings(score: Score, rmse: float, theta_names) -> tuple[str, ...]:
         out.append(
             f"coverage is off: TARP coverage RMSE {rmse:.3f} (tolerated on {score.simulations} simulations: "
             f"{limit:.3f}){worst}; "
-            "the intervals would not mean what they say — change the settings (na.tune), or, when the trace "
+            f"the intervals would not mean what they say — change the settings ({_tuner()}), or, when the trace "
             "part passes, the variational family cannot represent this posterior"
         )
     if score.location_p.min() < alpha / score.location_p.size and not out:
         out.append(
-            "the noise-aware posterior of μ* misses the non-private optimum on the simulations although clipping "
-            "and the trace checks pass: the gradient model does not hold at these settings; lower the learning "
-            "rates or raise the gradient scales, or let na.tune choose them"
+            "the gradient model does not hold: the noise-aware posterior of μ* misses the non-private optimum on "
+            "the simulations although clipping and the trace checks pass; lower the learning rates or raise the "
+            f"gradient scales, or let {_tuner()} choose them"
         )
     if score.failures:
-        out.append(f"{score.failures} of {score.simulations} fits failed on simulated traces")
+        reasons = ", ".join(f"{reason} {count}" for reason, count in score.failure_reasons.items())
+        out.append(
+            f"fits failed: {score.failures} of {score.simulations} fits failed on simulated traces ({reasons}); "
+            "the settings leave some traces without a usable posterior"
+        )
     return tuple(out)
+
+
+def _tuner() -> str:
+    """The tuner, as the caller would run it."""
+    return hint("na.tune", "noiseaware tune")

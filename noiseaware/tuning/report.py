@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +44,10 @@ class PreflightReport:
     sd, the mean squared probit-PIT and its pooled χ² p-value; optimum_p: min p-value of φ* against the
     non-private optimum; clipped: mean clipped fraction at the optimum; shift: clipping shift in sds of φ*;
     flagged: share of traces a trace check fired on, checks {check: count}; findings: what is wrong and what
-    to do (empty when nothing is).
+    to do (empty when nothing is), each "title: details"; warnings: the fits' warnings on the simulated traces,
+    (simulations that raised it, its line) per distinct warning.
+
+    `print(report)` shows the readable report (`table`); `repr(report)` one line.
     """
 
     model: str
@@ -66,6 +70,7 @@ class PreflightReport:
     checks: Mapping[str, int]
     failures: int
     findings: tuple[str, ...]
+    warnings: tuple[tuple[int, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -73,26 +78,64 @@ class PreflightReport:
         return not self.findings
 
     @property
+    def finding_titles(self) -> tuple[str, ...]:
+        """The findings named, e.g. ("clipping is active at the optimum", "coverage is off")."""
+        return tuple(text.partition(":")[0] for text in self.findings)
+
+    @property
+    def warning_counts(self) -> tuple[str, ...]:
+        """Each fit warning named and counted, e.g. ("weak identification: 12 of 24 simulations",)."""
+        of = f"{{}} of {self.simulations}"
+        kinds = [(re.split(rf" \(?in {of.format(count)} ", line)[0], count) for count, line in self.warnings]
+        return tuple(f"{kind}: {of.format(count)} simulations" for kind, count in kinds)
+
+    @property
+    def verdict(self) -> str:
+        """One line: "no findings", or the findings named ("2 findings: clipping is active …; coverage is off")."""
+        if self.ok:
+            return "no findings"
+        count = len(self.findings)
+        return f"{count} finding{'s' if count > 1 else ''}: {'; '.join(self.finding_titles)}"
+
+    @property
     def mean_sd_ratio(self) -> float:
         return float(np.mean(self.sd_ratio))
 
     def table(self) -> str:
-        """Per coordinate: posterior sd / VI sd, mean z², calibration p; then the totals and the findings."""
+        """The readable report: the verdict, the key numbers, per coordinate the posterior sd / VI sd, mean z²
+        and calibration p; then each finding and each fit warning in full."""
+        head = (
+            f"preflight of {self.model} at ε = {self.epsilon:g} (σ = {self.noise_multiplier:.4g}), "
+            f"{self.simulations} fresh simulations, key {self.key}: {self.verdict}"
+        )
+        totals = [
+            ("coverage RMSE (TARP, exact)", f"{self.coverage_rmse[0]:.3f} ± {self.coverage_rmse[1]:.3f}"),
+            ("clipped at the optimum", f"{100 * self.clipped:.2f} % (shift {self.shift:.2f} sd of φ*)"),
+            ("traces a trace check fired on", f"{100 * self.flagged:.0f} %"),
+            ("failed fits", f"{self.failures} of {self.simulations}"),
+            ("fit warnings", "; ".join(self.warning_counts) or "none"),
+        ]
         rows = [
             [name, f"{r:.3f}", f"{z:.2f}", f"{p:.3g}"]
             for name, r, z, p in zip(self.theta_names, self.sd_ratio, self.z2, self.theta_p)
         ]
-        head = (
-            f"preflight of {self.model} at ε = {self.epsilon:g} (σ = {self.noise_multiplier:.4g}), "
-            f"{self.simulations} fresh simulations, key {self.key}"
+        parts = [
+            head,
+            text_table(["check", "value"], totals, numeric=False),
+            text_table(["θ", "sd / VI sd", "mean z²", "calibration p"], rows),
+        ]
+        parts += [f"finding: {text}" for text in self.findings]
+        parts += [f"warning: {line}" for _, line in self.warnings]
+        return "\n".join(parts)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        return (
+            f"PreflightReport({self.model}, ε = {self.epsilon:g}, {self.simulations} simulations, coverage RMSE "
+            f"{self.coverage_rmse[0]:.3f}, sd / VI sd {self.mean_sd_ratio:.2f}: {self.verdict})"
         )
-        totals = (
-            f"coverage RMSE (TARP, exact) {self.coverage_rmse[0]:.3f} ± {self.coverage_rmse[1]:.3f}; "
-            f"clipped at the optimum {100 * self.clipped:.2f} % (shift {self.shift:.2f} sd of φ*); "
-            f"trace checks fired on {100 * self.flagged:.0f} % of traces; failed fits {self.failures}"
-        )
-        verdict = "no findings" if self.ok else "\n".join(f"finding: {text}" for text in self.findings)
-        return "\n".join([head, text_table(["θ", "sd / VI sd", "mean z²", "calibration p"], rows), totals, verdict])
 
     def plot(self, path=None, *, overwrite: bool = False) -> Figure:
         """The check's TARP coverage curve; saved to `path` when given."""
@@ -106,4 +149,5 @@ class PreflightReport:
         values = dict(payload)
         for name in ("coverage_rmse", "levels", "ecp", "theta_names", "sd_ratio", "z2", "theta_p", "findings"):
             values[name] = tuple(values[name])
+        values["warnings"] = tuple((int(count), str(line)) for count, line in values.get("warnings", ()))
         return cls(**values)

@@ -18,6 +18,7 @@ averaged over simulations.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 
@@ -25,9 +26,12 @@ import numpy as np
 from scipy import special, stats
 
 from ..evaluation.experiment import check_counts
-from ..methods.fit import fit_batch
+from ..methods.base import Batch, failure_reasons, fit_problems, split_keys
+from ..methods.registry import DEFAULT_REGISTRY
 from ..recording.dpvi import record_dpvi_batch
 from ..trace import BURN_IN
+from ..util.batch_warnings import CaughtWarning, FitWarning, caught_warnings, tally
+from ..util.errors import FitFailure
 from .facts import SimulationFacts
 
 __all__ = ["Score", "pooled_p_values", "score_settings"]
@@ -39,7 +43,9 @@ class Score:
 
     z (M, d), zeta (M, P): the module doc's z and ζ (NaN rows: failed fits); ratio (M, d): posterior sd over
     the VI sd; clipped_fraction (M,): clipped at φ̂_m; relative_shift (M, P): |clipping shift| / sd[φ*];
-    counts: the trace checks' `check_counts` (traces checked, any, and per check).
+    counts: the trace checks' `check_counts` (traces checked, any, and per check); warnings: the FitWarnings
+    the fits raised, one per simulation and kind at most (`fit_warnings` counts them); failure_reasons:
+    {reason: fits that failed for it}.
     """
 
     z: np.ndarray
@@ -48,18 +54,21 @@ class Score:
     clipped_fraction: np.ndarray
     relative_shift: np.ndarray
     counts: dict
+    warnings: tuple[CaughtWarning, ...] = ()
+    failure_reasons: dict = dataclasses.field(default_factory=dict)
 
     def __add__(self, other: Score) -> Score:
         """The score over both sets of simulations."""
         join = lambda a, b: np.concatenate([a, b])  # noqa: E731
-        counts = {k: self.counts.get(k, 0) + other.counts.get(k, 0) for k in {**self.counts, **other.counts}}
         return Score(
             join(self.z, other.z),
             join(self.zeta, other.zeta),
             join(self.ratio, other.ratio),
             join(self.clipped_fraction, other.clipped_fraction),
             join(self.relative_shift, other.relative_shift),
-            counts,
+            _added(self.counts, other.counts),
+            self.warnings + other.warnings,
+            _added(self.failure_reasons, other.failure_reasons),
         )
 
     @property
@@ -70,6 +79,12 @@ class Score:
     def failures(self) -> int:
         """Fits that failed."""
         return int(np.isnan(self.z).any(axis=1).sum())
+
+    @property
+    def fit_warnings(self) -> tuple[tuple[int, str], ...]:
+        """(simulations, line) per distinct fit warning, e.g. (12, "weak identification in 12 of 24 simulations
+        (…): …")."""
+        return tally(self.warnings, self.simulations, unit="simulations")
 
     @property
     def z2(self) -> np.ndarray:
@@ -141,6 +156,11 @@ class Score:
         }
 
 
+def _added(a: dict, b: dict) -> dict:
+    """Counts by key over both."""
+    return {k: a.get(k, 0) + b.get(k, 0) for k in {**a, **b}}
+
+
 def pooled_p_values(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mean z², upper-tail p of Σ z² under χ²_M) per column of z (M, k), NaN rows (failed fits) left out."""
     ok = ~np.isnan(z).any(axis=1)
@@ -175,12 +195,18 @@ def score_settings(
 
 
 def score_traces(facts: SimulationFacts, traces, settings, *, fit_key) -> Score:
-    """Fit the exact route to the traces of the simulations of `facts` (recorded with `settings`) and score it."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        posteriors = fit_batch(traces, "exact", key=fit_key, on_error="skip", diagnostics="off")
+    """Fit the exact route to the traces of the simulations of `facts` (recorded with `settings`) and score it,
+    keeping the FitWarnings of the fits (`fit_batch(traces, "exact", key=fit_key, on_error="skip",
+    diagnostics="off")`, its warnings kept per simulation instead of issued)."""
+    exact = DEFAULT_REGISTRY["exact"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FitWarning)
+        outcomes = fit_problems(exact, Batch(tuple(traces)), split_keys(fit_key, len(traces)), exact.make_options())
+    posteriors = [None if isinstance(o, FitFailure) else o for o in outcomes]
+    fit_warnings = caught_warnings([w for w in caught if issubclass(w.category, FitWarning)])
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a degenerate fit scores inf, not a warning
-        return _score(facts, traces, posteriors, settings)
+        score = _score(facts, traces, posteriors, settings)
+    return dataclasses.replace(score, warnings=fit_warnings, failure_reasons=failure_reasons(outcomes))
 
 
 def _score(facts: SimulationFacts, traces, posteriors, settings) -> Score:

@@ -35,9 +35,10 @@ import optuna
 
 from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
-from ..recording.settings import DEFAULT_INIT, check_delta
+from ..recording.settings import DEFAULT_INIT, SettingsHint, check_delta
 from ..util.checks import positive_float, positive_int
 from ..util.fingerprint import canonical, fingerprint
+from ..util.hints import hint
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
 from .facts import simulate, simulation_facts
@@ -160,7 +161,7 @@ def tune(
     truth, data = simulate(bm, simulations, k_sim)
     init = tuple(np.median(truth, axis=0).tolist()), DEFAULT_INIT[1]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", SettingsHint)  # the non-private runs of the facts spend no privacy
         facts = simulation_facts(
             bm, truth, data, key=k_facts, init=init, mc_draws=base["mc_draws"], transforms=base["transforms"],
             sites=base["sites"],
@@ -190,7 +191,7 @@ def tune(
     settings = best.user_attrs["settings"]
     search_seconds = time.perf_counter() - started
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", SettingsHint)  # these are the settings being checked
         check = fresh_check(
             bm, settings, epsilon=epsilon, delta=delta, simulations=check_simulations, key=streams(key)[1],
             progress=progress,
@@ -200,7 +201,8 @@ def tune(
     if not best.user_attrs["feasible"]:
         warnings.warn(
             f"no trial met every constraint in {trials} trials; the settings are the least infeasible trial's: "
-            "run more trials, widen the SearchSpace, or consider another parametrisation of the model",
+            f"run more trials ({hint('trials=', '--trials')}), widen the SearchSpace, or consider another "
+            "parametrisation of the model",
             PreflightWarning,
             stacklevel=2,
         )
@@ -257,7 +259,7 @@ class Objective:
         scores = []
         for part in (slice(0, half), slice(half, 2 * half)):
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
+                warnings.simplefilter("ignore", SettingsHint)  # the trial's settings are being checked
                 scores.append(
                     score_settings(
                         self.facts.subset(part),
@@ -307,6 +309,8 @@ def _choose(study: optuna.Study) -> optuna.trial.FrozenTrial:
 
 
 def _trials_table(study: optuna.Study) -> list[dict]:
+    """One row per scored trial: its searched values (`clip` is c, relative to the 99 % gradient-norm
+    quantile: `space`), the clip C that record_dpvi uses (`clip_absolute`), its score and feasibility."""
     rows = []
     for t in study.trials:
         if "score" not in t.user_attrs:
@@ -316,6 +320,7 @@ def _trials_table(study: optuna.Study) -> list[dict]:
                 "trial": t.number,
                 "state": t.state.name.lower(),
                 **t.params,
+                "clip_absolute": t.user_attrs["settings"]["clip"],
                 **t.user_attrs["score"],
                 "feasible": t.user_attrs["feasible"],
             }

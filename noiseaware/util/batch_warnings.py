@@ -3,10 +3,11 @@
 A method warns about one problem's fit with a `FitWarning`: what happened (`kind`), the parameters concerned,
 an optional number (divergent transitions, added up over problems; or an R-hat, of which the largest is
 kept) and what to do (`advice`). `gather` folds the warnings caught while fitting M problems into one line
-per distinct warning, with the number of problems that raised it and every parameter named (with its own
-count, the most frequent first), never cut short:
+per distinct warning, with the number of problems that raised it and the parameters named (each with its
+own count, the most frequent first; beyond MAX_NAMED, the first few and how many more):
 
     weak identification in 11 of 20 traces (mu:rate in 9, rho:rate in 4): … record a longer trace …
+    weak identification in 3 of 3 traces (mu:b[0] in 3, mu:b[1] in 3, …, and 95 more of 100 parameters): …
 
 Any other warning (a library's) is one line per distinct message with its count; a numpy RuntimeWarning
 (an overflow, a division by zero) says where it arose, since it means an intermediate value went non-finite.
@@ -19,9 +20,12 @@ import warnings
 from collections.abc import Sequence
 from typing import Literal
 
-__all__ = ["CaughtWarning", "FitWarning", "caught_warnings", "gather"]
+__all__ = ["CaughtWarning", "FitWarning", "caught_warnings", "gather", "tally"]
 
 Combine = Literal["sum", "max"]
+MAX_NAMED = 10
+"""The most parameters a line names one by one; more are counted, the first NAMED_FIRST of them named."""
+NAMED_FIRST = 5
 
 
 class FitWarning(UserWarning):
@@ -84,6 +88,20 @@ def gather(
     problem raises a kind at most once), each parameter with the number of problems it was named in, and
     their values summed or maximised. Other warnings are counted by their message; whitespace is collapsed.
     """
+    lines = [(category, line) for category, _, line in _gathered(caught, count, unit)]
+    return list(dict.fromkeys(lines))  # a warning re-issued from its text reads as the original: once
+
+
+def tally(
+    caught: Sequence[warnings.WarningMessage | CaughtWarning], count: int, unit: str = "traces"
+) -> tuple[tuple[int, str], ...]:
+    """(problems, line) per distinct warning among `caught` (as `gather`): how many of the `count` problems
+    raised it, and its line, e.g. (12, "weak identification in 12 of 24 simulations (mu:rate in 12): …")."""
+    return tuple((times, line) for _, times, line in _gathered(caught, count, unit))
+
+
+def _gathered(caught, count: int, unit: str) -> list[tuple[type, int, str]]:
+    """(category, problems that raised it, line) per distinct warning, in the order they first appeared."""
     groups: dict[tuple, list] = {}  # in the order of first appearance; FitWarnings by their parts, others by text
     for caught_warning in caught:
         message = caught_warning.message
@@ -96,7 +114,7 @@ def gather(
     for key, group in groups.items():
         if len(key) == 2:
             category, text = key
-            lines.append((category, text if count == 1 else f"{text} (in {len(group)} of {count} {unit})"))
+            lines.append((category, len(group), text if count == 1 else f"{text} (in {len(group)} of {count} {unit})"))
             continue
         category, kind, advice, combine = key
         parameters: dict[str, int] = {}
@@ -105,8 +123,8 @@ def gather(
                 parameters[name] = parameters.get(name, 0) + 1
         values = [w.value for w in group if w.value is not None]
         value = (sum(values) if combine == "sum" else max(values)) if values else None
-        lines.append((category, _line(kind, advice, parameters, value, combine, len(group), count, unit)))
-    return list(dict.fromkeys(lines))  # a warning re-issued from its text reads as the original: once
+        lines.append((category, len(group), _line(kind, advice, parameters, value, combine, len(group), count, unit)))
+    return lines
 
 
 def _line(
@@ -116,7 +134,10 @@ def _line(
     parts = []
     if parameters:  # the most often named first (a stable sort: ties in the order they appeared)
         named = sorted(parameters.items(), key=lambda item: -item[1])
-        parts.append(", ".join(name if count == 1 else f"{name} in {n}" for name, n in named))
+        shown = named if len(named) <= MAX_NAMED else named[:NAMED_FIRST]
+        listed = ", ".join(name if count == 1 else f"{name} in {n}" for name, n in shown)
+        more = len(named) - len(shown)
+        parts.append(listed + (f", …, and {more} more of {len(named)} parameters" if more else ""))
     if value is not None:
         number = f"{value:.4g}"
         parts.append((f"{number} in all" if count > 1 else number) if combine == "sum" else f"largest {number}")
