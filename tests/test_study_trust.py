@@ -164,3 +164,28 @@ def test_every_kind_is_registered_with_the_whole_contract():
         assert get_kind(name) is kind and all(callable(f) for f in kind[2:])
     with pytest.raises(KeyError, match="unknown kind of study 'nope': known kinds are"):
         get_kind("nope")
+
+
+def test_a_model_whose_prior_changed_in_its_file_is_a_new_study(tmp_path, monkeypatch):
+    import importlib.util
+
+    def load(prior_scale: float) -> na.models.BenchmarkModel:
+        (tmp_path / "mymod.py").write_text(
+            "import numpyro\nimport numpyro.distributions as dist\n\n\n"
+            "def model(x=None, n_examples=None):\n"
+            f"    loc = numpyro.sample('loc', dist.Normal(0.0, {prior_scale}))\n"
+            "    with numpyro.plate('data', n_examples):\n"
+            "        numpyro.sample('x', dist.Normal(loc, 1.0), obs=x)\n"
+        )
+        spec = importlib.util.spec_from_file_location("mymod", tmp_path / "mymod.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return na.models.from_numpyro(module.model, n_examples=100, steps=200, sampling_rate=0.1, clip=2.0)
+
+    first, changed, same = load(3.0), load(5.0), load(3.0)
+    plan = coverage_plan(first, levels=LEVELS, key=0, methods=("naive",), **SMALL)
+    assert coverage_plan(same, levels=LEVELS, key=0, methods=("naive",), **SMALL).id == plan.id
+    StudyDirectory(tmp_path / "study").prepare(plan)
+    other = coverage_plan(changed, levels=LEVELS, key=0, methods=("naive",), **SMALL)
+    with pytest.raises(PlanMismatch, match=r"what differs: .*model.*code"):
+        StudyDirectory(tmp_path / "study").holds(other)
