@@ -7,7 +7,9 @@ folder; `pattern` is a regular expression the one error message must match.
 """
 
 import hashlib
+import json
 import os
+import pickle
 import re
 import warnings
 from pathlib import Path
@@ -44,8 +46,23 @@ def scratch(tmp_path, m1_trace, monkeypatch):
         for a, b, c in zip(rng.normal(size=200), rng.normal(size=200), rng.random(200) < 0.5)
     ]
     (tmp_path / "short.csv").write_text("X[0],X[1],y\n" + "\n".join(rows) + "\n")
+    for folder, name in (("crafted", "plan.json"), ("old-study", "plan.pkl")):  # pickles that must never run
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / name).write_bytes(pickle.dumps(Marker(tmp_path / "marker")))
+    (tmp_path / "running").mkdir()  # a study folder another live process holds
+    (tmp_path / "running" / "lock").write_text(json.dumps({"pid": os.getppid(), "host": os.uname().nodename}))
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+class Marker:
+    """A pickle payload that, if ever unpickled, leaves a marker file (what a crafted study folder would do)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -136,6 +153,14 @@ CLI_CASES = [
         "CSV short of X[2]",
         cli("record", "--model", "logistic-3d", "--epsilon", "1", "--data", "short.csv", "--out", "m.nc"),
         r"X\[2\]",
+    ),
+    # issue 26: study folders
+    ("report of a crafted plan.json", cli("report", "crafted"), r"not a study plan"),
+    ("a study folder of an older noiseaware", cli("report", "old-study"), r"older noiseaware .*never read"),
+    (
+        "a study folder another process runs",
+        cli("coverage", "--model", "M1", "--epsilon", "1", "--simulations", "2", "--out", "running"),
+        r"in use by process .*wait for it to finish",
     ),
 ]
 API_CASES = [

@@ -78,11 +78,7 @@ class StudyDirectory:
         """Whether the directory already holds `plan` (a study to resume); nothing is written. Another plan is a
         PlanMismatch naming the differences; the same plan with resume=False a FileExistsError; a folder of an
         older noiseaware (a pickled plan, never read) a PlanMismatch."""
-        if (self.path / "plan.pkl").exists() and not self.exists():
-            raise PlanMismatch(
-                f"{self.path} holds a study written by an older noiseaware (a pickled plan, which is never read): "
-                "give another output directory"
-            )
+        self._refuse_pickled()
         if not self.exists():
             return False
         held = self.record()
@@ -113,6 +109,7 @@ class StudyDirectory:
 
     def record(self) -> dict[str, Any]:
         """The plan record stored in the directory (plan.json: plain data)."""
+        self._refuse_pickled()
         if not self.exists():
             raise FileNotFoundError(f"{self.path} holds no study (no plan.json): run a study with --out {self.path}")
         try:
@@ -122,6 +119,14 @@ class StudyDirectory:
         if not isinstance(record, dict) or record.get("format") != FORMAT:
             raise PlanMismatch(f"{self.plan_path} is not a study plan of format {FORMAT!r}")
         return record
+
+    def _refuse_pickled(self) -> None:
+        """PlanMismatch for a folder of an older noiseaware: its plan is a pickle, which is never read."""
+        if (self.path / "plan.pkl").exists() and not self.exists():
+            raise PlanMismatch(
+                f"{self.path} holds a study written by an older noiseaware (a pickled plan, which is never read): "
+                "give another output directory, or rerun that study there with this noiseaware"
+            )
 
     def load(self, task: Task | str) -> tuple[Any, float] | None:
         """Task's verified result and seconds, or None when it has not finished; a result file that does not
