@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import UserError
+
 __all__ = ["Unfingerprintable", "canonical", "fingerprint", "source_digest"]
 
 LARGE = 10_000
@@ -44,8 +46,9 @@ LARGE = 10_000
 OWN = "noiseaware"
 
 
-class Unfingerprintable(TypeError):
-    """A value whose identity cannot be written down: give it as data, or declare its identity."""
+class Unfingerprintable(TypeError, UserError):
+    """A value whose identity cannot be written down: give it as data, or declare its identity (a user error: the
+    command line prints its message, which names where the value sits and what to pass instead)."""
 
 
 def canonical(value: Any) -> Any:
