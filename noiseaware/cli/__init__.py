@@ -13,7 +13,7 @@
     noiseaware coverage --model M1 --epsilon 0.1 1 --methods exact,nuts,naive --simulations 500 --out cov/
     noiseaware coverage --model M1 --epsilon 0.1 1 --out cov/ --workers 2    # the same study, resumed on 2 workers
     noiseaware report cov/                            # a study's progress and tables, from its directory
-    noiseaware calibrate --dataset adult --epsilon 0.1 1 --methods exact,nuts,laplace,naive,dpvim --repeats 20 \\
+    noiseaware calibrate --dataset adult --epsilon 0.1 1 --methods exact,nuts,laplace,naive,dpvim --runs 20 \\
         --out cal/
     noiseaware demo                                   # M1 end to end: trace, fit, comparison, plot
 
