@@ -16,14 +16,15 @@ from collections.abc import Mapping
 import jax
 import numpy as np
 
-from ..evaluation.coverage import Simulations, evaluate
+from ..evaluation.coverage import Simulations, coverage_spec, evaluate
 from ..evaluation.experiment import check_overrides
 from ..methods.base import Batch
 from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
 from ..recording.dpvi import record_dpvi_batch
-from ..recording.settings import check_delta
+from ..recording.settings import DEFAULT_DELTA, check_delta
 from ..util.checks import positive_float, positive_int
+from ..util.defaults import field_default
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
 from .facts import SimulationFacts, facts_for_settings
@@ -32,6 +33,9 @@ from .score import Score, score_traces
 from .tuned import TunedSettings
 
 __all__ = ["check_settings", "fresh_check", "preflight", "record_settings"]
+
+REFERENCES, SAMPLES, CHUNK = (field_default(coverage_spec, name) for name in ("references", "samples", "chunk"))
+"""A check's TARP reference sets R, θ draws K and simulations per compiled DPVI program: a coverage study's."""
 
 
 def record_settings(bm: BenchmarkModel, settings: Mapping | None) -> dict:
@@ -57,12 +61,12 @@ def preflight(
     settings: Mapping | None = None,
     *,
     epsilon: float,
-    delta: float = 1e-5,
+    delta: float = DEFAULT_DELTA,
     simulations: int = 100,
     key,
-    references: int = 20,
-    samples: int = 20_000,
-    chunk: int = 100,
+    references: int = REFERENCES,
+    samples: int = SAMPLES,
+    chunk: int = CHUNK,
     progress: Progress = False,
 ) -> PreflightReport:
     """Check `settings` (TunedSettings or record_dpvi keywords over the model's preset) on `simulations` fresh
@@ -96,9 +100,9 @@ def fresh_check(
     delta: float,
     simulations: int,
     key,
-    references: int = 20,
-    samples: int = 20_000,
-    chunk: int = 100,
+    references: int = REFERENCES,
+    samples: int = SAMPLES,
+    chunk: int = CHUNK,
     progress: Progress = False,
 ) -> PreflightReport:
     """`check_settings` on M fresh simulations and their facts; split(key, 3) = (simulations, facts, check)."""
@@ -127,9 +131,9 @@ def check_settings(
     epsilon: float,
     delta: float,
     key,
-    references: int = 20,
-    samples: int = 20_000,
-    chunk: int = 100,
+    references: int = REFERENCES,
+    samples: int = SAMPLES,
+    chunk: int = CHUNK,
     progress: Progress = False,
     key_text: str = "",
 ) -> PreflightReport:
