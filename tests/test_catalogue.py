@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import optax
 import pytest
 
 import noiseaware as na
@@ -115,6 +116,13 @@ CLI_CASES = [
         cli("record", "--model", "logistic-3d", "--epsilon", "1", "--data", "short.csv", "--out", "m.nc"),
         r"X\[2\]",
     ),
+    # issue 26, configuration as data: an old flag spelling names its replacement
+    (
+        "coverage --repeats",
+        cli("coverage", "--model", "M1", "--epsilon", "1", "--repeats", "5", "--out", "c"),
+        r"--references",
+    ),
+    ("calibrate --draws", cli("calibrate", "--epsilon", "1", "--draws", "500", "--out", "c"), r"--samples"),
 ]
 API_CASES = [
     ("int64 trace", trace_with(np.int64), r"int64"),
@@ -126,6 +134,10 @@ API_CASES = [
     ("x of shape (100, 50) for M1", record_m1({"x": np.ones((100, 50))}), r"x.*shape|shape.*x"),
     ("data outside the support (API)", record_m1({"x": -np.ones(100)}), r"support"),
     ("save over an existing file", save_over, r"exists.*overwrite=True"),
+    # issue 26, configuration as data: settings are data, checked before any work
+    ("an optax object as optimizer", record_m1(M1.simulate(0)[1], optimizer=optax.adam(1e-3)), r"na\.Optimizer"),
+    ("a misspelt setting", record_m1(M1.simulate(0)[1], stepz=10), r"unknown DPVI settings \['stepz'\]"),
+    ("an optimizer option optax lacks", lambda folder: na.Optimizer("adam", 1e-3, options={"beta1": 0.9}), r"b1"),
 ]
 
 

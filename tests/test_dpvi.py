@@ -560,7 +560,7 @@ def test_optax_optimizer():
         init=(0.1, -1.0),
         **SMALL,
     )
-    assert trace.optimizer == "adam"
+    assert trace.optimizer == "optax.adam"
     assert trace.learning_rate is None
     assert trace.final_params is not None and trace.final_params.shape == (2,)
     # the recorded pairs are an Adam trajectory: replay Adam on the recorded gradients

@@ -140,7 +140,7 @@ def test_an_optimizer_builds_the_optax_transformation_it_names():
 
 def test_a_recorded_optimizer_is_named_in_the_trace():
     trace = _record(**TINY, optimizer=na.Optimizer("sgd", 0.05, options={"momentum": 0.9}))
-    assert trace.optimizer == "sgd" and trace.learning_rate is None
+    assert trace.optimizer == "optax.sgd" and trace.learning_rate is None
     plain = _record(**TINY, learning_rate=0.05)
     assert plain.optimizer == "sgd" and plain.learning_rate is not None
     assert not np.array_equal(trace.params, plain.params)  # momentum moved it otherwise

@@ -309,7 +309,7 @@ class Recorder:
             delta=s.delta,
             accountant=s.accountant,
             mc_draws=s.mc_draws,
-            optimizer="sgd" if sgd else s.optimizer.name,
+            optimizer="sgd" if sgd else f"optax.{s.optimizer.name}",
             variational_family=s.family.name,
             param_names=s.family.param_names(self.spec.site_map.theta_names()),
             sites=self.spec.site_map.sites,
