@@ -9,10 +9,12 @@ import pytest
 import noiseaware as na
 from noiseaware.cli import build_parser, main
 from noiseaware.cli.options import RenamedFlag
+from noiseaware.cli.record import SETTING_OPTIONS, USER_MODEL_REQUIRED
 from noiseaware.evaluation.calibration_experiment import calibration_spec
 from noiseaware.evaluation.coverage import coverage_spec
 from noiseaware.methods import GradientModelOptions, NutsOptions
 from noiseaware.models.builtin import RESEARCH_COMMON
+from noiseaware.recording.config import setting_names
 from noiseaware.util.defaults import field_default
 
 OWNERS = [
@@ -68,6 +70,12 @@ def test_nuts_flags_leave_the_default_to_the_options_and_name_it(command, dest):
     action = _action(command, dest)
     assert action.default is None  # not given: NutsOptions' own default applies
     assert f"(default: {field_default(NutsOptions, dest)})" in action.help
+
+
+def test_record_setting_flags_are_dpvi_settings_left_to_the_preset():
+    assert set(SETTING_OPTIONS) <= set(setting_names()) and set(USER_MODEL_REQUIRED) <= set(SETTING_OPTIONS)
+    for name in SETTING_OPTIONS:
+        assert _action("record", name).default is None  # not given: the preset's (or DPVISettings') value
 
 
 def test_each_flag_means_one_thing_across_commands():

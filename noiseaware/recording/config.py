@@ -24,7 +24,7 @@ from ..trace.families import FAMILY_KINDS
 from ..util.checks import positive_float, positive_int
 from .optimizer import Optimizer, as_optimizer
 
-__all__ = ["DEFAULT_INIT", "DPVISettings", "as_settings", "check_names", "setting_names"]
+__all__ = ["DEFAULT_INIT", "DPVISettings", "as_settings", "check_names", "required_settings", "setting_names"]
 
 DEFAULT_INIT = (0.0, -4.0)
 """φ₀ = (μ₀, ρ₀) unless given: every mean 0, every sd softplus(−4) ≈ 0.018."""
@@ -99,9 +99,7 @@ class DPVISettings(Mapping[str, Any]):
     def create(cls, **settings) -> DPVISettings:
         """`DPVISettings(**settings)` with one ValueError naming unknown or missing settings."""
         check_names(settings)
-        missing = [
-            f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING and f.name not in settings
-        ]
+        missing = [name for name in required_settings() if name not in settings]
         if missing:
             raise ValueError(f"DPVI settings need {', '.join(missing)} (a model preset or settings file gives them)")
         return cls(**settings)
@@ -152,6 +150,11 @@ def as_settings(settings: DPVISettings | Mapping | None, overrides: Mapping[str,
 def setting_names() -> tuple[str, ...]:
     """The names of the DPVI settings, in `DPVISettings`' order."""
     return tuple(f.name for f in dataclasses.fields(DPVISettings))
+
+
+def required_settings() -> tuple[str, ...]:
+    """The settings without a default (T, q, C): a model preset or a settings file gives them."""
+    return tuple(f.name for f in dataclasses.fields(DPVISettings) if f.default is dataclasses.MISSING)
 
 
 def check_names(settings: Mapping[str, Any]) -> None:
