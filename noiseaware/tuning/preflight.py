@@ -21,6 +21,7 @@ from ..evaluation.experiment import check_overrides
 from ..methods.base import Batch
 from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
+from ..recording.config import required_settings
 from ..recording.dpvi import record_dpvi_batch
 from ..recording.settings import DEFAULT_DELTA, check_delta
 from ..util.checks import positive_float, positive_int
@@ -47,7 +48,7 @@ def record_settings(bm: BenchmarkModel, settings: Mapping | None) -> dict:
     merged = dict(bm.dpvi_settings) | dict(settings or {})
     merged.pop("preflight", None)
     check_overrides(merged)
-    missing = [name for name in ("steps", "sampling_rate", "clip") if name not in merged]
+    missing = [name for name in required_settings() if name not in merged]
     if missing:
         raise ValueError(
             f"model {bm.name!r} has no preset and the settings lack {missing}: pass complete settings, "
