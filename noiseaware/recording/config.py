@@ -204,7 +204,8 @@ def _transforms(value) -> str | dict[str, str]:
 
 
 def _names(name: str, value) -> tuple[str, ...]:
-    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+    sequence = isinstance(value, (tuple, list, np.ndarray)) and np.ndim(value) == 1
+    if not sequence or not all(isinstance(v, str) for v in value):
         raise ValueError(f"{name} must be a sequence of names, got {name}={value!r}")
     return tuple(value)
 
