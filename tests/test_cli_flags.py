@@ -2,12 +2,14 @@
 one thing across every command (the old spellings of renamed flags are errors naming the new ones)."""
 
 import argparse
+import dataclasses
 from collections import defaultdict
 
 import pytest
 
 import noiseaware as na
 from noiseaware.cli import build_parser, main
+from noiseaware.cli.common import NUTS_OPTIONS
 from noiseaware.cli.options import RenamedFlag
 from noiseaware.cli.record import SETTING_OPTIONS, USER_MODEL_REQUIRED
 from noiseaware.evaluation.calibration_experiment import calibration_spec
@@ -76,6 +78,10 @@ def test_record_setting_flags_are_dpvi_settings_left_to_the_preset():
     assert set(SETTING_OPTIONS) <= set(setting_names()) and set(USER_MODEL_REQUIRED) <= set(SETTING_OPTIONS)
     for name in SETTING_OPTIONS:
         assert _action("record", name).default is None  # not given: the preset's (or DPVISettings') value
+
+
+def test_fit_nuts_flags_are_nuts_options():
+    assert set(NUTS_OPTIONS) <= {f.name for f in dataclasses.fields(NutsOptions)}
 
 
 def test_each_flag_means_one_thing_across_commands():

@@ -116,6 +116,16 @@ def test_keywords_a_settings_object_and_its_unpacking_record_the_same_trace():
     assert not np.array_equal(other.grads, by_keywords.grads)  # the comparison can fail
 
 
+def test_a_batch_takes_a_settings_object_as_it_takes_keywords():
+    data = {"x": np.stack([DATA["x"], DATA["x"][::-1]])}
+    settings = na.DPVISettings(**TINY)
+    by_keywords = record_dpvi_batch(normal_model, data, keys=[1, 2], noise_multiplier=1.0, **TINY)
+    by_object = record_dpvi_batch(normal_model, data, keys=[1, 2], noise_multiplier=1.0, settings=settings)
+    for a, b in zip(by_keywords, by_object):
+        np.testing.assert_array_equal(a.params, b.params)
+        np.testing.assert_array_equal(a.grads, b.grads)
+
+
 def test_optimizers_with_other_hyper_parameters_are_other_data():
     slow, fast = na.Optimizer("adam", 1e-3), na.Optimizer("adam", 1e-1)
     assert slow.to_data() != fast.to_data() and fingerprint(slow) != fingerprint(fast)
