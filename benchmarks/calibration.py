@@ -26,6 +26,10 @@ from pathlib import Path
 from _common import machine, read_results, write_json
 
 import noiseaware as na
+from noiseaware.evaluation.calibration_experiment import CalibrationDesign
+from noiseaware.methods.reference import NonPrivateOptions
+from noiseaware.models.builtin import RESEARCH_COMMON
+from noiseaware.util.defaults import field_default
 
 RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
 PAPER_TABLE3 = {  # calibration RMSE × 10⁻³, mean ± sd over 20 runs (experiments.md)
@@ -42,14 +46,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epsilons", default="0.1,0.3,1.0")
     parser.add_argument("--methods", default="exact,nuts,laplace,naive,dpvim")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=10_000)
-    parser.add_argument("--draws", type=int, default=4000)
+    parser.add_argument("--repeats", type=int, default=field_default(CalibrationDesign, "runs"))
+    parser.add_argument("--steps", type=int, default=RESEARCH_COMMON["steps"])
+    parser.add_argument("--draws", type=int, default=field_default(CalibrationDesign, "samples"))
     parser.add_argument("--scaling", default="zscore", choices=na.datasets.SCALINGS)
     parser.add_argument("--prior", default="default", choices=("default", "paper"))
     parser.add_argument("--sigma", default="research", choices=("research", "tight"))
-    parser.add_argument("--reference-warmup", type=int, default=1000)
-    parser.add_argument("--reference-draws", type=int, default=4000)
+    parser.add_argument("--reference-warmup", type=int, default=field_default(NonPrivateOptions, "warmup"))
+    parser.add_argument("--reference-draws", type=int, default=field_default(NonPrivateOptions, "draws"))
     parser.add_argument("--no-reference", action="store_true", help="skip the non-private NUTS reference")
     parser.add_argument("--reference-only", action="store_true", help="run only the non-private NUTS reference")
     parser.add_argument("--seed", type=int, default=0)

@@ -23,9 +23,10 @@ from _common import machine, write_json
 
 import noiseaware as na
 from noiseaware.evaluation.calibration import predictive_probabilities
-from noiseaware.evaluation.calibration_experiment import PRESET, record_traces
+from noiseaware.evaluation.calibration_experiment import PRESET, CalibrationDesign, record_traces
 from noiseaware.evaluation.experiment import method_stream
 from noiseaware.trace import BURN_IN
+from noiseaware.util.defaults import field_default
 from noiseaware.util.keys import as_key
 
 RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
@@ -34,8 +35,8 @@ RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epsilon", type=float, default=0.1, choices=tuple(RESEARCH_SIGMA))
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--draws", type=int, default=4000)
+    parser.add_argument("--repeats", type=int, default=field_default(CalibrationDesign, "runs"))
+    parser.add_argument("--draws", type=int, default=field_default(CalibrationDesign, "samples"))
     parser.add_argument("--scaling", default="zscore", choices=na.datasets.SCALINGS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "table3_plugin.json")
@@ -49,7 +50,7 @@ def main() -> None:
         delta=1e-5,
         runs=args.repeats,
         key=k_dpvi,
-        chunk=na.evaluation.CalibrationDesign.chunk,
+        chunk=field_default(CalibrationDesign, "chunk"),
         progress=True,
         **na.models.get(PRESET).dpvi_settings,
     )

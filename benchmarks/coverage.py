@@ -25,6 +25,8 @@ from pathlib import Path
 from _common import machine, read_results, write_json
 
 import noiseaware as na
+from noiseaware.evaluation.coverage import CoverageDesign
+from noiseaware.util.defaults import field_default
 
 RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
 WARNINGS_KEPT = 5
@@ -36,9 +38,9 @@ def main() -> None:
     parser.add_argument("--models", default="gamma-exponential,beta-bernoulli,dirichlet-categorical")
     parser.add_argument("--epsilons", default="0.1,0.3,1.0")
     parser.add_argument("--methods", default="exact,nuts,laplace,naive,dpvim")
-    parser.add_argument("--simulations", type=int, default=500)
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--draws", type=int, default=20_000)
+    parser.add_argument("--simulations", type=int, default=field_default(CoverageDesign, "simulations"))
+    parser.add_argument("--repeats", type=int, default=field_default(CoverageDesign, "references"))
+    parser.add_argument("--draws", type=int, default=field_default(CoverageDesign, "samples"))
     parser.add_argument("--prior", default="default", choices=("default", "paper"))
     parser.add_argument("--sigma", default="research", choices=("research", "tight"))
     parser.add_argument("--settings", default="preset", choices=("preset", "tuned"))

@@ -21,6 +21,8 @@ from _common import machine, read_results, write_json
 
 import noiseaware as na
 from noiseaware.evaluation import evaluate, simulate_traces
+from noiseaware.evaluation.coverage import CoverageDesign
+from noiseaware.util.defaults import field_default
 
 RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
 VARIANTS = {
@@ -40,9 +42,9 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=0.1)
     parser.add_argument("--seeds", default="0,1")
     parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--simulations", type=int, default=500)
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--draws", type=int, default=20_000)
+    parser.add_argument("--simulations", type=int, default=field_default(CoverageDesign, "simulations"))
+    parser.add_argument("--repeats", type=int, default=field_default(CoverageDesign, "references"))
+    parser.add_argument("--draws", type=int, default=field_default(CoverageDesign, "samples"))
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "sensitivity.json")
     args = parser.parse_args()
     command = (

@@ -29,8 +29,10 @@ from _common import machine, read_results, write_json
 
 import noiseaware as na
 from noiseaware.evaluation import coverage_rmse, tarp_repeats
+from noiseaware.evaluation.coverage import CoverageDesign
 from noiseaware.models.builtin import GAMMA_PRIOR
 from noiseaware.tuning.facts import simulate, simulation_facts
+from noiseaware.util.defaults import field_default
 
 
 def exact_posterior_draws(name: str, data, key, draws: int) -> np.ndarray | None:
@@ -58,9 +60,9 @@ def exact_posterior_draws(name: str, data, key, draws: int) -> np.ndarray | None
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="dirichlet-categorical,gamma-exponential,beta-bernoulli")
-    parser.add_argument("--simulations", type=int, default=500)
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--draws", type=int, default=20_000)
+    parser.add_argument("--simulations", type=int, default=field_default(CoverageDesign, "simulations"))
+    parser.add_argument("--repeats", type=int, default=field_default(CoverageDesign, "references"))
+    parser.add_argument("--draws", type=int, default=field_default(CoverageDesign, "samples"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--family", default="mean-field", help="mean-field, full-rank or low-rank:r")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "vi_family.json")

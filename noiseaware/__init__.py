@@ -21,7 +21,7 @@ from .inference.gradient_model import Prior
 from .methods import DEFAULT_REGISTRY, FitFailure, Method, Registry, fit, fit_batch, per_problem, per_trace
 from .posteriors import DPVImPosterior, NaivePosterior, NoiseAwarePosterior, Posterior, load_posterior
 from .privacy import epsilon_spent, noise_multiplier
-from .recording import ModelError, record_dpvi, record_dpvi_batch
+from .recording import DPVISettings, ModelError, Optimizer, record_dpvi, record_dpvi_batch
 from .trace import Trace, TraceCheckError, TraceDiagnosis, TraceError, diagnose
 from .tuning import PreflightReport, TunedSettings, preflight, tune
 
@@ -29,12 +29,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_REGISTRY",
+    "DPVISettings",
     "DPVImPosterior",
     "FitFailure",
     "Method",
     "ModelError",
     "NaivePosterior",
     "NoiseAwarePosterior",
+    "Optimizer",
     "Posterior",
     "PreflightReport",
     "Prior",

@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import optax
 import pytest
 
 import noiseaware as na
@@ -162,6 +163,13 @@ CLI_CASES = [
         cli("coverage", "--model", "M1", "--epsilon", "1", "--simulations", "2", "--out", "running"),
         r"in use by process .*wait for it to finish",
     ),
+    # issue 26, configuration as data: an old flag spelling names its replacement
+    (
+        "coverage --repeats",
+        cli("coverage", "--model", "M1", "--epsilon", "1", "--repeats", "5", "--out", "c"),
+        r"--references",
+    ),
+    ("calibrate --draws", cli("calibrate", "--epsilon", "1", "--draws", "500", "--out", "c"), r"--samples"),
 ]
 API_CASES = [
     ("int64 trace", trace_with(np.int64), r"int64"),
@@ -176,6 +184,10 @@ API_CASES = [
     # issue 26: failures
     ("a trace coordinate that never moves", fit_frozen, r"parameters \[1\] never move"),
     ("a plug-in that returns an untyped exception", fit_untyped_plug_in, r"return a noiseaware FitFailure"),
+    # issue 26, configuration as data: settings are data, checked before any work
+    ("an optax object as optimizer", record_m1(M1.simulate(0)[1], optimizer=optax.adam(1e-3)), r"na\.Optimizer"),
+    ("a misspelt setting", record_m1(M1.simulate(0)[1], stepz=10), r"unknown DPVI settings \['stepz'\]"),
+    ("an optimizer option optax lacks", lambda folder: na.Optimizer("adam", 1e-3, options={"beta1": 0.9}), r"b1"),
 ]
 
 

@@ -22,6 +22,7 @@ import noiseaware
 import noiseaware.recording.settings
 from noiseaware.models import from_numpyro
 from noiseaware.models.builtin import gamma_exponential, logistic_regression
+from noiseaware.recording import DPVISettings, Optimizer
 from noiseaware.recording.contract import ModelError, inspect_model
 from noiseaware.recording.dpvi import (
     build_recorder,
@@ -523,7 +524,7 @@ def test_per_coordinate_settings_accept_scalar_pair_and_vector(name):
     x = np.asarray(np.random.default_rng(0).normal(size=(20, 2)), np.float32)
     spec = inspect_model(vector_normal_model, {"x": x})
     assert spec.site_map.dim == 2
-    base = dict(steps=10, sampling_rate=0.5, clip=1.0, noise_multiplier=1.0)
+    base = dict(steps=10, sampling_rate=0.5, clip=1.0)
     field = {"grad_scale": "grad_scale", "lr_multiplier": "learning_rate", "init": "init"}[name]
     got = {}
     for label, value in [
@@ -533,7 +534,7 @@ def test_per_coordinate_settings_accept_scalar_pair_and_vector(name):
         ("array", np.array([2.0, 3.0, 5.0, 7.0])),
         ("pair of blocks", ((2.0, 3.0), (5.0, 7.0))),
     ]:
-        settings = resolve_settings(spec, **base, **{name: value})  # what build_recorder uses
+        settings = resolve_settings(spec, DPVISettings(**base, **{name: value}), noise_multiplier=1.0)
         got[label] = np.asarray(getattr(settings, field))
     if name == "lr_multiplier":
         kappa = 1.0 / (math.sqrt(10 * 4) * 1.0 * 1.0)  # s = 1, σ = 1, C = 1
@@ -555,11 +556,11 @@ def test_optax_optimizer():
         sampling_rate=0.3,
         clip=1.0,
         noise_multiplier=1.0,
-        optimizer=optimizer,
+        optimizer=Optimizer("adam", 1e-2),
         init=(0.1, -1.0),
         **SMALL,
     )
-    assert trace.optimizer == "optax"
+    assert trace.optimizer == "optax.adam"
     assert trace.learning_rate is None
     assert trace.final_params is not None and trace.final_params.shape == (2,)
     # the recorded pairs are an Adam trajectory: replay Adam on the recorded gradients
@@ -691,8 +692,10 @@ DATA = normal_data(20)
         (dict(noise_multiplier=1.0, mc_draws=True), "mc_draws must be a positive integer"),
         (dict(noise_multiplier=1.0, batch_size=True), "batch_size must be a positive integer"),
         (dict(epsilon=1.0, delta=None), "delta must be a number"),
-        (dict(noise_multiplier=1.0, optimizer=optax.adam(1e-2), learning_rate=0.1), "no effect with an optax"),
-        (dict(noise_multiplier=1.0, optimizer=optax.adam(1e-2), lr_multiplier=1.0), "no effect with an optax"),
+        (dict(noise_multiplier=1.0, optimizer=Optimizer("adam", 1e-2), learning_rate=0.1), "no effect with an optim"),
+        (dict(noise_multiplier=1.0, optimizer=Optimizer("adam", 1e-2), lr_multiplier=1.0), "no effect with an optim"),
+        (dict(noise_multiplier=1.0, optimizer=optax.adam(1e-2)), r"data, not an optax object.*na\.Optimizer\('adam'"),
+        (dict(noise_multiplier=1.0, stepz=10), r"unknown DPVI settings \['stepz'\]: the settings are steps, "),
         (dict(noise_multiplier=1.0, key=2**70), r"below 2\*\*63, got"),
     ],
 )

@@ -13,7 +13,7 @@
     noiseaware coverage --model M1 --epsilon 0.1 1 --methods exact,nuts,naive --simulations 500 --out cov/
     noiseaware coverage --model M1 --epsilon 0.1 1 --out cov/ --workers 2    # the same study, resumed on 2 workers
     noiseaware report cov/                            # a study's progress and tables, from its directory
-    noiseaware calibrate --dataset adult --epsilon 0.1 1 --methods exact,nuts,laplace,naive,dpvim --repeats 20 \\
+    noiseaware calibrate --dataset adult --epsilon 0.1 1 --methods exact,nuts,laplace,naive,dpvim --runs 20 \\
         --out cal/
     noiseaware demo                                   # M1 end to end: trace, fit, comparison, plot
 
@@ -32,9 +32,9 @@ rejects; an OSError (a file or folder); a `UserError`; a fit that failed for a s
 (`FitFailure`); and a ValueError raised by noiseaware's own checks of its input (a bad option, model, data,
 trace or settings file: ModelError, TraceError, DataError, …), whose message names the problem and the fix.
 Anything else — a TypeError, an IndexError, a ValueError raised inside numpy or JAX, a study task that
-raised (`TaskError`, shown with the task's own traceback) — is a bug (in noiseaware, or in plug-in code it ran). Warnings of a fit (a weak signal, a
-quadrature grid that cuts posterior mass) print as `warning: …` lines on stderr, each once. Hints name
-commands (`noiseaware tune`), not Python calls (`util.hints`).
+raised (`TaskError`, shown with the task's own traceback) — is a bug (in noiseaware, or in plug-in code it
+ran). Warnings of a fit (a weak signal, a quadrature grid that cuts posterior mass) print as `warning: …`
+lines on stderr, each once. Hints name commands (`noiseaware tune`), not Python calls (`util.hints`).
 """
 
 from __future__ import annotations

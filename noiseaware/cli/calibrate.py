@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..evaluation.calibration_experiment import CalibrationDesign
+from ..methods import GradientModelOptions
 from .options import (
     add_delta,
     add_family,
@@ -9,14 +11,17 @@ from .options import (
     add_output_dir,
     add_prior,
     add_privacy_levels,
+    add_renamed,
     check_privacy_levels,
     count,
     experiment_options,
     family_settings,
+    field_default,
     method_lists,
     positive_int,
     privacy_levels,
     seed,
+    warmup_help,
 )
 from .study import add_study_options, run_cli_study
 
@@ -69,30 +74,39 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--runs",
-        "--repeats",
         type=positive_int,
-        default=20,
+        default=field_default(CalibrationDesign, "runs"),
         metavar="R",
         help="DPVI runs per level (default: %(default)d)",
     )
     parser.add_argument(
         "--samples",
-        "--draws",
         type=positive_int,
-        default=4000,
+        default=field_default(CalibrationDesign, "samples"),
         metavar="K",
-        help="θ draws per posterior for the predictive; fits make their own default 4000 draws of φ* "
-        "(default: %(default)d)",
+        help="θ draws per posterior for the predictive (and the draws of nonprivate's NUTS); the routes' fits "
+        f"draw their own {field_default(GradientModelOptions, 'draws')} φ* (default: %(default)d)",
     )
-    parser.add_argument("--steps", type=positive_int, metavar="T", help="DP-SGD steps (default: the preset's 10000)")
+    add_renamed(parser, "--repeats", "--runs", "DPVI runs per level")
+    add_renamed(parser, "--draws", "--samples", "θ draws per posterior; fit --draws counts draws of φ*")
+    parser.add_argument("--steps", type=positive_int, metavar="T", help="DP-SGD steps (default: the preset's)")
     add_family(parser)
     add_delta(parser)
-    parser.add_argument("--bins", type=positive_int, default=10, metavar="B", help="(default: %(default)d)")
-    parser.add_argument("--binning", choices=BINNINGS, default="equal-count", help="(default: %(default)s)")
-    add_prior(parser)
     parser.add_argument(
-        "--warmup", type=count, metavar="W", help="NUTS warmup steps of nuts and nonprivate (default: 1000)"
+        "--bins",
+        type=positive_int,
+        default=field_default(CalibrationDesign, "bins"),
+        metavar="B",
+        help="(default: %(default)d)",
     )
+    parser.add_argument(
+        "--binning",
+        choices=BINNINGS,
+        default=field_default(CalibrationDesign, "binning"),
+        help="(default: %(default)s)",
+    )
+    add_prior(parser)
+    parser.add_argument("--warmup", type=count, metavar="W", help=warmup_help(" of nuts and nonprivate"))
     parser.add_argument(
         "--seed",
         type=seed,
@@ -102,7 +116,7 @@ def add_parser(subparsers) -> None:
         "(default: %(default)d)",
     )
     add_output_dir(parser)
-    add_study_options(parser, chunk=20, unit="DPVI runs")
+    add_study_options(parser, chunk=field_default(CalibrationDesign, "chunk"), unit="DPVI runs")
     parser.set_defaults(run=run)
 
 

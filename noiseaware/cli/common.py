@@ -24,7 +24,7 @@ LEVEL = 0.9
 THETA_STREAM = 3
 """θ draws for saved posteriors and plots: fold_in(fit key, THETA_STREAM), apart from the fit's own draws."""
 NUTS_OPTIONS = ("warmup", "chains", "backend")
-"""fit options for --method nuts only (argparse destinations = fit_nuts keywords)."""
+"""fit options for --method nuts only (argparse destinations = NutsOptions fields)."""
 
 
 # ---------------------------------------------------------------- keys and models

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import models
+from ..evaluation.coverage import CoverageDesign
 from .common import builtin, import_attribute
 from .options import (
     add_delta,
@@ -11,14 +12,17 @@ from .options import (
     add_output_dir,
     add_prior,
     add_privacy_levels,
+    add_renamed,
     check_privacy_levels,
     count,
     experiment_options,
     family_settings,
+    field_default,
     method_lists,
     positive_int,
     privacy_levels,
     seed,
+    warmup_help,
 )
 from .study import add_study_options, run_cli_study
 
@@ -45,31 +49,37 @@ def add_parser(subparsers) -> None:
     )
     add_privacy_levels(parser)
     add_method_list(parser, method_lists().coverage, default=("exact", "naive"))
-    parser.add_argument("--simulations", type=positive_int, default=500, metavar="M", help="(default: %(default)d)")
+    parser.add_argument(
+        "--simulations",
+        type=positive_int,
+        default=field_default(CoverageDesign, "simulations"),
+        metavar="M",
+        help="simulated data sets, each with its true θ (default: %(default)d)",
+    )
     parser.add_argument(
         "--references",
-        "--repeats",
         type=positive_int,
-        default=20,
+        default=field_default(CoverageDesign, "references"),
         metavar="R",
         help="sets of reference points (default: %(default)d)",
     )
     parser.add_argument(
         "--samples",
-        "--draws",
         type=positive_int,
-        default=20_000,
+        default=field_default(CoverageDesign, "samples"),
         metavar="K",
         help="θ draws per posterior (default: %(default)d)",
     )
+    add_renamed(parser, "--repeats", "--references", "sets of reference points")
+    add_renamed(parser, "--draws", "--samples", "θ draws per posterior; fit --draws counts draws of φ*")
     parser.add_argument("--steps", type=positive_int, metavar="T", help="DP-SGD steps (default: the preset's)")
     add_family(parser)
     add_delta(parser)
     add_prior(parser)
-    parser.add_argument("--warmup", type=count, metavar="W", help="NUTS warmup steps (default: 1000)")
+    parser.add_argument("--warmup", type=count, metavar="W", help=warmup_help(" of nuts"))
     parser.add_argument("--seed", type=seed, default=0, metavar="SEED", help="(default: %(default)d)")
     add_output_dir(parser)
-    add_study_options(parser, chunk=100, unit="simulations")
+    add_study_options(parser, chunk=field_default(CoverageDesign, "chunk"), unit="simulations")
     parser.set_defaults(run=run)
 
 

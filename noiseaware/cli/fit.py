@@ -12,12 +12,24 @@ import jax
 import numpy as np
 
 from ..baselines.naive import naive_posterior
+from ..methods import GradientModelOptions, NutsOptions
 from ..posteriors.mixture import NoiseAwarePosterior
 from ..posteriors.summary import comparison_table
-from ..trace import BURN_IN, MIN_STEPS, Trace, TraceCheckError, TraceError, diagnose_if_long_enough
+from ..trace import MIN_STEPS, Trace, TraceCheckError, TraceError, diagnose_if_long_enough
 from ..util.keys import as_key
 from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, reporting_warnings, route_options
-from .options import add_force, add_prior, count, fraction, method_lists, positive_int, probability, seed
+from .options import (
+    add_force,
+    add_prior,
+    count,
+    field_default,
+    fraction,
+    method_lists,
+    positive_int,
+    probability,
+    seed,
+    warmup_help,
+)
 from .outputs import Outputs
 
 DIAGNOSTICS_FIRST = ("max_rhat", "min_ess", "divergences")
@@ -50,14 +62,14 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--burn-in",
         type=fraction,
-        default=BURN_IN,
+        default=field_default(GradientModelOptions, "burn_in"),
         metavar="F",
         help="fraction of the first steps left out of the fit (default: %(default)g)",
     )
     parser.add_argument(
         "--draws",
         type=positive_int,
-        default=4000,
+        default=field_default(GradientModelOptions, "draws"),
         metavar="K",
         help="draws of the VI optimum φ* (per chain with nuts) (default: %(default)d)",
     )
@@ -96,10 +108,14 @@ def add_parser(subparsers) -> None:
         "and fits anyway, raise stops with an error when any fired, off skips them (default: %(default)s)",
     )
     nuts = parser.add_argument_group("NUTS options (--method nuts only)")
-    nuts.add_argument("--warmup", type=count, metavar="W", help="warmup (adaptation) steps per chain (default: 1000)")
-    nuts.add_argument("--chains", type=positive_int, metavar="C", help="chains (default: 1)")
+    nuts.add_argument("--warmup", type=count, metavar="W", help=warmup_help())
     nuts.add_argument(
-        "--backend", metavar="NAME", help="sampler implementation: blackjax or numpyro (default: blackjax)"
+        "--chains", type=positive_int, metavar="C", help=f"chains (default: {field_default(NutsOptions, 'chains')})"
+    )
+    nuts.add_argument(
+        "--backend",
+        metavar="NAME",
+        help=f"sampler implementation: blackjax or numpyro (default: {field_default(NutsOptions, 'backend')})",
     )
     parser.set_defaults(run=run)
 

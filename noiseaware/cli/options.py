@@ -14,14 +14,43 @@ from dataclasses import dataclass
 from ..inference.gradient_model import PRIORS
 from ..methods import DEFAULT_REGISTRY, GradientModelOptions, NutsOptions
 from ..methods.reference import NonPrivateOptions
+from ..models.builtin import RESEARCH_COMMON
 from ..privacy import epsilon_spent, noise_multiplier
-from ..recording.settings import check_delta
+from ..recording.settings import DEFAULT_DELTA, check_delta
+from ..util.defaults import field_default
 
 SIMULATION_SEED = 0
 """The default seed of simulated runs (reproducible); real data get a secret random seed instead."""
 SEED_BITS = 63
 EXPERIMENT_PRIOR_HELP = "gradient-model prior of exact, laplace and nuts (default: %(default)s)"
 """--prior's help in coverage and calibrate."""
+
+
+# ---------------------------------------------------------------- defaults read from their owners
+
+
+class RenamedFlag(argparse.Action):
+    """An old spelling of a flag that now has one meaning under another name: using it is an error naming the
+    new flag (it takes any values, so the message is about the name, not the values)."""
+
+    def __init__(self, option_strings, dest, new: str, meaning: str, **kwargs):
+        super().__init__(
+            option_strings, argparse.SUPPRESS, nargs="*", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
+        self.new, self.meaning = new, meaning
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} was renamed: use {self.new} ({self.meaning})")
+
+
+def add_renamed(parser, old: str, new: str, meaning: str) -> None:
+    """`old`, hidden, as an error pointing to `new` (`RenamedFlag`)."""
+    parser.add_argument(old, action=RenamedFlag, new=new, meaning=meaning)
+
+
+def warmup_help(whose: str = "") -> str:
+    """--warmup's help with NutsOptions' default (the non-private reference's is the same, `methods.defaults`)."""
+    return f"NUTS warmup (adaptation) steps per chain{whose} (default: {field_default(NutsOptions, 'warmup')})"
 
 
 # ---------------------------------------------------------------- method lists
@@ -130,7 +159,7 @@ def add_delta(parser) -> None:
     parser.add_argument(
         "--delta",
         type=probability,
-        default=1e-5,
+        default=DEFAULT_DELTA,
         metavar="D",
         help="δ, well below 1/N for N examples: δ ≥ 1/N warns, δ ≥ 0.5 is refused (default: %(default)g)",
     )
@@ -142,20 +171,21 @@ def add_delta(parser) -> None:
 
 
 def add_dp_sgd_options(parser, defaults: bool) -> None:
-    """--delta, --sampling-rate, --steps: the research defaults for `account`, the preset's for `record`."""
+    """--delta, --sampling-rate, --steps: the research presets' (`RESEARCH_COMMON`) for `account`, the model's
+    preset for `record`."""
     preset = "" if defaults else " (default: the model's preset)"
     add_delta(parser)
     parser.add_argument(
         "--sampling-rate",
         type=sampling_rate,
-        default=0.1 if defaults else None,
+        default=RESEARCH_COMMON["sampling_rate"] if defaults else None,
         metavar="Q",
         help="Poisson sampling rate q" + (" (default: %(default)g)" if defaults else preset),
     )
     parser.add_argument(
         "--steps",
         type=positive_int,
-        default=10_000 if defaults else None,
+        default=RESEARCH_COMMON["steps"] if defaults else None,
         metavar="T",
         help="DP-SGD steps T" + (" (default: %(default)d)" if defaults else preset),
     )
@@ -180,7 +210,8 @@ def family_settings(args) -> dict:
 
 
 def add_prior(parser, help_text: str = EXPERIMENT_PRIOR_HELP) -> None:
-    parser.add_argument("--prior", choices=tuple(PRIORS), default="default", help=help_text)
+    default = field_default(GradientModelOptions, "prior")
+    parser.add_argument("--prior", choices=tuple(PRIORS), default=default, help=help_text)
 
 
 def add_output_dir(parser) -> None:

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import models
+from ..recording.config import required_settings
 from ..recording.contract import inspect_model
 from ..recording.dpvi import record_dpvi
 from ..recording.settings import UNCHECKED_HINT, SettingsHint
@@ -38,8 +39,8 @@ from .options import (
 from .outputs import Outputs
 
 TRACE_SUFFIXES = (".nc", ".npz")
-USER_MODEL_REQUIRED = ("steps", "sampling_rate", "clip")
-"""Settings a user model must be given: it has no preset."""
+USER_MODEL_REQUIRED = required_settings()
+"""Settings a user model must be given: it has no preset (DPVISettings' fields without a default)."""
 SETTING_OPTIONS = (
     "steps",
     "sampling_rate",
@@ -51,7 +52,7 @@ SETTING_OPTIONS = (
     "init",
     "transforms",
 )
-"""record options that override a preset's `dpvi_settings` (argparse destinations = record_dpvi keywords)."""
+"""record options that override a preset's `dpvi_settings` (argparse destinations = DPVISettings fields)."""
 BLOCK_OPTIONS = ("grad_scale", "lr_multiplier", "learning_rate")
 """Options taking one value (all coordinates), two (μ block, ρ block) or, beyond mean-field, three (and the
 factor block)."""

@@ -26,7 +26,7 @@ from ..models import get as get_model
 from ..models.builtin import logistic_regression
 from ..privacy import noise_multiplier as calibrate
 from ..recording.dpvi import record_dpvi_batch
-from ..recording.settings import check_delta
+from ..recording.settings import DEFAULT_DELTA, check_delta
 from ..trace import Trace
 from ..util.checks import positive_int
 from ..util.chunks import chunk_slices
@@ -120,7 +120,7 @@ class CalibrationDesign:
     bins: int = 10
     binning: str = "equal-count"
     chunk: int = 20
-    delta: float = 1e-5
+    delta: float = DEFAULT_DELTA
     method_options: Mapping[str, Any] | None = None
 
 

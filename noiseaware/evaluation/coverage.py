@@ -25,7 +25,7 @@ from ..methods.base import Method, Outcome, Registry
 from ..methods.registry import DEFAULT_REGISTRY
 from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
-from ..recording.settings import check_delta
+from ..recording.settings import DEFAULT_DELTA, check_delta
 from ..trace import BURN_IN
 from ..util.checks import positive_int
 from ..util.chunks import chunk_slices
@@ -125,7 +125,7 @@ class CoverageDesign:
     references: int = 20
     samples: int = 20_000
     chunk: int = 100
-    delta: float = 1e-5
+    delta: float = DEFAULT_DELTA
     method_options: Mapping[str, Any] | None = None
 
 

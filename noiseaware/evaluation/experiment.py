@@ -16,7 +16,6 @@ each trace check (`na.diagnose`) fired on ("trace_checks").
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import time
 import warnings
 import zlib
@@ -27,7 +26,8 @@ import jax
 import numpy as np
 
 from ..methods.base import Batch, Method, Outcome, Registry, failure_reasons, fit_problems, split_keys
-from ..recording.dpvi import record_dpvi
+from ..recording.config import setting_names
+from ..recording.dpvi import RUN_KEYWORDS
 from ..trace import BURN_IN, CHECKS, diagnose_if_long_enough
 from ..util.batch_warnings import CaughtWarning, caught_warnings, gather
 from ..util.codec import data_type
@@ -91,12 +91,9 @@ def check_methods(
     return resolved, options
 
 
-DPVI_SETTINGS = tuple(
-    name
-    for name in inspect.signature(record_dpvi).parameters
-    if name not in ("model", "data", "key", "epsilon", "noise_multiplier", "delta", "progress")
-)
-"""The DPVI settings a study's keyword overrides may replace (record_dpvi's, less the privacy level)."""
+DPVI_SETTINGS = setting_names() + RUN_KEYWORDS
+"""The DPVI settings a study's keyword overrides may replace (`na.DPVISettings`' fields and record_dpvi's
+non_private, allow_weak_privacy and preflight)."""
 
 
 def check_overrides(overrides: Mapping[str, Any], also: Sequence[str] = ()) -> None:

@@ -11,6 +11,7 @@ from ..posteriors.draws import DrawsPosterior
 from ..util.checks import flag, positive_int
 from ..util.keys import as_key
 from .base import Problem, per_problem
+from .defaults import DRAWS, WARMUP
 
 __all__ = ["NONPRIVATE", "NonPrivateOptions", "NonPrivatePosterior", "nonprivate_posterior"]
 
@@ -19,13 +20,13 @@ __all__ = ["NONPRIVATE", "NonPrivateOptions", "NonPrivatePosterior", "nonprivate
 class NonPrivateOptions:
     """NUTS warmup and draws of the one chain (dense mass matrix)."""
 
-    warmup: int = 1000
-    draws: int = 4000
+    warmup: int = WARMUP
+    draws: int = DRAWS
     progress: bool = False
 
     def __post_init__(self):
-        positive_int("warmup", self.warmup, hint="the number of NUTS adaptation steps, e.g. warmup=1000")
-        positive_int("draws", self.draws, hint="the number of NUTS draws, e.g. draws=4000")
+        positive_int("warmup", self.warmup, hint=f"the number of NUTS adaptation steps, e.g. warmup={WARMUP}")
+        positive_int("draws", self.draws, hint=f"the number of NUTS draws, e.g. draws={DRAWS}")
         flag("progress", self.progress)
 
 

@@ -26,6 +26,7 @@ from ..util.diagnostics import MAX_RHAT
 from ..util.errors import FitFailure
 from ..util.progress import Progress
 from .base import Batch, Method, Outcome, outcome_of
+from .defaults import DRAWS, WARMUP
 
 __all__ = [
     "EXACT",
@@ -49,14 +50,16 @@ class GradientModelOptions:
 
     prior: str | Prior = "default"
     burn_in: float = BURN_IN
-    draws: int = 4000
+    draws: int = DRAWS
 
     min_draws: ClassVar[int] = 1
 
     def __post_init__(self):
         resolve_prior(self.prior)  # an unknown preset names the presets
         fraction("burn_in", self.burn_in, hint="the share of the trace dropped before the fit, e.g. burn_in=0.2")
-        positive_int("draws", self.draws, minimum=self.min_draws, hint="the number K of draws of φ*, e.g. draws=4000")
+        positive_int(
+            "draws", self.draws, minimum=self.min_draws, hint=f"the number K of draws of φ*, e.g. draws={DRAWS}"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +96,7 @@ class NutsOptions(GradientModelOptions):
     """NUTS: warmup, chains, backend ("blackjax": vmapped over traces in chunks of `chunk`; "numpyro": one
     trace after another), target acceptance, dense mass matrix, and a progress bar over traces."""
 
-    warmup: int = 1000
+    warmup: int = WARMUP
     chains: int = 1
     backend: Literal["blackjax", "numpyro"] = "blackjax"
     target_accept: float = 0.8
@@ -105,7 +108,7 @@ class NutsOptions(GradientModelOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        positive_int("warmup", self.warmup, hint="the number of adaptation steps per chain, e.g. warmup=1000")
+        positive_int("warmup", self.warmup, hint=f"the number of adaptation steps per chain, e.g. warmup={WARMUP}")
         positive_int("chains", self.chains)
         choice("backend", self.backend, nuts.BACKENDS)
         probability("target_accept", self.target_accept, hint="the target acceptance rate, e.g. target_accept=0.8")

@@ -9,6 +9,7 @@ from ..baselines.dpvim import CENTRES, dpvim_posterior
 from ..baselines.naive import naive_posterior
 from ..util.checks import choice, positive_float, positive_int
 from .base import per_trace
+from .defaults import DRAWS
 
 __all__ = ["DPVIM", "DPVImOptions", "NAIVE"]
 
@@ -18,13 +19,13 @@ class DPVImOptions:
     """draws: K draws of φ; centre: "last" (φ_T), "average" (the tail mean) or "empirical" (tail rows);
     threshold κ of the convergence test; windows: the number of window starts (docs/baselines.md §3)."""
 
-    draws: int = 4000
+    draws: int = DRAWS
     centre: Literal["last", "average", "empirical"] = "last"
     threshold: float = 0.05
     windows: int = 10
 
     def __post_init__(self):
-        positive_int("draws", self.draws, hint="the number K of draws of φ, e.g. draws=4000")
+        positive_int("draws", self.draws, hint=f"the number K of draws of φ, e.g. draws={DRAWS}")
         choice("centre", self.centre, CENTRES)
         positive_float("threshold", self.threshold, hint="the slope threshold κ of the convergence test (DPVIm: 0.05)")
         positive_int("windows", self.windows, minimum=2, hint="the number of window starts of the convergence test")

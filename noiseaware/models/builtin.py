@@ -18,9 +18,10 @@ import numpyro.distributions as dist
 from .adult import ADULT_CATEGORIES, ADULT_FEATURE_NAMES, ADULT_N
 from .benchmark import BenchmarkModel, from_numpyro
 
-__all__ = ["get", "names"]
+__all__ = ["RESEARCH_COMMON", "get", "names"]
 
-_COMMON = {"steps": 10_000, "sampling_rate": 0.1, "mc_draws": 10}
+RESEARCH_COMMON = {"steps": 10_000, "sampling_rate": 0.1, "mc_draws": 10}
+"""The DP-SGD settings every research preset shares (T, q, S); `noiseaware account`'s defaults."""
 _N = 5_000
 
 
@@ -91,7 +92,7 @@ def adult_like_design(key, n):
 
 
 def _preset(clip, s_rho, v, rho0, mu0=0.0):
-    return {**_COMMON, "clip": clip, "grad_scale": (1.0, s_rho), "lr_multiplier": v, "init": (mu0, rho0)}
+    return {**RESEARCH_COMMON, "clip": clip, "grad_scale": (1.0, s_rho), "lr_multiplier": v, "init": (mu0, rho0)}
 
 
 def _linreg_lr_multiplier():

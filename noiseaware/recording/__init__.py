@@ -1,6 +1,8 @@
 """Recording DPVI: the numpyro model contract, the site map and DP-SGD on the ELBO → Trace."""
 
+from .config import DPVISettings
 from .contract import ModelError
 from .dpvi import record_dpvi, record_dpvi_batch
+from .optimizer import Optimizer
 
-__all__ = ["ModelError", "record_dpvi", "record_dpvi_batch"]
+__all__ = ["DPVISettings", "ModelError", "Optimizer", "record_dpvi", "record_dpvi_batch"]

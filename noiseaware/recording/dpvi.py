@@ -11,7 +11,7 @@ example
 estimates −ELBO up to a constant. One step t:
 Poisson-sample the examples (rate q); h_i = s ⊙ ∇ℓ_i(φ_t), clipped to joint L2 norm C;
 G_t = (Σ_i h_i + ξ_t) ⊘ s with ξ_t ~ N(0, σ²C² I_P); record (φ_t, G_t); φ_{t+1} = φ_t − λ ⊙ G_t
-(or any optax optimizer). κ heuristic: λ = v ⊙ s / (sqrt(T·P)·σ·C) (Abadi et al. 2016;
+(or an optax optimizer named by `na.Optimizer`). κ heuristic: λ = v ⊙ s / (sqrt(T·P)·σ·C) (Abadi et al. 2016;
 Jälkö et al. 2017; Alrawajfeh et al. 2025).
 
 `record_dpvi` is the convenient entry point. Under it, `Recorder` holds the compiled program: its
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -42,10 +42,12 @@ from ..trace import Trace
 from ..trace.families import VariationalFamily
 from ..util.keys import as_key, as_keys
 from ..util.progress import progress_bar
+from .config import DPVISettings, as_settings
 from .contract import ModelSpec, as_data, check_data_sets, first_data_set, inspect_model
-from .settings import UNCHECKED_HINT, DPVISettings, SettingsHint, resolve_settings
+from .settings import DEFAULT_DELTA, UNCHECKED_HINT, ResolvedSettings, SettingsHint, resolve_settings
 
 __all__ = [
+    "RUN_KEYWORDS",
     "DPVIState",
     "Recorder",
     "build_recorder",
@@ -54,6 +56,10 @@ __all__ = [
     "record_dpvi_batch",
     "step_keys",
 ]
+
+
+RUN_KEYWORDS = ("non_private", "allow_weak_privacy", "preflight")
+"""record_dpvi's keywords that are neither settings (`DPVISettings`) nor ε, σ, δ, key or progress."""
 
 
 class DPVIState(NamedTuple):
@@ -237,7 +243,7 @@ class Recorder:
     """A DPVI run, compiled once: `init(key)` → state; `run(state, data, n)` → (state, (φ (n, P), G (n, P)))."""
 
     program: _Program
-    settings: DPVISettings
+    settings: ResolvedSettings
     dtype: Any
 
     @property
@@ -303,7 +309,7 @@ class Recorder:
             delta=s.delta,
             accountant=s.accountant,
             mc_draws=s.mc_draws,
-            optimizer="sgd" if sgd else "optax",
+            optimizer="sgd" if sgd else f"optax.{s.optimizer.name}",
             variational_family=s.family.name,
             param_names=s.family.param_names(self.spec.site_map.theta_names()),
             sites=self.spec.site_map.sites,
@@ -313,29 +319,43 @@ class Recorder:
 def build_recorder(
     model: Callable,
     data: Mapping,
+    settings: DPVISettings | Mapping | None = None,
     *,
     batched: bool = False,
-    transforms="numpyro",
-    sites: Sequence[str] | None = None,
-    labels: Mapping[str, Sequence[str]] | None = None,
-    optimizer: optax.GradientTransformation | None = None,
-    dtype=None,
-    **settings,
+    epsilon: float | None = None,
+    delta: float = DEFAULT_DELTA,
+    noise_multiplier: float | None = None,
+    non_private: bool = False,
+    allow_weak_privacy: bool = False,
+    **overrides,
 ) -> Recorder:
-    """Check the model against the data, then resolve the settings (see `record_dpvi`) into a Recorder.
+    """Check the settings, then the model against the data, then resolve the settings at the privacy level (see
+    `record_dpvi`) into a Recorder.
 
+    settings: a `DPVISettings` (or a mapping of its fields); `overrides` replace its fields, or are all of them.
     batched: data holds M data sets stacked along a leading axis; the model is inspected on the first and
     every data set is checked (`check_data_sets`) before the settings are resolved.
     """
+    settings = as_settings(settings, overrides)
     data = as_data(data)
     check_finite(data)
-    spec = inspect_model(model, first_data_set(data) if batched else data, transforms=transforms, sites=sites)
+    first = first_data_set(data) if batched else data
+    spec = inspect_model(model, first, transforms=settings.transforms, sites=settings.sites)
     if batched:
         check_data_sets(spec, data)
-    spec = replace(spec, site_map=spec.site_map.with_labels(labels))
-    resolved = resolve_settings(spec, optimizer=optimizer, **settings)
+    spec = replace(spec, site_map=spec.site_map.with_labels(settings.labels))
+    resolved = resolve_settings(
+        spec,
+        settings,
+        epsilon=epsilon,
+        delta=delta,
+        noise_multiplier=noise_multiplier,
+        non_private=non_private,
+        allow_weak_privacy=allow_weak_privacy,
+    )
+    optimizer = None if settings.optimizer is None else settings.optimizer.transformation(settings.steps)
     program = _Program(spec, resolved.mc_draws, resolved.batch_size, optimizer, resolved.family)
-    return Recorder(program, resolved, _float_dtype(dtype))
+    return Recorder(program, resolved, _float_dtype(settings.dtype))
 
 
 def check_finite(data: Mapping) -> None:
@@ -370,75 +390,49 @@ def record_dpvi(
     data: Mapping,
     *,
     key,
-    steps: int,
-    sampling_rate: float,
-    clip: float,
     epsilon: float | None = None,
-    delta: float = 1e-5,
+    delta: float = DEFAULT_DELTA,
     noise_multiplier: float | None = None,
     non_private: bool = False,
-    grad_scale=1.0,
-    lr_multiplier=None,
-    learning_rate=None,
-    init=None,
-    mc_draws: int = 10,
-    family: str = "mean-field",
-    rank: int | None = None,
-    optimizer: optax.GradientTransformation | None = None,
-    transforms="numpyro",
-    sites: Sequence[str] | None = None,
-    labels: Mapping[str, Sequence[str]] | None = None,
-    batch_size: int | None = None,
-    dtype=None,
     allow_weak_privacy: bool = False,
+    settings: DPVISettings | Mapping | None = None,
     preflight: str | None = None,
     progress: bool | Callable = False,
+    **overrides,
 ) -> Trace:
     """Run DPVI on `model(**data)` and return its released Trace (module doc has the algorithm).
 
     Privacy: exactly one of `epsilon` (σ calibrated by the PLD accountant at `delta`),
-    `noise_multiplier`, or `non_private=True` (σ = 0, ε = ∞; needs `learning_rate`). δ should be well below
-    1/N: δ ≥ 1/N warns, δ ≥ 0.5 is refused unless `allow_weak_privacy=True`. Before any work the data are
-    checked against the model as traced on them (lengths, each observed site's shape and support).
-    family: 'mean-field' (default), 'full-rank' (Σ = L Lᵀ, P = 2d + d(d−1)/2) or 'low-rank' with `rank` r
-    (Σ = diag(softplus(ρ)²) + B Bᵀ); docs/recording.md. grad_scale s, lr_multiplier v, learning_rate λ, init
-    (μ₀, ρ₀): a scalar, one entry per block of φ (μ, ρ, then ℓ or b), a pair (μ block, ρ block) — ℓ_ij and
-    b_ij then take μ_i's s, v and λ, ℓ starts at 0 and B at diag(softplus ρ₀) — or a (P,) vector.
-    Defaults: v = √2, init (0, −4), S = 10 draws, SGD. `transforms`: 'numpyro',
-    'research' or {site: transform name}; `sites`: order of the latent sites in θ; `labels`: {site: one
-    label per element}, e.g. {"theta": feature_names}, names θ's coordinates in the trace (`theta[age]`,
-    released with it: column names are the data schema, not data). `batch_size`: padded
-    chunk of sampled examples (default Nq + 6 sd). `dtype`: float32 (default) or float64 (enable x64).
+    `noise_multiplier`, or `non_private=True` (σ = 0, ε = ∞; needs a learning_rate or an optimizer). δ should
+    be well below 1/N: δ ≥ 1/N warns, δ ≥ 0.5 is refused unless `allow_weak_privacy=True`. Before any work
+    the settings are validated and the data checked against the model as traced on them (lengths, each
+    observed site's shape and support).
+    Settings (`na.DPVISettings`, whose doc lists them with their defaults): `settings`, with `overrides` in
+    place of its fields, or the keyword arguments alone (`steps`, `sampling_rate` and `clip` are then
+    required): `record_dpvi(model, data, key=1, epsilon=1.0, **bm.dpvi_settings)` and
+    `record_dpvi(model, data, key=1, epsilon=1.0, settings=na.DPVISettings(**bm.dpvi_settings))` are one run.
+    Per-coordinate settings (grad_scale s, lr_multiplier v, learning_rate λ, init (μ₀, ρ₀)): a scalar, one
+    entry per block of φ (μ, ρ, then ℓ or b), a pair (μ block, ρ block) — ℓ_ij and b_ij then take μ_i's s, v
+    and λ, ℓ starts at 0 and B at diag(softplus ρ₀) — or a (P,) vector. family: 'mean-field', 'full-rank'
+    (Σ = L Lᵀ, P = 2d + d(d−1)/2) or 'low-rank' with `rank` r (Σ = diag(softplus(ρ)²) + B Bᵀ);
+    docs/recording.md. `labels`: {site: one label per element}, e.g. {"theta": feature_names}, names θ's
+    coordinates in the trace (`theta[age]`, released with it: column names are the data schema, not data).
     `preflight`: the fingerprint of the simulation check the settings passed (`na.TunedSettings` carries it);
     a private run without one gets a one-line `SettingsHint` to check the settings on simulations first.
     """
-    if preflight is None and not non_private:
-        warnings.warn(UNCHECKED_HINT, SettingsHint, stacklevel=2)
     recorder = build_recorder(
         model,
         data,
-        transforms=transforms,
-        sites=sites,
-        labels=labels,
-        optimizer=optimizer,
-        dtype=dtype,
-        steps=steps,
-        sampling_rate=sampling_rate,
-        clip=clip,
+        settings,
         epsilon=epsilon,
         delta=delta,
         noise_multiplier=noise_multiplier,
         non_private=non_private,
-        grad_scale=grad_scale,
-        lr_multiplier=lr_multiplier,
-        learning_rate=learning_rate,
-        init=init,
-        mc_draws=mc_draws,
-        family=family,
-        rank=rank,
-        batch_size=batch_size,
         allow_weak_privacy=allow_weak_privacy,
+        **overrides,
     )
+    if preflight is None and not non_private:
+        warnings.warn(UNCHECKED_HINT, SettingsHint, stacklevel=2)
     prepared = recorder.prepare(data)
     hyper = recorder.hyper()
     state, params, grads = _drive(
@@ -456,19 +450,21 @@ def record_dpvi_batch(
     data: Mapping,
     *,
     keys,
-    progress: bool | Callable = False,
+    settings: DPVISettings | Mapping | None = None,
     preflight: str | None = None,
+    progress: bool | Callable = False,
     **kwargs,
 ) -> list[Trace]:
     """`record_dpvi` for M data sets of equal size at once (one vmapped, compiled program).
 
-    data: dict of arrays with a leading axis M (e.g. `jax.vmap(bm.simulate)(keys)[1]`); keys: (M,) PRNG
-    keys (or M int seeds). Returns M traces. The settings are those of `record_dpvi`; every data set is
-    checked against the model (lengths, shapes, support) before the program runs. Batches serve simulation
-    studies: no `SettingsHint` (`preflight` is accepted, so `**TunedSettings` pass through).
+        data: dict of arrays with a leading axis M (e.g. `jax.vmap(bm.simulate)(keys)[1]`); keys: (M,) PRNG
+        keys (or M int seeds). Returns M traces. The privacy level and settings are those of `record_dpvi`
+    (`kwargs`: its privacy keywords and setting overrides); every data set is
+        checked against the model (lengths, shapes, support) before the program runs. Batches serve simulation
+        studies: no `SettingsHint` (`preflight` is accepted, so `**TunedSettings` pass through).
     """
     del preflight
-    recorder = build_recorder(model, data, batched=True, **kwargs)
+    recorder = build_recorder(model, data, settings, batched=True, **kwargs)
     keys = as_keys(keys)
     prepared = recorder.prepare(data, batched=True)
     if keys.shape[0] != next(iter(prepared.values())).shape[0]:

@@ -1,4 +1,4 @@
-"""DPVI settings: the user's choices validated and resolved into one `DPVISettings` (docs/method.md §1).
+"""DPVI settings resolved: the user's `DPVISettings` and privacy level → one `ResolvedSettings` (docs/method.md §1).
 
 σ from the privacy level (exactly one of ε, a noise multiplier, or a non-private run; δ checked by
 `check_delta`: refused at δ ≥ 0.5, a warning at δ ≥ 1/N), per-coordinate gradient scales s and step sizes λ
@@ -17,15 +17,18 @@ import numpy as np
 from ..privacy import epsilon_spent
 from ..privacy import noise_multiplier as calibrate_noise
 from ..trace.families import VariationalFamily, variational_family
-from ..util.checks import positive_float, positive_int, probability
+from ..util.checks import positive_float, probability
+from .config import DEFAULT_INIT, DPVISettings
 from .contract import ModelSpec
+from .optimizer import Optimizer
 
 __all__ = [
+    "DEFAULT_DELTA",
     "DEFAULT_INIT",
     "DEFAULT_LR_MULTIPLIER",
     "WEAK_DELTA",
     "UNCHECKED_HINT",
-    "DPVISettings",
+    "ResolvedSettings",
     "SettingsHint",
     "check_delta",
     "default_batch_size",
@@ -33,7 +36,9 @@ __all__ = [
 ]
 
 DEFAULT_LR_MULTIPLIER = math.sqrt(2.0)
-DEFAULT_INIT = (0.0, -4.0)
+"""v of the κ heuristic when neither lr_multiplier nor learning_rate is given."""
+DEFAULT_DELTA = 1e-5
+"""δ of a private run unless given (record_dpvi, the studies and the CLI)."""
 WEAK_DELTA = 0.5
 """δ from which a run is refused unless `allow_weak_privacy=True`: such a guarantee protects next to nothing."""
 
@@ -49,11 +54,12 @@ UNCHECKED_HINT = (
 
 
 @dataclass(frozen=True)
-class DPVISettings:
-    """Everything that defines a DPVI run, resolved: privacy level, step sizes, batch padding.
+class ResolvedSettings:
+    """A run's `DPVISettings` resolved against its model and privacy level: σ, step sizes, batch padding.
 
     grad_scale, learning_rate, init: (P,) tuples, P the family's; batch_size: padded size of one gradient chunk
-    (sampled examples beyond it are processed in further chunks, never dropped).
+    (sampled examples beyond it are processed in further chunks, never dropped); optimizer: None for SGD with
+    the per-coordinate learning_rate.
     """
 
     steps: int
@@ -69,6 +75,7 @@ class DPVISettings:
     delta: float | None
     accountant: str | None
     family: VariationalFamily
+    optimizer: Optimizer | None = None
 
 
 def default_batch_size(n_examples: int, sampling_rate: float) -> int:
@@ -143,12 +150,13 @@ def _per_coordinate(value, family: VariationalFamily, name: str, rest=None) -> t
     return tuple(out.tolist())
 
 
-def _privacy(epsilon, delta, noise_multiplier, non_private, sampling_rate, steps, learning_rate, optimizer):
-    """(σ, ε, δ, accountant) from exactly one of: epsilon, noise_multiplier, non_private=True."""
+def _privacy(epsilon, delta, noise_multiplier, non_private, sampling_rate, steps, explicit_step: bool):
+    """(σ, ε, δ, accountant) from exactly one of: epsilon, noise_multiplier, non_private=True (which needs an
+    explicit step size: a learning_rate or an optimizer)."""
     if non_private:
         if epsilon is not None or noise_multiplier not in (None, 0, 0.0):
             raise ValueError("non_private=True records without noise: do not pass epsilon or noise_multiplier")
-        if learning_rate is None and optimizer is None:
+        if not explicit_step:
             raise ValueError("a non-private run needs an explicit learning_rate (the κ heuristic divides by σ = 0)")
         return 0.0, math.inf, None, None
     if epsilon is not None and noise_multiplier is not None:
@@ -178,79 +186,56 @@ def _privacy(epsilon, delta, noise_multiplier, non_private, sampling_rate, steps
 
 def resolve_settings(
     spec: ModelSpec,
+    settings: DPVISettings,
     *,
-    steps: int,
-    sampling_rate: float,
-    clip: float,
     epsilon: float | None = None,
-    delta: float = 1e-5,
+    delta: float = DEFAULT_DELTA,
     noise_multiplier: float | None = None,
     non_private: bool = False,
-    grad_scale=1.0,
-    lr_multiplier=None,
-    learning_rate=None,
-    init=None,
-    mc_draws: int = 10,
-    batch_size: int | None = None,
-    optimizer=None,
     allow_weak_privacy: bool = False,
-    family: str = "mean-field",
-    rank: int | None = None,
-) -> DPVISettings:
-    """Validate the user's settings and resolve σ, λ (κ heuristic unless given), init and batch padding.
+) -> ResolvedSettings:
+    """The settings (already validated by `DPVISettings`) resolved against the model at a privacy level: σ, λ
+    (κ heuristic unless given), per-coordinate values of length P, init and batch padding.
 
     δ is checked by `check_delta` (refused at δ ≥ 0.5 unless allow_weak_privacy, a warning at δ ≥ 1/N)
     unless the run is non-private (no δ).
     """
     if not non_private:
         delta = check_delta(delta, spec.n_examples, allow_weak_privacy=allow_weak_privacy)
-    steps = positive_int("steps", steps)
-    sampling_rate = positive_float("sampling_rate", sampling_rate, maximum=1.0)
-    clip = positive_float("clip", clip)
-    mc_draws = positive_int("mc_draws", mc_draws)
-    if learning_rate is not None and lr_multiplier is not None:
-        raise ValueError("pass either learning_rate (explicit λ) or lr_multiplier (v of the κ heuristic), not both")
-    if optimizer is not None and (learning_rate is not None or lr_multiplier is not None):
-        raise ValueError(
-            "learning_rate and lr_multiplier have no effect with an optax optimizer: set its step size there"
-        )
+    s = settings
+    explicit_step = s.learning_rate is not None or s.optimizer is not None
     sigma, spent, dlt, accountant = _privacy(
-        epsilon, delta, noise_multiplier, non_private, sampling_rate, steps, learning_rate, optimizer
+        epsilon, delta, noise_multiplier, non_private, s.sampling_rate, s.steps, explicit_step
     )
-    family = _family(family, rank, spec.site_map.dim)
-    scale = _per_coordinate(grad_scale, family, "grad_scale")
+    family = _family(s.family, s.rank, spec.site_map.dim)
+    scale = _per_coordinate(s.grad_scale, family, "grad_scale")
     if min(scale) <= 0:
         raise ValueError(f"grad_scale must be positive, got {scale}")
-    if learning_rate is None and sigma > 0:
-        v = np.asarray(
-            _per_coordinate(DEFAULT_LR_MULTIPLIER if lr_multiplier is None else lr_multiplier, family, "lr_multiplier")
-        )
-        lr = tuple((v * np.asarray(scale) / (math.sqrt(steps * family.n_params) * sigma * clip)).tolist())
+    if s.learning_rate is None and sigma > 0:
+        multiplier = DEFAULT_LR_MULTIPLIER if s.lr_multiplier is None else s.lr_multiplier
+        v = np.asarray(_per_coordinate(multiplier, family, "lr_multiplier"))
+        lr = tuple((v * np.asarray(scale) / (math.sqrt(s.steps * family.n_params) * sigma * s.clip)).tolist())
     else:
-        lr = _per_coordinate(1.0 if learning_rate is None else learning_rate, family, "learning_rate")
+        lr = _per_coordinate(1.0 if s.learning_rate is None else s.learning_rate, family, "learning_rate")
     if min(lr) <= 0:
         raise ValueError(f"learning rates must be positive, got {lr}")
     n = spec.n_examples
-    if batch_size is None:
-        batch_size = default_batch_size(n, sampling_rate)
-    else:
-        batch_size = positive_int("batch_size", batch_size)
-    return DPVISettings(
-        steps,
-        sampling_rate,
-        clip,
+    batch_size = default_batch_size(n, s.sampling_rate) if s.batch_size is None else s.batch_size
+    return ResolvedSettings(
+        s.steps,
+        s.sampling_rate,
+        s.clip,
         sigma,
         scale,
         lr,
-        _per_coordinate(
-            DEFAULT_INIT if init is None else init, family, "init", lambda mu, rho: family.initial_rest(rho)
-        ),
-        mc_draws,
+        _per_coordinate(s.init, family, "init", lambda mu, rho: family.initial_rest(rho)),
+        s.mc_draws,
         int(min(batch_size, n)),
         spent,
         dlt,
         accountant,
         family,
+        s.optimizer,
     )
 
 

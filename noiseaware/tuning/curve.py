@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..models.benchmark import BenchmarkModel
-from ..recording.settings import SettingsHint, check_delta
+from ..recording.settings import DEFAULT_DELTA, SettingsHint, check_delta
 from ..util.checks import positive_float, positive_int
 from ..util.figures import draw_and_save
 from ..util.files import plain, write_json
@@ -27,7 +27,7 @@ from ..util.progress import Progress, progress_bar
 from ..util.tables import text_table
 from .facts import facts_for_settings
 from .figures import privacy_utility_figure
-from .preflight import check_settings, record_settings
+from .preflight import REFERENCES, check_settings, record_settings
 from .report import PreflightReport
 
 __all__ = ["PrivacyUtilityCurve", "privacy_utility"]
@@ -88,10 +88,10 @@ def privacy_utility(
     settings: Mapping | None = None,
     *,
     epsilons: Sequence[float] = (0.1, 0.3, 1.0, 3.0),
-    delta: float = 1e-5,
+    delta: float = DEFAULT_DELTA,
     simulations: int = 100,
     key,
-    references: int = 20,
+    references: int = REFERENCES,
     progress: Progress = False,
 ) -> PrivacyUtilityCurve:
     """The privacy–utility curve of `settings` (TunedSettings, or record_dpvi keywords over bm's preset)."""

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from ..models.benchmark import BenchmarkModel
 from ..recording.dpvi import build_recorder, record_dpvi_batch
+from ..recording.optimizer import Optimizer
 from ..recording.settings import DEFAULT_INIT, SettingsHint
 from ..trace.families import MEAN_FIELD, VariationalFamily, family_for
 from ..util.keys import as_key
@@ -130,7 +130,6 @@ def simulation_facts(
     """
     n = bm.n_examples
     steps = OPTIMISER_STEPS
-    schedule = optax.cosine_decay_schedule(0.05, steps)
     count = truth.shape[0]
     k_opt, k_grad, k_hess = jax.random.split(as_key(key), 3)
     runs = record_dpvi_batch(
@@ -138,7 +137,7 @@ def simulation_facts(
         data,
         keys=jax.random.split(k_opt, count),
         non_private=True,
-        optimizer=optax.adam(schedule),
+        optimizer=Optimizer("adam", 0.05, schedule="cosine-decay"),
         steps=steps,
         sampling_rate=min(1.0, 1000 / n),
         clip=1e30,

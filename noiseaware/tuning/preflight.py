@@ -16,14 +16,16 @@ from collections.abc import Mapping
 import jax
 import numpy as np
 
-from ..evaluation.coverage import Simulations, evaluate
+from ..evaluation.coverage import CoverageDesign, Simulations, evaluate
 from ..evaluation.experiment import check_overrides
 from ..methods.base import Batch
 from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
+from ..recording.config import required_settings
 from ..recording.dpvi import record_dpvi_batch
-from ..recording.settings import check_delta
+from ..recording.settings import DEFAULT_DELTA, check_delta
 from ..util.checks import positive_float, positive_int
+from ..util.defaults import field_default
 from ..util.hints import hint
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
@@ -33,6 +35,9 @@ from .score import Score, score_traces
 from .tuned import TunedSettings
 
 __all__ = ["check_settings", "fresh_check", "preflight", "record_settings"]
+
+REFERENCES, SAMPLES, CHUNK = (field_default(CoverageDesign, name) for name in ("references", "samples", "chunk"))
+"""A check's TARP reference sets R, θ draws K and simulations per compiled DPVI program: a coverage study's."""
 
 
 def record_settings(bm: BenchmarkModel, settings: Mapping | None) -> dict:
@@ -44,7 +49,7 @@ def record_settings(bm: BenchmarkModel, settings: Mapping | None) -> dict:
     merged = dict(bm.dpvi_settings) | dict(settings or {})
     merged.pop("preflight", None)
     check_overrides(merged)
-    missing = [name for name in ("steps", "sampling_rate", "clip") if name not in merged]
+    missing = [name for name in required_settings() if name not in merged]
     if missing:
         raise ValueError(
             f"model {bm.name!r} has no preset and the settings lack {missing}: pass complete settings, "
@@ -58,12 +63,12 @@ def preflight(
     settings: Mapping | None = None,
     *,
     epsilon: float,
-    delta: float = 1e-5,
+    delta: float = DEFAULT_DELTA,
     simulations: int = 100,
     key,
-    references: int = 20,
-    samples: int = 20_000,
-    chunk: int = 100,
+    references: int = REFERENCES,
+    samples: int = SAMPLES,
+    chunk: int = CHUNK,
     progress: Progress = False,
 ) -> PreflightReport:
     """Check `settings` (TunedSettings or record_dpvi keywords over the model's preset) on `simulations` fresh
@@ -97,9 +102,9 @@ def fresh_check(
     delta: float,
     simulations: int,
     key,
-    references: int = 20,
-    samples: int = 20_000,
-    chunk: int = 100,
+    references: int = REFERENCES,
+    samples: int = SAMPLES,
+    chunk: int = CHUNK,
     progress: Progress = False,
 ) -> PreflightReport:
     """`check_settings` on M fresh simulations and their facts; split(key, 3) = (simulations, facts, check)."""
@@ -128,9 +133,9 @@ def check_settings(
     epsilon: float,
     delta: float,
     key,
-    references: int = 20,
-    samples: int = 20_000,
-    chunk: int = 100,
+    references: int = REFERENCES,
+    samples: int = SAMPLES,
+    chunk: int = CHUNK,
     progress: Progress = False,
     key_text: str = "",
 ) -> PreflightReport:

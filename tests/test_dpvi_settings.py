@@ -1,0 +1,171 @@
+"""`na.DPVISettings` and `na.Optimizer`: settings as data (defaults written once, validated in one place, a JSON
+round trip, fingerprints that see every value) and record_dpvi's keyword sugar over them."""
+
+import dataclasses
+import inspect
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import optax
+import pytest
+
+import noiseaware as na
+from noiseaware.recording.config import setting_names
+from noiseaware.recording.dpvi import build_recorder, record_dpvi_batch
+from noiseaware.util.fingerprint import canonical, fingerprint
+
+pytestmark = pytest.mark.usefixtures("fast_compilation")
+
+REQUIRED = dict(steps=12, sampling_rate=0.5, clip=1.0)
+TINY = dict(REQUIRED, mc_draws=2, batch_size=16)
+
+
+def normal_model(x=None, n_examples=None):
+    theta = numpyro.sample("theta", dist.Normal(0.0, 3.0))
+    with numpyro.plate("data", n_examples):
+        numpyro.sample("x", dist.Normal(theta, 1.0), obs=x)
+
+
+DATA = {"x": np.asarray(np.random.default_rng(0).normal(1.0, 1.0, 20), np.float32)}
+
+
+def _record(**kwargs):
+    with pytest.warns(na.recording.settings.SettingsHint):
+        return na.record_dpvi(normal_model, DATA, key=3, noise_multiplier=1.0, **kwargs)
+
+
+def test_the_defaults_are_the_settings_class_fields_and_nowhere_else():
+    settings = na.DPVISettings(**REQUIRED)
+    defaults = {f.name: f.default for f in dataclasses.fields(na.DPVISettings) if f.name not in REQUIRED}
+    assert {name: settings[name] for name in defaults} == defaults
+    assert settings.init == (0.0, -4.0) and settings.mc_draws == 10 and settings.optimizer is None
+    # record_dpvi and build_recorder take the settings as **overrides: none is a parameter with a default of its own
+    for function in (na.record_dpvi, build_recorder, record_dpvi_batch):
+        assert not set(inspect.signature(function).parameters) & set(setting_names())
+    resolved = build_recorder(normal_model, DATA, noise_multiplier=1.0, **REQUIRED).settings
+    assert resolved.mc_draws == 10 and resolved.init == (0.0, -4.0)
+
+
+@pytest.mark.parametrize(
+    "settings, match",
+    [
+        (dict(steps=10), r"DPVI settings need sampling_rate, clip"),
+        (dict(REQUIRED, stepz=3), r"unknown DPVI settings \['stepz'\]: the settings are steps, sampling_rate"),
+        (dict(REQUIRED, steps=0), "steps must be a positive integer"),
+        (dict(REQUIRED, sampling_rate=1.5), "sampling_rate must be positive and at most 1"),
+        (dict(REQUIRED, grad_scale=(1.0, np.inf)), "grad_scale must be finite"),
+        (dict(REQUIRED, init="zero"), "init must be a number, a sequence of numbers"),
+        (dict(REQUIRED, learning_rate=0.1, lr_multiplier=1.0), "either learning_rate .* or lr_multiplier"),
+        (dict(REQUIRED, optimizer=na.Optimizer("adam", 1e-2), learning_rate=0.1), "no effect with an optimizer"),
+        (dict(REQUIRED, optimizer=optax.adam(1e-2)), r"optimizer must be data, not an optax object"),
+        (dict(REQUIRED, optimizer="adam"), r"optimizer must be None \(plain SGD\) or na.Optimizer"),
+        (dict(REQUIRED, family="student-t"), "unknown variational family 'student-t'"),
+        (dict(REQUIRED, labels=["a"]), r"labels must be \{site: one label per element\}"),
+        (dict(REQUIRED, dtype="int32"), "dtype must be float32 or float64"),
+        (dict(REQUIRED, sites="theta"), "sites must be a sequence of names"),
+    ],
+)
+def test_bad_settings_are_refused_by_the_settings_class(settings, match):
+    with pytest.raises(ValueError, match=match):
+        na.DPVISettings.create(**settings)
+
+
+def test_replace_names_unknown_fields_and_validates_again():
+    settings = na.DPVISettings(**REQUIRED)
+    assert settings.replace(steps=20).steps == 20 and settings.steps == 12
+    with pytest.raises(ValueError, match=r"unknown DPVI settings \['clipping'\]"):
+        settings.replace(clipping=2.0)
+    with pytest.raises(ValueError, match="clip must be positive"):
+        settings.replace(clip=-1.0)
+
+
+def test_settings_round_trip_through_plain_json():
+    settings = na.DPVISettings(
+        **REQUIRED,
+        grad_scale=(1.0, np.array([100.0])),
+        init=np.array([0.5, -3.0]),
+        optimizer=na.Optimizer("adam", 1e-3, schedule="cosine-decay", options={"b1": 0.8}),
+        transforms={"theta": "identity"},
+        sites=["theta"],
+        labels={"theta": np.array(["mean"])},
+        dtype=np.float32,
+    )
+    data = settings.to_data()
+    text = json.dumps(data)  # plain JSON: no numpy scalars, tuples or objects left
+    back = na.DPVISettings.from_data(json.loads(text))
+    assert back == settings and hash(back) == hash(settings)
+    assert back.grad_scale == (1.0, (100.0,)) and back.init == (0.5, -3.0) and back.dtype == "float32"
+    assert canonical(back) == canonical(settings)
+    with pytest.raises(ValueError, match=r"unknown DPVI settings \['extra'\]"):
+        na.DPVISettings.from_data({**data, "extra": 1})
+
+
+def test_keywords_a_settings_object_and_its_unpacking_record_the_same_trace():
+    by_keywords = _record(**TINY, grad_scale=(1.0, 2.0), init=(0.1, -1.0))
+    settings = na.DPVISettings(**TINY, grad_scale=(1.0, 2.0), init=(0.1, -1.0))
+    by_object = _record(settings=settings)
+    by_unpacking = _record(**settings)
+    by_override = _record(settings=settings.replace(steps=5), steps=12)
+    for trace in (by_object, by_unpacking, by_override):
+        np.testing.assert_array_equal(trace.params, by_keywords.params)
+        np.testing.assert_array_equal(trace.grads, by_keywords.grads)
+    other = _record(settings=settings.replace(clip=2.0))
+    assert not np.array_equal(other.grads, by_keywords.grads)  # the comparison can fail
+
+
+def test_a_batch_takes_a_settings_object_as_it_takes_keywords():
+    data = {"x": np.stack([DATA["x"], DATA["x"][::-1]])}
+    settings = na.DPVISettings(**TINY)
+    by_keywords = record_dpvi_batch(normal_model, data, keys=[1, 2], noise_multiplier=1.0, **TINY)
+    by_object = record_dpvi_batch(normal_model, data, keys=[1, 2], noise_multiplier=1.0, settings=settings)
+    for a, b in zip(by_keywords, by_object):
+        np.testing.assert_array_equal(a.params, b.params)
+        np.testing.assert_array_equal(a.grads, b.grads)
+
+
+def test_optimizers_with_other_hyper_parameters_are_other_data():
+    slow, fast = na.Optimizer("adam", 1e-3), na.Optimizer("adam", 1e-1)
+    assert slow.to_data() != fast.to_data() and fingerprint(slow) != fingerprint(fast)
+    base = na.DPVISettings(**REQUIRED)
+    assert fingerprint(base.replace(optimizer=slow)) != fingerprint(base.replace(optimizer=fast))
+    assert na.Optimizer("adam", 1e-3, options={"b1": 0.9}) != na.Optimizer("adam", 1e-3, options={"b1": 0.8})
+    assert na.Optimizer.from_data(slow.to_data()) == slow
+    assert slow.transformation(10) is na.Optimizer("adam", 1e-3).transformation(10)  # built once, shared
+
+
+def test_an_optimizer_builds_the_optax_transformation_it_names():
+    steps, grads = 6, jnp.asarray(np.random.default_rng(1).normal(size=(6, 3)), jnp.float32)
+    ours = na.Optimizer("adam", 0.05, schedule="cosine-decay", options={"b1": 0.8}).transformation(steps)
+    theirs = optax.adam(optax.cosine_decay_schedule(0.05, steps), b1=0.8)
+    params = jnp.zeros(3)
+    state_ours, state_theirs = ours.init(params), theirs.init(params)
+    for g in grads:
+        step_ours, state_ours = ours.update(g, state_ours, params)
+        step_theirs, state_theirs = theirs.update(g, state_theirs, params)
+        np.testing.assert_array_equal(step_ours, step_theirs)
+
+
+def test_a_recorded_optimizer_is_named_in_the_trace():
+    trace = _record(**TINY, optimizer=na.Optimizer("sgd", 0.05, options={"momentum": 0.9}))
+    assert trace.optimizer == "optax.sgd" and trace.learning_rate is None
+    plain = _record(**TINY, learning_rate=0.05)
+    assert plain.optimizer == "sgd" and plain.learning_rate is not None
+    assert not np.array_equal(trace.params, plain.params)  # momentum moved it otherwise
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(name="adamm", learning_rate=1e-3), "unknown optimizer 'adamm': choose one of sgd, adam"),
+        (dict(name="adam", learning_rate=0.0), "learning_rate must be positive"),
+        (dict(name="adam", learning_rate=1e-3, schedule="linear"), "unknown schedule 'linear'"),
+        (dict(name="adam", learning_rate=1e-3, options={"beta1": 0.9}), r"optax.adam has no options \['beta1'\]"),
+        (dict(name="adam", learning_rate=1e-3, options={"b1": [0.9]}), "must be a number, a bool, a string or None"),
+    ],
+)
+def test_bad_optimizers_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        na.Optimizer(**kwargs)
