@@ -17,6 +17,7 @@ from noiseaware.evaluation.coverage import CoverageDesign
 from noiseaware.methods import GradientModelOptions, NutsOptions
 from noiseaware.models.builtin import RESEARCH_COMMON
 from noiseaware.recording.config import setting_names
+from noiseaware.recording.settings import DEFAULT_DELTA
 from noiseaware.util.defaults import field_default
 
 OWNERS = [
@@ -37,9 +38,6 @@ OWNERS = [
     ("calibrate", "binning", CalibrationDesign, "binning"),
     ("calibrate", "chunk", CalibrationDesign, "chunk"),
     ("calibrate", "delta", CalibrationDesign, "delta"),
-    ("record", "delta", na.record_dpvi, "delta"),
-    ("account", "delta", na.record_dpvi, "delta"),
-    ("tune", "delta", na.record_dpvi, "delta"),
 ]
 
 
@@ -108,3 +106,8 @@ def test_a_renamed_flag_is_an_error_naming_the_new_one(command, old, new, tmp_pa
     assert main([*command, old, "5", "--out", str(tmp_path / "out")]) == 2
     assert f"{old} was renamed: use {new}" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["record", "account", "tune", "coverage", "calibrate"])
+def test_every_delta_flag_defaults_to_the_one_default_delta(command):
+    assert _action(command, "delta").default == DEFAULT_DELTA

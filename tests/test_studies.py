@@ -199,16 +199,19 @@ def test_a_lost_worker_is_retried_once_and_a_task_that_raises_stops_the_study_wi
 
 def test_result_files_verify_their_task_and_checksum(tmp_path):
     path = tmp_path / "r.npz"
-    value = {"x": np.arange(3), "y": (1.5, float("nan")), 2: [None, "text"], "w": FitWarning("k", "do x", ["a"], 2.0)}
+    small = np.array([[1.5, np.nan], [np.inf, 1e-300]], np.float32)  # written inside the JSON tree
+    value = {"x": np.arange(100), "s": small, "y": (1.5, float("nan")), 2: [None, "text"],
+             "w": FitWarning("k", "do x", ["a"], 2.0)}  # fmt: skip
     write_result(path, "abc", value, 1.5)
     back, seconds = read_result(path, "abc")
-    assert np.array_equal(back["x"], np.arange(3)) and back["y"][0] == 1.5 and np.isnan(back["y"][1])
+    assert np.array_equal(back["x"], np.arange(100)) and back["y"][0] == 1.5 and np.isnan(back["y"][1])
+    assert back["s"].dtype == np.float32 and np.array_equal(back["s"], small, equal_nan=True)
     assert back[2] == [None, "text"] and back["w"].parameters == ("a",) and seconds == 1.5
     with pytest.raises(CorruptResult, match="holds task abc, not xyz"):
         read_result(path, "xyz")
     with np.load(path) as stored:
         members = {name: stored[name] for name in stored.files}
-    np.savez(path, **(members | {"a0": np.arange(1, 4)}))  # an array changed, its record kept
+    np.savez(path, **(members | {"a0": np.arange(1, 101)}))  # an array changed, its record kept
     with pytest.raises(CorruptResult, match="truncated or changed"):
         read_result(path, "abc")
     path.write_bytes(path.read_bytes()[:-3])

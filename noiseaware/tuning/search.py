@@ -35,7 +35,7 @@ import optuna
 
 from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
-from ..recording.settings import DEFAULT_INIT, SettingsHint, check_delta
+from ..recording.settings import DEFAULT_DELTA, DEFAULT_INIT, SettingsHint, check_delta
 from ..util.checks import positive_float, positive_int
 from ..util.fingerprint import canonical, fingerprint
 from ..util.hints import hint
@@ -107,7 +107,7 @@ def tune(
     bm: BenchmarkModel,
     *,
     epsilon: float,
-    delta: float = 1e-5,
+    delta: float = DEFAULT_DELTA,
     key,
     trials: int = 40,
     simulations: int = 24,

@@ -1,6 +1,7 @@
 """Results as data: a value tree ⇄ JSON plus named arrays, rebuilt without running anything the file chose.
 
-    tree, arrays = encode(value)      tree: JSON data; arrays: {"a0": ndarray, …} (saved as .npz)
+    tree, arrays = encode(value)      tree: JSON data (small numeric arrays inside it); arrays: {"a0": ndarray, …}
+                                      (saved as .npz members)
     value = decode(tree, arrays)      the same value back (arrays bit for bit, floats exactly)
 
 What can be encoded: None, bools, ints, floats (NaN and ±inf too), strings, lists, tuples, mappings (any keys
@@ -26,6 +27,9 @@ from .diagnostics import Diagnostics, diagnostics_type
 
 __all__ = ["UndecodableData", "data_type", "decode", "encode"]
 
+INLINE = 64
+"""Numeric arrays of at most this many elements are written inside the JSON tree (exactly), larger ones as named
+arrays (.npz members): a task's result holds hundreds of small diagnostics arrays."""
 _TYPES: dict[str, type] = {}
 _WARNINGS: dict[str, type[Warning]] = {"FitWarning": FitWarning}
 
@@ -93,6 +97,8 @@ def _encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
         array = np.asarray(value)
         if array.dtype.kind in "OV":
             raise TypeError(f"an array of {array.dtype} is not data")
+        if array.size <= INLINE and array.dtype.kind in "biuf":  # exact: JSON floats round-trip every bit
+            return {"$values": array.tolist(), "dtype": array.dtype.str, "shape": list(array.shape)}
         name = f"a{len(arrays)}"
         arrays[name] = array
         return {"$array": name}
@@ -108,6 +114,11 @@ def _decode(tree: Any, arrays: Mapping[str, np.ndarray]) -> Any:
         return float(tree["$float"])
     if "$array" in tree:
         return arrays[tree["$array"]]
+    if "$values" in tree:
+        dtype = np.dtype(tree["dtype"])
+        if dtype.kind not in "biuf":
+            raise UndecodableData(f"an inline array of {dtype}")
+        return np.array(tree["$values"], dtype).reshape(tree["shape"])
     if "$tuple" in tree:
         return tuple(_decode(item, arrays) for item in tree["$tuple"])
     if "$mapping" in tree:
