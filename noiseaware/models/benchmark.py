@@ -21,7 +21,7 @@ _SIMULATION_STREAM = 0x53494D  # "SIM": separates simulation randomness from a r
 
 @dataclass(frozen=True)
 class BenchmarkModel:
-    """A model under the contract of `noiseaware.contract`, ready for simulation studies.
+    """A model under the contract of `noiseaware.recording.contract`, ready for simulation studies.
 
     model: the numpyro model; n_examples: N of simulated data sets; covariates(key, n) → dict of
     non-modelled inputs (None when there are none); site_map: θ ⇄ named latent sites, with their labels
