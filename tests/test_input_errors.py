@@ -202,7 +202,7 @@ def weak_warning(line: str) -> re.Match | None:
 
 def test_fit_batch_gathers_a_warning_of_many_traces_into_one_complete_line():
     """Every trace is weak in some coordinates, not all the same ones: one line with the number of traces and
-    every coordinate named with its own count (never cut short), and advice on what to do."""
+    every coordinate named with its own count (four: all of them), and advice on what to do."""
     traces = [silent_trace(seed) for seed in range(3)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -215,6 +215,22 @@ def test_fit_batch_gathers_a_warning_of_many_traces_into_one_complete_line():
     assert {"mu:theta[0]", "mu:theta[1]"} <= set(named) and all(1 <= int(n) <= 3 for n in named.values())
     assert "…" not in lines[0] and "record a longer trace or spend a larger privacy budget" in match[4]
     assert all(w.category is FitWarning for w in caught if "weak identification" in str(w.message))
+
+
+def test_a_warning_about_many_parameters_counts_them_and_names_the_most_frequent():
+    """issue 26: a line never lists ~100 coordinates; it says how many and names MAX_NAMED, most frequent first."""
+    names = [f"mu:theta[{j}]" for j in range(100)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.warn(FitWarning("weak identification", "record a longer trace", names), stacklevel=1)
+        warnings.warn(FitWarning("weak identification", "record a longer trace", names[7:9]), stacklevel=1)
+    (line,) = [text for _, text in gather(caught, 20)]
+    match = weak_warning(line)
+    assert match and match[3] == (
+        "100 parameters: mu:theta[7] in 2, mu:theta[8] in 2, mu:theta[0] in 1, mu:theta[1] in 1, mu:theta[2] in 1 "
+        "and 95 more"
+    ), line
+    assert str(caught[1].message) == "weak identification (mu:theta[7], mu:theta[8]): record a longer trace"
 
 
 def test_a_study_keeps_one_line_per_distinct_warning_with_its_count():

@@ -3,10 +3,11 @@
 A method warns about one problem's fit with a `FitWarning`: what happened (`kind`), the parameters concerned,
 an optional number (divergent transitions, added up over problems; or an R-hat, of which the largest is
 kept) and what to do (`advice`). `gather` folds the warnings caught while fitting M problems into one line
-per distinct warning, with the number of problems that raised it and every parameter named (with its own
-count, the most frequent first), never cut short:
+per distinct warning, with the number of problems that raised it and the parameters named (with their own
+counts, the most frequent first; beyond MAX_NAMED of them, their number and the first few):
 
     weak identification in 11 of 20 traces (mu:rate in 9, rho:rate in 4): … record a longer trace …
+    weak identification in 3 of 20 traces (57 parameters: mu:theta[age] in 3, …, and 52 more): …
 
 Any other warning (a library's) is one line per distinct message with its count; a numpy RuntimeWarning
 (an overflow, a division by zero) says where it arose, since it means an intermediate value went non-finite.
@@ -22,6 +23,8 @@ from typing import Literal
 __all__ = ["CaughtWarning", "FitWarning", "caught_warnings", "gather"]
 
 Combine = Literal["sum", "max"]
+MAX_NAMED = 5
+"""The most parameters one warning line names; beyond it, the line counts them and names the first few."""
 
 
 class FitWarning(UserWarning):
@@ -114,15 +117,24 @@ def _line(
 ) -> str:
     """kind[ in times of count unit][ (parameters; value)]: advice."""
     parts = []
-    if parameters:  # the most often named first (a stable sort: ties in the order they appeared)
-        named = sorted(parameters.items(), key=lambda item: -item[1])
-        parts.append(", ".join(name if count == 1 else f"{name} in {n}" for name, n in named))
+    if parameters:
+        parts.append(_parameters_text(parameters, count))
     if value is not None:
         number = f"{value:.4g}"
         parts.append((f"{number} in all" if count > 1 else number) if combine == "sum" else f"largest {number}")
     where = f" in {times} of {count} {unit}" if count > 1 else ""
     detail = f" ({'; '.join(parts)})" if parts else ""
     return f"{kind}{where}{detail}" + (f": {advice}" if advice else "")
+
+
+def _parameters_text(parameters: dict[str, int], count: int) -> str:
+    """The parameters named by a warning, the most often named first (a stable sort: ties in the order they
+    appeared), with their counts when there are several problems; beyond MAX_NAMED, counted with the first few."""
+    named = sorted(parameters.items(), key=lambda item: -item[1])
+    shown = [name if count == 1 else f"{name} in {n}" for name, n in named[:MAX_NAMED]]
+    if len(named) <= MAX_NAMED:
+        return ", ".join(shown)
+    return f"{len(named)} parameters: {', '.join(shown)} and {len(named) - MAX_NAMED} more"
 
 
 def _foreign_text(caught_warning: warnings.WarningMessage | CaughtWarning) -> str:
