@@ -60,7 +60,7 @@ class PrivacyUtilityCurve:
                 f"{r.coverage_rmse[0]:.3f} ± {r.coverage_rmse[1]:.3f}",
                 f"{100 * r.clipped:.2f}",
                 f"{100 * r.flagged:.0f}",
-                "ok" if r.ok else f"{len(r.findings)} finding(s)",
+                "ok" if r.ok else r.verdict,
             ]
             for e, r in zip(self.epsilons, self.reports)
         ]

@@ -73,6 +73,15 @@ class PreflightReport:
         return not self.findings
 
     @property
+    def verdict(self) -> str:
+        """One line: "no findings", or the findings counted and named by their first clause
+        ("2 findings: clipping is active at the optimum; coverage is off")."""
+        if self.ok:
+            return "no findings"
+        count = f"{len(self.findings)} finding{'s' if len(self.findings) > 1 else ''}"
+        return f"{count}: " + "; ".join(text.split(": ", 1)[0] for text in self.findings)
+
+    @property
     def mean_sd_ratio(self) -> float:
         return float(np.mean(self.sd_ratio))
 
