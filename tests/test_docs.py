@@ -1,7 +1,8 @@
 """Every fenced ```python example of docs/*.md runs as written: a document's blocks in order, in one namespace,
 in a scratch directory (the README's: tests/test_readme.py, with the same machinery, tests/markdown_examples.py).
 
-Only study sizes shrink, by the exact substitutions in SHRINK (each must occur in its document exactly once);
+Only study sizes shrink, by the exact substitutions in SHRINK (each must occur in its document exactly once;
+a list of methods shrinks to fewer, where other tests run the ones it drops);
 the files an example reads as a user's own (a trace from `noiseaware record`) are given by GIVEN. An example
 that cannot run here says so in the Markdown (`<!-- not run: why -->` before its fence) and is reported as
 skipped with its reason.
@@ -29,6 +30,7 @@ SHRINK = {
         "runs=20, samples=4000, key=0)": "runs=2, samples=100, key=0, steps=100)",
     },
     "coverage.md": {
+        '"exact", "nuts", "laplace", "naive", "dpvim"), epsilon=0.1': '"exact", "laplace", "naive"), epsilon=0.1',
         "simulations=500, references=20, samples=20_000, key=0)": f"{STUDY}, key=0, steps=400)",
         "simulations=500,": "simulations=4,",
         "[0], **bm.dpvi_settings)": '[0], **bm.dpvi_settings | {"steps": 400})',
@@ -44,14 +46,15 @@ SHRINK = {
         "**bm.dpvi_settings)     # real data": '**bm.dpvi_settings | {"steps": 100})     # real data',
         "steps=10_000, sampling_rate": "steps=1000, sampling_rate",
     },
-    "recording.md": {"2 * 20)": "2 * 2)", "keys[:20]": "keys[:2]", "keys=keys[20:]": "keys=keys[2:]"},
-    "studies.md": {"simulations=500)": f"{STUDY}, steps=400)", "open_executor(workers=2)": "open_executor()"},
-    "tuning.md": {
-        "na.tune(mine, epsilon=1.0, key=0)": "na.tune(mine, epsilon=1.0, key=0, trials=2, simulations=4, "
-        "check_simulations=4)",
-        "None, epsilon=1.0, key=0)": "None, epsilon=1.0, key=0, simulations=4)",
-        "epsilons=(0.1, 0.3, 1, 3), key=0)": "epsilons=(1.0,), simulations=4, key=0)",
+    "recording.md": {
+        "2 * 20)": "2 * 2)",
+        "keys[:20]": "keys[:2]",
+        "keys=keys[20:]": "keys=keys[2:]",
+        "noise_multiplier=37.81, **bm.dpvi_settings)": 'noise_multiplier=37.81, **bm.dpvi_settings | {"steps": 1000})',
+        "jax.random.key(3), 8))": "jax.random.key(3), 2))",
+        "for m in range(8)]": "for m in range(2)]",
     },
+    "studies.md": {"simulations=500)": f"{STUDY}, steps=400)", "open_executor(workers=2)": "open_executor()"},
 }
 GIVEN = {"diagnostics.md": "m1-trace.nc", "gradient-model.md": "m1-trace.nc"}
 """The trace file a document reads as the reader's own (here: an M1 trace of 1000 steps at ε = 1)."""
@@ -80,6 +83,7 @@ def keeps_jax_config():
     jax.config.update("jax_enable_x64", x64)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [name for name, examples in EXAMPLES.items() if examples])
 def test_the_examples_of_a_document_run_as_written(name, tmp_path, monkeypatch, m1_trace, keeps_jax_config):
     monkeypatch.chdir(tmp_path)
