@@ -120,10 +120,10 @@ class Trace(TraceData):
         by q·N. optax's `differentially_private_aggregate` divides by the leading dimension of the per-example
         gradients given at each step (the realised or padded batch size), not q·N: multiply each G_t by that
         size and pass reduction="sum". A given learning_rate with optimizer=None records optimizer="sgd", since
-        per-coordinate step sizes describe plain SGD. variational_family: the family's trace name, e.g. "full-rank-normal-softplus"
-        with params (μ, ρ, ℓ) (docs/trace-format.md lays out each family). labels {site name: one label per
-        element} name the elements of `sites`
-        (e.g. {"theta": feature_names}); they are the data schema, released with the trace.
+        per-coordinate step sizes describe plain SGD. variational_family: the family's trace name, e.g.
+        "full-rank-normal-softplus" with params (μ, ρ, ℓ) (docs/trace-format.md lays out each family). labels
+        {site name: one label per element} name the elements of `sites` (e.g. {"theta": feature_names}); they
+        are the data schema, released with the trace.
         """
         if reduction not in ("sum", "mean"):
             raise TraceError(
