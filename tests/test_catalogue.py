@@ -13,8 +13,11 @@ import pickle
 import re
 import warnings
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
+import numpyro
+import numpyro.distributions as dist
 import optax
 import pytest
 
@@ -52,6 +55,7 @@ def scratch(tmp_path, m1_trace, monkeypatch):
         (tmp_path / folder / name).write_bytes(pickle.dumps(Marker(tmp_path / "marker")))
     (tmp_path / "running").mkdir()  # a study folder another live process holds
     (tmp_path / "running" / "lock").write_text(json.dumps({"pid": os.getppid(), "host": os.uname().nodename}))
+    issue26_files(tmp_path)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -190,6 +194,75 @@ API_CASES = [
     ("an optimizer option optax lacks", lambda folder: na.Optimizer("adam", 1e-3, options={"beta1": 0.9}), r"b1"),
 ]
 
+# issue 26: integrity and outputs
+
+TUNED = Path(__file__).parents[1] / "benchmarks" / "results" / "tuned" / "gamma-exponential-eps1.json"
+"""Genuine settings of M1 with numpyro's transforms, as `noiseaware tune` wrote them."""
+
+
+def unsigned_settings() -> dict:
+    """The genuine settings file with its fingerprint deleted and the clip edited."""
+    payload = json.loads(TUNED.read_text())
+    del payload["fingerprint"]
+    payload["settings"]["clip"] = 0.01
+    return payload
+
+
+def forged_settings() -> dict:
+    """The genuine settings file, fingerprint kept, with a perfect check forged into it."""
+    payload = json.loads(TUNED.read_text())
+    payload["check"]["coverage_rmse"] = [0.0 for _ in payload["check"]["coverage_rmse"]]
+    return payload
+
+
+def issue26_files(folder: Path) -> None:
+    """unsigned.json and forged.json (settings files), empty.npz (0 bytes)."""
+    (folder / "unsigned.json").write_text(json.dumps(unsigned_settings()))
+    (folder / "forged.json").write_text(json.dumps(forged_settings()))
+    (folder / "empty.npz").write_bytes(b"")
+
+
+def subsampling_model():
+    """A model whose data plate subsamples (numpyro's subsample_size), against the model contract."""
+
+    def model(n_examples, y=None):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+        with numpyro.plate("data", n_examples, subsample_size=100):
+            numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    return lambda folder: na.models.from_numpyro(model, n_examples=1000)
+
+
+def without_fitting(action):
+    """`action` with the CLI's fit replaced by a failure: the bad input must be refused before the fit."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the fit ran before the bad argument was refused")
+
+    def checked(folder):
+        with mock.patch("noiseaware.cli.fit.fit_reporting_warnings", refuse):
+            return action(folder)
+
+    return checked
+
+
+RECORD_M1 = ("record", "--model", "M1", "--epsilon", "1", "--out", "m.nc")
+CLI_CASES += [
+    ("settings file without fingerprint", cli(*RECORD_M1, "--settings", "unsigned.json"), r"no fingerprint.*tune"),
+    ("settings file with a forged check", cli(*RECORD_M1, "--settings", "forged.json"), r"edited after tuning"),
+    ("empty .npz data", cli(*RECORD_M1, "--data", "empty.npz"), r"empty\.npz is empty.*np\.savez"),
+    (
+        "fit --coordinates nope",
+        without_fitting(cli("fit", "t.nc", "--plot", "x.png", "--coordinates", "nope")),
+        r"nope.*names nothing",
+    ),
+]
+API_CASES += [
+    ("settings without fingerprint (API)", lambda folder: na.TunedSettings.from_dict(unsigned_settings()), r"no fin"),
+    ("forged check (API)", lambda folder: na.TunedSettings.from_dict(forged_settings()), r"edited after tuning"),
+    ("from_numpyro with subsample_size", subsampling_model(), r"subsample_size=100"),
+]
+
 
 @pytest.mark.parametrize(("name", "action", "pattern"), CLI_CASES, ids=[case[0] for case in CLI_CASES])
 def test_command_line_gives_one_clear_error_and_leaves_nothing(scratch, capsys, name, action, pattern):
@@ -234,3 +307,21 @@ def test_non_private_reference_trace_is_fitted(scratch):
     low, high = post.interval(0.9)
     assert np.all(np.isfinite(low)) and np.all(high > low)
     assert os.listdir(scratch)  # the scratch folder itself was left as it was
+
+
+def test_demo_runs_again_into_its_own_folder_and_never_over_other_files(tmp_path, monkeypatch, capsys):
+    """issue 26: `make demo` twice works (the demo replaces the files of its own marked folder), while a folder
+    the demo did not write keeps needing --force."""
+    monkeypatch.chdir(tmp_path)
+    demo = ("demo", "--steps", "300", "--out")
+    assert main([*demo, "demo"]) == 0
+    first = snapshot(tmp_path / "demo")
+    assert main([*demo, "demo", "--seed", "7"]) == 0, capsys.readouterr().err
+    second = snapshot(tmp_path / "demo")
+    assert second.keys() == first.keys() and second["m1-trace.nc"] != first["m1-trace.nc"]
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "m1-trace.nc").write_text("my own file")
+    capsys.readouterr()
+    assert main([*demo, "mine"]) == 2
+    assert "m1-trace.nc exists; pass --force" in capsys.readouterr().err
+    assert (tmp_path / "mine" / "m1-trace.nc").read_text() == "my own file"

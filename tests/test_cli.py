@@ -481,7 +481,7 @@ def test_fit_writes_a_loadable_posterior_and_prints_both_columns(capsys, tmp_pat
     assert re.search(r"noise-aware 90%\s+naive 90%", out)
     (aware_low, aware_high), (naive_low, naive_high) = interval_after("x ", out)
     assert aware_low < OPTIMUM[0] < aware_high and naive_low < naive_high
-    assert "diagnostics: hessian_nodes" in out and str(tmp_path / "post.nc") in out
+    assert "options: hessian_nodes" in out and "diagnostics:" not in out and str(tmp_path / "post.nc") in out
     assert (tmp_path / "fit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -3,16 +3,16 @@
 
 Only the study sizes shrink, by the exact substitutions in SHRINK (each must occur in the README exactly
 once, so a README edit that drops one fails here instead of silently running the full study): a
-500-simulation coverage study or 20 Adult runs belong in benchmarks/, not in the test suite.
+500-simulation coverage study or 20 Adult runs belong in benchmarks/, not in the test suite. The machinery
+(tests/markdown.py) is shared with tests/test_docs.py, which runs docs/*.md the same way.
 """
 
-import re
 import shlex
-from pathlib import Path
 
 import pytest
+from markdown_examples import ROOT, python_examples, shrunk
 
-README = Path(__file__).parents[1] / "README.md"
+README = ROOT / "README.md"
 
 SHRINK = {
     # Python tour: the studies
@@ -38,15 +38,7 @@ SHRINK = {
 
 
 def shrunk_readme() -> str:
-    text = README.read_text()
-    for full, small in SHRINK.items():
-        assert text.count(full) == 1, f"README.md should contain {full!r} exactly once"
-        text = text.replace(full, small)
-    return text
-
-
-def blocks(text: str, language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
+    return shrunk(README, SHRINK)
 
 
 def commands(block: str) -> list[list[str]]:
@@ -59,6 +51,8 @@ def commands(block: str) -> list[list[str]]:
 def test_python_tour_runs_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "readme"}
-    for number, block in enumerate(blocks(shrunk_readme(), "python")):
-        exec(compile(block, f"README.md python block {number}", "exec"), namespace)
+    examples = python_examples(shrunk_readme())
+    assert all(example.not_run is None for example in examples), "the README's tour runs whole"
+    for number, example in enumerate(examples):
+        exec(compile(example.code, f"README.md python block {number}", "exec"), namespace)
     assert (tmp_path / "m1.nc").exists() and (tmp_path / "m1-posterior.nc").exists()

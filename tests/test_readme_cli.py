@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_readme import blocks, commands, shrunk_readme
+from markdown_examples import blocks
+from test_readme import commands, shrunk_readme
 
 from noiseaware.cli import main
 

@@ -1,8 +1,10 @@
 """na.tune, na.preflight and TunedSettings on a conjugate normal-mean model small enough to tune in seconds."""
 
+import dataclasses
 import json
 import textwrap
 import warnings
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -372,3 +374,17 @@ def test_parallel_trials_resume_extend_and_run_on_a_dask_cluster(tmp_path):
     states = [t.state.name for t in optuna.load_study(study_name="search", storage=journal(path)).trials]
     assert states == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE", "COMPLETE"], states
     assert snapshot.trials[0].params == {"x": 0.5} and len(snapshot.trials) == 5
+
+
+def test_a_report_names_its_findings_where_it_counts_them():
+    """issue 26: "1 finding(s)" said nothing; the verdict line names each finding by its first clause."""
+    path = "benchmarks/results/tuned/gamma-exponential-eps1.json"
+    report = na.TunedSettings.load(Path(__file__).parents[1] / path).check
+    assert report.verdict == "no findings"
+    found = dataclasses.replace(
+        report,
+        findings=("clipping is active at the optimum: 3 % of examples clipped …", "2 of 200 fits failed"),
+    )
+    assert found.verdict == "2 findings: clipping is active at the optimum; 2 of 200 fits failed"
+    one = dataclasses.replace(report, findings=("coverage is off: TARP coverage RMSE 0.2 …",))
+    assert one.verdict == "1 finding: coverage is off"

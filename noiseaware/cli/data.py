@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -87,18 +88,28 @@ def _resized_sites(model: BenchmarkModel, data: Mapping[str, np.ndarray]) -> str
 
 
 def read_npz(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of a .npz archive by name (never unpickled)."""
+    """The arrays of a .npz archive by name (never unpickled); a DataError for an empty, truncated or damaged
+    file, a single array, an archive without arrays or object arrays."""
+    save = "save a dict of arrays with np.savez(path, x=..., y=...)"
+    if path.stat().st_size == 0:
+        raise DataError(f"{path} is empty (0 bytes): {save}")
     try:
         archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile) as error:
-        raise DataError(f"{path} is not a readable .npz archive: {error}") from error
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
+        # numpy's ValueError offers to unpickle the file: never; say what it is not instead
+        detail = "not a zip archive of .npy arrays" if isinstance(error, ValueError) else str(error)
+        raise DataError(f"{path} is not a readable .npz archive ({detail}): {save}") from error
     if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise DataError(f"{path} holds a single array; save a dict of arrays with np.savez(path, x=..., y=...)")
+        raise DataError(f"{path} holds a single array; {save}")
     with archive:
+        if not archive.files:
+            raise DataError(f"{path} holds no arrays; {save}")
         try:
             return {name: archive[name] for name in archive.files}
         except ValueError as error:
             raise DataError(f"{path}: {error} (save numeric arrays, not object arrays)") from error
+        except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+            raise DataError(f"{path} is damaged, its arrays cannot be read ({error}): {save}") from error
 
 
 def read_csv(path: Path) -> dict[str, np.ndarray]:

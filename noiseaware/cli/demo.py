@@ -1,12 +1,15 @@
 """`noiseaware demo`: M1 end to end: simulate, record a DPVI trace, fit it, compare and plot.
 
-The comparison's closed forms (the exact Gamma posterior of λ) are in `m1_closed_form`.
+The comparison's closed forms (the exact Gamma posterior of λ) are in `m1_closed_form`. The demo marks its
+folder (DEMO_MARKER), so running it again replaces the files of its own earlier run without --force (`make demo`
+cannot pass flags); in any other folder an existing file still needs --force.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -18,6 +21,7 @@ from ..posteriors.mixture import NoiseAwarePosterior
 from ..posteriors.summary import comparison_table
 from ..recording.dpvi import record_dpvi
 from ..recording.settings import SettingsHint
+from ..util.files import atomic_write
 from ..util.keys import as_key
 from ..util.tables import text_table
 from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, keys, route_options
@@ -27,6 +31,9 @@ from .outputs import Outputs
 
 DEMO_MODEL = "gamma-exponential"
 DEMO_TRACE, DEMO_POSTERIOR, DEMO_PLOT = "m1-trace.nc", "m1-posterior.nc", "m1-trace.png"
+DEMO_MARKER = ".noiseaware-demo"
+"""The file that marks a folder the demo wrote; its text is MARKER_TEXT."""
+MARKER_TEXT = "written by `noiseaware demo`: running the demo again replaces its files in this folder\n"
 LAMBDA_DRAWS = 20_000
 """Draws of λ behind the demo's posterior means, sds and intervals."""
 FIT_STREAM = 2
@@ -41,7 +48,8 @@ def add_parser(subparsers) -> None:
         f"at the tight σ for ε, fit its noise-aware posterior, and compare it with the naive last iterate, "
         f"the exact non-private posterior and the true value. Saves DIR/{DEMO_TRACE} (the trace), "
         f"DIR/{DEMO_POSTERIOR} (the posterior) and DIR/{DEMO_PLOT} (trace and densities); all three are checked "
-        "before any work, and an existing one needs --force.",
+        f"before any work. Run again into its own folder (marked by DIR/{DEMO_MARKER}), the demo replaces them; "
+        "in any other folder an existing one needs --force.",
     )
     parser.add_argument("--epsilon", type=positive_float, default=1.0, metavar="E", help="ε > 0 (default: %(default)g)")
     add_seed(parser, SIMULATION_SEED, "default: %(default)d; the data are simulated; the fit's key derives from it too")
@@ -69,8 +77,9 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     bm = models.get(DEMO_MODEL)
-    outputs = Outputs(force=args.force)
-    out = outputs.directory(args.out, "--out", (DEMO_TRACE, DEMO_POSTERIOR, DEMO_PLOT))
+    replace = args.force or is_demo_folder(args.out)
+    outputs = Outputs(force=replace)
+    out = outputs.directory(args.out, "--out", (DEMO_TRACE, DEMO_POSTERIOR, DEMO_PLOT, DEMO_MARKER))
     options = route_options(args)
     key_simulation, key_dpvi = keys(args.seed)
     key_fit = jax.random.fold_in(as_key(args.seed), FIT_STREAM)
@@ -88,8 +97,9 @@ def run(args) -> int:
     from .. import plots
 
     with outputs.writing():
-        trace.save(out / DEMO_TRACE, overwrite=args.force)
-        post.save(out / DEMO_POSTERIOR, key=key_theta, overwrite=args.force)
+        atomic_write(out / DEMO_MARKER, lambda temporary: temporary.write_text(MARKER_TEXT), overwrite=replace)
+        trace.save(out / DEMO_TRACE, overwrite=replace)
+        post.save(out / DEMO_POSTERIOR, key=key_theta, overwrite=replace)
         plots.plot_trace(
             trace,
             out / DEMO_PLOT,
@@ -99,7 +109,7 @@ def run(args) -> int:
             key=key_theta,
             title=f"M1 gamma-exponential: DPVI trace at ε = {trace.epsilon:g} "
             f"(σ = {trace.noise_multiplier:.4g}), fitted by {args.method}",
-            overwrite=args.force,
+            overwrite=replace,
         )
     print(post.describe())
     print(comparison_table(posteriors, LEVEL, truth=truth, key=key_theta))
@@ -125,6 +135,15 @@ def run(args) -> int:
         )
     )
     return 0
+
+
+def is_demo_folder(directory: str | Path) -> bool:
+    """Whether `directory` holds the demo's marker, as written by an earlier run of the demo."""
+    marker = Path(directory) / DEMO_MARKER
+    try:
+        return marker.is_file() and marker.read_text() == MARKER_TEXT
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _m1_comparison(

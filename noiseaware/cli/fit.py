@@ -13,9 +13,13 @@ import numpy as np
 
 from ..baselines.naive import naive_posterior
 from ..methods import GradientModelOptions, NutsOptions
+from ..methods.registry import DEFAULT_REGISTRY
+from ..posteriors.figure import site_elements
 from ..posteriors.mixture import NoiseAwarePosterior
 from ..posteriors.summary import comparison_table
 from ..trace import MIN_STEPS, Trace, TraceCheckError, TraceError, diagnose_if_long_enough
+from ..trace.figure import coordinate_names, coordinate_sites
+from ..util.figures import select_columns
 from ..util.keys import as_key
 from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, reporting_warnings, route_options
 from .options import (
@@ -128,6 +132,8 @@ def run(args) -> int:
         raise ValueError("--coordinates chooses what --plot shows: pass --plot FILE too")
     options = route_options(args)
     trace = Trace.load(args.trace)
+    if args.coordinates is not None:
+        _check_coordinates(trace, args.coordinates)
     start = math.floor(args.burn_in * trace.steps)
     epsilon = "ε unknown" if trace.epsilon is None else f"ε = {trace.epsilon:g}"
     print(
@@ -158,9 +164,8 @@ def run(args) -> int:
     print()
     print(post.describe())
     print(comparison_table(posteriors, args.level, key=key_theta))
-    diagnostics = _diagnostics_line(post)
-    if diagnostics:
-        print(diagnostics)
+    for line in _diagnostics_lines(post, args.method):
+        print(line)
     with outputs.writing():
         if out is not None:
             post.save(out, key=key_theta, overwrite=args.force)
@@ -199,21 +204,36 @@ def _naive_column(trace: Trace) -> dict[str, NoiseAwarePosterior]:
         return {}
 
 
-def _diagnostics_line(post: NoiseAwarePosterior) -> str | None:
-    """The route's scalar diagnostics and settings (R-hat, ESS, divergences first), or None if there are none."""
+def _diagnostics_lines(post: NoiseAwarePosterior, method: str) -> list[str]:
+    """The route's scalar record in two lines, each only when it has entries: `options:` the settings it ran
+    with (fields of the method's options class), `diagnostics:` what it found (R-hat, ESS, divergences first)."""
     scalars = {
         name: value.item() if isinstance(value, np.generic) else value
         for name, value in post.diagnostics.items()
         if isinstance(value, (bool, int, float, str, np.generic))
     }
-    if not scalars:
-        return None
+    option_names = {field.name for field in dataclasses.fields(DEFAULT_REGISTRY[method].options)}
     order = [name for name in DIAGNOSTICS_FIRST if name in scalars] + [n for n in scalars if n not in DIAGNOSTICS_FIRST]
-    return "diagnostics: " + ", ".join(f"{name} {_scalar(scalars[name])}" for name in order)
+    lines = []
+    for label, names in (
+        ("options", [n for n in order if n in option_names]),
+        ("diagnostics", [n for n in order if n not in option_names]),
+    ):
+        if names:
+            lines.append(f"{label}: " + ", ".join(f"{name} {_scalar(scalars[name])}" for name in names))
+    return lines
 
 
 def _scalar(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _check_coordinates(trace: Trace, names: list[str]) -> None:
+    """--coordinates against the panels --plot will draw (μ_t of θ beside the densities on each site's own scale,
+    as `plots.plot_trace` chooses them), before the fit: a ValueError names what matches nothing."""
+    mu = (coordinate_names(trace), coordinate_sites(trace.site_map))
+    densities = mu if trace.site_map is None else site_elements(trace.site_map)
+    select_columns([mu, densities], _coordinates(names), figure="plot_trace")
 
 
 def _coordinates(names: list[str] | None) -> list[str | int] | None:

@@ -100,7 +100,7 @@ class CalibrationResult:
 
     def table(self) -> str:
         """Methods × metrics: mean ± sd over the runs; calibration RMSE and ECE in units of 10⁻³; the runs whose
-        traces the trace checks flagged."""
+        traces the trace checks flagged; below it, what each column means."""
         paired = self.paired()
         rows = []
         for method in self.methods:
@@ -131,7 +131,15 @@ class CalibrationResult:
             "fit s",
             "trace checks",
         ]
-        return text_table(header, rows)
+        legend = [
+            "each cell: mean ± sd over the successful runs; runs: successful / all runs",
+            "calib. RMSE: sqrt(mean over the reliability bins of (mean predicted p − fraction positive)²)",
+            "− naive: the calibration RMSE minus naive's, run by run on the same traces (below 0: better than naive)",
+            "ECE: the bins' |mean predicted p − fraction positive|, weighted by their share of the test points",
+            "Brier, log loss, accuracy: of the predictive probabilities on the test set (docs/calibration.md)",
+            "fit s: seconds of fitting; trace checks: runs whose trace the checks flagged / all runs",
+        ]
+        return "\n".join([text_table(header, rows), *legend])
 
     def summary(self) -> dict[str, Any]:
         """Plain-JSON numbers per method: each metric's mean and sd, the paired difference to naive, failures

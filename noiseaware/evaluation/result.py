@@ -80,7 +80,7 @@ class CoverageResult:
 
     def table(self) -> str:
         """Methods × reference rules: RMSE mean ± sd, failures, fit seconds, and the traces the trace checks
-        flagged (of all traces, with the checks that fired)."""
+        flagged (of all traces, with the checks that fired); below it, what each column means."""
         rules = list(self.curves)
         rows = []
         for method in self.methods:
@@ -89,7 +89,15 @@ class CoverageResult:
             checks = checks_cell(self.diagnostics.get(method, {}))
             rows.append([method, *cells, str(self.failures[method]), seconds, checks])
         header = ["method", *(f"RMSE ({rule} ref.)" for rule in rules), "failures", "fit s", "trace checks"]
-        return text_table(header, rows)
+        legend = [
+            f"RMSE: sqrt(mean over the {len(self.levels)} levels of (ECP − level)²), 0 when calibrated; mean ± sd "
+            "over the reference draws",
+            "ref.: the rule that draws TARP's reference points θ_ref = centre + U ⊙ half-width, U ~ U(−1, 1)^d:",
+            *(f"  {rule}: {REFERENCE_RULES[rule]}" for rule in rules),
+            "failures: simulations whose fit failed (left out of the ECP); fit s: seconds of fitting",
+            "trace checks: traces flagged / all traces (how many each check fired on)",
+        ]
+        return "\n".join([text_table(header, rows), *legend])
 
     def summary(self) -> dict[str, Any]:
         """Plain-JSON numbers: per method and rule the RMSE (mean, sd), marginal RMSEs, failures, diagnostics."""

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
+
+from ..util.diagnostics import Diagnostics
 
 __all__ = ["Draws"]
 
@@ -17,14 +17,15 @@ class Draws:
 
     optimum: φ* = (μ*, ρ*); hessian: the Hessian diagonal a = model.hessian(ã) (softplus or exp of ã);
     extra_noise: |u|, the extra
-    gradient-noise sd (None when the prior has no extra noise). diagnostics: route-specific facts
-    (R-hat, ESS, divergences, convergence flags, grid sizes …), plain Python/numpy values.
+    gradient-noise sd (None when the prior has no extra noise). diagnostics: the route's typed record of its
+    facts (R-hat, ESS, divergences, convergence flags, grid sizes …): `ExactDiagnostics`, `LaplaceDiagnostics`
+    or `NutsDiagnostics`, each a frozen `noiseaware.util.diagnostics.Diagnostics` that also reads as a mapping.
     """
 
     optimum: np.ndarray
     hessian: np.ndarray
     extra_noise: np.ndarray | None
-    diagnostics: Mapping[str, Any]
+    diagnostics: Diagnostics
 
     def __post_init__(self):
         for name in ("optimum", "hessian", "extra_noise"):

@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 import jax
 
-from ..recording.contract import N_EXAMPLES_ARG, ModelError, build_site_map, latent_sites, model_arguments, run_model
+from ..recording.contract import N_EXAMPLES_ARG, ModelError, check_plates, inspect_model, model_arguments, run_model
 from ..trace.sites import SiteMap
 from ..util.checks import positive_int
 from ..util.keys import as_key
@@ -21,7 +21,7 @@ _SIMULATION_STREAM = 0x53494D  # "SIM": separates simulation randomness from a r
 
 @dataclass(frozen=True)
 class BenchmarkModel:
-    """A model under the contract of `noiseaware.contract`, ready for simulation studies.
+    """A model under the contract of `noiseaware.recording.contract`, ready for simulation studies.
 
     model: the numpyro model; n_examples: N of simulated data sets; covariates(key, n) → dict of
     non-modelled inputs (None when there are none); site_map: θ ⇄ named latent sites, with their labels
@@ -85,7 +85,10 @@ def from_numpyro(
     supplies non-modelled inputs; `transforms` ('numpyro', 'research' or {site: name}) and `sites` (order)
     fix the map θ ⇄ sites; labels {site: one label per element} name the sites' elements (`theta[age]`
     rather than `theta[0]`) in the site map and in every trace recorded with `dpvi_settings`; the remaining
-    keywords become `dpvi_settings` for `record_dpvi`.
+    keywords become `dpvi_settings` for `record_dpvi`. The whole model contract is checked here, on one
+    simulated data set, as `record_dpvi` checks it on real data (`noiseaware.recording.contract`): a model that
+    breaks it (a plate with `subsample_size`, a local latent, data outside the support …) is refused before any
+    study runs.
     """
     privacy = sorted(
         set(dpvi_settings) & {"epsilon", "delta", "noise_multiplier", "non_private", "allow_weak_privacy", "key"}
@@ -100,20 +103,29 @@ def from_numpyro(
     draft = BenchmarkModel(
         name or getattr(model, "__name__", "model"), model, n_examples, SiteMap(()), (), covariates=covariates
     )
+    kwargs = draft._kwargs(jax.random.key(0), n_examples)
     try:
-        trace = run_model(model, draft._kwargs(jax.random.key(0), n_examples), seed=0)
+        trace = run_model(model, kwargs, seed=0)
     except Exception as err:
         raise ModelError(
             f"the model failed when simulating {n_examples} examples from its prior: {type(err).__name__}: {err}. "
             f"A model without covariates must size its plate from a keyword argument {N_EXAMPLES_ARG!r}"
         ) from err
+    check_plates(trace)  # before the simulated data are inspected: a subsampling plate simulates too few examples
     observed = tuple(n for n, s in trace.items() if s["type"] == "sample" and n in arguments)
     if not observed:
         raise ModelError(
             "no sample site is named after a keyword argument of the model: name each observed site after "
             "the argument that holds its data (e.g. `numpyro.sample('y', ..., obs=y)`)"
         )
-    site_map = build_site_map(latent_sites(trace, observed, n_examples), transforms, sites)
+    simulated = {k: v for k, v in kwargs.items() if k != N_EXAMPLES_ARG} | {n: trace[n]["value"] for n in observed}
+    spec = inspect_model(model, simulated, transforms=transforms, sites=sites)
+    if spec.n_examples != n_examples:
+        raise ModelError(
+            f"the model simulated {spec.n_examples} examples for n_examples = {n_examples}: size its data plate "
+            f"from the data's length, or from a keyword argument {N_EXAMPLES_ARG!r}"
+        )
+    site_map = spec.site_map
     try:
         site_map = site_map.with_labels(labels)
     except ValueError as err:

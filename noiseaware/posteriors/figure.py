@@ -27,7 +27,14 @@ from ..util.checks import choice
 from ..util.figures import TRUTH_STYLE, checked_truth, figure_legend, finish, new_figure, padded, select
 from ..util.keys import as_key
 
-__all__ = ["DENSITY_DRAWS", "Densities", "density_figure", "draw_density_panels", "posterior_densities"]
+__all__ = [
+    "DENSITY_DRAWS",
+    "Densities",
+    "density_figure",
+    "draw_density_panels",
+    "posterior_densities",
+    "site_elements",
+]
 
 DENSITY_DRAWS = 20_000
 """Draws per posterior behind each density curve."""
@@ -143,15 +150,22 @@ def posterior_densities(posteriors: Mapping[str, object], *, key, truth=None, sc
     if any(other.sites != site_map.sites for other in maps.values()):
         raise ValueError("the posteriors have different site maps: plot posteriors of one model together")
     sites = site_map.sites
+    names, element_sites = site_elements(site_map)
     return Densities(
         posteriors=posteriors,
-        names=tuple(name for site in sites for name in site.element_names()),
-        sites=tuple(site.name for site in sites for _ in range(math.prod(site.shape))),
+        names=names,
+        sites=element_sites,
         truth=None if truth is None else _flat(sites, site_map.constrain(jnp.asarray(truth)))[0],
         scale="constrained",
         note=None,
         site_map=site_map,
     )
+
+
+def site_elements(site_map) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The density panels on the sites' own scale: (element names, the site of each), in the site map's order."""
+    names = tuple(name for site in site_map.sites for name in site.element_names())
+    return names, tuple(site.name for site in site_map.sites for _ in range(math.prod(site.shape)))
 
 
 def _flat(sites: Sequence, values: Mapping) -> np.ndarray:

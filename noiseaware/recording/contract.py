@@ -43,6 +43,7 @@ __all__ = [
     "as_data",
     "build_site_map",
     "check_data_sets",
+    "check_plates",
     "first_data_set",
     "inspect_model",
     "latent_sites",
@@ -80,7 +81,8 @@ def _plates_of(site) -> dict:
     return {frame.name: frame.size for frame in site["cond_indep_stack"]}
 
 
-def _check_plates(trace) -> None:
+def check_plates(trace) -> None:
+    """A ModelError for a plate that subsamples (`subsample_size` below its size) or a `numpyro.param` site."""
     for site in trace.values():
         if site["type"] == "plate":
             size, subsample_size = site["args"]
@@ -261,7 +263,7 @@ def inspect_model(
     for name, length in lengths.items():
         if length != n:
             raise ModelError(_length_mismatch(name, data[name], observed[0], n))
-    _check_plates(trace)
+    check_plates(trace)
     for name in observed:
         _check_observed_site(name, trace[name], data, n)
     per_example = tuple(k for k, v in data.items() if np.ndim(v) >= 1 and np.shape(v)[0] == n)

@@ -2,6 +2,7 @@
 (docs/trace-format.md), and its site map (`sites`): the flat parameter vector ⇄ the model's named sites."""
 
 from .core import Trace
+from .data import BURN_IN
 from .diagnosis import (
     CHECKS,
     MIN_STEPS,
@@ -13,7 +14,6 @@ from .diagnosis import (
     kept_steps,
 )
 from .files import SCHEMA, SCHEMA_VERSION
-from .summary import BURN_IN
 from .validation import VARIATIONAL_FAMILIES, TraceError
 
 __all__ = [

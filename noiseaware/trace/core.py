@@ -6,6 +6,9 @@ step t and G_t = (Σ_{i ∈ B_t} clip_C(s ⊙ ∇ℓ_i(φ_t)) + ξ_t) ⊘ s, ξ_
 sum of clipped per-example gradients of the negative ELBO (docs/method.md §1); plain SGD is
 φ_{t+1} = φ_t − λ ⊙ G_t.
 
+The fields, validated, and what follows from them alone are `TraceData` (`data`); `Trace` adds the behaviour,
+which lives in the modules below and takes a `TraceData`, so none of them imports this module.
+
 Only DP-released values (iterates, noisy gradients, settings) may enter a trace. Files are `.npz` or
 `.nc` (netCDF4 via h5netcdf), never pickled; docs/trace-format.md describes the schema. The fields are
 checked in `validation`, read and written in `files`, summarised in `summary`.
@@ -15,102 +18,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-import numpy as np
 from matplotlib.figure import Figure
 
 from ..util.figures import draw_and_save
+from .data import BURN_IN, TraceData
 from .diagnosis import LEVEL, TraceDiagnosis, diagnose
-from .families import VariationalFamily, family_for
 from .figure import trace_figure
 from .files import read_trace, write_trace
 from .sites import SiteMap, SiteSpec
-from .summary import BURN_IN, short_description, summary_text
-from .validation import VARIATIONAL_FAMILIES, TraceError, validate
+from .summary import short_description, summary_text
+from .validation import VARIATIONAL_FAMILIES, TraceError
 
 __all__ = ["Trace"]
 
 
-@dataclass(frozen=True, eq=False)
-class Trace:
-    """The released output of DPVI: T aligned pairs (φ_t, G_t) and the DP-SGD settings.
-
-    params (T, P) φ_t before step t: all μ, then all ρ (softplus(ρ) is the sd, or L's diagonal), then for a
-    full-rank or low-rank `variational_family` the entries of L or B (`noiseaware.trace.families`); P = 2d
-    for the default mean-field family.
-    grads (T, P) G_t: noisy sum of clipped per-example gradients of the negative ELBO, un-preconditioned.
-    grad_scale (P,) s and learning_rate (P,) λ accept a scalar, which is broadcast.
-    param_names (P,) default to the site map's labels, else 'mu:theta[j]' / 'rho:theta[j]'.
-    Every array is stored as a read-only copy, float32 or float64 as given (other dtypes are refused;
-    Python numbers become float64);
-    a non-private run has noise_multiplier 0 and epsilon math.inf. Equality is identity.
-    """
-
-    params: np.ndarray
-    grads: np.ndarray
-    noise_multiplier: float
-    clip: float
-    sampling_rate: float
-    n_examples: int
-    grad_scale: np.ndarray | float = 1.0
-    learning_rate: np.ndarray | float | None = None
-    final_params: np.ndarray | None = None
-    epsilon: float | None = None
-    delta: float | None = None
-    accountant: str | None = None
-    mc_draws: int | None = None
-    optimizer: str | None = None
-    variational_family: str = VARIATIONAL_FAMILIES[0]
-    param_names: tuple[str, ...] | None = None
-    sites: tuple[SiteSpec, ...] | None = None
-
-    def __post_init__(self):
-        for name, value in validate(self).items():  # the checked, read-only copies (the dataclass is frozen)
-            object.__setattr__(self, name, value)
-
-    @property
-    def steps(self) -> int:
-        """T, the number of recorded steps."""
-        return self.params.shape[0]
-
-    @property
-    def n_params(self) -> int:
-        """P, the length of φ (2d for mean-field)."""
-        return self.params.shape[1]
-
-    @property
-    def family(self) -> VariationalFamily:
-        """The variational family q_φ with its layout of φ (`noiseaware.trace.families`)."""
-        return family_for(self.variational_family, self.n_params)
-
-    @property
-    def dim(self) -> int:
-        """d, the dimension of θ (P/2 for mean-field)."""
-        return self.family.dim
-
-    @property
-    def site_map(self) -> SiteMap | None:
-        """The map from θ (d,) to the model's named sites, or None when the trace has none."""
-        return None if self.sites is None else SiteMap(self.sites)
-
-    @property
-    def noise_sd(self) -> np.ndarray:
-        """σC/s, shape (P,): the standard deviation of the DP noise in G_t per coordinate."""
-        return self.noise_multiplier * self.clip / self.grad_scale
-
-    def final_iterate(self) -> np.ndarray:
-        """φ_T (P,): final_params, else φ_{T−1} − λ ⊙ G_{T−1} for a plain-SGD trace with known λ."""
-        if self.final_params is not None:
-            return self.final_params
-        if self.learning_rate is None or self.optimizer != "sgd":
-            missing = "learning_rate" if self.learning_rate is None else f"optimizer is {self.optimizer!r}, not 'sgd'"
-            raise TraceError(
-                f"final_params is absent and cannot be derived ({missing}): φ_T = φ_(T-1) − λ ⊙ G_(T-1) "
-                "holds only for plain SGD with known step sizes; record final_params in the trace, or give "
-                "learning_rate with optimizer='sgd' if the run was plain SGD"
-            )
-        return self.params[-1] - self.learning_rate * self.grads[-1]
+class Trace(TraceData):
+    """The released output of DPVI (the fields and what follows from them: `TraceData`) with its behaviour:
+    `summary()`, `diagnose()`, `plot()`, `save()`, `Trace.load`, `Trace.from_arrays`. Equality is identity."""
 
     def summary(self) -> str:
         """A readable multi-line table: the settings, then per θ coordinate the final μ and sd, the
@@ -190,12 +116,14 @@ class Trace:
 
         params, grads (T, P) as lists or float32/float64 arrays (kept as given; other dtypes are refused).
         reduction="sum" when grads are the noisy sum of clipped per-example gradients; "mean" when they are
-        that sum divided by the expected batch size q·N (Opacus, optax's DP aggregate): they are multiplied
-        by q·N. A given learning_rate with optimizer=None records optimizer="sgd", since per-coordinate step
-        sizes describe plain SGD. variational_family: the family's trace name, e.g. "full-rank-normal-softplus"
-        with params (μ, ρ, ℓ) (docs/trace-format.md lays out each family). labels {site name: one label per
-        element} name the elements of `sites`
-        (e.g. {"theta": feature_names}); they are the data schema, released with the trace.
+        that sum divided by the expected batch size q·N (Opacus with loss_reduction="mean"): they are multiplied
+        by q·N. optax's `differentially_private_aggregate` divides by the leading dimension of the per-example
+        gradients given at each step (the realised or padded batch size), not q·N: multiply each G_t by that
+        size and pass reduction="sum". A given learning_rate with optimizer=None records optimizer="sgd", since
+        per-coordinate step sizes describe plain SGD. variational_family: the family's trace name, e.g.
+        "full-rank-normal-softplus" with params (μ, ρ, ℓ) (docs/trace-format.md lays out each family). labels
+        {site name: one label per element} name the elements of `sites` (e.g. {"theta": feature_names}); they
+        are the data schema, released with the trace.
         """
         if reduction not in ("sum", "mean"):
             raise TraceError(

@@ -18,10 +18,10 @@ from scipy import stats
 
 from ..util.tables import text_table
 from .checks import EXCESS, WINDOWS, CheckStatistics, trace_checks
-from .summary import BURN_IN
+from .data import BURN_IN
 
 if TYPE_CHECKING:
-    from .core import Trace
+    from .data import TraceData
 
 __all__ = [
     "CHECKS",
@@ -268,7 +268,7 @@ class TraceDiagnosis:
         )
 
 
-def diagnose(trace: Trace, *, burn_in: float = BURN_IN, level: float = LEVEL) -> TraceDiagnosis:
+def diagnose(trace: TraceData, *, burn_in: float = BURN_IN, level: float = LEVEL) -> TraceDiagnosis:
     """Check `trace` against the gradient model's assumptions over the steps after ⌊burn_in·T⌋.
 
     level α: the chance that a trace meeting every assumption raises any finding (each of the 7 tests gets
@@ -310,18 +310,18 @@ def diagnose(trace: Trace, *, burn_in: float = BURN_IN, level: float = LEVEL) ->
     )
 
 
-def kept_steps(trace: Trace, burn_in: float) -> int:
+def kept_steps(trace: TraceData, burn_in: float) -> int:
     """T − ⌊burn_in·T⌋, the steps the checks (and the gradient model) use."""
     return trace.steps - math.floor(burn_in * trace.steps)
 
 
-def diagnose_if_long_enough(trace: Trace, burn_in: float = BURN_IN) -> TraceDiagnosis | None:
+def diagnose_if_long_enough(trace: TraceData, burn_in: float = BURN_IN) -> TraceDiagnosis | None:
     """`diagnose` at the default level, or None for a trace with fewer than MIN_STEPS steps after the burn-in
     (whoever fits it decides whether it can)."""
     return diagnose(trace, burn_in=burn_in) if kept_steps(trace, burn_in) >= MIN_STEPS else None
 
 
-def _statistics(trace: Trace, start: int) -> CheckStatistics:
+def _statistics(trace: TraceData, start: int) -> CheckStatistics:
     sgd = trace.optimizer == "sgd" and trace.learning_rate is not None
     return trace_checks(
         trace.params,
@@ -349,7 +349,7 @@ def _flags(s: CheckStatistics, alpha: float) -> dict[str, np.ndarray]:
     }
 
 
-def _settled(trace: Trace, burn_in: float, alpha: float) -> bool:
+def _settled(trace: TraceData, burn_in: float, alpha: float) -> bool:
     """Whether, after ⌊burn_in·T⌋ steps, the windows agree, nothing drifts and the start is forgotten."""
     start = math.floor(burn_in * trace.steps)
     if kept_steps(trace, burn_in) < MIN_STEPS:
@@ -384,7 +384,7 @@ def _statistic(name: str, s: CheckStatistics, flagged: np.ndarray) -> str:
     return text.format(chosen.min() if how == "min" else chosen.max())
 
 
-def _advice(name: str, s: CheckStatistics, flags, proposed: float | None, trace: Trace) -> str:
+def _advice(name: str, s: CheckStatistics, flags, proposed: float | None, trace: TraceData) -> str:
     advice = CHECKS[name].advice
     if name in ("windows", "drift", "transient") and proposed is not None:
         advice = f"fit with burn_in={proposed:g} (the checks pass from there), or " + LONGER

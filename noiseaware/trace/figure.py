@@ -22,11 +22,12 @@ from matplotlib.figure import Figure, SubFigure
 
 from ..util.checks import fraction, probability
 from ..util.figures import TRUTH_STYLE, checked_truth, figure_legend, finish, new_figure, padded, select
+from .data import BURN_IN
+from .diagnosis import diagnose
 from .sites import SiteMap
-from .summary import BURN_IN
 
 if TYPE_CHECKING:
-    from .core import Trace
+    from .data import TraceData
     from .diagnosis import TraceDiagnosis
 
 FLAG_COLOR = "C3"
@@ -38,7 +39,7 @@ ROW_HEIGHT = 2.1
 
 
 def trace_figure(
-    trace: Trace, *, truth=None, burn_in: float = BURN_IN, coordinates=None, title: str | None = None
+    trace: TraceData, *, truth=None, burn_in: float = BURN_IN, coordinates=None, title: str | None = None
 ) -> Figure:
     """μ_t over the steps, one panel per chosen coordinate (`coordinates`: names, site names or indices; by
     default all, up to MAX_PANELS), with the burn-in and the true θ (d,), unconstrained, when given."""
@@ -48,7 +49,7 @@ def trace_figure(
     )
     figure = new_figure(8.0, 1.3 + ROW_HEIGHT * len(selection.indices))
     try:
-        diagnosis = trace.diagnose(burn_in=burn_in)
+        diagnosis = diagnose(trace, burn_in=burn_in)
     except ValueError:  # too short for the checks: the figure shows the iterates alone
         diagnosis = None
     axes = draw_mu_panels(figure, trace, selection.indices, truth=truth, burn_in=burn_in, diagnosis=diagnosis)
@@ -59,7 +60,7 @@ def trace_figure(
 
 def draw_mu_panels(
     container: Figure | SubFigure,
-    trace: Trace,
+    trace: TraceData,
     rows: Sequence[int],
     *,
     posteriors: Mapping | None = None,
@@ -82,7 +83,7 @@ def draw_mu_panels(
     return axes
 
 
-def _draw_mu(axis: Axes, trace: Trace, j: int, name: str, posteriors: Mapping, truth, burn_in, level) -> None:
+def _draw_mu(axis: Axes, trace: TraceData, j: int, name: str, posteriors: Mapping, truth, burn_in, level) -> None:
     """μ_j over the steps, the burn-in shaded, the posteriors' μ*_j (mean and band) and the true θ_j."""
     steps = np.arange(trace.steps)
     start = math.floor(burn_in * trace.steps)
@@ -109,7 +110,7 @@ def _draw_mu(axis: Axes, trace: Trace, j: int, name: str, posteriors: Mapping, t
     axis.set_ylabel(f"{name}\nμ_t (unconstrained)")
 
 
-def _mark_checks(axis: Axes, trace: Trace, j: int, diagnosis: TraceDiagnosis) -> None:
+def _mark_checks(axis: Axes, trace: TraceData, j: int, diagnosis: TraceDiagnosis) -> None:
     """The windows' optima μ̂*_j as dashed segments over their windows, and the checks that fired on μ_j, ρ_j."""
     optima = np.asarray(diagnosis.window_optima)[:, j]
     start = math.floor(diagnosis.burn_in * trace.steps)
@@ -131,7 +132,7 @@ def _mark_checks(axis: Axes, trace: Trace, j: int, diagnosis: TraceDiagnosis) ->
                   color=FLAG_COLOR, fontsize=8)  # fmt: skip
 
 
-def coordinate_names(trace: Trace) -> tuple[str, ...]:
+def coordinate_names(trace: TraceData) -> tuple[str, ...]:
     """The names of θ's coordinates (d,), from the μ half of the trace's param_names."""
     return tuple(name.removeprefix("mu:") for name in trace.param_names[: trace.dim])
 
@@ -141,7 +142,7 @@ def coordinate_sites(site_map: SiteMap | None) -> tuple[str, ...] | None:
     return None if site_map is None else tuple(site.name for site in site_map.sites for _ in range(site.size))
 
 
-def trace_title(trace: Trace) -> str:
+def trace_title(trace: TraceData) -> str:
     """'DPVI trace, ε = 1, σ = 1.2, T = 10000'."""
     if trace.epsilon is None:
         privacy = "ε unknown"

@@ -28,7 +28,7 @@ from .sites import SiteSpec
 from .validation import TraceError
 
 if TYPE_CHECKING:
-    from .core import Trace
+    from .data import TraceData
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "read_trace", "write_trace"]
 
@@ -67,7 +67,7 @@ _FORMAT_NAMES = {
 }
 
 
-def write_trace(trace: Trace, path: str | os.PathLike, *, overwrite: bool = False) -> None:
+def write_trace(trace: TraceData, path: str | os.PathLike, *, overwrite: bool = False) -> None:
     """Write `trace` to `path` (.nc or .npz) atomically: a failed write leaves the target untouched; an existing
     file is replaced only with `overwrite=True` (else FileExistsError)."""
     path = Path(path)
@@ -78,7 +78,7 @@ def write_trace(trace: Trace, path: str | os.PathLike, *, overwrite: bool = Fals
     atomic_write(path, lambda temporary: write(temporary, fields), overwrite=overwrite)
 
 
-def read_trace(path: str | os.PathLike, trace_type: type[Trace]) -> Trace:
+def read_trace(path: str | os.PathLike, trace_type: type[TraceData]) -> TraceData:
     """A validated `trace_type` read from the trace file `path` (.nc or .npz); errors are prefixed by the path."""
     path = Path(path)
     _, read = _format(path)
@@ -93,7 +93,7 @@ def read_trace(path: str | os.PathLike, trace_type: type[Trace]) -> Trace:
 # ---------------------------------------------------------------- fields (shared by both formats)
 
 
-def _to_fields(trace: Trace) -> dict[str, np.ndarray]:
+def _to_fields(trace: TraceData) -> dict[str, np.ndarray]:
     """Every schema field that `trace` holds, as numpy arrays: 0-d for scalars, fixed-width unicode
     for strings; absent optionals are omitted."""
     sites = trace.sites or ()
@@ -132,7 +132,7 @@ def _site_labels(sites: tuple[SiteSpec, ...]) -> list[str] | None:
     return [json.dumps(None if site.labels is None else list(site.labels)) for site in sites]
 
 
-def _from_fields(fields: Mapping[str, Any], trace_type: type[Trace]) -> Trace:
+def _from_fields(fields: Mapping[str, Any], trace_type: type[TraceData]) -> TraceData:
     """A validated `trace_type` from a file's fields {name: array or scalar}; checks the schema and unknown and
     missing fields."""
     fields = dict(fields)
@@ -165,7 +165,7 @@ def _from_fields(fields: Mapping[str, Any], trace_type: type[Trace]) -> Trace:
     return trace
 
 
-def _check_layout(text, trace: Trace) -> None:
+def _check_layout(text, trace: TraceData) -> None:
     """param_layout (JSON) must be the layout of the family the trace names, with its d."""
     try:
         layout = json.loads(text)
@@ -179,7 +179,7 @@ def _check_layout(text, trace: Trace) -> None:
         )
 
 
-def _check_steps(steps, trace: Trace) -> None:
+def _check_steps(steps, trace: TraceData) -> None:
     if steps != trace.steps:
         raise TraceError(f"steps is {steps!r} but params has {trace.steps} rows; drop steps or fix it")
 

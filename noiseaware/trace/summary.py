@@ -9,28 +9,26 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..util.tables import text_table
+from .data import BURN_IN
 from .files import SCHEMA, SCHEMA_VERSION
 from .validation import TraceError
 
 if TYPE_CHECKING:
-    from .core import Trace
+    from .data import TraceData
     from .diagnosis import TraceDiagnosis
 
-__all__ = ["BURN_IN", "short_description", "summary_text"]
-
-BURN_IN = 0.2
-"""Fraction of the steps that `Trace.summary` treats as burn-in."""
+__all__ = ["short_description", "summary_text"]
 
 
-def summary_text(trace: Trace, diagnosis: TraceDiagnosis | None) -> str:
+def summary_text(trace: TraceData, diagnosis: TraceDiagnosis | None) -> str:
     """The text of `Trace.summary`: the settings lines, a blank line, the per-coordinate table with the verdict of
     the trace checks per θ coordinate, then the checks' verdict and findings (none when `diagnosis` is None)."""
     checks = [] if diagnosis is None else ["", str(diagnosis)]
     return "\n".join([*_settings_lines(trace), "", _coordinate_table(trace, diagnosis), *checks])
 
 
-def short_description(trace: Trace) -> str:
-    """`repr(trace)`: Trace(T steps, d, privacy, N, sites) in one line."""
+def short_description(trace: TraceData) -> str:
+    """`repr(trace)`: TraceData(T steps, d, privacy, N, sites) in one line."""
     privacy = "non-private" if trace.epsilon == math.inf else f"ε = {_fmt(trace.epsilon)}"
     sites = ", ".join(s.name if s.shape == () else f"{s.name}{list(s.shape)}" for s in trace.sites or ()) or "unknown"
     return (
@@ -54,7 +52,7 @@ def _range(values: np.ndarray | None) -> str:
     return _fmt(low) if low == high else f"{_fmt(low)} … {_fmt(high)}"
 
 
-def _settings_lines(trace: Trace) -> list[str]:
+def _settings_lines(trace: TraceData) -> list[str]:
     privacy = "non-private (σ = 0)" if trace.epsilon == math.inf else f"ε = {_fmt(trace.epsilon)}"
     sites = trace.sites or ()
     rows = [
@@ -71,7 +69,7 @@ def _settings_lines(trace: Trace) -> list[str]:
     return [title] + [f"  {label:<{width}}  {text}" for label, text in rows]
 
 
-def _coordinate_table(trace: Trace, diagnosis: TraceDiagnosis | None) -> str:
+def _coordinate_table(trace: TraceData, diagnosis: TraceDiagnosis | None) -> str:
     """One row per θ coordinate j: final μ_j and sd_j = sqrt(Σ_jj) (softplus(ρ_j) for mean-field), post-burn-in
     mean of μ_j, sd of G vs σC/s, and
     the checks that fired on μ_j or ρ_j ("ok" when none)."""

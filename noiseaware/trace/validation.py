@@ -1,24 +1,23 @@
 """The trace's field validators: each checks one field, normalises it and names the fix when it is wrong.
 
-`validate(trace)` checks every field of a Trace as given to its constructor and returns the normalised values:
-arrays become read-only copies, finite everywhere, of dtype float32 or float64 as given (an array of any other
-dtype, such as int64 or float16, is refused; Python numbers become float64); params and grads (T, P) share their
-shape, with P fitting the variational family (2d for mean-field, `families`); vectors (P,) accept a scalar,
-which is broadcast; the site map must cover exactly d unconstrained coordinates. Every failure is a TraceError.
+`validate(given)` checks every field of a trace as given to its constructor ({field name: value}) and returns the
+normalised values: arrays become read-only copies, finite everywhere, of dtype float32 or float64 as given (an
+array of any other dtype, such as int64 or float16, is refused; Python numbers become float64); params and grads
+(T, P) share their shape, with P fitting the variational family (2d for mean-field, `families`); vectors (P,)
+accept a scalar, which is broadcast; the site map must cover exactly d unconstrained coordinates.
+Every failure is a TraceError.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from .families import MEAN_FIELD, FamilyError, VariationalFamily, family_for
 from .sites import SiteMap, SiteSpec, transform_from_name
-
-if TYPE_CHECKING:
-    from .core import Trace
 
 __all__ = ["TraceError", "VARIATIONAL_FAMILIES", "validate"]
 
@@ -32,35 +31,36 @@ class TraceError(ValueError):
     """A trace (in memory or in a file) breaks the schema; the message names the field and the fix."""
 
 
-def validate(trace: Trace) -> dict[str, Any]:
-    """Every field of `trace` checked and normalised, {field name: value}; TraceError names the first bad one."""
-    params = _float_array("params", trace.params, ndim=2)
-    grads = _float_array("grads", trace.grads, ndim=2)
+def validate(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Every field of a trace, {field name: value as given}, checked and normalised, {field name: value};
+    TraceError names the first bad one."""
+    params = _float_array("params", given["params"], ndim=2)
+    grads = _float_array("grads", given["grads"], ndim=2)
     _check_shapes(params, grads)
     n_params = params.shape[1]
-    family = _family(trace.variational_family, n_params)
-    noise_multiplier = _real("noise_multiplier", trace.noise_multiplier)
-    epsilon = None if trace.epsilon is None else _real("epsilon", trace.epsilon, allow_inf=True)
+    family = _family(given["variational_family"], n_params)
+    noise_multiplier = _real("noise_multiplier", given["noise_multiplier"])
+    epsilon = None if given["epsilon"] is None else _real("epsilon", given["epsilon"], allow_inf=True)
     _check_privacy(noise_multiplier, epsilon)
-    sites = _sites(trace.sites, family.dim)
-    grad_scale = 1.0 if trace.grad_scale is None else trace.grad_scale
+    sites = _sites(given["sites"], family.dim)
+    grad_scale = 1.0 if given["grad_scale"] is None else given["grad_scale"]
     return dict(
         params=params,
         grads=grads,
         noise_multiplier=noise_multiplier,
-        clip=_positive("clip", _real("clip", trace.clip), "the clipping norm C"),
-        sampling_rate=_sampling_rate(trace.sampling_rate),
-        n_examples=_positive_int("n_examples", trace.n_examples, "the number of examples N"),
+        clip=_positive("clip", _real("clip", given["clip"]), "the clipping norm C"),
+        sampling_rate=_sampling_rate(given["sampling_rate"]),
+        n_examples=_positive_int("n_examples", given["n_examples"], "the number of examples N"),
         grad_scale=_positive_vector("grad_scale", grad_scale, n_params, "the preconditioning scale s"),
-        learning_rate=_positive_vector("learning_rate", trace.learning_rate, n_params, "the step sizes λ"),
-        final_params=_vector("final_params", trace.final_params, n_params),
+        learning_rate=_positive_vector("learning_rate", given["learning_rate"], n_params, "the step sizes λ"),
+        final_params=_vector("final_params", given["final_params"], n_params),
         epsilon=epsilon,
-        delta=_delta(trace.delta),
-        accountant=_string("accountant", trace.accountant),
-        mc_draws=None if trace.mc_draws is None else _positive_int("mc_draws", trace.mc_draws, "S"),
-        optimizer=_string("optimizer", trace.optimizer),
+        delta=_delta(given["delta"]),
+        accountant=_string("accountant", given["accountant"]),
+        mc_draws=None if given["mc_draws"] is None else _positive_int("mc_draws", given["mc_draws"], "S"),
+        optimizer=_string("optimizer", given["optimizer"]),
         variational_family=family.name,
-        param_names=_param_names(trace.param_names, family, sites),
+        param_names=_param_names(given["param_names"], family, sites),
         sites=sites,
     )
 

@@ -19,11 +19,10 @@ def check_figure(report) -> Figure:
     axis.plot(levels, report.ecp, "o-", color="C0", ms=3, label=f"exact (RMSE {report.coverage_rmse[0]:.3f})")
     axis.set(xlabel="credibility level", ylabel="expected coverage (TARP)", xlim=(0, 1), ylim=(0, 1))
     axis.legend(loc="upper left")
-    verdict = report.verdict
     return finish(
         figure,
         f"{report.model} at ε = {report.epsilon:g}: {report.simulations} fresh simulations",
-        [f"sd / VI sd {report.mean_sd_ratio:.2f}; clipped {100 * report.clipped:.2f} %; {verdict}"],
+        [f"sd / VI sd {report.mean_sd_ratio:.2f}; clipped {100 * report.clipped:.2f} %; {report.verdict}"],
     )
 
 

@@ -4,7 +4,9 @@ A read-only mapping of `record_dpvi`'s keyword arguments, so `record_dpvi(model,
 **tuned)` and `na.models.from_numpyro(model, n_examples=N, **tuned)` take it as it is. Beside the settings:
 the model it was tuned for (name and θ layout: sites, shapes, transforms), the privacy level, the fresh
 simulation check (`PreflightReport`), the trials table and the provenance (key, trials, simulations, package
-versions). `save` writes JSON atomically; `load` reads it back and refuses a file made for another model.
+versions). `save` writes JSON atomically with a fingerprint of everything else in it; `load` reads it back and
+refuses a file without that fingerprint or whose content no longer matches it (an edited clip, a forged check),
+and, given a model, a file made for another model.
 """
 
 from __future__ import annotations
@@ -64,9 +66,10 @@ class TunedSettings(Mapping[str, Any]):
 
     @property
     def fingerprint(self) -> str:
-        """A short hash of the model layout and the settings: names these settings in a trace's provenance."""
-        text = json.dumps(plain({"model": self.model, "layout": self.layout, **self.settings}), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        """A short hash of everything the settings file holds besides it (model, layout, N, privacy level,
+        settings, check, trials, provenance): names these checked settings in a trace's provenance, and
+        detects a file edited after tuning."""
+        return _digest(self._content())
 
     def _entries(self) -> dict[str, Any]:
         checked = {} if self.check is None else {"preflight": self.fingerprint}
@@ -100,8 +103,8 @@ class TunedSettings(Mapping[str, Any]):
                 "the gradient scales and clip depend on N; tune again at this N"
             )
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (`from_dict` reads it back)."""
+    def _content(self) -> dict[str, Any]:
+        """The JSON-ready fields of the file, all but the fingerprint."""
         return plain(
             {
                 "format": FORMAT,
@@ -111,18 +114,24 @@ class TunedSettings(Mapping[str, Any]):
                 "epsilon": self.epsilon,
                 "delta": self.delta,
                 "settings": dict(self.settings),
-                "fingerprint": self.fingerprint,
                 "check": None if self.check is None else self.check.to_dict(),
                 "trials": list(self.trials),
                 "provenance": dict(self.provenance),
             }
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with its fingerprint (`from_dict` reads it back)."""
+        content = self._content()
+        return {**content, "fingerprint": _digest(content)}
+
     @classmethod
     def from_dict(cls, payload: Mapping[str, Any]) -> TunedSettings:
-        """The settings of `to_dict`'s output; a SettingsFileError for anything else."""
+        """The settings of `to_dict`'s output; a SettingsFileError for anything else, and for a payload without
+        its fingerprint or whose content does not match it."""
         if not isinstance(payload, Mapping) or payload.get("format") != FORMAT:
             raise SettingsFileError(f"not a noiseaware settings file (format {FORMAT!r} expected)")
+        _check_fingerprint(payload)
         settings = dict(payload["settings"])
         for name in ("grad_scale", "lr_multiplier", "init"):
             settings[name] = tuple(settings[name])
@@ -140,8 +149,6 @@ class TunedSettings(Mapping[str, Any]):
             trials=tuple(payload.get("trials", ())),
             provenance=payload.get("provenance", {}),
         )
-        if payload.get("fingerprint") not in (None, tuned.fingerprint):
-            raise SettingsFileError("the settings file was edited after tuning: its fingerprint does not match")
         return tuned
 
     def save(self, path, *, overwrite: bool = False) -> None:
@@ -174,6 +181,27 @@ class TunedSettings(Mapping[str, Any]):
                 value = "(" + ", ".join(f"{v:.4g}" for v in value) + ")"
             lines.append(f"  {name:<14} {value}")
         return "\n".join(lines)
+
+
+def _digest(content: Mapping[str, Any]) -> str:
+    """The first 16 hex digits of the sha256 of `content` as canonical JSON (sorted keys)."""
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _check_fingerprint(payload: Mapping[str, Any]) -> None:
+    """A SettingsFileError unless the payload's fingerprint is the digest of the rest of it."""
+    retune = (
+        "tune again (noiseaware tune … --out FILE, or na.tune(…).save(FILE)); settings checked on simulations "
+        "cannot be trusted once the file is changed by hand"
+    )
+    if "fingerprint" not in payload:
+        raise SettingsFileError(f"the settings file has no fingerprint, so edits to it cannot be ruled out: {retune}")
+    content = {name: value for name, value in payload.items() if name != "fingerprint"}
+    if payload["fingerprint"] != _digest(content):
+        raise SettingsFileError(
+            "the settings file was edited after tuning: its fingerprint does not match its settings, check and "
+            f"provenance; {retune}"
+        )
 
 
 def _layout_text(layout) -> str:

@@ -1,0 +1,100 @@
+"""The trace's data: the released fields, validated, and what follows from them alone (T, P, d, the family, the
+site map, the noise sd, φ_T). `Trace` (`core`) adds the behaviour (summary, checks, figure, files) on top of
+it, so the modules that implement that behaviour take a `TraceData` and never import `core`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from .families import VariationalFamily, family_for
+from .sites import SiteMap, SiteSpec
+from .validation import VARIATIONAL_FAMILIES, TraceError, validate
+
+__all__ = ["BURN_IN", "TraceData"]
+
+BURN_IN = 0.2
+"""Fraction of the steps treated as burn-in by default (`Trace.summary`, `Trace.diagnose`, the fits)."""
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class TraceData:
+    """The released output of DPVI: T aligned pairs (φ_t, G_t) and the DP-SGD settings.
+
+    params (T, P) φ_t before step t: all μ, then all ρ (softplus(ρ) is the sd, or L's diagonal), then for a
+    full-rank or low-rank `variational_family` the entries of L or B (`noiseaware.trace.families`); P = 2d
+    for the default mean-field family.
+    grads (T, P) G_t: noisy sum of clipped per-example gradients of the negative ELBO, un-preconditioned.
+    grad_scale (P,) s and learning_rate (P,) λ accept a scalar, which is broadcast.
+    param_names (P,) default to the site map's labels, else 'mu:theta[j]' / 'rho:theta[j]'.
+    Every array is stored as a read-only copy, float32 or float64 as given (other dtypes are refused;
+    Python numbers become float64);
+    a non-private run has noise_multiplier 0 and epsilon math.inf. Equality is identity.
+    """
+
+    params: np.ndarray
+    grads: np.ndarray
+    noise_multiplier: float
+    clip: float
+    sampling_rate: float
+    n_examples: int
+    grad_scale: np.ndarray | float = 1.0
+    learning_rate: np.ndarray | float | None = None
+    final_params: np.ndarray | None = None
+    epsilon: float | None = None
+    delta: float | None = None
+    accountant: str | None = None
+    mc_draws: int | None = None
+    optimizer: str | None = None
+    variational_family: str = VARIATIONAL_FAMILIES[0]
+    param_names: tuple[str, ...] | None = None
+    sites: tuple[SiteSpec, ...] | None = None
+
+    def __post_init__(self):
+        given = {field.name: getattr(self, field.name) for field in fields(self)}
+        for name, value in validate(given).items():  # the checked, read-only copies (the dataclass is frozen)
+            object.__setattr__(self, name, value)
+
+    @property
+    def steps(self) -> int:
+        """T, the number of recorded steps."""
+        return self.params.shape[0]
+
+    @property
+    def n_params(self) -> int:
+        """P, the length of φ (2d for mean-field)."""
+        return self.params.shape[1]
+
+    @property
+    def family(self) -> VariationalFamily:
+        """The variational family q_φ with its layout of φ (`noiseaware.trace.families`)."""
+        return family_for(self.variational_family, self.n_params)
+
+    @property
+    def dim(self) -> int:
+        """d, the dimension of θ (P/2 for mean-field)."""
+        return self.family.dim
+
+    @property
+    def site_map(self) -> SiteMap | None:
+        """The map from θ (d,) to the model's named sites, or None when the trace has none."""
+        return None if self.sites is None else SiteMap(self.sites)
+
+    @property
+    def noise_sd(self) -> np.ndarray:
+        """σC/s, shape (P,): the standard deviation of the DP noise in G_t per coordinate."""
+        return self.noise_multiplier * self.clip / self.grad_scale
+
+    def final_iterate(self) -> np.ndarray:
+        """φ_T (P,): final_params, else φ_{T−1} − λ ⊙ G_{T−1} for a plain-SGD trace with known λ."""
+        if self.final_params is not None:
+            return self.final_params
+        if self.learning_rate is None or self.optimizer != "sgd":
+            missing = "learning_rate" if self.learning_rate is None else f"optimizer is {self.optimizer!r}, not 'sgd'"
+            raise TraceError(
+                f"final_params is absent and cannot be derived ({missing}): φ_T = φ_(T-1) − λ ⊙ G_(T-1) "
+                "holds only for plain SGD with known step sizes; record final_params in the trace, or give "
+                "learning_rate with optimizer='sgd' if the run was plain SGD"
+            )
+        return self.params[-1] - self.learning_rate * self.grads[-1]

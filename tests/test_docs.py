@@ -1,0 +1,104 @@
+"""Every fenced ```python example of docs/*.md runs as written: a document's blocks in order, in one namespace,
+in a scratch directory (the README's: tests/test_readme.py, with the same machinery, tests/markdown_examples.py).
+
+Only study sizes shrink, by the exact substitutions in SHRINK (each must occur in its document exactly once;
+a list of methods shrinks to fewer, where other tests run the ones it drops);
+the files an example reads as a user's own (a trace from `noiseaware record`) are given by GIVEN. An example
+that cannot run here says so in the Markdown (`<!-- not run: why -->` before its fence) and is reported as
+skipped with its reason.
+"""
+
+import jax
+import pytest
+from markdown_examples import ROOT, python_examples, shrunk
+
+import noiseaware as na
+
+pytestmark = pytest.mark.usefixtures("fast_compilation")
+
+DOCS = ROOT / "docs"
+STUDY = "simulations=4, references=2, samples=400"
+SHRINK = {
+    "baselines-implementation.md": {
+        "noise_multiplier=360.0, key=0,": f"noise_multiplier=360.0, key=0, {STUDY}, steps=200,",
+        '"chains": 4, "warmup": 1000}': '"chains": 1, "warmup": 50, "draws": 100}',
+        "gibbs=GibbsSettings())": "gibbs=GibbsSettings(chains=1, warmup=50, draws=100))",
+        "gibbs=RegressionGibbs(), prior": "gibbs=RegressionGibbs(chains=1, warmup=20, draws=50), prior",
+    },
+    "calibration.md": {
+        '"exact", "nuts", "laplace", "naive", "dpvim"), epsilon=1.0': '"exact", "naive"), epsilon=1.0',
+        "runs=20, samples=4000, key=0)": "runs=2, samples=100, key=0, steps=100)",
+    },
+    "coverage.md": {
+        '"exact", "nuts", "laplace", "naive", "dpvim"), epsilon=0.1': '"exact", "laplace", "naive"), epsilon=0.1',
+        "simulations=500, references=20, samples=20_000, key=0)": f"{STUDY}, key=0, steps=400)",
+        "simulations=500,": "simulations=4,",
+        "[0], **bm.dpvi_settings)": '[0], **bm.dpvi_settings | {"steps": 400})',
+        "references=20, samples=20_000, key=key)": "references=2, samples=400, key=key)",
+        "epsilon=0.3, key=0)": f"epsilon=0.3, key=0, {STUDY}, steps=400)",
+    },
+    "methods.md": {
+        "simulations=10, references=5, samples=1000,": f"{STUDY},",
+        "steps=2000, key=3": "steps=400, key=3",
+        "steps=500, key=4)": "steps=100, key=4)",
+    },
+    "models.md": {
+        "**bm.dpvi_settings)     # real data": '**bm.dpvi_settings | {"steps": 100})     # real data',
+        "steps=10_000, sampling_rate": "steps=1000, sampling_rate",
+    },
+    "recording.md": {
+        "2 * 20)": "2 * 2)",
+        "keys[:20]": "keys[:2]",
+        "keys=keys[20:]": "keys=keys[2:]",
+        "noise_multiplier=37.81, **bm.dpvi_settings)": 'noise_multiplier=37.81, **bm.dpvi_settings | {"steps": 1000})',
+        "jax.random.key(3), 8))": "jax.random.key(3), 2))",
+        "for m in range(8)]": "for m in range(2)]",
+    },
+    "studies.md": {"simulations=500)": f"{STUDY}, steps=400)", "open_executor(workers=2)": "open_executor()"},
+}
+GIVEN = {"diagnostics.md": "m1-trace.nc", "gradient-model.md": "m1-trace.nc"}
+"""The trace file a document reads as the reader's own (here: an M1 trace of 1000 steps at ε = 1)."""
+EXAMPLES = {path.name: python_examples(path.read_text()) for path in sorted(DOCS.glob("*.md"))}
+"""As written: which documents have examples, and which of them are marked as not run."""
+NOT_RUN = [
+    (name, number, example.not_run)
+    for name, examples in EXAMPLES.items()
+    for number, example in enumerate(examples)
+    if example.not_run is not None
+]
+
+
+@pytest.fixture(scope="module")
+def m1_trace() -> na.Trace:
+    bm = na.models.get("M1")
+    _, data = bm.simulate(0)
+    return na.record_dpvi(bm.model, data, epsilon=1.0, key=1, **(bm.dpvi_settings | {"steps": 1000}))
+
+
+@pytest.fixture
+def keeps_jax_config():
+    """An example may switch on float64 (docs/recording.md): the tests after it run as before."""
+    x64 = jax.config.read("jax_enable_x64")
+    yield
+    jax.config.update("jax_enable_x64", x64)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [name for name, examples in EXAMPLES.items() if examples])
+def test_the_examples_of_a_document_run_as_written(name, tmp_path, monkeypatch, m1_trace, keeps_jax_config):
+    monkeypatch.chdir(tmp_path)
+    if name in GIVEN:
+        m1_trace.save(tmp_path / GIVEN[name])
+    namespace: dict = {"__name__": f"docs/{name}"}
+    for number, example in enumerate(python_examples(shrunk(DOCS / name, SHRINK.get(name, {})))):
+        if example.not_run is None:
+            exec(compile(example.code, f"docs/{name} python block {number}", "exec"), namespace)
+
+
+@pytest.mark.parametrize(("name", "number", "reason"), NOT_RUN, ids=[f"{n}-{i}" for n, i, _ in NOT_RUN])
+def test_an_example_marked_as_not_run_is_reported(name, number, reason):
+    pytest.skip(f"docs/{name} python block {number} is not run: {reason}")
+
+
+def test_every_shrunk_document_exists():
+    assert set(SHRINK) | set(GIVEN) <= set(EXAMPLES)
