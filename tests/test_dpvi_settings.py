@@ -103,6 +103,22 @@ def test_settings_round_trip_through_plain_json():
         na.DPVISettings.from_data({**data, "extra": 1})
 
 
+def test_equal_values_are_equal_settings_whatever_their_container():
+    as_array = na.DPVISettings(**REQUIRED, grad_scale=np.array([1.0, 2.0], np.float32), sites=("a", "b"))
+    as_tuple = na.DPVISettings(**REQUIRED, grad_scale=(1.0, 2.0), sites=["a", "b"])
+    assert as_array == as_tuple and fingerprint(as_array) == fingerprint(as_tuple)
+    assert fingerprint(as_tuple) != fingerprint(as_tuple.replace(grad_scale=(1.0, 2.5)))
+
+
+@pytest.mark.parametrize("name", na.models.names())
+def test_every_builtin_preset_is_valid_settings(name):
+    bm = na.models.get(name)
+    settings = na.DPVISettings.create(**bm.dpvi_settings)
+    assert na.DPVISettings.from_data(json.loads(json.dumps(settings.to_data()))) == settings
+    for key in ("steps", "sampling_rate", "clip", "transforms"):
+        assert settings[key] == bm.dpvi_settings[key]
+
+
 def test_keywords_a_settings_object_and_its_unpacking_record_the_same_trace():
     by_keywords = _record(**TINY, grad_scale=(1.0, 2.0), init=(0.1, -1.0))
     settings = na.DPVISettings(**TINY, grad_scale=(1.0, 2.0), init=(0.1, -1.0))

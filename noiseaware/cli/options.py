@@ -26,7 +26,7 @@ EXPERIMENT_PRIOR_HELP = "gradient-model prior of exact, laplace and nuts (defaul
 """--prior's help in coverage and calibrate."""
 
 
-# ---------------------------------------------------------------- defaults read from their owners
+# ---------------------------------------------------------------- renamed flags, defaults read from their owners
 
 
 class RenamedFlag(argparse.Action):
