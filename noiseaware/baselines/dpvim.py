@@ -25,6 +25,7 @@ import numpy as np
 
 from ..posteriors.mixture import DPVImPosterior, trace_facts, trace_iterates
 from ..trace import Trace
+from ..util.defaults import DRAWS
 from ..util.diagnostics import Diagnostics
 from ..util.errors import DIVERGED, FitFailure
 from ..util.keys import as_key, standard_normal
@@ -59,7 +60,7 @@ def dpvim_posterior(
     trace: Trace,
     *,
     key,
-    draws: int = 4000,
+    draws: int = DRAWS,
     centre: str = "last",
     threshold: float = 0.05,
     windows: int = 10,

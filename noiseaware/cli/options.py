@@ -49,7 +49,7 @@ def add_renamed(parser, old: str, new: str, meaning: str) -> None:
 
 
 def warmup_help(whose: str = "") -> str:
-    """--warmup's help with NutsOptions' default (the non-private reference's is the same, `methods.defaults`)."""
+    """--warmup's help with NutsOptions' default (the non-private reference's is the same, `util.defaults`)."""
     return f"NUTS warmup (adaptation) steps per chain{whose} (default: {field_default(NutsOptions, 'warmup')})"
 
 

@@ -31,6 +31,7 @@ from ..trace import Trace
 from ..util.checks import positive_int
 from ..util.chunks import chunk_slices
 from ..util.codec import data_type
+from ..util.defaults import DRAWS
 from ..util.keys import as_key, key_repr, key_words
 from ..util.progress import Progress
 from .calibration import calibration_curve, calibration_metrics, predictive_probabilities
@@ -116,7 +117,7 @@ class CalibrationDesign:
 
     methods: tuple[str | Method, ...] = ("exact", "naive")
     runs: int = 20
-    samples: int = 4000
+    samples: int = DRAWS
     bins: int = 10
     binning: str = "equal-count"
     chunk: int = 20

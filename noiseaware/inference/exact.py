@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..util.defaults import DRAWS
 from ..util.diagnostics import Diagnostics
 from ..util.errors import NON_FINITE, FitFailure
 from ..util.keys import as_key
@@ -250,7 +251,7 @@ def fit_exact(
     model: GradientModel,
     *,
     key,
-    draws: int = 4000,
+    draws: int = DRAWS,
     hessian_nodes: int = 96,
     extra_nodes: int = 32,
     passes: int = 3,
@@ -278,7 +279,7 @@ def fit_exact_batch(
     models: Sequence[GradientModel],
     *,
     keys,
-    draws: int = 4000,
+    draws: int = DRAWS,
     hessian_nodes: int = 96,
     extra_nodes: int = 32,
     passes: int = 3,

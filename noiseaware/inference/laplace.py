@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..util.checks import choice, positive_int
+from ..util.defaults import DRAWS
 from ..util.diagnostics import Diagnostics
 from ..util.errors import NO_OPTIMUM, FitFailure
 from ..util.keys import as_key
@@ -200,7 +201,7 @@ class LaplaceDiagnostics(Diagnostics):
     positive_definite: np.ndarray
 
 
-def fit_laplace(model: GradientModel, *, key, draws: int = 4000, style: str = "full", max_steps: int = 100) -> Draws:
+def fit_laplace(model: GradientModel, *, key, draws: int = DRAWS, style: str = "full", max_steps: int = 100) -> Draws:
     """Draws from the Laplace approximation of the gradient model's posterior, arrays (1, draws, P) float64.
 
     style="full" (the honest default): x_j = (φ*_j, ã_j, η_j) ~ N(x̂_j, Σ_j), so the draws carry the
@@ -226,7 +227,7 @@ def fit_laplace(model: GradientModel, *, key, draws: int = 4000, style: str = "f
 
 
 def fit_laplace_batch(
-    models: Sequence[GradientModel], *, keys, draws: int = 4000, style: str = "full", max_steps: int = 100
+    models: Sequence[GradientModel], *, keys, draws: int = DRAWS, style: str = "full", max_steps: int = 100
 ) -> list[Draws | FitFailure]:
     """`fit_laplace` for many traces' models (same P and prior): one vmapped Newton solve for all of them.
 

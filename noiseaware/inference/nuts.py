@@ -35,6 +35,7 @@ from numpyro.infer import MCMC, NUTS
 from numpyro.infer.util import constrain_fn, get_transforms, potential_energy, unconstrain_fn
 
 from ..util.checks import positive_int, probability
+from ..util.defaults import DRAWS, WARMUP
 from ..util.diagnostics import MixingDiagnostics
 from ..util.errors import DIVERGED, FitFailure
 from ..util.keys import as_key
@@ -166,8 +167,8 @@ def _run(sites: dict[str, jax.Array], divergences, step_size, acceptance_rate, l
 def nuts_blackjax_draws(
     model: GradientModel,
     key,
-    warmup: int = 1000,
-    draws: int = 4000,
+    warmup: int = WARMUP,
+    draws: int = DRAWS,
     chains: int = 1,
     target_accept: float = 0.8,
     dense_mass: bool = False,
@@ -286,8 +287,8 @@ def fit_nuts(
     model: GradientModel,
     *,
     key,
-    warmup: int = 1000,
-    draws: int = 4000,
+    warmup: int = WARMUP,
+    draws: int = DRAWS,
     chains: int = 1,
     backend: str = "blackjax",
     target_accept: float = 0.8,
@@ -325,8 +326,8 @@ def fit_nuts_batch(
     models: Sequence[GradientModel],
     *,
     keys,
-    warmup: int = 1000,
-    draws: int = 4000,
+    warmup: int = WARMUP,
+    draws: int = DRAWS,
     chains: int = 1,
     target_accept: float = 0.8,
     dense_mass: bool = False,

@@ -9,9 +9,9 @@ from numpyro.infer import MCMC, NUTS
 
 from ..posteriors.draws import DrawsPosterior
 from ..util.checks import flag, positive_int
+from ..util.defaults import DRAWS, WARMUP
 from ..util.keys import as_key
 from .base import Problem, per_problem
-from .defaults import DRAWS, WARMUP
 
 __all__ = ["NONPRIVATE", "NonPrivateOptions", "NonPrivatePosterior", "nonprivate_posterior"]
 

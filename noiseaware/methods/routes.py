@@ -22,11 +22,11 @@ from ..posteriors.mixture import NoiseAwarePosterior, trace_facts, trace_iterate
 from ..trace import BURN_IN, MIN_STEPS, Trace, kept_steps
 from ..util.batch_warnings import FitWarning
 from ..util.checks import choice, flag, fraction, positive_int, probability
+from ..util.defaults import DRAWS, WARMUP
 from ..util.diagnostics import MAX_RHAT
 from ..util.errors import FitFailure
 from ..util.progress import Progress
 from .base import Batch, Method, Outcome, outcome_of
-from .defaults import DRAWS, WARMUP
 
 __all__ = [
     "EXACT",

@@ -8,8 +8,8 @@ from typing import Literal
 from ..baselines.dpvim import CENTRES, dpvim_posterior
 from ..baselines.naive import naive_posterior
 from ..util.checks import choice, positive_float, positive_int
+from ..util.defaults import DRAWS
 from .base import per_trace
-from .defaults import DRAWS
 
 __all__ = ["DPVIM", "DPVImOptions", "NAIVE"]
 

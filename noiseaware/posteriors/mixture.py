@@ -34,6 +34,7 @@ from scipy import special
 from ..trace import Trace, TraceDiagnosis
 from ..trace.families import MEAN_FIELD, VariationalFamily, family_for
 from ..trace.sites import SiteMap, SiteSpec
+from ..util.defaults import DRAWS
 from ..util.diagnostics import Diagnostics, NoDiagnostics
 from ..util.errors import NON_FINITE, FitFailure
 from ..util.files import atomic_write, plain
@@ -55,7 +56,7 @@ SCHEMA_VERSION = 1
 GROUP = "gradient_model"
 ITERATES = "dpvi"
 """The file's and `to_arviz`'s group of the trace's iterates μ_t."""
-DEFAULT_THETA_DRAWS = 4000
+DEFAULT_THETA_DRAWS = DRAWS
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
