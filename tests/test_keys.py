@@ -31,3 +31,10 @@ def test_as_keys_from_seeds_and_keys():
 def test_a_missing_key_is_refused_not_defaulted():
     with pytest.raises(TypeError, match="a key is required"):
         as_key(None)
+
+
+def test_a_recorded_key_reads_as_its_seed_where_it_is_one():
+    from noiseaware.util.keys import key_repr, key_text, key_words
+
+    assert key_text(key_repr(key_words(3))) == "seed 3" and key_text(7) == "seed 7"
+    assert key_text(key_repr(jax.random.split(jax.random.key(0))[1])).startswith("key [")

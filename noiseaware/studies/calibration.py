@@ -28,7 +28,7 @@ from ..evaluation.calibration_result import CalibrationResult
 from ..evaluation.experiment import warning_lines
 from ..methods.base import Method
 from ..plots import plot_calibration
-from ..util.keys import key_repr
+from ..util.keys import key_repr, key_text
 from .kinds import Entry, StudyKind, register_kind
 from .levels import Level, as_level, epsilon_text, level_tag, level_text
 from .plan import Plan, kind_plan
@@ -70,7 +70,7 @@ def _render(summary: Mapping[str, Any], result: CalibrationResult) -> tuple[str,
     sigma = "" if s["noise_multiplier"] is None else f", σ = {s['noise_multiplier']:.4g}, T = {s['steps']}"
     heading = (
         f"{s['dataset']} ({s['n_train']} train, {s['n_test']} test, d = {s['dim']}, {s['scaling']}), ε = "
-        f"{epsilon_text(s['epsilon'])}{sigma}, R = {s['runs']}, K = {s['samples']}, key {summary['key']}"
+        f"{epsilon_text(s['epsilon'])}{sigma}, R = {s['runs']}, K = {s['samples']}, {key_text(summary['key'])}"
         + (f"; DPVI {result.seconds['dpvi']:.0f} s" if "dpvi" in result.seconds else "")
     )
     return f"{heading}\n{result.table()}", warning_lines(result.diagnostics)

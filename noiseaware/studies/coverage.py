@@ -21,7 +21,7 @@ from ..evaluation.experiment import warning_lines
 from ..evaluation.result import CoverageResult
 from ..models.benchmark import BenchmarkModel
 from ..plots import plot_coverage
-from ..util.keys import key_repr
+from ..util.keys import key_repr, key_text
 from .kinds import StudyKind, register_kind
 from .levels import Level, as_level, epsilon_text, level_tag, level_text
 from .plan import Plan, kind_plan
@@ -46,7 +46,7 @@ def _render(summary: Mapping[str, Any], result: CoverageResult) -> tuple[str, li
     s = result.settings
     heading = (
         f"{s['model']}, ε = {epsilon_text(s['epsilon'])}, σ = {s['noise_multiplier']:.4g}, M = {s['simulations']}, "
-        f"R = {s['references']}, K = {s['samples']}, T = {s['steps']}, key {summary['key']}; DPVI "
+        f"R = {s['references']}, K = {s['samples']}, T = {s['steps']}, {key_text(summary['key'])}; DPVI "
         f"{result.seconds['dpvi']:.0f} s"
     )
     return f"{heading}\n{result.table()}", warning_lines(result.diagnostics)

@@ -77,3 +77,13 @@ def key_words(key) -> np.ndarray:
 def key_repr(key) -> int | list:
     """A key as a results file records it: the int seed, or the key's raw uint32 words."""
     return key if isinstance(key, int) else np.asarray(jax.random.key_data(as_key(key))).tolist()
+
+
+def key_text(recorded: int | list) -> str:
+    """A recorded key (`key_repr`) as a table heading shows it: "seed 3" for an int seed or for the raw words
+    [0, 3] that jax.random.key(3) has, "key [a, b]" otherwise."""
+    if isinstance(recorded, int):
+        return f"seed {recorded}"
+    if len(recorded) == 2 and recorded[0] == 0:
+        return f"seed {recorded[1]}"
+    return f"key {list(recorded)}"
