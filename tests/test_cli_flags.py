@@ -18,6 +18,7 @@ from noiseaware.methods import GradientModelOptions, NutsOptions
 from noiseaware.models.builtin import RESEARCH_COMMON
 from noiseaware.recording.config import setting_names
 from noiseaware.recording.settings import DEFAULT_DELTA
+from noiseaware.tuning.design import TuningDesign
 from noiseaware.util.defaults import field_default
 
 OWNERS = [
@@ -32,6 +33,12 @@ OWNERS = [
     ("coverage", "samples", CoverageDesign, "samples"),
     ("coverage", "chunk", CoverageDesign, "chunk"),
     ("coverage", "delta", CoverageDesign, "delta"),
+    ("tune", "trials", TuningDesign, "trials"),
+    ("tune", "simulations", TuningDesign, "simulations"),
+    ("tune", "check_simulations", TuningDesign, "check_simulations"),
+    ("tune", "curve_simulations", TuningDesign, "curve_simulations"),
+    ("tune", "curve_epsilons", TuningDesign, "curve_epsilons"),
+    ("preflight", "simulations", TuningDesign, "preflight_simulations"),
     ("calibrate", "runs", CalibrationDesign, "runs"),
     ("calibrate", "samples", CalibrationDesign, "samples"),
     ("calibrate", "bins", CalibrationDesign, "bins"),

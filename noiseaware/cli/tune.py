@@ -20,6 +20,8 @@ from pathlib import Path
 
 from .. import models
 from ..tuning import PreflightWarning, TunedSettings, preflight, privacy_utility, tune
+from ..tuning.design import TuningDesign
+from ..util.defaults import field_default
 from ..util.tables import text_table
 from .common import builtin, import_attribute
 from .options import add_delta, add_force, add_seed, positive_float, positive_int
@@ -38,31 +40,23 @@ def add_parser(subparsers) -> None:
         "simulated from the model's prior predictive, then check the chosen settings on fresh simulations.",
     )
     _add_common(parser)
-    parser.add_argument("--trials", type=positive_int, default=40, metavar="K", help="Optuna trials (default: 40)")
-    parser.add_argument(
-        "--simulations", type=positive_int, default=24, metavar="M", help="simulations per trial (default: 24)"
-    )
-    parser.add_argument(
-        "--check-simulations",
-        type=positive_int,
-        default=200,
-        metavar="M",
-        help="fresh simulations of the final check (default: 200)",
-    )
+    for flag, metavar, what in (
+        ("trials", "K", "Optuna trials"),
+        ("simulations", "M", "simulations per trial"),
+        ("check-simulations", "M", "fresh simulations of the final check"),
+        ("curve-simulations", "M", "simulations per privacy level of the privacy–utility curve"),
+    ):
+        default = field_default(TuningDesign, flag.replace("-", "_"))
+        parser.add_argument(f"--{flag}", type=positive_int, default=default, metavar=metavar,
+                            help=f"{what} (default: {default})")  # fmt: skip
+    epsilons = field_default(TuningDesign, "curve_epsilons")
     parser.add_argument(
         "--curve-epsilons",
         type=positive_float,
         nargs="+",
-        default=(0.1, 0.3, 1.0, 3.0),
+        default=epsilons,
         metavar="E",
-        help="privacy levels of the privacy–utility curve (default: 0.1 0.3 1 3)",
-    )
-    parser.add_argument(
-        "--curve-simulations",
-        type=positive_int,
-        default=50,
-        metavar="M",
-        help="simulations per privacy level of the curve (default: 50)",
+        help=f"privacy levels of the privacy–utility curve (default: {' '.join(f'{e:g}' for e in epsilons)})",
     )
     parser.add_argument("--out", required=True, metavar="FILE", help="settings file to write (.json)")
     add_force(parser)
@@ -82,7 +76,9 @@ def add_parser(subparsers) -> None:
     )
     _add_common(check)
     check.add_argument("--settings", metavar="FILE", help="a settings file of `noiseaware tune` (default: the preset)")
-    check.add_argument("--simulations", type=positive_int, default=100, metavar="M", help="default: 100")
+    simulations = field_default(TuningDesign, "preflight_simulations")
+    check.add_argument("--simulations", type=positive_int, default=simulations, metavar="M",
+                       help=f"fresh simulations (default: {simulations})")  # fmt: skip
     check.add_argument("--plot", metavar="FILE", help="the coverage curve (.png, .pdf or .svg)")
     add_force(check)
     check.set_defaults(run=run_preflight)

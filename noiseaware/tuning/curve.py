@@ -25,6 +25,7 @@ from ..util.files import plain, write_json
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
 from ..util.tables import text_table
+from .design import TUNING
 from .facts import facts_for_settings
 from .figures import privacy_utility_figure
 from .preflight import REFERENCES, check_settings, record_settings
@@ -87,9 +88,9 @@ def privacy_utility(
     bm: BenchmarkModel,
     settings: Mapping | None = None,
     *,
-    epsilons: Sequence[float] = (0.1, 0.3, 1.0, 3.0),
+    epsilons: Sequence[float] = TUNING.curve_epsilons,
     delta: float = DEFAULT_DELTA,
-    simulations: int = 100,
+    simulations: int = TUNING.preflight_simulations,
     key,
     references: int = REFERENCES,
     progress: Progress = False,

@@ -29,6 +29,7 @@ from ..util.defaults import field_default
 from ..util.hints import hint
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
+from .design import TUNING
 from .facts import SimulationFacts, facts_for_settings
 from .report import LIMITS, PreflightReport, PreflightWarning, rmse_limit
 from .score import Score, score_traces
@@ -64,7 +65,7 @@ def preflight(
     *,
     epsilon: float,
     delta: float = DEFAULT_DELTA,
-    simulations: int = 100,
+    simulations: int = TUNING.preflight_simulations,
     key,
     references: int = REFERENCES,
     samples: int = SAMPLES,

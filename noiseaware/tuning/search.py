@@ -41,6 +41,7 @@ from ..util.fingerprint import canonical, fingerprint
 from ..util.hints import hint
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
+from .design import TUNING
 from .facts import simulate, simulation_facts
 from .parallel import optimize_in_parallel, sampler_for
 from .preflight import fresh_check
@@ -109,9 +110,9 @@ def tune(
     epsilon: float,
     delta: float = DEFAULT_DELTA,
     key,
-    trials: int = 40,
-    simulations: int = 24,
-    check_simulations: int = 200,
+    trials: int = TUNING.trials,
+    simulations: int = TUNING.simulations,
+    check_simulations: int = TUNING.check_simulations,
     space: SearchSpace | None = None,
     mc_draws: int | None = None,
     start: Mapping[str, float] | None = None,

@@ -1,0 +1,27 @@
+"""The sizes of a settings search and of its checks, written once: `tune`, `preflight`, `privacy_utility` and
+`noiseaware tune` / `noiseaware preflight` read their defaults from `TuningDesign`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["TUNING", "TuningDesign"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TuningDesign:
+    """trials: Optuna trials of the search; simulations: prior-predictive simulations per trial;
+    check_simulations: fresh simulations of the chosen settings' check; preflight_simulations: of a preflight;
+    curve_epsilons and curve_simulations: the privacy levels of the privacy–utility curve and the simulations
+    at each."""
+
+    trials: int = 40
+    simulations: int = 24
+    check_simulations: int = 200
+    preflight_simulations: int = 100
+    curve_epsilons: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0)
+    curve_simulations: int = 50
+
+
+TUNING = TuningDesign()
+"""The defaults, as the signatures of the tuning functions read them."""
