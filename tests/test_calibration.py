@@ -169,6 +169,15 @@ def test_paired_differences_use_the_same_repeats_and_skip_failures(tmp_path):
     assert result.mean_sd("nonprivate") == (0.01, None)
     table = result.table()
     assert "−35" in table.replace("-", "−") and "2/3" in table and "nonprivate" in table
+    legend = table.splitlines()[4:]  # issue 26: below the header and the three methods, what the columns mean
+    assert [line.split(":")[0] for line in legend] == [
+        "each cell",
+        "calib. RMSE",
+        "− naive",
+        "ECE",
+        "Brier, log loss, accuracy",
+        "fit s",
+    ]
     result.to_json(tmp_path / "r.json")
     payload = json.loads((tmp_path / "r.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
     summary = payload["summary"]

@@ -336,6 +336,28 @@ def test_malformed_csv_is_one_clear_error(capsys, tmp_path, user_model_dir, text
         load_data(tmp_path / "bad.csv")
 
 
+def test_an_unreadable_npz_says_what_is_wrong_with_it(tmp_path):
+    """issue 26: an empty, truncated, damaged or array-less .npz is one DataError naming the file, never numpy's
+    EOFError or its offer to unpickle."""
+    np.savez(tmp_path / "good.npz", x=np.arange(1000.0))
+    good = (tmp_path / "good.npz").read_bytes()
+    damaged = bytearray(good)
+    damaged[200] ^= 0xFF  # inside x.npy's compressed-or-stored bytes: the member's CRC no longer matches
+    files = {
+        "empty.npz": (b"", r"is empty \(0 bytes\)"),
+        "truncated.npz": (good[: len(good) // 2], r"not a readable \.npz archive"),
+        "text.npz": (b"hello", r"not a readable \.npz archive \(not a zip archive of \.npy arrays\)"),
+        "damaged.npz": (bytes(damaged), r"is damaged"),
+    }
+    np.savez(tmp_path / "none.npz")
+    for name, (content, _) in files.items():
+        (tmp_path / name).write_bytes(content)
+    for name, pattern in [*((n, p) for n, (_, p) in files.items()), ("none.npz", r"holds no arrays")]:
+        with pytest.raises(DataError, match=pattern) as raised:
+            load_data(tmp_path / name)
+        assert name in str(raised.value) and "np.savez" in str(raised.value) and "pickle" not in str(raised.value)
+
+
 # ---------------------------------------------------------------- record: user errors
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import noiseaware as na
 from noiseaware.evaluation import coverage, evaluate, simulate_traces
+from noiseaware.evaluation.result import REFERENCE_RULES
 from noiseaware.models.builtin import GAMMA_PRIOR
 from noiseaware.plots import plot_coverage
 from noiseaware.util.diagnostics import NoDiagnostics
@@ -51,6 +52,10 @@ def test_small_study_scores_every_method_under_both_rules(result):
         assert counts["traces"] == 12 and 0 <= counts["any"] <= 12
         assert set(counts) == {"traces", "any", *na.trace.CHECKS}
     assert "trace checks" in result.table().splitlines()[0]
+    # issue 26: the columns are explained where they are printed, each reference rule in full
+    legend = result.table().splitlines()[3:]
+    assert legend[0].startswith("RMSE: sqrt(mean over the 21 levels")
+    assert [f"  {rule}: {REFERENCE_RULES[rule]}" for rule in ("research", "trace")] == legend[2:4]
 
 
 @pytest.mark.slow

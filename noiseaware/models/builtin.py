@@ -8,6 +8,7 @@ init (μ₀, ρ₀).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -183,6 +184,12 @@ def get(name: str, *, preset: bool = True) -> BenchmarkModel:
     key = _ALIASES.get(name.lower(), name.lower())
     if key not in _NAMES:
         raise KeyError(f"unknown model {name!r}: choose one of {', '.join(_NAMES)} (or M1, M2, M3)")
+    return _built(key, preset)
+
+
+@functools.cache
+def _built(key: str, preset: bool) -> BenchmarkModel:
+    """Each model is built, and its contract checked (`from_numpyro`), once per process: it is immutable."""
     bm = _build(key)
     if preset:
         return bm
