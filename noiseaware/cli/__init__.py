@@ -23,8 +23,9 @@ subtract the noise from the trace.
 
 No command replaces an existing file unless given --force, and none writes over one of its inputs, not
 even with --force; the exceptions are a study's own summary files (rebuilt from its tasks when the study is
-resumed, or by `report --write`) and `demo`'s own files in its own marked folder. Every argument and every output location is checked before any work, and a failing
-command leaves nothing behind (`outputs`). `fit` without --out prints its result and writes nothing.
+resumed, or by `report --write`) and `demo`'s own files in its own marked folder. Every argument and every
+output location is checked before any work, and a failing command leaves nothing behind (`outputs`). `fit`
+without --out prints its result and writes nothing.
 
 Exit status: 0 done; 2 a user error, printed as one line `error: …` on stderr; 1 a bug, printed as its
 traceback and a line saying it is a bug and where to report it; 130 interrupted. `main(argv)` returns the
