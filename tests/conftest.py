@@ -44,20 +44,22 @@ def read_only(tmp_path):
 # long file while the other idles (xdist's own order, most tests first, put the one-test README tours last).
 # Only the order changes; a file missing here just runs later.
 HEAVIEST_FIRST = (
-    "test_tuning.py",  # 257
+    "test_tuning.py",  # 219
     "test_readme_cli.py",  # 156
+    "test_readme.py",  # 137
     "test_bernstein_sheldon.py",  # 102
-    "test_readme.py",
-    "test_coverage.py",  # 70
+    "test_exact.py",  # 76
     "test_methods.py",  # 70
+    "test_coverage.py",  # 70
     "test_nuts.py",  # 66
+    "test_route_coverage.py",  # 64
     "test_families.py",  # 50
     "test_cli.py",  # 41
-    "test_posterior.py",  # 36
+    "test_posterior.py",  # 38
     "test_dpvi.py",  # 34
     "test_bernstein_sheldon_regression.py",  # 30
-    "test_diagnostics.py",  # 27
-    "test_cli_outputs.py",  # 22
+    "test_diagnostics.py",  # 23
+    "test_cli_outputs.py",  # 23
 )
 
 
