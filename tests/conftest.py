@@ -48,13 +48,15 @@ HEAVIEST_FIRST = (
     "test_readme_cli.py",  # 156
     "test_readme.py",  # 137
     "test_bernstein_sheldon.py",  # 102
-    "test_exact.py",  # 76
+    "test_studies.py",  # 92
     "test_methods.py",  # 70
     "test_coverage.py",  # 70
     "test_nuts.py",  # 66
     "test_route_coverage.py",  # 64
+    "test_exact.py",  # 57
     "test_families.py",  # 50
     "test_cli.py",  # 41
+    "test_reference_fit.py",  # 40
     "test_posterior.py",  # 38
     "test_dpvi.py",  # 34
     "test_bernstein_sheldon_regression.py",  # 30
