@@ -58,7 +58,7 @@ HEAVIEST_FIRST = (
     "test_families.py",  # 50
     "test_cli.py",  # 41
     "test_reference_fit.py",  # 40
-    "test_posterior.py",  # 38
+    "test_posterior.py",  # 53
     "test_dpvi.py",  # 34
     "test_bernstein_sheldon_regression.py",  # 30
     "test_diagnostics.py",  # 23

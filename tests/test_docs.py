@@ -9,6 +9,7 @@ skipped with its reason.
 """
 
 import jax
+import numpy as np
 import pytest
 from markdown_examples import ROOT, python_examples, shrunk
 
@@ -83,9 +84,22 @@ def keeps_jax_config():
     jax.config.update("jax_enable_x64", x64)
 
 
+def worked_plug_in(namespace: dict, printed: str) -> None:
+    """docs/methods.md's worked plug-in ran in fit, coverage and calibration, and stayed out of the registry."""
+    assert printed.count("tail") >= 3 and "naive" in printed  # the fit summary and both tables
+    calibration = namespace["result"]  # the last study of the example
+    assert calibration.failures["tail"] == 0 and np.all(np.isfinite(calibration.metrics["tail"]["calibration_rmse"]))
+    assert namespace["post"].method == "tail"
+    assert "tail" not in na.DEFAULT_REGISTRY
+
+
+AFTER = {"methods.md": worked_plug_in}
+"""What a document's examples must have done, checked on their namespace and printed output."""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [name for name, examples in EXAMPLES.items() if examples])
-def test_the_examples_of_a_document_run_as_written(name, tmp_path, monkeypatch, m1_trace, keeps_jax_config):
+def test_the_examples_of_a_document_run_as_written(name, tmp_path, monkeypatch, capsys, m1_trace, keeps_jax_config):
     monkeypatch.chdir(tmp_path)
     if name in GIVEN:
         m1_trace.save(tmp_path / GIVEN[name])
@@ -93,6 +107,8 @@ def test_the_examples_of_a_document_run_as_written(name, tmp_path, monkeypatch, 
     for number, example in enumerate(python_examples(shrunk(DOCS / name, SHRINK.get(name, {})))):
         if example.not_run is None:
             exec(compile(example.code, f"docs/{name} python block {number}", "exec"), namespace)
+    if name in AFTER:
+        AFTER[name](namespace, capsys.readouterr().out)
 
 
 @pytest.mark.parametrize(("name", "number", "reason"), NOT_RUN, ids=[f"{n}-{i}" for n, i, _ in NOT_RUN])

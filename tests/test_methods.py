@@ -2,8 +2,6 @@
 worked plug-in example of docs/methods.md run as written in fit, coverage and calibration."""
 
 import dataclasses
-import re
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -96,24 +94,6 @@ def test_a_failed_fit_raises_in_fit_and_is_none_with_skip(traces):
     )
     with pytest.raises(ValueError, match="at least 50 stationary steps"):
         na.fit(short, "exact", key=0)
-
-
-def _docs_example() -> str:
-    text = (Path(__file__).parents[1] / "docs" / "methods.md").read_text()
-    section = text[text.index("## A worked plug-in") :]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
-
-
-@pytest.mark.slow
-def test_the_worked_plugin_example_runs_in_fit_coverage_and_calibration(capsys):
-    namespace = {}
-    exec(compile(_docs_example(), "docs/methods.md", "exec"), namespace)
-    printed = capsys.readouterr().out
-    assert printed.count("tail") >= 3 and "naive" in printed  # the fit summary and both tables
-    calibration = namespace["result"]  # the last study of the example
-    assert calibration.failures["tail"] == 0 and np.all(np.isfinite(calibration.metrics["tail"]["calibration_rmse"]))
-    assert namespace["post"].method == "tail"
-    assert "tail" not in na.DEFAULT_REGISTRY
 
 
 @pytest.fixture(scope="module")

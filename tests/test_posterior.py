@@ -15,8 +15,6 @@ from noiseaware.posteriors.summary import comparison_table
 from noiseaware.trace.sites import SiteSpec
 from noiseaware.util.diagnostics import Diagnostics, NoDiagnostics
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")  # compile-bound: a third less CPU time
-
 
 @dataclasses.dataclass(frozen=True)
 class ToyDiagnostics(Diagnostics):
