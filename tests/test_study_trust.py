@@ -189,3 +189,19 @@ def test_a_model_whose_prior_changed_in_its_file_is_a_new_study(tmp_path, monkey
     other = coverage_plan(changed, levels=LEVELS, key=0, methods=("naive",), **SMALL)
     with pytest.raises(PlanMismatch, match=r"what differs: .*model.*code"):
         StudyDirectory(tmp_path / "study").holds(other)
+
+
+def test_the_only_unpickling_in_the_study_engine_is_the_worker_transport():
+    """A study folder is read by code that never unpickles: the one `loads` is `execute`'s, on the bytes `pack`
+    made and the executor handed over in memory (no file is opened there)."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    from noiseaware.studies import tasks
+
+    sources = {path.name: path.read_text() for path in Path(tasks.__file__).parent.glob("*.py")}
+    loads = {name: len(re.findall(r"\b(?:cloud)?pickle\.loads?\(", text)) for name, text in sources.items()}
+    assert {name: n for name, n in loads.items() if n} == {"tasks.py": 1}
+    body = inspect.getsource(tasks.execute)
+    assert "cloudpickle.loads(payload)" in body and "open(" not in body and "read_bytes" not in body

@@ -219,7 +219,7 @@ def merge_parts[Score](
         }
         if own and own[0].checks is not None:
             diagnostics["trace_checks"] = _added([p.checks for p in own])
-        reasons = _added([p.reasons for p in own], union=True)
+        reasons = _added([p.reasons for p in own])
         if reasons:
             diagnostics["failure_reasons"] = dict(sorted(reasons.items(), key=lambda item: -item[1]))
         runs[name] = MethodRun(
@@ -249,10 +249,10 @@ def method_reads(methods: Sequence[Method]) -> dict[str, str]:
     return {method.name: method.reads for method in methods}
 
 
-def _added(counts: Sequence[Mapping[str, int]], union: bool = False) -> dict[str, int]:
-    """Counts of several chunks added key by key: the keys of the first (trace checks, the same in every chunk),
-    or of any of them (union: failure reasons)."""
-    names = dict.fromkeys(name for c in counts for name in c) if union else counts[0]
+def _added(counts: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """Counts of several chunks added key by key, over the keys of any of them in the order they first appear
+    (trace checks: the same keys in every chunk; failure reasons: those that occurred)."""
+    names = dict.fromkeys(name for c in counts for name in c)
     return {name: sum(c.get(name, 0) for c in counts) for name in names}
 
 

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from typing import Any
 
-import cloudpickle
 from tqdm.auto import tqdm
 
 from ..util.errors import UserError
@@ -27,7 +26,7 @@ from .directory import StudyDirectory, StudyError
 from .executors import InProcessExecutor
 from .kinds import KINDS
 from .plan import Plan, merge_record
-from .tasks import Task, execute
+from .tasks import Task, execute, pack
 
 __all__ = ["RETRIES", "StudyError", "StudyRun", "TaskError", "WorkersLost", "run_plan", "run_study"]
 
@@ -98,7 +97,7 @@ def _run(plan, directory, executor, slots, resume, progress) -> StudyRun:
                 attempts[task.id] = attempts.get(task.id, 0) + 1
                 directory.log(task, "started", f"attempt {attempts[task.id]}")
                 counter.update(running=len(running) + 1)  # before submit: an in-process executor runs it there
-                future = executor.submit(execute, cloudpickle.dumps(task), str(directory.result_path(task)))
+                future = executor.submit(execute, pack(task), str(directory.result_path(task)))
                 running[future] = task
             finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for future in finished:

@@ -25,7 +25,7 @@ import cloudpickle
 from ..util.fingerprint import fingerprint, source_digest
 from .files import write_result
 
-__all__ = ["VERSIONS", "Task", "execute", "make_task"]
+__all__ = ["VERSIONS", "Task", "execute", "make_task", "pack"]
 
 VERSIONS = {"noiseaware": source_digest()} | {name: version(name) for name in ("jax", "jaxlib", "numpyro", "numpy")}
 """What enters every task's id besides its own identity: noiseaware's version and source digest, and the versions
@@ -52,8 +52,15 @@ def make_task(
     return Task(fingerprint({"identity": identity, "versions": VERSIONS}), label, function, arguments, group, part)
 
 
+def pack(task: Task) -> bytes:
+    """The task as the bytes `execute` receives: cloudpickle, handed to a worker in memory by the executor
+    within one run (Dask's and the process pool's transport), never written to or read from a study folder."""
+    return cloudpickle.dumps(task)
+
+
 def execute(payload: bytes, path: str) -> None:
-    """Run a pickled task on a worker and write its result file to `path` (the study reads it from there)."""
+    """Run a task packed by `pack` (bytes handed over in memory, not read from any file) on a worker and write its
+    result file to `path` as data (`files.write_result`; the study reads it from there)."""
     task: Task = cloudpickle.loads(payload)
     start = time.perf_counter()
     result = task.function(*task.arguments)

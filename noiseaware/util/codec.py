@@ -66,13 +66,13 @@ def decode(tree: Any, arrays: Mapping[str, np.ndarray]) -> Any:
 def _encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
     if value is None or isinstance(value, (bool, str)):
         return value
-    if isinstance(value, (int, np.integer)) and not isinstance(value, np.bool_):
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, (float, np.floating)):
         value = float(value)
         return value if math.isfinite(value) else {"$float": repr(value)}
-    if isinstance(value, np.bool_):
-        return bool(value)
     if isinstance(value, FitWarning):
         return {"$fitwarning": _encode(list(value.__reduce__()[1]), arrays)}
     if isinstance(value, type) and issubclass(value, Warning):
