@@ -56,6 +56,7 @@ HEAVIEST_FIRST = (
     "test_route_coverage.py",  # 64
     "test_exact.py",  # 57
     "test_families.py",  # 50
+    "test_expansion.py",  # 40
     "test_cli.py",  # 41
     "test_reference_fit.py",  # 40
     "test_posterior.py",  # 53

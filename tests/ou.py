@@ -30,15 +30,17 @@ def ou_traces(
     family="diagonal-normal-softplus",
 ):
     """`count` traces with G_t = q A (φ_t − φ*) + e_t, e_t ~ N(0, (σC/s)² + extra²), φ_{t+1} = φ_t − λ s ⊙ G_t;
-    sigma=0 gives non-private traces (ε = ∞), whose noise is all extra noise; family: the variational family
-    the traces name (P must fit it)."""
+    A = diag(hessian), or hessian itself when it is a (P, P) matrix (a coupled Hessian); sigma=0 gives
+    non-private traces (ε = ∞), whose noise is all extra noise; family: the variational family the traces
+    name (P must fit it)."""
     rng = np.random.default_rng(seed)
     optimum, hessian, scale = np.asarray(optimum), np.asarray(hessian), np.asarray(scale)
     sd = np.sqrt((sigma * CLIP / scale) ** 2 + np.asarray(extra) ** 2)
     phi = np.zeros((count, optimum.size))
     params, grads = np.empty((steps, count, optimum.size)), np.empty((steps, count, optimum.size))
     for t in range(steps):
-        grads[t] = Q * hessian * (phi - optimum) + sd * rng.standard_normal(phi.shape)
+        drift = (phi - optimum) @ hessian.T if hessian.ndim == 2 else hessian * (phi - optimum)
+        grads[t] = Q * drift + sd * rng.standard_normal(phi.shape)
         params[t] = phi
         phi = phi - lr * scale * grads[t]
     return [

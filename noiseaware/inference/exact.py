@@ -29,6 +29,7 @@ from ..util.diagnostics import Diagnostics
 from ..util.errors import NON_FINITE, FitFailure
 from ..util.keys import as_key
 from .draws import Draws
+from .expansion import solve_optimum
 from .gradient_model import GradientModel, integrate_optimum, ols_fit, prior_distributions
 
 __all__ = ["QuadratureGrid", "exact_grid", "exact_cdf", "exact_moments", "exact_draws", "fit_exact", "fit_exact_batch"]
@@ -227,15 +228,38 @@ def exact_draws(model: GradientModel, grid: QuadratureGrid, key, draws: int):
         step_u = grid.extra_noise[1] - grid.extra_noise[0]
         extra = jnp.abs(extra + step_u * jax.random.uniform(extra_key, cells.shape, minval=-0.5, maxval=0.5))
     conditional = integrate_optimum(model, raw, extra**2)
-    optimum = conditional.mean + conditional.sd * jax.random.normal(optimum_key, cells.shape)
-    return optimum, model.hessian(raw), extra
+    mean, sd, noise_key = conditional.mean, conditional.sd, optimum_key
+    if conditional.by_set is not None:
+        set_key, noise_key, solve_key = jax.random.split(optimum_key, 3)
+        # a term set per (draw, coordinate) by its share of the likelihood at (ã, u), then φ*' from that set's Gaussian
+        log_marginal, set_mean, set_sd = conditional.by_set
+        chosen = jax.random.categorical(set_key, jnp.moveaxis(log_marginal, -2, -1), axis=-1)
+        mean = jnp.take_along_axis(set_mean, chosen[..., None, :], axis=-2)[..., 0, :]
+        sd = jnp.take_along_axis(set_sd, chosen[..., None, :], axis=-2)[..., 0, :]
+    optimum = mean + sd * jax.random.normal(noise_key, cells.shape)
+    hessian = model.hessian(raw)
+    if model.terms:
+        optimum = solve_optimum(
+            model.stats, model.terms, optimum - model.stats.centre, hessian, model.stats.noise_var + extra**2, solve_key
+        )[0]
+    return optimum, hessian, extra
+
+
+def term_probabilities(model: GradientModel, grid: QuadratureGrid):
+    """The posterior probability of each term set per coordinate, (S, P): the grid's mixture of p(set | ã, u)."""
+    conditional = integrate_optimum(model, grid.hessian_raw[:, None, :], grid.extra_noise[None, :, :] ** 2)
+    log_marginal = conditional.by_set[0]
+    share = jnp.exp(log_marginal - conditional.log_marginal[..., None, :])
+    return jnp.sum(grid.weights[:, :, None, :] * share, axis=(0, 1))
 
 
 @dataclasses.dataclass(frozen=True)
 class ExactDiagnostics(Diagnostics):
     """The exact route's facts: moments of φ* and A from the grid (P,) each, without Monte Carlo error;
     edge_mass (P,), the largest weight on the grid's outer edge (above 1e-6 the grid may cut posterior
-    mass); and the grid's sizes."""
+    mass); and the grid's sizes. With extra terms (`Prior.terms`): term_sets, the candidate sets, and
+    term_probability (S, P), each set's posterior probability per coordinate; φ*'s moments are then those of
+    the draws (φ* solves the fitted expansion, no longer a grid mixture)."""
 
     optimum_mean: np.ndarray
     optimum_sd: np.ndarray
@@ -245,6 +269,8 @@ class ExactDiagnostics(Diagnostics):
     hessian_nodes: int
     extra_nodes: int
     passes: int
+    term_sets: tuple[str, ...] = ("diagonal",)
+    term_probability: np.ndarray | None = None
 
 
 def fit_exact(
@@ -292,8 +318,10 @@ def fit_exact_batch(
     settings = {"draws": draws, "hessian_nodes": hessian_nodes, "extra_nodes": extra_nodes, "passes": passes}
     with jax.enable_x64(True):
         stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *models)
-        grid, moments, sample = _fit_batch(stacked, keys, **settings)
-        grid, moments, sample = jax.tree_util.tree_map(np.asarray, (grid, moments, sample))
+        grid, moments, sample, probabilities = _fit_batch(stacked, keys, **settings)
+        grid, moments, sample, probabilities = jax.tree_util.tree_map(
+            np.asarray, (grid, moments, sample, probabilities)
+        )
     results = []
     for m, model in enumerate(models):
         optimum, hessian, extra = (np.asarray(x[m], np.float64)[None] for x in sample)
@@ -306,12 +334,17 @@ def fit_exact_batch(
                 )
             )
             continue
+        moment_values = {name: value[m] for name, value in moments._asdict().items()}
+        if model.terms:
+            moment_values.update(optimum_mean=optimum[0].mean(axis=0), optimum_sd=optimum[0].std(axis=0))
         diagnostics = ExactDiagnostics(
-            **{name: value[m] for name, value in moments._asdict().items()},
+            **moment_values,
             edge_mass=grid.edge_mass[m],
             hessian_nodes=hessian_nodes,
             extra_nodes=grid.extra_noise.shape[1],
             passes=passes,
+            term_sets=model.term_sets,
+            term_probability=None if probabilities is None else probabilities[m],
         )
         results.append(Draws(optimum, hessian, None if model.extra_noise == "none" else extra, diagnostics))
     return results
@@ -319,7 +352,8 @@ def fit_exact_batch(
 
 def _solve(model, key, *, draws, hessian_nodes, extra_nodes, passes):
     grid = exact_grid(model, hessian_nodes=hessian_nodes, extra_nodes=extra_nodes, passes=passes)
-    return grid, exact_moments(model, grid), exact_draws(model, grid, key, draws)
+    probabilities = term_probabilities(model, grid) if model.terms else None
+    return grid, exact_moments(model, grid), exact_draws(model, grid, key, draws), probabilities
 
 
 @functools.partial(jax.jit, static_argnames=("draws", "hessian_nodes", "extra_nodes", "passes"))

@@ -38,6 +38,7 @@ import numpyro.distributions as dist
 
 from ..trace import BURN_IN, Trace
 from ..util.numerics import softplus_inverse
+from .expansion import TERM_SETS, TermStatistics, set_log_likelihoods, term_statistics
 from .statistics import (
     TraceStatistics,
     is_non_private,
@@ -66,15 +67,19 @@ __all__ = [
 ]
 
 
-def log_likelihood(stats: TraceStatistics, optimum, hessian, extra_var=0.0):
+def log_likelihood(stats: TraceStatistics, optimum, hessian, extra_var=0.0, terms: tuple[TermStatistics, ...] = ()):
     """Per-coordinate log-likelihood of the trace, (P,) (broadcasting over leading axes of the arguments).
 
-    optimum φ* (…, P), hessian a (…, P) (the positive Hessian diagonal), extra_var u² (…, P) added to
-    the DP noise variance. Evaluated from the sufficient statistics in O(P).
+    optimum φ*' (…, P) (φ* itself without extra terms), hessian a (…, P) (the positive Hessian diagonal),
+    extra_var u² (…, P) added to the DP noise variance; terms: the candidate term sets of `expansion`, whose
+    coefficients are integrated out and whose likelihoods are averaged by their prior probabilities. Evaluated
+    from the sufficient statistics in O(P) (O(P·p) with terms).
     """
     delta = optimum - stats.centre
     qa = stats.sampling_rate * hessian
     var = stats.noise_var + extra_var
+    if terms:
+        return jax.nn.logsumexp(set_log_likelihoods(stats, terms, delta, qa, var), axis=-2)
     squares = (
         stats.sum_gg
         - 2.0 * qa * (stats.sum_gphi - delta * stats.sum_g)
@@ -118,8 +123,18 @@ class Prior:
     extra_noise: str = "half-normal"
     extra_noise_scale: float = 10.0
     extra_noise_units: str = "noise-sd"
+    terms: tuple[str, ...] = ("diagonal",)
+    coupling_scale: float = 1.0
+    curvature_scale: float = 1.0
 
     def __post_init__(self):
+        if isinstance(self.terms, str) or not self.terms:
+            raise ValueError(f"Prior.terms must be a non-empty tuple of term sets from {TERM_SETS}; got {self.terms!r}")
+        unknown = [t for t in self.terms if t not in TERM_SETS]
+        if unknown or len(set(self.terms)) != len(self.terms):
+            raise ValueError(
+                f"Prior.terms must name distinct term sets from {', '.join(TERM_SETS)}; got {self.terms!r}"
+            )
         for name, value, options in (
             ("hessian_link", self.hessian_link, HESSIAN_LINKS),
             ("hessian_centre", self.hessian_centre, HESSIAN_CENTRES),
@@ -128,7 +143,7 @@ class Prior:
         ):
             if value not in options:
                 raise ValueError(f"Prior.{name} must be one of {', '.join(options)}; got {value!r}")
-        for name in ("optimum_sd", "hessian_width", "extra_noise_scale"):
+        for name in ("optimum_sd", "hessian_width", "extra_noise_scale", "coupling_scale", "curvature_scale"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
                 raise ValueError(f"Prior.{name} must be a positive finite number; got {value!r}")
@@ -153,6 +168,7 @@ PRIORS = {
         extra_noise_scale=1.0,
         extra_noise_units="gradient",
     ),
+    "expanded": Prior(terms=TERM_SETS),
 }
 
 
@@ -184,6 +200,8 @@ class GradientModel:
     extra_sd: jax.Array
     extra_noise: str = dataclasses.field(metadata={"static": True})
     hessian_link: str = dataclasses.field(metadata={"static": True})
+    terms: tuple[TermStatistics, ...] = ()
+    term_sets: tuple[str, ...] = dataclasses.field(default=("diagonal",), metadata={"static": True})
 
     def hessian(self, hessian_raw):
         """The Hessian diagonal a = link(ã), softplus or exp."""
@@ -221,6 +239,19 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
         else:
             loc = softplus_inverse(slope)
             sd = se / _sigmoid(loc)
+    scale = np.maximum(slope, se)
+    if prior.terms != ("diagonal",):
+        # with other columns in the model the own slope is a partial one: the extra terms' prior scales use the
+        # larger of the two, and ã's prior is widened by how far the partial slope lies from the marginal one
+        partial = _partial_slopes(trace, burn_in, stats.sampling_rate)
+        scale = np.maximum(scale, partial)
+    if prior.hessian_centre != "slope" and prior.terms != ("diagonal",):
+        spread = (
+            np.abs(np.log(np.maximum(partial, se) / slope))
+            if prior.hessian_link == "exp"
+            else np.abs(softplus_inverse(np.maximum(partial, se)) - loc)
+        )
+        sd = np.hypot(sd, spread / prior.hessian_width)
     noise_sd = noise_reference(stats)
     extra = prior.extra_noise_scale * (noise_sd if prior.extra_noise_units == "noise-sd" else np.ones_like(noise_sd))
     return GradientModel(
@@ -232,6 +263,38 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
         extra_sd=np.zeros_like(extra) if prior.extra_noise == "none" else extra,
         extra_noise=prior.extra_noise,
         hessian_link=prior.hessian_link,
+        terms=_terms(trace, burn_in, stats.sampling_rate, scale, prior),
+        term_sets=prior.terms,
+    )
+
+
+def _kept(trace: Trace, burn_in: float) -> tuple[np.ndarray, np.ndarray]:
+    start = math.floor(burn_in * trace.steps)
+    return np.asarray(trace.params[start:], np.float64), np.asarray(trace.grads[start:], np.float64)
+
+
+def _partial_slopes(trace: Trace, burn_in: float, sampling_rate: float) -> np.ndarray:
+    """Each coordinate's own slope in the least-squares fit of G_j on all of φ̃ (with an intercept), (P,)."""
+    params, grads = _kept(trace, burn_in)
+    design = np.column_stack([np.ones(len(params)), params - params.mean(axis=0)])
+    coefficients = np.linalg.lstsq(design, grads, rcond=None)[0][1:]
+    return np.abs(np.diagonal(coefficients)) / sampling_rate
+
+
+def _terms(trace: Trace, burn_in: float, sampling_rate: float, slope: np.ndarray, prior: Prior):
+    """The term statistics of `prior.terms` (none for the paper's diagonal model alone)."""
+    if prior.terms == ("diagonal",):
+        return ()
+    params, grads = _kept(trace, burn_in)
+    return term_statistics(
+        params,
+        grads,
+        sampling_rate,
+        slope,
+        trace.family.dim,
+        prior.terms,
+        prior.coupling_scale,
+        prior.curvature_scale,
     )
 
 
@@ -264,7 +327,7 @@ def log_density(model: GradientModel, optimum, hessian_raw, extra_noise=None):
     if "extra_noise" in priors:
         total = total + priors["extra_noise"].log_prob(extra_noise)
         extra_var = extra_noise**2
-    return total + log_likelihood(model.stats, optimum, model.hessian(hessian_raw), extra_var)
+    return total + log_likelihood(model.stats, optimum, model.hessian(hessian_raw), extra_var, model.terms)
 
 
 def numpyro_model(model: GradientModel) -> None:
@@ -274,15 +337,18 @@ def numpyro_model(model: GradientModel) -> None:
     extra_var = values["extra_noise"] ** 2 if "extra_noise" in values else 0.0
     hessian = model.hessian(values["hessian_raw"])
     numpyro.deterministic("hessian", hessian)
-    numpyro.factor("trace", jnp.sum(log_likelihood(model.stats, values["optimum"], hessian, extra_var)))
+    numpyro.factor("trace", jnp.sum(log_likelihood(model.stats, values["optimum"], hessian, extra_var, model.terms)))
 
 
 class OptimumGivenHessian(NamedTuple):
-    """φ*_j integrated out given (ã_j, u_j): log p(trace_j | ã_j, u_j) and φ*_j's conditional N(mean, sd²)."""
+    """φ*'_j integrated out given (ã_j, u_j): log p(trace_j | ã_j, u_j) and φ*'_j's conditional N(mean, sd²) (a
+    mixture's mean and sd over the term sets when the model has extra terms). by_set: with extra terms, the same
+    three per term set, each (…, S, P); None without."""
 
     log_marginal: jax.Array
     mean: jax.Array
     sd: jax.Array
+    by_set: tuple[jax.Array, jax.Array, jax.Array] | None = None
 
 
 def integrate_optimum(model: GradientModel, hessian_raw, extra_var=0.0) -> OptimumGivenHessian:
@@ -292,17 +358,52 @@ def integrate_optimum(model: GradientModel, hessian_raw, extra_var=0.0) -> Optim
     −T'/2·log 2πv − (R₀ + 2c(S_G − c S_φ)δ + c²T'δ²)/(2v), R₀ = S_GG − 2c S_Gφ + c² S_φφ, so
     δ | ã, u ~ N(h/Π, 1/Π) with Π = c²T'/v + 1/τ², h = −c(S_G − c S_φ)/v + δ₀/τ², and
     log ∫ = −T'/2·log 2πv − R₀/(2v) − δ₀²/(2τ²) − ½ log(τ²Π) + h²/(2Π).
+    With extra terms (`expansion`) the same per term set, with S_GG, S_Gφ, S_φφ reduced by the set's
+    corrections and −½ Σ log(1 + λ/v) + log(prior probability) added; the sets are then mixed.
     """
     stats = model.stats
     c = stats.sampling_rate * model.hessian(hessian_raw)
     var = stats.noise_var + extra_var
+    if not model.terms:
+        return _integrate(model, c, var, stats.sum_gg, stats.sum_gphi, stats.sum_phiphi, 0.0)
+    q2 = stats.sampling_rate**2
+    parts = []
+    for term in model.terms:
+        extra_gg, extra_gphi, extra_phiphi, log_det = term.corrections(var)
+        parts.append(
+            _integrate(
+                model,
+                c,
+                var,
+                stats.sum_gg - q2 * extra_gg,
+                stats.sum_gphi - q2 * extra_gphi,
+                stats.sum_phiphi - q2 * extra_phiphi,
+                term.log_prior - 0.5 * log_det,
+            )
+        )
+    shape = jnp.broadcast_shapes(*(jnp.shape(x) for part in parts for x in part[:3]))
+    log_marginal, mean, sd = (
+        jnp.stack([jnp.broadcast_to(x, shape) for x in values], axis=-2) for values in list(zip(*parts))[:3]
+    )
+    total = jax.nn.logsumexp(log_marginal, axis=-2)
+    weight = jnp.exp(log_marginal - total[..., None, :])
+    mixed_mean = jnp.sum(weight * mean, axis=-2)
+    second = jnp.sum(weight * (sd**2 + mean**2), axis=-2)
+    mixed_sd = jnp.sqrt(jnp.maximum(second - mixed_mean**2, jnp.min(sd, axis=-2) ** 2))
+    return OptimumGivenHessian(total, mixed_mean, mixed_sd, (log_marginal, mean, sd))
+
+
+def _integrate(model: GradientModel, c, var, sum_gg, sum_gphi, sum_phiphi, log_factor) -> OptimumGivenHessian:
+    """`integrate_optimum`'s closed form for given (possibly corrected) sums, with log_factor added."""
+    stats = model.stats
     tau2 = model.optimum_sd**2
     offset = model.optimum_loc - stats.centre
-    residual = stats.sum_gg - 2.0 * c * stats.sum_gphi + c**2 * stats.sum_phiphi
+    residual = sum_gg - 2.0 * c * sum_gphi + c**2 * sum_phiphi
     precision = c**2 * stats.count / var + 1.0 / tau2
     shift = -c * (stats.sum_g - c * stats.sum_phi) / var + offset / tau2
     log_marginal = (
-        -0.5 * stats.count * jnp.log(2.0 * jnp.pi * var)
+        log_factor
+        - 0.5 * stats.count * jnp.log(2.0 * jnp.pi * var)
         - 0.5 * residual / var
         - 0.5 * offset**2 / tau2
         - 0.5 * jnp.log(tau2 * precision)

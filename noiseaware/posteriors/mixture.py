@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import xarray as xr
 from scipy import special
 
@@ -231,6 +232,17 @@ class MixturePosterior(PosteriorBase):
     def _exact_interval(self, level: float) -> tuple[np.ndarray, np.ndarray]:
         return self.interval(level)
 
+    def gradient_terms(self) -> pd.DataFrame | None:
+        """Each term set's posterior probability per coordinate of φ (rows: φ's names; columns: the candidate
+        sets, e.g. diagonal, curved, coupled, second-order), or None when the gradient model had the paper's
+        diagonal terms only (`Prior.terms`, docs/gradient-model.md)."""
+        probability = self.diagnostics.get("term_probability")
+        if probability is None:
+            return None
+        return pd.DataFrame(
+            np.asarray(probability).T, index=list(self.param_names), columns=list(self.diagnostics["term_sets"])
+        )
+
     def describe(self) -> str:
         """One line: what the posterior is, how it was made and its main diagnostics."""
         return f"{self.kind}: " + ", ".join(self._details())
@@ -242,6 +254,14 @@ class MixturePosterior(PosteriorBase):
         if self.prior is not None:
             parts.append(f"prior {self.prior}")
         parts.append(f"{chains} × {draws} draws of φ*" if chains > 1 else f"{draws} draws of φ*")
+        terms = self.gradient_terms()
+        if terms is not None:
+            beyond = terms[terms["diagonal"] < 0.5] if "diagonal" in terms else terms
+            others = beyond.drop(columns=["diagonal"], errors="ignore")
+            listed = ", ".join(
+                f"{name} {kind} ({others.loc[name, kind]:.2f})" for name, kind in others.idxmax(axis=1).items()
+            )
+            parts.append(f"gradient terms beyond the diagonal (P > 0.5): {listed or 'none'}")
         for key in ("max_rhat", "min_ess", "divergences"):
             if key in self.diagnostics:
                 value = self.diagnostics[key]
