@@ -1,4 +1,4 @@
-"""Terms of the gradient's expansion beyond the paper's own-coordinate slope (docs/method.md §2.7).
+"""Terms of the gradient's expansion beyond the paper's own-coordinate slope (docs/method.md §2.8).
 
 Around the post-burn-in mean φ̄, with φ̃_t = φ_t − φ̄, coordinate j of the noisy gradient sum is modelled as
 

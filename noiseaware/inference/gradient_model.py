@@ -42,8 +42,10 @@ from .expansion import TERM_SETS, TermStatistics, set_log_likelihoods, term_stat
 from .statistics import (
     TraceStatistics,
     is_non_private,
+    kept_arrays,
     noise_reference,
     ols_fit,
+    partial_slopes,
     slope_estimates,
     trace_statistics,
 )
@@ -239,19 +241,27 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
         else:
             loc = softplus_inverse(slope)
             sd = se / _sigmoid(loc)
-    scale = np.maximum(slope, se)
+    scale, terms = np.maximum(slope, se), ()
     if prior.terms != ("diagonal",):
-        # with other columns in the model the own slope is a partial one: the extra terms' prior scales use the
-        # larger of the two, and ã's prior is widened by how far the partial slope lies from the marginal one
-        partial = _partial_slopes(trace, burn_in, stats.sampling_rate)
+        # with other columns in a row its own slope is a partial one: the extra terms' prior scales use the larger
+        # of the two, and ã's prior is widened by how far the partial slope lies from the marginal one
+        params, grads = kept_arrays(trace, burn_in)
+        partial = partial_slopes(params, grads, stats.sampling_rate)
         scale = np.maximum(scale, partial)
-    if prior.hessian_centre != "slope" and prior.terms != ("diagonal",):
-        spread = (
-            np.abs(np.log(np.maximum(partial, se) / slope))
-            if prior.hessian_link == "exp"
-            else np.abs(softplus_inverse(np.maximum(partial, se)) - loc)
+        terms = term_statistics(
+            params,
+            grads,
+            stats.sampling_rate,
+            scale,
+            trace.family.dim,
+            prior.terms,
+            prior.coupling_scale,
+            prior.curvature_scale,
         )
-        sd = np.hypot(sd, spread / prior.hessian_width)
+        if prior.hessian_centre != "slope":
+            partial = np.maximum(partial, se)
+            log_ratio = np.log(partial / slope) if prior.hessian_link == "exp" else softplus_inverse(partial) - loc
+            sd = np.hypot(sd, np.abs(log_ratio) / prior.hessian_width)
     noise_sd = noise_reference(stats)
     extra = prior.extra_noise_scale * (noise_sd if prior.extra_noise_units == "noise-sd" else np.ones_like(noise_sd))
     return GradientModel(
@@ -263,38 +273,8 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
         extra_sd=np.zeros_like(extra) if prior.extra_noise == "none" else extra,
         extra_noise=prior.extra_noise,
         hessian_link=prior.hessian_link,
-        terms=_terms(trace, burn_in, stats.sampling_rate, scale, prior),
+        terms=terms,
         term_sets=prior.terms,
-    )
-
-
-def _kept(trace: Trace, burn_in: float) -> tuple[np.ndarray, np.ndarray]:
-    start = math.floor(burn_in * trace.steps)
-    return np.asarray(trace.params[start:], np.float64), np.asarray(trace.grads[start:], np.float64)
-
-
-def _partial_slopes(trace: Trace, burn_in: float, sampling_rate: float) -> np.ndarray:
-    """Each coordinate's own slope in the least-squares fit of G_j on all of φ̃ (with an intercept), (P,)."""
-    params, grads = _kept(trace, burn_in)
-    design = np.column_stack([np.ones(len(params)), params - params.mean(axis=0)])
-    coefficients = np.linalg.lstsq(design, grads, rcond=None)[0][1:]
-    return np.abs(np.diagonal(coefficients)) / sampling_rate
-
-
-def _terms(trace: Trace, burn_in: float, sampling_rate: float, slope: np.ndarray, prior: Prior):
-    """The term statistics of `prior.terms` (none for the paper's diagonal model alone)."""
-    if prior.terms == ("diagonal",):
-        return ()
-    params, grads = _kept(trace, burn_in)
-    return term_statistics(
-        params,
-        grads,
-        sampling_rate,
-        slope,
-        trace.family.dim,
-        prior.terms,
-        prior.coupling_scale,
-        prior.curvature_scale,
     )
 
 

@@ -18,7 +18,16 @@ import numpy as np
 from ..trace import BURN_IN, Trace
 from ..util.errors import FROZEN, NO_NOISE, FitFailure
 
-__all__ = ["TraceStatistics", "is_non_private", "noise_reference", "ols_fit", "slope_estimates", "trace_statistics"]
+__all__ = [
+    "TraceStatistics",
+    "is_non_private",
+    "kept_arrays",
+    "noise_reference",
+    "ols_fit",
+    "partial_slopes",
+    "slope_estimates",
+    "trace_statistics",
+]
 
 
 class TraceStatistics(NamedTuple):
@@ -41,16 +50,7 @@ class TraceStatistics(NamedTuple):
 
 def trace_statistics(trace: Trace, burn_in: float = BURN_IN) -> TraceStatistics:
     """The sufficient statistics of `trace` over steps t ≥ B = ⌊burn_in · T⌋ (float64, centred at φ̄)."""
-    if not 0.0 <= burn_in < 1.0:
-        raise ValueError(f"burn_in must be a fraction in [0, 1), got {burn_in}")
-    start = math.floor(burn_in * trace.steps)
-    if trace.steps - start < 2:
-        raise ValueError(
-            f"the trace has {trace.steps} steps, leaving {trace.steps - start} after a burn-in of {burn_in:g}: "
-            "the gradient model needs at least 2 (and many more for a useful posterior)"
-        )
-    params = np.asarray(trace.params[start:], np.float64)
-    grads = np.asarray(trace.grads[start:], np.float64)
+    params, grads = kept_arrays(trace, burn_in)
     centre = params.mean(axis=0)
     phi = params - centre
     return TraceStatistics(
@@ -64,6 +64,26 @@ def trace_statistics(trace: Trace, burn_in: float = BURN_IN) -> TraceStatistics:
         noise_var=np.asarray(trace.noise_sd, np.float64) ** 2,
         sampling_rate=float(trace.sampling_rate),
     )
+
+
+def kept_arrays(trace: Trace, burn_in: float = BURN_IN) -> tuple[np.ndarray, np.ndarray]:
+    """The post-burn-in parameters and gradients, steps t ≥ B = ⌊burn_in · T⌋, (T', P) float64 each."""
+    if not 0.0 <= burn_in < 1.0:
+        raise ValueError(f"burn_in must be a fraction in [0, 1), got {burn_in}")
+    start = math.floor(burn_in * trace.steps)
+    if trace.steps - start < 2:
+        raise ValueError(
+            f"the trace has {trace.steps} steps, leaving {trace.steps - start} after a burn-in of {burn_in:g}: "
+            "the gradient model needs at least 2 (and many more for a useful posterior)"
+        )
+    return np.asarray(trace.params[start:], np.float64), np.asarray(trace.grads[start:], np.float64)
+
+
+def partial_slopes(params: np.ndarray, grads: np.ndarray, sampling_rate: float) -> np.ndarray:
+    """Each coordinate's own slope |b_jj|/q in the least-squares fit of G_j on all of φ̃ with an intercept, (P,);
+    params, grads (T', P)."""
+    design = np.column_stack([np.ones(len(params)), params - params.mean(axis=0)])
+    return np.abs(np.diagonal(np.linalg.lstsq(design, grads, rcond=None)[0][1:])) / sampling_rate
 
 
 def is_non_private(stats: TraceStatistics) -> bool:
