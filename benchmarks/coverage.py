@@ -26,6 +26,7 @@ from _common import machine, read_results, write_json
 
 import noiseaware as na
 from noiseaware.evaluation.coverage import CoverageDesign
+from noiseaware.inference.gradient_model import PRIORS
 from noiseaware.util.defaults import field_default
 
 RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
@@ -41,7 +42,7 @@ def main() -> None:
     parser.add_argument("--simulations", type=int, default=field_default(CoverageDesign, "simulations"))
     parser.add_argument("--repeats", type=int, default=field_default(CoverageDesign, "references"))
     parser.add_argument("--draws", type=int, default=field_default(CoverageDesign, "samples"))
-    parser.add_argument("--prior", default="default", choices=("default", "paper"))
+    parser.add_argument("--prior", default="default", choices=tuple(PRIORS))
     parser.add_argument("--sigma", default="research", choices=("research", "tight"))
     parser.add_argument("--settings", default="preset", choices=("preset", "tuned"))
     parser.add_argument("--family", default="mean-field", help="mean-field, full-rank or low-rank:r")

@@ -38,7 +38,7 @@ from noiseaware.inference.gradient_model import gradient_model  # noqa: E402
 from noiseaware.recording.dpvi import record_dpvi_batch  # noqa: E402
 from noiseaware.tuning.facts import simulation_facts  # noqa: E402
 
-PRIORS = ("default", "expanded")
+PRIORS = ("default", "expanded", "variance")
 TAU = 3.0
 
 

@@ -82,3 +82,28 @@ def assert_nominal(pits: np.ndarray, coordinates=slice(None)) -> None:
         assert abs(covered.mean() - level) < 3.5 * sd / np.sqrt(covered.size), (level, covered.mean(axis=0))
         per_coordinate = np.abs(covered.mean(axis=0) - level) < 3.5 * sd / np.sqrt(covered.shape[0])
         assert np.all(per_coordinate[coordinates]), (level, covered.mean(axis=0))
+
+
+def scale_traces(count, steps=4000, lr=(1e-3, 0.1), noise=1.0, seed=0):
+    """`count` two-coordinate traces (μ, ρ) of a mean-field scale whose ρ-gradient follows the variance model
+    exactly: G_μ = q A_μ (μ − μ*) + e, G_ρ = q A_ψ w(ρ) (softplus(ρ)² − sd*²) + e, w = sigmoid/softplus, e ~ N(0, noise²)
+    (the conjugate normal model's ELBO gradient with N = 1000, sd* = 0.0316); φ_{t+1} = φ_t − lr ⊙ G_t, from
+    (μ*, ρ* + 1). Returns the traces and the true φ* (2,)."""
+    rng = np.random.default_rng(seed)
+    a_mu, a_psi, mu_star, sd_star = 1000.0, 1000.0, 0.3, 0.0316
+    optimum = np.array([mu_star, np.log(np.expm1(sd_star))])
+    phi = np.tile(optimum + [0.0, 1.0], (count, 1))
+    params, grads = np.empty((steps, count, 2)), np.empty((steps, count, 2))
+    for t in range(steps):
+        mu, rho = phi[:, 0], phi[:, 1]
+        softplus = np.logaddexp(0.0, rho)
+        weight = 1.0 / (1.0 + np.exp(-rho)) / softplus
+        drift = np.stack([a_mu * (mu - mu_star), a_psi * weight * (softplus**2 - sd_star**2)], axis=1)
+        grads[t] = Q * drift + noise * rng.standard_normal(phi.shape)
+        params[t] = phi
+        phi = phi - np.asarray(lr) * grads[t]
+    traces = [
+        Trace.from_arrays(params[:, m], grads[:, m], noise_multiplier=1.0, clip=noise, sampling_rate=Q, n_examples=N)
+        for m in range(count)
+    ]
+    return traces, optimum

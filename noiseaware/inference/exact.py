@@ -69,7 +69,7 @@ def _initial_guess(model: GradientModel):
     """
     s = model.stats
     n, q = s.count, s.sampling_rate
-    centred_phiphi = s.sum_phiphi - s.sum_phi**2 / n
+    centred_phiphi = s.sum_phiphi - s.sum_phi**2 / s.sum_ww
     slope, residual = ols_fit(s)
     variance = jnp.maximum(residual, s.noise_var)
     slope_se = jnp.sqrt(variance / centred_phiphi) / q
@@ -236,13 +236,27 @@ def exact_draws(model: GradientModel, grid: QuadratureGrid, key, draws: int):
         chosen = jax.random.categorical(set_key, jnp.moveaxis(log_marginal, -2, -1), axis=-1)
         mean = jnp.take_along_axis(set_mean, chosen[..., None, :], axis=-2)[..., 0, :]
         sd = jnp.take_along_axis(set_sd, chosen[..., None, :], axis=-2)[..., 0, :]
-    optimum = mean + sd * jax.random.normal(noise_key, cells.shape)
     hessian = model.hessian(raw)
+    if model.scale_model == "variance":
+        return _scale_rows_to_rho(model, mean, sd, hessian, noise_key) + (extra,)
+    optimum = mean + sd * jax.random.normal(noise_key, cells.shape)
     if model.terms:
         optimum = solve_optimum(
             model.stats, model.terms, optimum - model.stats.centre, hessian, model.stats.noise_var + extra**2, solve_key
         )[0]
     return optimum, hessian, extra
+
+
+def _scale_rows_to_rho(model: GradientModel, mean, sd, hessian, key):
+    """Draws of φ* and a on φ's scale when the scale rows are modelled in ψ = softplus(ρ)² (method.md §2.9):
+    ψ* from its conditional Gaussian truncated to ψ* > 0, ρ* = softplus⁻¹(√ψ*), and the slope a (per unit ψ, as
+    G = q a w (ψ − ψ*)) carried to ρ: dG/dρ at ρ* = q·2a·sigmoid(ρ*)²."""
+    rows = model.stats.scale_rows
+    lower = jnp.where(rows, -mean / sd, -jnp.inf)
+    optimum = mean + sd * jax.random.truncated_normal(key, lower, jnp.inf, mean.shape, mean.dtype)
+    root = jnp.sqrt(jnp.where(rows, jnp.maximum(optimum, jnp.finfo(optimum.dtype).tiny), 1.0))
+    rho = root + jnp.log(-jnp.expm1(-root))
+    return jnp.where(rows, rho, optimum), jnp.where(rows, 2.0 * hessian * jax.nn.sigmoid(rho) ** 2, hessian)
 
 
 def term_probabilities(model: GradientModel, grid: QuadratureGrid):
@@ -335,7 +349,7 @@ def fit_exact_batch(
             )
             continue
         moment_values = {name: value[m] for name, value in moments._asdict().items()}
-        if model.terms:
+        if model.terms or model.scale_model != "linear":
             moment_values.update(optimum_mean=optimum[0].mean(axis=0), optimum_sd=optimum[0].std(axis=0))
         diagnostics = ExactDiagnostics(
             **moment_values,

@@ -170,7 +170,7 @@ def set_log_likelihoods(stats, terms: tuple[TermStatistics, ...], offset, c, var
             stats.sum_gg
             - q2 * extra_gg
             - 2.0 * c * (stats.sum_gphi - q2 * extra_gphi - offset * stats.sum_g)
-            + c**2 * (stats.sum_phiphi - q2 * extra_phiphi - 2.0 * offset * stats.sum_phi + stats.count * offset**2)
+            + c**2 * (stats.sum_phiphi - q2 * extra_phiphi - 2.0 * offset * stats.sum_phi + stats.sum_ww * offset**2)
         )
         out.append(
             term.log_prior - 0.5 * stats.count * jnp.log(2.0 * jnp.pi * var) - 0.5 * log_det - 0.5 * squares / var

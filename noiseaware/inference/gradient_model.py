@@ -85,7 +85,7 @@ def log_likelihood(stats: TraceStatistics, optimum, hessian, extra_var=0.0, term
     squares = (
         stats.sum_gg
         - 2.0 * qa * (stats.sum_gphi - delta * stats.sum_g)
-        + qa**2 * (stats.sum_phiphi - 2.0 * delta * stats.sum_phi + stats.count * delta**2)
+        + qa**2 * (stats.sum_phiphi - 2.0 * delta * stats.sum_phi + stats.sum_ww * delta**2)
     )
     return -0.5 * stats.count * jnp.log(2.0 * jnp.pi * var) - 0.5 * squares / var
 
@@ -94,6 +94,7 @@ HESSIAN_CENTRES = ("slope", "matched")
 HESSIAN_LINKS = ("softplus", "exp")
 EXTRA_NOISE_PRIORS = ("half-normal", "normal", "none")
 EXTRA_NOISE_UNITS = ("noise-sd", "gradient")
+SCALE_MODELS = ("linear", "variance")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,8 +129,16 @@ class Prior:
     terms: tuple[str, ...] = ("diagonal",)
     coupling_scale: float = 1.0
     curvature_scale: float = 1.0
+    scale_model: str = "linear"
 
     def __post_init__(self):
+        if self.scale_model not in SCALE_MODELS:
+            raise ValueError(f"Prior.scale_model must be one of {', '.join(SCALE_MODELS)}; got {self.scale_model!r}")
+        if self.scale_model != "linear" and self.terms != ("diagonal",):
+            raise ValueError(
+                "Prior(scale_model='variance') models the scale rows in ψ = softplus(ρ)² and does not combine with "
+                "extra terms yet: use terms=('diagonal',) with it, or scale_model='linear' with the terms"
+            )
         if isinstance(self.terms, str) or not self.terms:
             raise ValueError(f"Prior.terms must be a non-empty tuple of term sets from {TERM_SETS}; got {self.terms!r}")
         unknown = [t for t in self.terms if t not in TERM_SETS]
@@ -171,6 +180,7 @@ PRIORS = {
         extra_noise_units="gradient",
     ),
     "expanded": Prior(terms=TERM_SETS),
+    "variance": Prior(scale_model="variance"),
 }
 
 
@@ -204,6 +214,7 @@ class GradientModel:
     hessian_link: str = dataclasses.field(metadata={"static": True})
     terms: tuple[TermStatistics, ...] = ()
     term_sets: tuple[str, ...] = dataclasses.field(default=("diagonal",), metadata={"static": True})
+    scale_model: str = dataclasses.field(default="linear", metadata={"static": True})
 
     def hessian(self, hessian_raw):
         """The Hessian diagonal a = link(ã), softplus or exp."""
@@ -222,7 +233,10 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
     trace shows (`noise_reference`).
     """
     prior = resolve_prior(prior)
-    stats = trace_statistics(trace, burn_in)
+    scale_rows = np.zeros(trace.n_params, bool)
+    if prior.scale_model == "variance":
+        scale_rows[dict(trace.family.blocks)["rho"]] = True
+    stats = trace_statistics(trace, burn_in, scale_rows)
     if prior.extra_noise == "none" and is_non_private(stats):
         raise ValueError(
             "the trace is non-private (σ = 0), so the extra noise u (subsampling and Monte Carlo noise) is the "
@@ -230,6 +244,14 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
             "all: use a prior with extra noise (the default, or Prior(extra_noise='half-normal'))"
         )
     slope, se = slope_estimates(stats)
+    if prior.scale_model == "variance":
+        # in ψ the trace mean ψ̄ is not near the root (E softplus(ρ)² ≠ softplus(E ρ)²): centre the scale rows' slope
+        # prior at the least-squares slope with a free intercept, and its standard error
+        free, _ = ols_fit(stats)
+        centred = stats.sum_phiphi - stats.sum_phi**2 / stats.sum_ww
+        reference = noise_reference(stats) / np.sqrt(centred) / stats.sampling_rate
+        slope = np.where(scale_rows, np.abs(free) / stats.sampling_rate, slope)
+        se = np.where(scale_rows, reference, se)
     if prior.hessian_centre == "slope":
         loc, sd = slope, se
     else:
@@ -267,7 +289,8 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
     return GradientModel(
         stats=stats,
         optimum_loc=stats.centre,
-        optimum_sd=np.full_like(stats.centre, prior.optimum_sd),
+        # ψ* = softplus(ρ*)²: a relative prior, the delta-method image of τ_φ at ψ̄ (dψ = 2ψ dρ for ρ ≪ 0)
+        optimum_sd=np.where(scale_rows, 2.0 * stats.centre * prior.optimum_sd, prior.optimum_sd),
         hessian_loc=loc,
         hessian_sd=prior.hessian_width * sd,
         extra_sd=np.zeros_like(extra) if prior.extra_noise == "none" else extra,
@@ -275,6 +298,7 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
         hessian_link=prior.hessian_link,
         terms=terms,
         term_sets=prior.terms,
+        scale_model=prior.scale_model,
     )
 
 
@@ -379,7 +403,7 @@ def _integrate(model: GradientModel, c, var, sum_gg, sum_gphi, sum_phiphi, log_f
     tau2 = model.optimum_sd**2
     offset = model.optimum_loc - stats.centre
     residual = sum_gg - 2.0 * c * sum_gphi + c**2 * sum_phiphi
-    precision = c**2 * stats.count / var + 1.0 / tau2
+    precision = c**2 * stats.sum_ww / var + 1.0 / tau2
     shift = -c * (stats.sum_g - c * stats.sum_phi) / var + offset / tau2
     log_marginal = (
         log_factor
@@ -389,4 +413,8 @@ def _integrate(model: GradientModel, c, var, sum_gg, sum_gphi, sum_phiphi, log_f
         - 0.5 * jnp.log(tau2 * precision)
         + 0.5 * shift * (shift / precision)
     )
-    return OptimumGivenHessian(log_marginal, stats.centre + shift / precision, jax.lax.rsqrt(precision))
+    mean, sd = stats.centre + shift / precision, jax.lax.rsqrt(precision)
+    if model.scale_model == "variance":
+        # ψ* = softplus(ρ*)² > 0: the prior is truncated there, so the marginal gains P(ψ* > 0 | ã, u)
+        log_marginal = log_marginal + jnp.where(stats.scale_rows, jax.scipy.special.log_ndtr(mean / sd), 0.0)
+    return OptimumGivenHessian(log_marginal, mean, sd)

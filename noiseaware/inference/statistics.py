@@ -34,7 +34,12 @@ class TraceStatistics(NamedTuple):
     """Per-coordinate sums over the post-burn-in steps, all (P,) float64 arrays except `count`.
 
     count T'; centre φ̄; sum_g Σ G; sum_phi Σ φ̃; sum_gg Σ G²; sum_phiphi Σ φ̃²; sum_gphi Σ G φ̃;
-    noise_var (σC/s)², the DP noise variance of G; sampling_rate q.
+    noise_var (σC/s)², the DP noise variance of G; sampling_rate q; sum_ww Σ w² (T'); scale_rows (P,) bool.
+
+    A row in `scale_rows` (a scale coordinate ρ_j, sd = softplus(ρ_j), under `Prior(scale_model="variance")`)
+    is modelled as G_tj = q·a_j·w_tj·(ψ_tj − ψ*_j) with ψ = softplus(ρ)² and w = sigmoid(ρ)/softplus(ρ)
+    (docs/method.md §2.9): its sums are those of z_t = w_t (ψ_t − ψ̄) in place of φ̃_t and w_t in place of 1
+    (sum_g Σ G w, sum_phi Σ z w, sum_phiphi Σ z², sum_gphi Σ G z, sum_ww Σ w²), and its centre is ψ̄.
     """
 
     count: int
@@ -46,24 +51,40 @@ class TraceStatistics(NamedTuple):
     sum_gphi: np.ndarray
     noise_var: np.ndarray
     sampling_rate: float
+    sum_ww: np.ndarray
+    scale_rows: np.ndarray
 
 
-def trace_statistics(trace: Trace, burn_in: float = BURN_IN) -> TraceStatistics:
-    """The sufficient statistics of `trace` over steps t ≥ B = ⌊burn_in · T⌋ (float64, centred at φ̄)."""
+def trace_statistics(trace: Trace, burn_in: float = BURN_IN, scale_rows=None) -> TraceStatistics:
+    """The sufficient statistics of `trace` over steps t ≥ B = ⌊burn_in · T⌋ (float64, centred at φ̄); rows in
+    `scale_rows` (a (P,) bool mask, or None for none) in the variance model's ψ coordinates."""
     params, grads = kept_arrays(trace, burn_in)
-    centre = params.mean(axis=0)
-    phi = params - centre
+    rows = np.zeros(params.shape[1], bool) if scale_rows is None else np.asarray(scale_rows, bool)
+    weight = np.where(rows, _sigmoid(params) / _softplus(params), 1.0)
+    values = np.where(rows, _softplus(params) ** 2, params)
+    centre = values.mean(axis=0)
+    phi = np.where(rows, weight * (values - centre), values - centre)
     return TraceStatistics(
         count=params.shape[0],
         centre=centre,
-        sum_g=grads.sum(axis=0),
-        sum_phi=phi.sum(axis=0),
+        sum_g=np.where(rows, np.sum(grads * weight, axis=0), grads.sum(axis=0)),
+        sum_phi=np.where(rows, np.sum(phi * weight, axis=0), phi.sum(axis=0)),
         sum_gg=np.sum(grads * grads, axis=0),
         sum_phiphi=np.sum(phi * phi, axis=0),
         sum_gphi=np.sum(grads * phi, axis=0),
         noise_var=np.asarray(trace.noise_sd, np.float64) ** 2,
         sampling_rate=float(trace.sampling_rate),
+        sum_ww=np.where(rows, np.sum(weight * weight, axis=0), float(params.shape[0])),
+        scale_rows=rows,
     )
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, x)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
 def kept_arrays(trace: Trace, burn_in: float = BURN_IN) -> tuple[np.ndarray, np.ndarray]:
@@ -98,10 +119,10 @@ def ols_fit(stats: TraceStatistics):
     b = Σ G φ̃ᶜ / Σ φ̃ᶜ²,  r² = (Σ (G − Ḡ)² − b² Σ φ̃ᶜ²) / (T' − 2), with φ̃ᶜ = φ̃ − mean φ̃. Plain arithmetic,
     so numpy arrays and traced jax arrays alike.
     """
-    n = stats.count
-    centred = stats.sum_phiphi - stats.sum_phi**2 / n
-    slope = (stats.sum_gphi - stats.sum_g * stats.sum_phi / n) / centred
-    return slope, (stats.sum_gg - stats.sum_g**2 / n - slope**2 * centred) / (n - 2)
+    n, weight = stats.count, stats.sum_ww
+    centred = stats.sum_phiphi - stats.sum_phi**2 / weight
+    slope = (stats.sum_gphi - stats.sum_g * stats.sum_phi / weight) / centred
+    return slope, (stats.sum_gg - stats.sum_g**2 / weight - slope**2 * centred) / (n - 2)
 
 
 def noise_reference(stats: TraceStatistics) -> np.ndarray:
@@ -137,8 +158,9 @@ def slope_estimates(stats: TraceStatistics) -> tuple[np.ndarray, np.ndarray]:
     ν_j = σC/s_j, the DP noise sd (for a non-private trace the residual sd: `noise_reference`).
     A coordinate whose trace does not move (Σ φ̃² ≈ 0) carries no slope information: a FitFailure (FROZEN).
     """
-    # "never moves": the spread of φ after burn-in is at rounding level (1e-12 relative to φ̄)
-    still = stats.sum_phiphi <= stats.count * (1e-12 * np.maximum(1.0, np.abs(stats.centre))) ** 2
+    # "never moves": the spread of φ after burn-in is at rounding level (1e-12 relative to φ̄; to ψ̄ for scale rows)
+    reference = np.where(stats.scale_rows, np.abs(stats.centre), np.maximum(1.0, np.abs(stats.centre)))
+    still = stats.sum_phiphi <= stats.count * (1e-12 * reference) ** 2
     if np.any(still):
         frozen = np.flatnonzero(still).tolist()
         raise FitFailure(

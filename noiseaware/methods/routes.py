@@ -131,10 +131,11 @@ def _route(
 
     def fit_batch(batch: Batch, keys, opts: GradientModelOptions) -> list[Outcome]:
         prior = resolve_prior(opts.prior)
-        if prior.terms != ("diagonal",) and name != "exact":
+        if (prior.terms != ("diagonal",) or prior.scale_model != "linear") and name != "exact":
             raise ValueError(
-                f"the gradient model with extra terms ({', '.join(prior.terms)}) is solved by the exact route only: "
-                f"use method='exact', or a prior without them (Prior(terms=('diagonal',))) for method={name!r}"
+                f"the gradient model with extra terms ({', '.join(prior.terms)}) or scale_model="
+                f"{prior.scale_model!r} is solved by the exact route only: use method='exact', or a prior without "
+                f"them (Prior(terms=('diagonal',), scale_model='linear')) for method={name!r}"
             )
         if len({trace.n_params for trace in batch.traces}) > 1:
             raise TypeError("a batch needs traces of one model (the same number of parameters P); fit the others apart")

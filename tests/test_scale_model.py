@@ -1,0 +1,63 @@
+"""The variance model of scale rows (`Prior(scale_model="variance")`, docs/method.md §2.9): its sufficient statistics
+and likelihood against direct sums, and the coverage of ρ* on traces whose ρ-gradient is curved in ρ."""
+
+import jax
+import numpy as np
+import pytest
+from ou import ou_trace, scale_traces
+
+import noiseaware as na
+from noiseaware.inference.exact import fit_exact_batch
+from noiseaware.inference.gradient_model import Prior, gradient_model, log_likelihood, trace_statistics
+
+
+def _softplus(x):
+    return np.logaddexp(0.0, x)
+
+
+def test_scale_rows_likelihood_equals_the_direct_sum():
+    """log p(G_ρ | ψ*, a, u) from the weighted statistics = Σ_t log N(G_t; q a w_t (ψ_t − ψ*), v) over t ≥ B."""
+    (trace,), _ = scale_traces(1, steps=600, seed=2)
+    stats = trace_statistics(trace, 0.2, np.array([False, True]))
+    params, grads = np.asarray(trace.params)[120:], np.asarray(trace.grads)[120:]
+    rho, g = params[:, 1], grads[:, 1]
+    weight = 1.0 / (1.0 + np.exp(-rho)) / _softplus(rho)
+    psi = _softplus(rho) ** 2
+    assert stats.centre[1] == pytest.approx(psi.mean())
+    for psi_star, slope, extra in [(0.001, 1000.0, 0.0), (0.0025, 400.0, 0.7)]:
+        var = stats.noise_var[1] + extra**2
+        direct = (
+            -0.5 * len(g) * np.log(2 * np.pi * var)
+            - 0.5 * np.sum((g - 0.1 * slope * weight * (psi - psi_star)) ** 2) / var
+        )
+        with jax.enable_x64(True):
+            got = log_likelihood(stats, np.array([0.3, psi_star]), np.array([1000.0, slope]), np.array([0.0, extra**2]))
+        assert float(got[1]) == pytest.approx(direct, rel=1e-10)
+
+
+def test_the_variance_model_covers_rho_star_where_the_linear_model_does_not():
+    """100 traces with a learning rate that sends ρ through the curved part of softplus (sd of ρ ≈ 0.6 around
+    ρ* = −3.44): the paper's linear-in-ρ model covers ρ* in 0.37 of its 90 % intervals, the variance model within
+    3.5 binomial se of 0.9; μ* is unaffected."""
+    traces, optimum = scale_traces(100, seed=0)
+    limit = 3.5 * np.sqrt(0.09 / 100)
+    coverage = {}
+    for prior in ("default", "variance"):
+        models = [gradient_model(trace, prior) for trace in traces]
+        results = fit_exact_batch(models, keys=jax.random.split(jax.random.key(0), 100), draws=2000)
+        draws = np.stack([r.optimum[0] for r in results])
+        low, high = np.quantile(draws, [0.05, 0.95], axis=1)
+        coverage[prior] = ((optimum > low) & (optimum < high)).mean(axis=0)
+        assert np.all(np.isfinite(draws))
+    assert coverage["default"][1] < 0.9 - limit
+    assert abs(coverage["variance"][1] - 0.9) < limit, coverage
+    assert abs(coverage["variance"][0] - 0.9) < limit
+
+
+def test_scale_model_is_validated():
+    with pytest.raises(ValueError, match="scale_model"):
+        Prior(scale_model="log")
+    with pytest.raises(ValueError, match="does not combine"):
+        Prior(scale_model="variance", terms=("diagonal", "coupled"))
+    with pytest.raises(ValueError, match="exact route only"):
+        na.fit(ou_trace(seed=1), "nuts", key=0, prior="variance", diagnostics="off")
