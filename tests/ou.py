@@ -86,9 +86,9 @@ def assert_nominal(pits: np.ndarray, coordinates=slice(None)) -> None:
 
 def scale_traces(count, steps=4000, lr=(1e-3, 0.1), noise=1.0, seed=0):
     """`count` two-coordinate traces (μ, ρ) of a mean-field scale whose ρ-gradient follows the variance model
-    exactly: G_μ = q A_μ (μ − μ*) + e, G_ρ = q A_ψ w(ρ) (softplus(ρ)² − sd*²) + e, w = sigmoid/softplus, e ~ N(0, noise²)
-    (the conjugate normal model's ELBO gradient with N = 1000, sd* = 0.0316); φ_{t+1} = φ_t − lr ⊙ G_t, from
-    (μ*, ρ* + 1). Returns the traces and the true φ* (2,)."""
+    exactly: G_μ = q A_μ (μ − μ*) + e, G_ρ = q A_ψ w(ρ) (softplus(ρ)² − sd*²) + e, w = sigmoid/softplus,
+    e ~ N(0, noise²) (the conjugate normal model's ELBO gradient with N = 1000, sd* = 0.0316);
+    φ_{t+1} = φ_t − lr ⊙ G_t, from (μ*, ρ* + 1). Returns the traces and the true φ* (2,)."""
     rng = np.random.default_rng(seed)
     a_mu, a_psi, mu_star, sd_star = 1000.0, 1000.0, 0.3, 0.0316
     optimum = np.array([mu_star, np.log(np.expm1(sd_star))])
