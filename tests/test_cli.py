@@ -375,6 +375,10 @@ def test_an_unreadable_npz_says_what_is_wrong_with_it(tmp_path):
             "argument --n-examples: invalid value '0': give a positive integer",
         ),
         (
+            ("--model", "M1", "--epsilon", "1", "--n-examples", "10"),
+            "the gamma-exponential preset was set for N = 5000 examples and these data have N = 10 (500× fewer)",
+        ),
+        (
             (
                 "--model",
                 "user_models:logistic",
@@ -680,3 +684,16 @@ def test_coverage_prints_a_table_and_writes_json_csv_png_per_epsilon(capsys, tmp
 )
 def test_coverage_user_errors(capsys, tmp_path, user_model_dir, argv, message):
     assert message in single_error(capsys, "coverage", *argv, "--out", tmp_path / "cov")
+
+
+def test_record_refuses_a_preset_on_tiny_data_before_spending_privacy(capsys, tmp_path):
+    """A new user's `record --model M1 --data x10.npz` (N = 10 against the preset's 5000) is refused with the reason
+    and the way forward, and nothing is written."""
+    path = tmp_path / "x10.npz"
+    np.savez(path, x=np.random.default_rng(0).exponential(0.25, 10).astype(np.float32))
+    message = single_error(
+        capsys, "record", "--model", "M1", "--epsilon", "1", "--data", path, "--out", tmp_path / "t.nc"
+    )
+    assert "set for N = 5000 examples and these data have N = 10" in message
+    assert "noiseaware tune --model gamma-exponential --n-examples 10" in message
+    assert not (tmp_path / "t.nc").exists()

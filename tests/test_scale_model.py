@@ -4,7 +4,7 @@ and likelihood against direct sums, and the coverage of ρ* on traces whose ρ-g
 import jax
 import numpy as np
 import pytest
-from ou import ou_trace, scale_traces
+from ou import ou_trace, ou_traces, scale_traces
 
 import noiseaware as na
 from noiseaware.inference.exact import fit_exact_batch
@@ -61,3 +61,31 @@ def test_scale_model_is_validated():
         Prior(scale_model="variance", terms=("diagonal", "coupled"))
     with pytest.raises(ValueError, match="exact route only"):
         na.fit(ou_trace(seed=1), "nuts", key=0, prior="variance", diagnostics="off")
+
+
+def test_the_exact_route_repairs_curved_scale_rows_and_says_so():
+    """With repair (the default) a ρ row whose evidence favours the variance model 3 to 1 is fitted that way: on the
+    curved scale traces the route's 90 % intervals of ρ* cover within 3.5 se of 0.9 (without repair 0.37), with a
+    "curvature repaired" warning and the posterior's prior saying "repaired"; on traces drawn from the paper's model
+    nothing is repaired and the fit is bit for bit that without repair."""
+    traces, optimum = scale_traces(100, seed=0)
+    with pytest.warns(UserWarning, match="curvature repaired"):
+        posts = na.fit_batch(traces, "exact", key=0, draws=2000, diagnostics="off")
+    unrepaired = na.fit_batch(traces, "exact", key=0, draws=2000, diagnostics="off", repair=False)
+    limit = 3.5 * np.sqrt(0.09 / 100)
+
+    def coverage(posteriors):
+        draws = np.stack([p.optimum_chains[0] for p in posteriors])
+        low, high = np.quantile(draws, [0.05, 0.95], axis=1)
+        return ((optimum > low) & (optimum < high)).mean(axis=0)
+
+    assert abs(coverage(posts)[1] - 0.9) < limit
+    assert coverage(unrepaired)[1] < 0.9 - limit
+    assert sum("repaired" in p.prior for p in posts) > 50
+    plain = ou_traces(5, seed=2)
+    for a, b in zip(
+        na.fit_batch(plain, "exact", key=1, diagnostics="off"),
+        na.fit_batch(plain, "exact", key=1, diagnostics="off", repair=False),
+    ):
+        np.testing.assert_array_equal(a.optimum_chains, b.optimum_chains)
+        assert a.prior == b.prior == "default"

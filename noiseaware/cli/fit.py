@@ -206,11 +206,14 @@ def _naive_column(trace: Trace) -> dict[str, NoiseAwarePosterior]:
 
 def _diagnostics_lines(post: NoiseAwarePosterior, method: str) -> list[str]:
     """The route's scalar record in two lines, each only when it has entries: `options:` the settings it ran
-    with (fields of the method's options class), `diagnostics:` what it found (R-hat, ESS, divergences first)."""
+    with (fields of the method's options class), `diagnostics:` what it found (R-hat, ESS, divergences first);
+    a field at its record's default (e.g. scale_model "linear", unless a repair changed it) is left out."""
+    defaults = {field.name: field.default for field in dataclasses.fields(post.diagnostics)}
     scalars = {
         name: value.item() if isinstance(value, np.generic) else value
         for name, value in post.diagnostics.items()
         if isinstance(value, (bool, int, float, str, np.generic))
+        and not (isinstance(value, str) and value == defaults[name])
     }
     option_names = {field.name for field in dataclasses.fields(DEFAULT_REGISTRY[method].options)}
     order = [name for name in DIAGNOSTICS_FIRST if name in scalars] + [n for n in scalars if n not in DIAGNOSTICS_FIRST]

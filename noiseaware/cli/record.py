@@ -262,14 +262,36 @@ def _tuned_job(args, key) -> _Job:
     return _Job(model, data, settings)
 
 
+PRESET_SIZE_RATIO = 20
+"""A built-in preset is refused on data more than this many times smaller or larger than the N it was set for."""
+
+
 def _builtin_job(args, key) -> _Job:
     """A built-in model on simulated data (or on --data) with its preset."""
     bm = builtin(args.model)
     if args.data is not None:
-        return _Job(bm.model, _user_data(args, bm), _settings(bm.dpvi_settings, args))
+        data = _user_data(args, bm)
+        _check_preset_size(bm, len(next(iter(data.values()))))
+        return _Job(bm.model, data, _settings(bm.dpvi_settings, args))
+    if args.n_examples is not None:
+        _check_preset_size(bm, args.n_examples)
     bm = _resized(bm, args)
     theta, data = bm.simulate(key)
     return _Job(bm.model, data, _settings(bm.dpvi_settings, args), (bm, theta))
+
+
+def _check_preset_size(bm: models.BenchmarkModel, n_examples: int) -> None:
+    """Refuse, before any privacy is spent, a preset used on N examples far from the N it was set for: its clip,
+    gradient scales and learning rates describe another problem there, and no check or coverage was measured."""
+    ratio = max(n_examples / bm.n_examples, bm.n_examples / max(n_examples, 1))
+    if ratio > PRESET_SIZE_RATIO:
+        raise ValueError(
+            f"the {bm.name} preset was set for N = {bm.n_examples} examples and these data have N = {n_examples} "
+            f"({ratio:.0f}× {'fewer' if n_examples < bm.n_examples else 'more'}): its clip, gradient scales and "
+            "learning rates were never checked at this size, and its noise-aware posterior can be confidently "
+            f"wrong there; choose settings for your data with `noiseaware tune --model {bm.name} --n-examples "
+            f"{n_examples} --epsilon …` and record with --settings FILE"
+        )
 
 
 def _resized(bm: models.BenchmarkModel, args) -> models.BenchmarkModel:

@@ -44,7 +44,8 @@ class QuadratureGrid(NamedTuple):
     hessian_raw (n_a, P); extra_noise (n_u, P) equally spaced u nodes; weights (n_a, n_u, P) summing to one per
     coordinate; optimum_mean / optimum_sd (n_a, n_u, P): φ*'s conditional Gaussian at each node;
     edge_mass (P,): the largest normalised weight on the grid's outer rows/columns (u = 0 excluded),
-    near zero when the grid covers the posterior.
+    near zero when the grid covers the posterior; log_evidence (P,): log p(trace_j), the trapezoid rule's
+    integral of the unnormalised weights (node spacings included).
     """
 
     hessian_centre: jax.Array
@@ -56,6 +57,7 @@ class QuadratureGrid(NamedTuple):
     optimum_mean: jax.Array
     optimum_sd: jax.Array
     edge_mass: jax.Array
+    log_evidence: jax.Array
 
 
 def _initial_guess(model: GradientModel):
@@ -128,13 +130,17 @@ def _evaluate(model: GradientModel, centre, scale, t, extra_noise) -> Quadrature
     log_weight = jnp.where(finite, log_weight, -jnp.inf)
     mean = jnp.where(finite, conditional.mean, model.optimum_loc)
     sd = jnp.where(finite, conditional.sd, model.optimum_sd)
-    weights = jax.nn.softmax(log_weight.reshape(-1, log_weight.shape[-1]), axis=0).reshape(log_weight.shape)
+    flat = log_weight.reshape(-1, log_weight.shape[-1])
+    weights = jax.nn.softmax(flat, axis=0).reshape(log_weight.shape)
+    log_evidence = jax.nn.logsumexp(flat, axis=0) + jnp.log(t[1] - t[0])
+    if extra_noise.shape[0] > 1:
+        log_evidence = log_evidence + jnp.log(extra_noise[1] - extra_noise[0])
     edges = jnp.maximum(jnp.max(weights[0], axis=0), jnp.max(weights[-1], axis=0))
     if extra_noise.shape[0] > 1:
         # u = 0 is a boundary of the support, not of the grid; a positive lower end is a grid edge
         low_edge = jnp.where(extra_noise[0] > 0.0, jnp.max(weights[:, 0], axis=0), 0.0)
         edges = jnp.maximum(edges, jnp.maximum(low_edge, jnp.max(weights[:, -1], axis=0)))
-    return QuadratureGrid(centre, scale, t, hessian_raw, extra_noise, weights, mean, sd, edges)
+    return QuadratureGrid(centre, scale, t, hessian_raw, extra_noise, weights, mean, sd, edges, log_evidence)
 
 
 def _marginal_moments(nodes, weights):
@@ -271,9 +277,10 @@ def term_probabilities(model: GradientModel, grid: QuadratureGrid):
 class ExactDiagnostics(Diagnostics):
     """The exact route's facts: moments of φ* and A from the grid (P,) each, without Monte Carlo error;
     edge_mass (P,), the largest weight on the grid's outer edge (above 1e-6 the grid may cut posterior
-    mass); and the grid's sizes. With extra terms (`Prior.terms`): term_sets, the candidate sets, and
-    term_probability (S, P), each set's posterior probability per coordinate; φ*'s moments are then those of
-    the draws (φ* solves the fitted expansion, no longer a grid mixture)."""
+    mass); the grid's sizes; log_evidence (P,), log p(trace_j) under the model (`QuadratureGrid`); scale_model,
+    "linear", "variance", or "repaired" (some rows from each: `methods.routes`). With extra terms (`Prior.terms`):
+    term_sets, the candidate sets, and term_probability (S, P), each set's posterior probability per coordinate.
+    φ*'s moments are those of the draws where the model has extra terms or scale rows in ψ."""
 
     optimum_mean: np.ndarray
     optimum_sd: np.ndarray
@@ -285,6 +292,8 @@ class ExactDiagnostics(Diagnostics):
     passes: int
     term_sets: tuple[str, ...] = ("diagonal",)
     term_probability: np.ndarray | None = None
+    log_evidence: np.ndarray | None = None
+    scale_model: str = "linear"
 
 
 def fit_exact(
@@ -351,6 +360,8 @@ def fit_exact_batch(
         moment_values = {name: value[m] for name, value in moments._asdict().items()}
         if model.terms or model.scale_model != "linear":
             moment_values.update(optimum_mean=optimum[0].mean(axis=0), optimum_sd=optimum[0].std(axis=0))
+        if model.scale_model != "linear":
+            moment_values.update(hessian_mean=hessian[0].mean(axis=0), hessian_sd=hessian[0].std(axis=0))
         diagnostics = ExactDiagnostics(
             **moment_values,
             edge_mass=grid.edge_mass[m],
@@ -359,6 +370,8 @@ def fit_exact_batch(
             passes=passes,
             term_sets=model.term_sets,
             term_probability=None if probabilities is None else probabilities[m],
+            log_evidence=grid.log_evidence[m],
+            scale_model=model.scale_model,
         )
         results.append(Draws(optimum, hessian, None if model.extra_noise == "none" else extra, diagnostics))
     return results

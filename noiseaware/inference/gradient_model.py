@@ -312,6 +312,10 @@ def _integrate(model: GradientModel, c, var, sum_gg, sum_gphi, sum_phiphi, log_f
     )
     mean, sd = stats.centre + shift / precision, jax.lax.rsqrt(precision)
     if model.scale_model == "variance":
-        # ψ* = softplus(ρ*)² > 0: the prior is truncated there, so the marginal gains P(ψ* > 0 | ã, u)
-        log_marginal = log_marginal + jnp.where(stats.scale_rows, jax.scipy.special.log_ndtr(mean / sd), 0.0)
+        # ψ* = softplus(ρ*)² > 0: the prior is truncated there (normalised by P(ψ* > 0) under it), so the
+        # marginal gains P(ψ* > 0 | ã, u) / P(ψ* > 0)
+        truncation = jax.scipy.special.log_ndtr(mean / sd) - jax.scipy.special.log_ndtr(
+            model.optimum_loc / model.optimum_sd
+        )
+        log_marginal = log_marginal + jnp.where(stats.scale_rows, truncation, 0.0)
     return OptimumGivenHessian(log_marginal, mean, sd)

@@ -9,6 +9,7 @@ route (grid edges, mixing) are raised per trace; `fit`/`fit_batch` and the exper
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Literal
@@ -64,14 +65,18 @@ class GradientModelOptions:
 
 @dataclasses.dataclass(frozen=True)
 class ExactOptions(GradientModelOptions):
-    """Adaptive quadrature: nodes for the Hessian and the extra noise, and refinement passes of the grid."""
+    """Adaptive quadrature: nodes for the Hessian and the extra noise, and refinement passes of the grid. repair:
+    a scale coordinate ρ whose trace favours the gradient model with its row linear in softplus(ρ)² 3 to 1
+    (`Prior(scale_model="variance")`, docs/method.md §2.9) is fitted that way, and the fit says so."""
 
     hessian_nodes: int = 96
     extra_nodes: int = 32
     passes: int = 3
+    repair: bool = True
 
     def __post_init__(self):
         super().__post_init__()
+        flag("repair", self.repair)
         for name in ("hessian_nodes", "extra_nodes"):
             positive_int(name, getattr(self, name), minimum=3, hint="a grid axis needs at least 3 nodes")
         positive_int("passes", self.passes, hint="the number of placements of the grid, e.g. passes=3")
@@ -150,12 +155,15 @@ def _route(
         kept = [m for m, model in enumerate(outcomes) if not isinstance(model, FitFailure)]
         models = [outcomes[m] for m in kept]
         results = solve(models, keys=keys[np.asarray(kept)], draws=opts.draws, **route_options(opts)) if kept else []
+        if kept and getattr(opts, "repair", False) and prior.scale_model == "linear" and prior.terms == ("diagonal",):
+            results = _repair_scale_rows(batch, kept, results, keys, prior, opts, solve, route_options(opts))
         label = opts.prior if isinstance(opts.prior, str) else repr(opts.prior)
         for m, result in zip(kept, results):
-            trace = batch.traces[m]
-            outcomes[m] = (
-                result if isinstance(result, FitFailure) else _posterior(trace, result, name, label, opts.burn_in)
-            )
+            if isinstance(result, FitFailure):
+                outcomes[m] = result
+                continue
+            named = label if result.diagnostics.get("scale_model") != "repaired" else f"{label}, repaired"
+            outcomes[m] = _posterior(batch.traces[m], result, name, named, opts.burn_in)
         names = batch.traces[0].param_names if batch.traces else ()
         for model in models:
             _warn_weak_slopes(model, names)
@@ -163,6 +171,63 @@ def _route(
         return outcomes
 
     return Method(name, fit_batch, options, "trace", description=description)
+
+
+REPAIR_EVIDENCE = math.log(3.0)
+"""log Bayes factor from which a scale row is refitted linear in softplus(ρ)²: 3 to 1 (on traces drawn from the
+paper's model, and on M1–M3's research traces, no row reached it: docs/gradient-model.md)."""
+REPAIR_NOTE = (
+    "the gradient of a scale coordinate is curved in ρ ({names}: Bayes factor > 3 for the gradient model with the "
+    "row linear in ψ = softplus(ρ)², Prior(scale_model='variance'), docs/method.md §2.9); those rows were fitted "
+    "that way instead of linear in ρ; repair=False keeps the paper's model"
+)
+
+
+def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, solve, settings) -> list:
+    """Refit the kept traces with their scale rows linear in ψ = softplus(ρ)² and, row by row, keep that fit where
+    its evidence beats the paper's model by REPAIR_EVIDENCE (the rows are independent given the trace, so a
+    posterior may take some rows from each fit); warn per trace with the rows repaired."""
+    variance = dataclasses.replace(prior, scale_model="variance")
+    others = solve(
+        [outcome_of(lambda t=batch.traces[m]: _gradient_model(t, variance, opts.burn_in)) for m in kept],
+        keys=keys[np.asarray(kept)],
+        draws=opts.draws,
+        **settings,
+    )
+    repaired = []
+    for m, linear, curved in zip(kept, results, others):
+        if isinstance(linear, FitFailure) or isinstance(curved, FitFailure):
+            repaired.append(linear)
+            continue
+        rows = curved.diagnostics["log_evidence"] - linear.diagnostics["log_evidence"] > REPAIR_EVIDENCE
+        if not rows.any():
+            repaired.append(linear)
+            continue
+        names = ", ".join(np.asarray(batch.traces[m].param_names)[rows])
+        warnings.warn(FitWarning("curvature repaired", REPAIR_NOTE.format(names=names)), stacklevel=2)
+        repaired.append(_mix_rows(linear, curved, rows))
+    return repaired
+
+
+def _mix_rows(linear: Draws, curved: Draws, rows: np.ndarray) -> Draws:
+    """The draws and exact diagnostics of `linear` with the coordinates `rows` (P,) bool taken from `curved`."""
+
+    def pick(a, b):
+        return None if a is None else np.where(rows, b, a)
+
+    fields = {
+        name: pick(value, curved.diagnostics[name])
+        if isinstance(value, np.ndarray) and value.shape[-1:] == rows.shape
+        else value
+        for name, value in linear.diagnostics.items()
+    }
+    diagnostics = type(linear.diagnostics)(**{**fields, "scale_model": "repaired"})
+    return Draws(
+        pick(linear.optimum, curved.optimum),
+        pick(linear.hessian, curved.hessian),
+        pick(linear.extra_noise, curved.extra_noise),
+        diagnostics,
+    )
 
 
 def _gradient_model(trace: Trace, prior: Prior, burn_in: float) -> GradientModel:
