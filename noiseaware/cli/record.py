@@ -270,9 +270,13 @@ def _builtin_job(args, key) -> _Job:
     """A built-in model on simulated data (or on --data) with its preset."""
     bm = builtin(args.model)
     if args.data is not None:
-        data = _user_data(args, bm)
-        _check_preset_size(bm, len(next(iter(data.values()))))
-        return _Job(bm.model, data, _settings(bm.dpvi_settings, args))
+        data, settings = _user_data(args, bm), _settings(bm.dpvi_settings, args)
+        # the data's own problems (lengths, support) first, then whether the preset fits their size
+        spec = inspect_model(
+            bm.model, data, transforms=settings.get("transforms", "numpyro"), sites=settings.get("sites")
+        )
+        _check_preset_size(bm, spec.n_examples)
+        return _Job(bm.model, data, settings)
     if args.n_examples is not None:
         _check_preset_size(bm, args.n_examples)
     bm = _resized(bm, args)
