@@ -43,6 +43,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=field_default(CoverageDesign, "references"))
     parser.add_argument("--draws", type=int, default=field_default(CoverageDesign, "samples"))
     parser.add_argument("--prior", default="default", choices=tuple(PRIORS))
+    parser.add_argument("--no-repair", action="store_true", help="exact route without its repair of curved scale rows")
     parser.add_argument("--sigma", default="research", choices=("research", "tight"))
     parser.add_argument("--settings", default="preset", choices=("preset", "tuned"))
     parser.add_argument("--family", default="mean-field", help="mean-field, full-rank or low-rank:r")
@@ -53,7 +54,7 @@ def main() -> None:
         f"python benchmarks/coverage.py --models {args.models} --epsilons {args.epsilons} --methods "
         f"{args.methods} --simulations {args.simulations} --repeats {args.repeats} --draws {args.draws} "
         f"--prior {args.prior} --sigma {args.sigma} --settings {args.settings} --family {args.family} "
-        f"--seed {args.seed} --out {args.out}"
+        f"--seed {args.seed} --out {args.out}" + (" --no-repair" if args.no_repair else "")
     )
     kind, _, rank = args.family.partition(":")
     family = {} if kind == "mean-field" else {"family": kind} | ({"rank": int(rank)} if rank else {})
@@ -64,6 +65,8 @@ def main() -> None:
             settings = {} if args.settings == "preset" else dict(tuned_settings(bm, epsilon))
             level = {"noise_multiplier": RESEARCH_SIGMA[epsilon]} if args.sigma == "research" else {"epsilon": epsilon}
             options = method_options(args.methods.split(","), epsilon, args.prior)
+            if args.no_repair and "exact" in options:
+                options["exact"]["repair"] = False
             start = time.perf_counter()
             result = na.coverage(
                 bm,
