@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 from noiseaware.util.checks import choice, positive_float, positive_int, probability
 from noiseaware.util.files import plain, write_json
-from noiseaware.util.numerics import softplus_inverse
+from noiseaware.util.numerics import sigmoid, softplus, softplus_inverse
 
 
 class DomainError(ValueError):
@@ -153,10 +153,6 @@ def test_choice_lists_the_options():
 # ---------------------------------------------------------------- numerics
 
 
-def softplus(x):
-    return np.logaddexp(0.0, x)
-
-
 @given(st.floats(min_value=1e-300, max_value=1e300))
 def test_softplus_inverse_inverts_softplus_across_the_range(a):
     assert softplus(softplus_inverse(a)) == pytest.approx(a, rel=1e-12)
@@ -224,3 +220,10 @@ def test_write_json_writes_numpy_values(tmp_path):
     write_json(path, {"coverage": np.float64(0.95), "bins": np.arange(3), "level": (0.5, 0.9)})
     assert json.loads(path.read_text()) == {"coverage": 0.95, "bins": [0, 1, 2], "level": [0.5, 0.9]}
     assert list(tmp_path.iterdir()) == [path]
+
+
+@given(st.floats(-30.0, 30.0))
+def test_softplus_and_sigmoid_match_their_definitions(x):
+    assert softplus(x) == pytest.approx(np.log1p(np.exp(x)), rel=1e-12)
+    assert sigmoid(x) == pytest.approx(1.0 / (1.0 + np.exp(-x)), rel=1e-12)
+    assert softplus_inverse(softplus(x)) == pytest.approx(x, rel=1e-9, abs=1e-9)

@@ -205,3 +205,21 @@ def test_the_only_unpickling_in_the_study_engine_is_the_worker_transport():
     assert {name: n for name, n in loads.items() if n} == {"tasks.py": 1}
     body = inspect.getsource(tasks.execute)
     assert "cloudpickle.loads(payload)" in body and "open(" not in body and "read_bytes" not in body
+
+
+def test_execute_refuses_a_path_or_file_from_a_study_folder_before_reading_it(tmp_path):
+    """The worker entry point takes only the bytes `pack` made: a crafted pickle handed over as a path or an open
+    file is refused unread, while the in-memory bytes of a real task run."""
+    from noiseaware.studies.tasks import execute, pack
+
+    marker = tmp_path / "marker"
+    crafted = tmp_path / "task.pkl"
+    crafted.write_bytes(pickle.dumps(Marker(marker)))
+    with pytest.raises(TypeError, match="never unpickled"):
+        execute(crafted, str(tmp_path / "out.npz"))
+    with crafted.open("rb") as handle, pytest.raises(TypeError, match="never unpickled"):
+        execute(handle, str(tmp_path / "out.npz"))
+    assert not marker.exists() and not (tmp_path / "out.npz").exists()
+    task = make_task(abs, (-5,), {"abs": -5}, "abs")
+    execute(pack(task), str(tmp_path / "out.npz"))
+    assert (tmp_path / "out.npz").exists()

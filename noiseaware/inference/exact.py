@@ -31,6 +31,7 @@ from ..util.keys import as_key
 from .draws import Draws
 from .expansion import solve_optimum
 from .gradient_model import GradientModel, integrate_optimum, ols_fit, prior_distributions
+from .statistics import centred_phiphi
 
 __all__ = ["QuadratureGrid", "exact_grid", "exact_cdf", "exact_moments", "exact_draws", "fit_exact", "fit_exact_batch"]
 
@@ -71,10 +72,9 @@ def _initial_guess(model: GradientModel):
     """
     s = model.stats
     n, q = s.count, s.sampling_rate
-    centred_phiphi = s.sum_phiphi - s.sum_phi**2 / s.sum_ww
     slope, residual = ols_fit(s)
     variance = jnp.maximum(residual, s.noise_var)
-    slope_se = jnp.sqrt(variance / centred_phiphi) / q
+    slope_se = jnp.sqrt(variance / centred_phiphi(s)) / q
     a = jnp.maximum(jnp.abs(slope) / q, slope_se)
     if model.hessian_link == "exp":
         raw, raw_se = jnp.log(a), slope_se / a
@@ -249,7 +249,7 @@ def exact_draws(model: GradientModel, grid: QuadratureGrid, key, draws: int):
     if model.terms:
         optimum = solve_optimum(
             model.stats, model.terms, optimum - model.stats.centre, hessian, model.stats.noise_var + extra**2, solve_key
-        )[0]
+        )
     return optimum, hessian, extra
 
 

@@ -181,7 +181,7 @@ def set_log_likelihoods(stats, terms: tuple[TermStatistics, ...], offset, c, var
 
 def solve_optimum(stats, terms: tuple[TermStatistics, ...], offset, hessian, var, key):
     """φ* draws from draws of (δ'_j, a_j, v_j), each (K, P): per row a term set ∝ its likelihood, γ_j | a_j, v_j,
-    then (diag(a) + H_off) δ = a ⊙ δ' + s. Returns (φ* (K, P), the chosen set index (K, P))."""
+    then (diag(a) + H_off) δ = a ⊙ δ' + s. Returns φ* (K, P)."""
     q = stats.sampling_rate
     c = q * hessian
     log_like = set_log_likelihoods(stats, terms, offset, c, var)  # (K, S, P)
@@ -199,4 +199,4 @@ def solve_optimum(stats, terms: tuple[TermStatistics, ...], offset, hessian, var
     n_params = offset.shape[-1]
     matrix = rows[..., :n_params] + jax.vmap(jnp.diag)(hessian)
     delta = jnp.linalg.solve(matrix, (hessian * offset + rows[..., n_params])[..., None])[..., 0]
-    return stats.centre + delta, chosen
+    return stats.centre + delta

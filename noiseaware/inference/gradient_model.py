@@ -36,11 +36,12 @@ import numpyro
 import numpyro.distributions as dist
 
 from ..trace import BURN_IN, Trace
-from ..util.numerics import softplus_inverse
+from ..util.numerics import sigmoid, softplus_inverse
 from .expansion import TermStatistics, set_log_likelihoods, term_statistics
 from .priors import PRIORS, Prior, resolve_prior
 from .statistics import (
     TraceStatistics,
+    centred_phiphi,
     is_non_private,
     kept_arrays,
     noise_reference,
@@ -141,14 +142,13 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
             "all: use a prior with extra noise (the default, or Prior(extra_noise='half-normal'))"
         )
     slope, se = slope_estimates(stats)
+    noise_sd = noise_reference(stats)
     if prior.scale_model == "variance":
         # in ψ the trace mean ψ̄ is not near the root (E softplus(ρ)² ≠ softplus(E ρ)²): centre the scale rows' slope
         # prior at the least-squares slope with a free intercept, and its standard error
         free, _ = ols_fit(stats)
-        centred = stats.sum_phiphi - stats.sum_phi**2 / stats.sum_ww
-        reference = noise_reference(stats) / np.sqrt(centred) / stats.sampling_rate
         slope = np.where(scale_rows, np.abs(free) / stats.sampling_rate, slope)
-        se = np.where(scale_rows, reference, se)
+        se = np.where(scale_rows, noise_sd / np.sqrt(centred_phiphi(stats)) / stats.sampling_rate, se)
     if prior.hessian_centre == "slope":
         loc, sd = slope, se
     else:
@@ -159,7 +159,7 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
             loc, sd = np.log(slope), se / slope
         else:
             loc = softplus_inverse(slope)
-            sd = se / _sigmoid(loc)
+            sd = se / sigmoid(loc)
     scale, terms = np.maximum(slope, se), ()
     if prior.terms != ("diagonal",):
         # with other columns in a row its own slope is a partial one: the extra terms' prior scales use the larger
@@ -181,7 +181,6 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
             partial = np.maximum(partial, se)
             log_ratio = np.log(partial / slope) if prior.hessian_link == "exp" else softplus_inverse(partial) - loc
             sd = np.hypot(sd, np.abs(log_ratio) / prior.hessian_width)
-    noise_sd = noise_reference(stats)
     extra = prior.extra_noise_scale * (noise_sd if prior.extra_noise_units == "noise-sd" else np.ones_like(noise_sd))
     return GradientModel(
         stats=stats,
@@ -197,10 +196,6 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
         term_sets=prior.terms,
         scale_model=prior.scale_model,
     )
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
 def prior_distributions(model: GradientModel) -> dict[str, dist.Distribution]:

@@ -17,9 +17,11 @@ import numpy as np
 
 from ..trace import BURN_IN, Trace
 from ..util.errors import FROZEN, NO_NOISE, FitFailure
+from ..util.numerics import sigmoid, softplus
 
 __all__ = [
     "TraceStatistics",
+    "centred_phiphi",
     "is_non_private",
     "kept_arrays",
     "noise_reference",
@@ -60,8 +62,8 @@ def trace_statistics(trace: Trace, burn_in: float = BURN_IN, scale_rows=None) ->
     `scale_rows` (a (P,) bool mask, or None for none) in the variance model's ψ coordinates."""
     params, grads = kept_arrays(trace, burn_in)
     rows = np.zeros(params.shape[1], bool) if scale_rows is None else np.asarray(scale_rows, bool)
-    weight = np.where(rows, _sigmoid(params) / _softplus(params), 1.0)
-    values = np.where(rows, _softplus(params) ** 2, params)
+    weight = np.where(rows, sigmoid(params) / softplus(params), 1.0)
+    values = np.where(rows, softplus(params) ** 2, params)
     centre = values.mean(axis=0)
     phi = np.where(rows, weight * (values - centre), values - centre)
     return TraceStatistics(
@@ -77,14 +79,6 @@ def trace_statistics(trace: Trace, burn_in: float = BURN_IN, scale_rows=None) ->
         sum_ww=np.where(rows, np.sum(weight * weight, axis=0), float(params.shape[0])),
         scale_rows=rows,
     )
-
-
-def _softplus(x: np.ndarray) -> np.ndarray:
-    return np.logaddexp(0.0, x)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
 def kept_arrays(trace: Trace, burn_in: float = BURN_IN) -> tuple[np.ndarray, np.ndarray]:
@@ -113,6 +107,12 @@ def is_non_private(stats: TraceStatistics) -> bool:
     return not np.any(np.asarray(stats.noise_var) > 0)
 
 
+def centred_phiphi(stats: TraceStatistics):
+    """Σ (φ̃ − its weighted mean)² = S_φφ − S_φ²/Σw², per coordinate (P,): the spread the slope with a free intercept
+    is estimated from (w ≡ 1 except for scale rows in ψ). Plain arithmetic, numpy or traced jax arrays."""
+    return stats.sum_phiphi - stats.sum_phi**2 / stats.sum_ww
+
+
 def ols_fit(stats: TraceStatistics):
     """The OLS fit of G_tj on φ_tj with a free intercept, per coordinate: (slope b, residual variance r²), (P,) each.
 
@@ -120,7 +120,7 @@ def ols_fit(stats: TraceStatistics):
     so numpy arrays and traced jax arrays alike.
     """
     n, weight = stats.count, stats.sum_ww
-    centred = stats.sum_phiphi - stats.sum_phi**2 / weight
+    centred = centred_phiphi(stats)
     slope = (stats.sum_gphi - stats.sum_g * stats.sum_phi / weight) / centred
     return slope, (stats.sum_gg - stats.sum_g**2 / weight - slope**2 * centred) / (n - 2)
 

@@ -60,7 +60,13 @@ def pack(task: Task) -> bytes:
 
 def execute(payload: bytes, path: str) -> None:
     """Run a task packed by `pack` (bytes handed over in memory, not read from any file) on a worker and write its
-    result file to `path` as data (`files.write_result`; the study reads it from there)."""
+    result file to `path` as data (`files.write_result`; the study reads it from there). Anything but bytes (a
+    path, an open file: what a study folder could hand over) is refused before it is read."""
+    if not isinstance(payload, (bytes, bytearray, memoryview)):
+        raise TypeError(
+            f"execute runs the bytes `pack` made within one run, got {type(payload).__name__}: a study folder holds "
+            "data only and is never unpickled"
+        )
     task: Task = cloudpickle.loads(payload)
     start = time.perf_counter()
     result = task.function(*task.arguments)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["softplus_inverse"]
+__all__ = ["sigmoid", "softplus", "softplus_inverse"]
 
 
 def softplus_inverse(a) -> np.ndarray:
@@ -14,3 +14,13 @@ def softplus_inverse(a) -> np.ndarray:
     """
     a = np.asarray(a, dtype=np.float64)
     return a + np.log(-np.expm1(-a))
+
+
+def softplus(x) -> np.ndarray:
+    """softplus(x) = log(1 + eˣ), as logaddexp(0, x): no overflow for large x."""
+    return np.logaddexp(0.0, np.asarray(x, dtype=np.float64))
+
+
+def sigmoid(x) -> np.ndarray:
+    """sigmoid(x) = 1/(1 + e⁻ˣ), as ½(1 + tanh(x/2)): no overflow for large |x|."""
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64)))
