@@ -8,8 +8,9 @@
 Research scale by default: M = 500 simulations, R = 20 reference draws, K = 20 000 θ draws per posterior,
 T = 10⁴, the research presets, and the research σ (360, 117.5, 37.81 for ε = 0.1, 0.3, 1.0; `--sigma
 tight` calibrates σ with our accountant instead). `--settings tuned` runs the model as a user writes it
-(`na.models.get(model, preset=False)`: numpyro's transforms) with the settings `benchmarks/tuning.py` chose
-for it at that ε (benchmarks/results/tuned/<model>-eps<ε>.json), stored as "<method>/tuned". `--family`
+(`na.models.get(model, preset=False)`: numpyro's transforms) with its tuned preset at that ε (the settings
+`benchmarks/tuning.py` chose and `--ship` put in noiseaware/tuning/presets/: what `noiseaware coverage` and
+`record` use by default), stored as "<method>/tuned". `--family`
 records with another variational family (the settings' (μ, ρ) values extend to its factor block by
 record_dpvi's rule), stored as "<method>/<family>". Results are
 merged into --out as {model: {epsilon: {method: {...}}}} with the settings, seeds, reference rules and wall
@@ -126,9 +127,8 @@ def main() -> None:
 
 
 def tuned_settings(bm: na.models.BenchmarkModel, epsilon: float) -> na.TunedSettings:
-    """The settings benchmarks/tuning.py saved for `bm` at ε (refused for another model)."""
-    path = Path(__file__).parent / "results" / "tuned" / f"{bm.name}-eps{epsilon:g}.json"
-    return na.TunedSettings.load(path, bm)
+    """The built-in tuned preset of `bm` at ε (`benchmarks/tuning.py --ship` put it in the package)."""
+    return na.tuning.tuned_preset(bm.name, epsilon)
 
 
 def method_options(methods: list[str], epsilon: float, prior: str) -> dict[str, dict]:

@@ -3,6 +3,7 @@
     python benchmarks/tuning.py                          # every case not yet in the results file
     python benchmarks/tuning.py --cases m1@1,m1@0.1 --force
     python benchmarks/tuning.py --table                  # the markdown table of docs/results.md from the file
+    python benchmarks/tuning.py --ship                   # the passing settings become the built-in tuned presets
 
 A case model@ε runs `na.tune(na.models.get(model, preset=False), epsilon=ε, key=0, trials=--trials,
 simulations=24, check_simulations=200)`, the trials stored with each case: the search on 24 prior-predictive
@@ -11,13 +12,15 @@ reference draws). For M1 and M2 the research preset is checked on the same 200 d
 (`na.preflight(get(model), epsilon=ε, key=fold_in(0, 1))`): its coverage and posterior sd relative to the
 non-private VI sd, beside the tuned settings'. Each case is saved as it finishes (a cut-off run resumes;
 several processes may share the file, each with its own cases); the tuned settings go to
-benchmarks/results/tuned/<model>-eps<ε>.json.
+benchmarks/results/tuned/<model>-eps<ε>.json. `--ship` copies each of those whose check has no findings into
+noiseaware/tuning/presets/ (the tuned presets `record`, `preflight` and `coverage` use for a built-in model).
 Results: benchmarks/results/tuning.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 import warnings
 from pathlib import Path
@@ -26,6 +29,7 @@ import jax
 from _common import machine, read_results, write_json
 
 import noiseaware as na
+from noiseaware.tuning.presets import PRESET_DIR
 
 RESULTS = Path(__file__).parent / "results" / "tuning.json"
 SETTINGS = Path(__file__).parent / "results" / "tuned"
@@ -75,6 +79,19 @@ def run_case(case: str, trials: int) -> dict:
     return out
 
 
+def ship() -> None:
+    """Copy every settings file whose fresh check has no findings into the package's tuned presets, unchanged
+    (its fingerprint still verifies); report those left out."""
+    PRESET_DIR.mkdir(exist_ok=True)
+    for path in sorted(SETTINGS.glob("*.json")):
+        tuned = na.TunedSettings.load(path)
+        if tuned.check is None or tuned.check.findings:
+            print(f"not shipped: {path.name} ({'no check' if tuned.check is None else tuned.check.verdict})")
+            continue
+        shutil.copyfile(path, PRESET_DIR / path.name)
+        print(f"shipped: {path.name} (coverage RMSE {tuned.check.coverage_rmse[0]:.3f})")
+
+
 def table(results: dict) -> str:
     """One row per case: the check's coverage RMSE, sd / VI sd, mean z², clipped %, flagged %, findings, minutes;
     for M1 and M2 the research preset's numbers on the same 200 data sets beside them."""
@@ -120,10 +137,14 @@ def main() -> None:
     parser.add_argument("--force", action="store_true", help="rerun cases already in the results file")
     parser.add_argument("--table", action="store_true", help="print the results file as a markdown table")
     parser.add_argument("--trials", type=int, default=TRIALS, help=f"Optuna trials per case (default {TRIALS})")
+    parser.add_argument("--ship", action="store_true", help="copy the passing settings files into the package")
     args = parser.parse_args()
     results = read_results(RESULTS).get("results", {})
     if args.table:
         print(table(results))
+        return
+    if args.ship:
+        ship()
         return
     for case in args.cases.split(","):
         if case in results and not args.force:

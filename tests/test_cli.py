@@ -697,3 +697,44 @@ def test_record_refuses_a_preset_on_tiny_data_before_spending_privacy(capsys, tm
     assert "set for N = 5000 examples and these data have N = 10" in message
     assert "noiseaware tune --model gamma-exponential --n-examples 10" in message
     assert not (tmp_path / "t.nc").exists()
+
+
+# ---------------------------------------------------------------- tuned presets (issue 27: honest defaults)
+
+
+def test_record_uses_the_tuned_preset_where_one_is_shipped_and_says_which(capsys, tmp_path):
+    """A built-in at an ε with a shipped tuned preset records with it (checked: no 'never checked' hint); at an ε
+    without one, or at another N, it falls back to the research preset and says why; --preset chooses."""
+    tuned = na.tuning.tuned_preset("M1", 1.0)
+    status, _, err = run(capsys, "record", "--model", "M1", "--epsilon", "1", "--out", tmp_path / "a.nc")
+    assert status == 0 and "preset: tuned at ε = 1 (checked on 200 simulations" in err and "never checked" not in err
+    trace = na.Trace.load(tmp_path / "a.nc")
+    assert trace.clip == pytest.approx(tuned["clip"]) and [s.transform for s in trace.sites] == ["exp"]
+    status, _, err = run(capsys, "record", "--model", "M1", "--epsilon", "0.3", "--out", tmp_path / "b.nc", *QUICK)
+    assert status == 0 and "preset: research" in err and "none is shipped at ε = 0.3 (shipped at: 0.1, 1)" in err
+    assert na.Trace.load(tmp_path / "b.nc").clip == 2.0
+    status, _, err = run(capsys, "record", "--model", "M1", "--epsilon", "1", "--preset", "research", "--out",
+                         tmp_path / "c.nc", *QUICK)  # fmt: skip
+    assert status == 0 and "preset:" not in err and na.Trace.load(tmp_path / "c.nc").clip == 2.0
+    message = single_error(
+        capsys, "record", "--model", "M1", "--epsilon", "0.3", "--preset", "tuned", "--out", tmp_path / "d.nc"
+    )
+    assert "no tuned preset of gamma-exponential is shipped at ε = 0.3 (shipped at: 0.1, 1)" in message
+    message = single_error(capsys, "record", "--model", "M1", "--epsilon", "1", "--preset", "tuned",
+                           "--n-examples", "500", "--out", tmp_path / "d.nc")  # fmt: skip
+    assert "--preset tuned: it was tuned for N = 5000 examples, not N = 500" in message
+    assert not (tmp_path / "d.nc").exists()
+
+
+def test_coverage_plan_takes_each_levels_tuned_preset():
+    """`noiseaware coverage` at several ε runs each level with that level's tuned preset: one plan, the settings
+    differing by level (so a study made with other settings is never reused)."""
+    from noiseaware.studies import coverage_plan
+
+    levels = [("epsilon", 0.1), ("epsilon", 1.0)]
+    by_level = {level: na.tuning.tuned_model("M2", level[1]) for level in levels}
+    plan = coverage_plan(by_level, levels=levels, key=0, methods=("exact",), simulations=4)
+    clips = [spec.settings["clip"] for spec in plan.specs]
+    assert clips == [na.tuning.tuned_preset("M2", eps)["clip"] for _, eps in levels] and clips[0] != clips[1]
+    with pytest.raises(ValueError, match="lack the levels"):
+        coverage_plan(by_level, levels=[*levels, ("epsilon", 0.3)], key=0, methods=("exact",), simulations=4)

@@ -89,3 +89,30 @@ def test_the_exact_route_repairs_curved_scale_rows_and_says_so():
     ):
         np.testing.assert_array_equal(a.optimum_chains, b.optimum_chains)
         assert a.prior == b.prior == "default"
+
+
+
+def test_a_trace_whose_variance_model_fails_keeps_the_paper_model_in_a_batch(monkeypatch):
+    """issue 27's repair met a batch (a tuning trial) where one trace's variance model raised a FitFailure while
+    its linear model fitted, and crashed stacking the failure with the models. That trace keeps its linear fit,
+    the others are repaired as they would be alone."""
+    import noiseaware.methods.routes as routes
+    from noiseaware.util.errors import FROZEN, FitFailure
+
+    traces, _ = scale_traces(3, seed=6)
+    real = routes._gradient_model
+
+    def failing(trace, prior, burn_in):
+        if trace is traces[1] and prior.scale_model == "variance":
+            raise FitFailure(FROZEN, "planted: the ψ row never moves")
+        return real(trace, prior, burn_in)
+
+    with pytest.warns(UserWarning, match="curvature repaired"):
+        repaired = na.fit_batch(traces, "exact", key=0, diagnostics="off")
+    expected = [repaired[0], na.fit_batch(traces, "exact", key=0, diagnostics="off", repair=False)[1], repaired[2]]
+    monkeypatch.setattr(routes, "_gradient_model", failing)
+    with pytest.warns(UserWarning, match="curvature repaired"):
+        posts = na.fit_batch(traces, "exact", key=0, diagnostics="off")
+    for post, alone in zip(posts, expected):
+        np.testing.assert_allclose(post.optimum_chains, alone.optimum_chains, rtol=1e-6)
+    assert "repaired" in posts[0].prior and "repaired" not in posts[1].prior

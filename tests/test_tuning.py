@@ -21,6 +21,7 @@ from noiseaware.tuning.facts import SimulationFacts, simulate, simulation_facts
 from noiseaware.tuning.report import PreflightReport, rmse_limit
 from noiseaware.tuning.score import WINSOR_VARIANCE, bias_p_values, pooled_p_values
 from noiseaware.tuning.search import streams
+from noiseaware.tuning.tuned import model_layout
 from noiseaware.util.hints import speaking_cli
 
 # no fast_compilation here: the tuner runs long DP-SGD scans, which unoptimised XLA runs slower (15 % more CPU time)
@@ -234,9 +235,51 @@ def test_settings_file_is_refused_for_another_model_or_n_or_after_an_edit(tmp_pa
 
 
 def test_preflight_warns_when_clipping_is_active_at_the_optimum(tiny):
-    with pytest.warns(PreflightWarning, match="clipping is active at the optimum"):
+    with pytest.warns(PreflightWarning, match="clipping is active at the optimum.*let na.tune choose them"):
         report = na.preflight(tiny, {"clip": 0.1, "grad_scale": 1.0}, epsilon=1.0, simulations=12, key=0)
     assert report.clipped > 0.5 and not report.ok
+
+
+def test_preflight_of_the_tuners_own_settings_advises_a_larger_search_not_the_tuner(tiny):
+    """issue 27: preflight on a file the tuner wrote advised to "let na.tune choose them"."""
+    settings = {"clip": 0.1, "grad_scale": 1.0}
+    tuned = na.TunedSettings(tiny.name, model_layout(tiny), N, 1.0, 1e-5, tiny.dpvi_settings | settings)
+    with pytest.warns(PreflightWarning, match="clipping is active") as caught:
+        na.preflight(tiny, tuned, epsilon=1.0, simulations=4, references=2, samples=200, key=0)
+    advice = [str(w.message) for w in caught if "clipping is active" in str(w.message)]
+    assert advice and all("tune again with more trials" in a and "choose them" not in a for a in advice)
+
+
+def test_tuner_checks_the_next_best_trial_when_its_first_choice_fails_its_own_check(tiny, monkeypatch):
+    """issue 27: the tuner's choice must pass its own check. A check that fails the first-ranked trial (a
+    finding added to its real report) sends the tuner to the second, whose passing check it returns; when every
+    candidate fails, it returns the first of the fewest findings and says so."""
+    import noiseaware.tuning.search as search
+
+    real, calls = search.fresh_check, []
+
+    def failing(fail):
+        def check(bm, settings, **kwargs):
+            report = real(bm, settings, **kwargs)
+            calls.append(dict(settings))
+            found = ("clipping is active at the optimum: planted",) * fail(len(calls))
+            return dataclasses.replace(report, findings=found)
+
+        return check
+
+    small = {"trials": 2, "simulations": 4, "check_simulations": 4, "candidates": 2}
+    monkeypatch.setattr(search, "fresh_check", failing(lambda n: n == 1))
+    tuned = na.tune(tiny, epsilon=1.0, key=3, **small)
+    first, second = tuned.provenance["checked_trials"]
+    assert tuned.provenance["chosen_trial"] == second != first and tuned.check.findings == ()
+    assert dict(tuned.settings) == calls[1] != calls[0]
+    calls.clear()
+    monkeypatch.setattr(search, "fresh_check", failing(lambda n: n))  # 1 finding, then 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PreflightWarning)
+        worst = na.tune(tiny, epsilon=1.0, key=3, **small)
+    assert any("none of the 2 best trials passed its check" in str(w.message) for w in caught)
+    assert worst.provenance["chosen_trial"] == first and len(worst.check.findings) == 1
 
 
 def test_preflight_reports_the_fits_warnings_counted_and_prints_readably(tiny):

@@ -24,6 +24,7 @@ from .options import (
     seed,
     warmup_help,
 )
+from .presets import add_preset, preset_models
 from .study import add_study_options, run_cli_study
 
 
@@ -74,6 +75,7 @@ def add_parser(subparsers) -> None:
     add_renamed(parser, "--draws", "--samples", "θ draws per posterior; fit --draws counts draws of φ*")
     parser.add_argument("--steps", type=positive_int, metavar="T", help="DP-SGD steps (default: the preset's)")
     add_family(parser)
+    add_preset(parser)
     add_delta(parser)
     add_prior(parser)
     parser.add_argument("--warmup", type=count, metavar="W", help=warmup_help(" of nuts"))
@@ -87,16 +89,24 @@ def run(args) -> int:
     from ..studies import coverage_plan
 
     bm = _coverage_model(args.model)
+    levels = privacy_levels(args)
+    by_level = {level: bm for level in levels}
+    if ":" not in args.model:
+        epsilons = [value for name, value in levels if name == "epsilon"] or None
+        by_epsilon = preset_models(bm, args.preset, epsilons)
+        by_level = {(name, value): by_epsilon[value if name == "epsilon" else None] for name, value in levels}
+    elif args.preset is not None:
+        raise ValueError("--preset chooses a built-in model's settings; a model of yours has its own: drop --preset")
     overrides = (
         {"allow_weak_privacy": args.allow_weak_privacy}
         | ({} if args.steps is None else {"steps": args.steps})
         | family_settings(args)
     )
-    settings = dict(bm.dpvi_settings) | overrides
-    levels = privacy_levels(args)
-    check_privacy_levels(args, settings["sampling_rate"], settings["steps"])
+    grids = {(s["sampling_rate"], s["steps"]) for s in (dict(m.dpvi_settings) | overrides for m in by_level.values())}
+    for sampling_rate, steps in grids:
+        check_privacy_levels(args, sampling_rate, steps)
     plan = coverage_plan(
-        bm,
+        by_level,
         levels=levels,
         key=args.seed,
         methods=args.methods,

@@ -37,6 +37,7 @@ from .options import (
     positive_int,
 )
 from .outputs import Outputs
+from .presets import add_preset, preset_models
 
 TRACE_SUFFIXES = (".nc", ".npz")
 USER_MODEL_REQUIRED = required_settings()
@@ -67,7 +68,8 @@ def add_parser(subparsers) -> None:
         "record",
         help="record a DPVI trace of a built-in or your own numpyro model",
         description="Run DPVI (DP-SGD on the ELBO) and save its trace. A built-in model simulates its data "
-        "(or reads --data) and uses its research preset; options given here override the preset. A user "
+        "(or reads --data) and uses its tuned preset at --epsilon where one is shipped, else the research preset "
+        "(--preset chooses); options given here override the preset. A user "
         "model `package.module:function` needs --data, --steps, --sampling-rate and --clip.",
     )
     parser.add_argument(
@@ -127,6 +129,7 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--init", type=float, nargs=2, metavar=("MU0", "RHO0"), help="initial μ₀ and ρ₀")
     add_family(parser)
+    add_preset(parser)
     parser.add_argument(
         "--transforms",
         choices=("numpyro", "research"),
@@ -162,7 +165,7 @@ def run(args) -> int:
         job = _tuned_job(args, key_simulation)
     else:
         job = _user_job(args) if ":" in args.model else _builtin_job(args, key_simulation)
-        if not args.non_private:
+        if not args.non_private and "preflight" not in job.settings:
             print(f"hint: {UNCHECKED_HINT}", file=sys.stderr)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SettingsHint)
@@ -221,6 +224,8 @@ def _settings(preset: Mapping, args) -> dict:
     if "init" in given:
         given["init"] = tuple(given["init"])
     settings = dict(preset)
+    if given:
+        settings.pop("preflight", None)  # the check was of the preset as it was
     if "learning_rate" in given and "lr_multiplier" not in given:
         settings.pop("lr_multiplier", None)  # an explicit λ replaces the preset's κ heuristic
     settings.update(given)
@@ -241,6 +246,7 @@ def _scalar_or_pair(values: Sequence[float], name: str):
 def _tuned_job(args, key) -> _Job:
     """The model of --model with the settings of --settings, checked to be the model they were tuned for."""
     given = [f"--{name.replace('_', '-')}" for name in SETTING_OPTIONS if getattr(args, name) is not None]
+    given += ["--preset"] if args.preset is not None else []
     if given:
         raise ValueError(f"--settings fixes the DP-SGD settings: drop {', '.join(given)} (or tune again)")
     settings = TunedSettings.load(args.settings)
@@ -267,21 +273,34 @@ PRESET_SIZE_RATIO = 20
 
 
 def _builtin_job(args, key) -> _Job:
-    """A built-in model on simulated data (or on --data) with its preset."""
-    bm = builtin(args.model)
+    """A built-in model on simulated data (or on --data) with its preset (`presets`: tuned where it applies)."""
+    research = builtin(args.model)
+    n_examples, data = args.n_examples, None
     if args.data is not None:
-        data, settings = _user_data(args, bm), _settings(bm.dpvi_settings, args)
-        # the data's own problems (lengths, support) first, then whether the preset fits their size
-        spec = inspect_model(
-            bm.model, data, transforms=settings.get("transforms", "numpyro"), sites=settings.get("sites")
-        )
-        _check_preset_size(bm, spec.n_examples)
-        return _Job(bm.model, data, settings)
-    if args.n_examples is not None:
-        _check_preset_size(bm, args.n_examples)
+        data = _user_data(args, research)
+        # the data's own problems (lengths, support) first, then whether a preset fits their size
+        n_examples = inspect_model(
+            research.model, data, transforms=research.dpvi_settings.get("transforms", "numpyro"),
+            sites=research.dpvi_settings.get("sites"),
+        ).n_examples  # fmt: skip
+    epsilons = None if args.epsilon is None else [args.epsilon]
+    (bm,) = preset_models(research, args.preset, epsilons, _obstacle(args, research, n_examples)).values()
+    if n_examples is not None:
+        _check_preset_size(bm, n_examples)
+    if data is not None:
+        return _Job(bm.model, data, _settings(bm.dpvi_settings, args))
     bm = _resized(bm, args)
     theta, data = bm.simulate(key)
     return _Job(bm.model, data, _settings(bm.dpvi_settings, args), (bm, theta))
+
+
+def _obstacle(args, research: models.BenchmarkModel, n_examples: int | None) -> str | None:
+    """Why the tuned preset cannot apply to this run, or None."""
+    if args.transforms is not None:
+        return "--transforms sets maps other than the ones it was tuned with"
+    if n_examples is not None and n_examples != research.n_examples:
+        return f"it was tuned for N = {research.n_examples} examples, not N = {n_examples}"
+    return None
 
 
 def _check_preset_size(bm: models.BenchmarkModel, n_examples: int) -> None:
@@ -315,6 +334,8 @@ def _resized(bm: models.BenchmarkModel, args) -> models.BenchmarkModel:
 def _user_job(args) -> _Job:
     """A user's numpyro model `package.module:function` on the data of --data."""
     model = import_model(args.model)
+    if args.preset is not None:
+        raise ValueError("--preset chooses a built-in model's settings; a user model has none: drop --preset")
     if args.data is None:
         raise ValueError(f"model {args.model} needs data: pass --data FILE (.csv or .npz)")
     missing = [f"--{name.replace('_', '-')}" for name in USER_MODEL_REQUIRED if getattr(args, name) is None]

@@ -26,6 +26,7 @@ from ..util.tables import text_table
 from .common import builtin, import_attribute
 from .options import add_delta, add_force, add_seed, positive_float, positive_int
 from .outputs import Outputs
+from .presets import add_preset, preset_models
 from .study import add_workers, executor_of
 
 TOP_TRIALS = 8
@@ -44,6 +45,7 @@ def add_parser(subparsers) -> None:
         ("trials", "K", "Optuna trials"),
         ("simulations", "M", "simulations per trial"),
         ("check-simulations", "M", "fresh simulations of the final check"),
+        ("candidates", "K", "best trials checked, in turn, until one passes its check"),
         ("curve-simulations", "M", "simulations per privacy level of the privacy–utility curve"),
     ):
         default = field_default(TuningDesign, flag.replace("-", "_"))
@@ -76,6 +78,7 @@ def add_parser(subparsers) -> None:
     )
     _add_common(check)
     check.add_argument("--settings", metavar="FILE", help="a settings file of `noiseaware tune` (default: the preset)")
+    add_preset(check)
     simulations = field_default(TuningDesign, "preflight_simulations")
     check.add_argument("--simulations", type=positive_int, default=simulations, metavar="M",
                        help=f"fresh simulations (default: {simulations})")  # fmt: skip
@@ -147,6 +150,7 @@ def run_tune(args) -> int:
             trials=args.trials,
             simulations=args.simulations,
             check_simulations=args.check_simulations,
+            candidates=args.candidates,
             progress=True,
             executor=executor if parallel else None,
             slots=slots,
@@ -182,8 +186,10 @@ def run_preflight(args) -> int:
     plot = None if args.plot is None else outputs.file(args.plot, "--plot", (".png", ".pdf", ".svg"), "a plot file")
     settings = None
     if args.settings is None:
-        bm = benchmark_model(args, preset=True)
+        bm = _preset_model(args)
     else:
+        if args.preset is not None:
+            raise ValueError("--settings replaces the preset: drop --preset")
         bm = benchmark_model(args)
         settings = TunedSettings.load(args.settings, bm)
     with warnings.catch_warnings(record=True) as caught:
@@ -199,6 +205,19 @@ def run_preflight(args) -> int:
         print(f"\ncoverage curve saved to {plot}")
     _print_findings(caught)
     return 0
+
+
+def _preset_model(args) -> models.BenchmarkModel:
+    """The model of --model with its preset: for a built-in, tuned at --epsilon where it applies (`presets`)."""
+    if ":" in args.model and args.preset is not None:
+        raise ValueError("--preset chooses a built-in model's settings; a user model has none: drop --preset")
+    research = benchmark_model(args, preset=True)
+    if ":" in args.model:
+        return research
+    n_tuned = builtin(args.model).n_examples
+    obstacle = None if research.n_examples == n_tuned else f"it was tuned for N = {n_tuned} examples"
+    (bm,) = preset_models(research, args.preset, [args.epsilon], obstacle).values()
+    return bm
 
 
 def best_trials(tuned: TunedSettings) -> str:

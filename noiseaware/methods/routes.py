@@ -188,12 +188,14 @@ def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, so
     its evidence beats the paper's model by REPAIR_EVIDENCE (the rows are independent given the trace, so a
     posterior may take some rows from each fit); warn per trace with the rows repaired."""
     variance = dataclasses.replace(prior, scale_model="variance")
-    others = solve(
-        [outcome_of(lambda t=batch.traces[m]: _gradient_model(t, variance, opts.burn_in)) for m in kept],
-        keys=keys[np.asarray(kept)],
-        draws=opts.draws,
-        **settings,
-    )
+    others = [outcome_of(lambda t=batch.traces[m]: _gradient_model(t, variance, opts.burn_in)) for m in kept]
+    built = [i for i, model in enumerate(others) if not isinstance(model, FitFailure)]  # ψ can freeze where ρ moves
+    if built:
+        solved = solve(
+            [others[i] for i in built], keys=keys[np.asarray(kept)[built]], draws=opts.draws, **settings
+        )  # fmt: skip
+        for i, result in zip(built, solved):
+            others[i] = result
     repaired = []
     for m, linear, curved in zip(kept, results, others):
         if isinstance(linear, FitFailure) or isinstance(curved, FitFailure):

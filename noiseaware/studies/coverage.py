@@ -75,13 +75,22 @@ COVERAGE = register_kind(
 )
 
 
-def coverage_plan(bm: BenchmarkModel, *, levels: Sequence[Level], key, **arguments) -> Plan:
+def coverage_plan(
+    bm: BenchmarkModel | Mapping[Level, BenchmarkModel], *, levels: Sequence[Level], key, **arguments
+) -> Plan:
     """The plan of a coverage study of `bm` at each level: na.coverage's arguments (methods, simulations,
-    references, samples, chunk, method_options, DPVI overrides, …), every one checked before any work."""
-    specs: list[CoverageSpec] = [coverage_spec(bm, key=key, **{name: value}, **arguments) for name, value in levels]
+    references, samples, chunk, method_options, DPVI overrides, …), every one checked before any work.
+    bm: one model, or {level: model} where the settings differ by level (a built-in's tuned presets)."""
+    by_level = bm if isinstance(bm, Mapping) else dict.fromkeys(map(tuple, levels), bm)
+    missing = [level for level in map(tuple, levels) if level not in by_level]
+    if missing:
+        raise ValueError(f"the models by level lack the levels {missing}")
+    specs: list[CoverageSpec] = [
+        coverage_spec(by_level[(name, value)], key=key, **{name: value}, **arguments) for name, value in levels
+    ]
     first = specs[0]
     description = {
-        "model": bm.name,
+        "model": first.model.name,
         "levels": [[name, value] for name, value in levels],
         "methods": [m.name for m in first.methods],
         "simulations": first.simulations,
@@ -92,7 +101,7 @@ def coverage_plan(bm: BenchmarkModel, *, levels: Sequence[Level], key, **argumen
 
 
 def coverage_study(
-    bm: BenchmarkModel,
+    bm: BenchmarkModel | Mapping[Level, BenchmarkModel],
     *,
     levels: Sequence[Level],
     key,
@@ -103,7 +112,8 @@ def coverage_study(
     progress: bool = False,
     **arguments,
 ) -> dict[Level, CoverageResult]:
-    """Coverage of `bm` at each level, run as tasks in the study directory `out` (module doc).
+    """Coverage of `bm` (one model, or {level: model}: `coverage_plan`) at each level, run as tasks in the study
+    directory `out` (module doc).
 
     executor and slots: from `open_executor` (default: in-process). Finished tasks found in `out` are reused;
     a directory holding another study is refused. Raises TaskError when a task raised (a bug), after keeping

@@ -2,6 +2,7 @@
 
 from .curve import PrivacyUtilityCurve, privacy_utility
 from .preflight import preflight
+from .presets import tuned_epsilons, tuned_model, tuned_preset
 from .report import PreflightReport, PreflightWarning
 from .search import tune
 from .space import SearchSpace
@@ -17,4 +18,7 @@ __all__ = [
     "preflight",
     "privacy_utility",
     "tune",
+    "tuned_epsilons",
+    "tuned_model",
+    "tuned_preset",
 ]

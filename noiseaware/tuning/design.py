@@ -11,13 +11,15 @@ __all__ = ["TUNING", "TuningDesign"]
 @dataclasses.dataclass(frozen=True)
 class TuningDesign:
     """trials: Optuna trials of the search; simulations: prior-predictive simulations per trial;
-    check_simulations: fresh simulations of the chosen settings' check; preflight_simulations: of a preflight;
+    check_simulations: fresh simulations of the chosen settings' check; candidates: the ranked trials checked until
+    one passes; preflight_simulations: of a preflight;
     curve_epsilons and curve_simulations: the privacy levels of the privacy–utility curve and the simulations
     at each."""
 
     trials: int = 40
     simulations: int = 24
     check_simulations: int = 200
+    candidates: int = 3
     preflight_simulations: int = 100
     curve_epsilons: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0)
     curve_simulations: int = 50

@@ -73,7 +73,9 @@ def preflight(
     progress: Progress = False,
 ) -> PreflightReport:
     """Check `settings` (TunedSettings or record_dpvi keywords over the model's preset) on `simulations` fresh
-    simulations at (ε, δ): the report, and one PreflightWarning per finding."""
+    simulations at (ε, δ): the report, and one PreflightWarning per finding (for TunedSettings, whose settings
+    the tuner already chose, the advice is to tune again rather than to let the tuner choose)."""
+    tuned = isinstance(settings, TunedSettings)
     settings = record_settings(bm, settings)
     epsilon = positive_float("epsilon", epsilon)
     check_delta(delta, bm.n_examples)
@@ -89,6 +91,7 @@ def preflight(
         samples=samples,
         chunk=chunk,
         progress=progress,
+        tuned=tuned,
     )
     for finding in report.findings:
         warnings.warn(finding, PreflightWarning, stacklevel=2)
@@ -107,6 +110,7 @@ def fresh_check(
     samples: int = SAMPLES,
     chunk: int = CHUNK,
     progress: Progress = False,
+    tuned: bool = False,
 ) -> PreflightReport:
     """`check_settings` on M fresh simulations and their facts; split(key, 3) = (simulations, facts, check)."""
     k_sim, k_facts, k_check = jax.random.split(as_key(key), 3)
@@ -123,6 +127,7 @@ def fresh_check(
         chunk=chunk,
         progress=progress,
         key_text=key_repr(key),
+        tuned=tuned,
     )
 
 
@@ -139,9 +144,10 @@ def check_settings(
     chunk: int = CHUNK,
     progress: Progress = False,
     key_text: str = "",
+    tuned: bool = False,
 ) -> PreflightReport:
     """The check on given simulations and their facts: record, fit, score, TARP (no warnings issued: the fits'
-    warnings are counted in the report)."""
+    warnings are counted in the report). tuned: the settings came from the tuner (`findings`)."""
     sigma = calibrate(epsilon, delta, settings["sampling_rate"], settings["steps"])
     k_dpvi, k_fit, k_tarp = jax.random.split(as_key(key), 3)
     keys = jax.random.split(k_dpvi, len(facts))
@@ -182,25 +188,27 @@ def check_settings(
         flagged=score.flagged,
         checks=dict(score.checks),
         failures=score.failures + result.failures["exact"],
-        findings=findings(score, rmse[0], result.theta_names),
+        findings=findings(score, rmse[0], result.theta_names, tuned=tuned),
         warnings=score.fit_warnings,
     )
 
 
-def findings(score: Score, rmse: float, theta_names) -> tuple[str, ...]:
-    """What the check found wrong, each "title: what it saw; what to do" (LIMITS say where it speaks up)."""
+def findings(score: Score, rmse: float, theta_names, *, tuned: bool = False) -> tuple[str, ...]:
+    """What the check found wrong, each "title: what it saw; what to do" (LIMITS say where it speaks up).
+    tuned: the settings are the tuner's choice, so the advice is to tune again with a larger search."""
     out: list[str] = []
+    tuner = _retune() if tuned else f"let {_tuner()} choose them"
     if score.clipped > LIMITS["clipped"] or score.shift > LIMITS["shift"]:
         out.append(
             f"clipping is active at the optimum: {100 * score.clipped:.1f} % of examples clipped, moving the "
             f"optimum DP-SGD reaches by up to {score.shift:.2f} posterior sds of φ*, which no trace can show; "
-            f"raise clip (or lower grad_scale), or let {_tuner()} choose them"
+            f"raise clip (or lower grad_scale), or {tuner}"
         )
     if score.flagged > LIMITS["flagged"]:
         fired = ", ".join(f"{name} {n}" for name, n in score.checks.items())
         out.append(
             f"the traces do not settle: trace checks fire on {100 * score.flagged:.0f} % of simulated traces "
-            f"({fired}); change the learning rates (lr_multiplier), steps or init, or let {_tuner()} choose them"
+            f"({fired}); change the learning rates (lr_multiplier), steps or init, or {tuner}"
         )
     alpha = LIMITS["alpha"]
     narrow = [name for name, p in zip(theta_names, score.theta_p) if p < alpha / len(score.theta_p)]
@@ -210,14 +218,14 @@ def findings(score: Score, rmse: float, theta_names) -> tuple[str, ...]:
         out.append(
             f"coverage is off: TARP coverage RMSE {rmse:.3f} (tolerated on {score.simulations} simulations: "
             f"{limit:.3f}){worst}; "
-            f"the intervals would not mean what they say — change the settings ({_tuner()}), or, when the trace "
+            f"the intervals would not mean what they say — change the settings ({tuner}), or, when the trace "
             "part passes, the variational family cannot represent this posterior"
         )
     if score.location_p.min() < alpha / score.location_p.size and not out:
         out.append(
             "the gradient model does not hold: the noise-aware posterior of μ* misses the non-private optimum on "
             "the simulations although clipping and the trace checks pass; lower the learning rates or raise the "
-            f"gradient scales, or let {_tuner()} choose them"
+            f"gradient scales, or {tuner}"
         )
     if score.failures:
         reasons = ", ".join(f"{reason} {count}" for reason, count in score.failure_reasons.items())
@@ -231,3 +239,11 @@ def findings(score: Score, rmse: float, theta_names) -> tuple[str, ...]:
 def _tuner() -> str:
     """The tuner, as the caller would run it."""
     return hint("na.tune", "noiseaware tune")
+
+
+def _retune() -> str:
+    """Advice for settings the tuner chose that fail their check: a larger search, not the same one."""
+    return (
+        f"tune again with more trials ({hint('trials=', '--trials')}) or a wider search space: these settings "
+        "are already the tuner's choice"
+    )

@@ -7,9 +7,11 @@
              non-private optimum, a width no smaller than the VI posterior's, the clipping shift and clipped
              fraction, the share of traces flagged.
              Seeded TPE; a trial is pruned after its first half of the simulations when that half is hopeless.
-    choose:  the feasible trial of smallest width; when none is feasible (with a warning), the least infeasible
-             of those whose clipping and traces pass.
-    check:   the chosen settings on fresh simulations with disjoint keys (`preflight.check_settings`).
+    choose:  the trials ranked: feasible ones by width; when none is feasible (with a warning), those whose
+             clipping and traces pass by calibration, then the rest by their summed violation.
+    check:   the first-ranked settings on fresh simulations with disjoint keys (`preflight.check_settings`);
+             where that check has findings, the next-ranked, up to `candidates` checks: the tuner returns the
+             first choice that passes its own check, else the checked one with the fewest findings (warned).
 
 The search and the check draw from jax.random.fold_in(key, 0) and fold_in(key, 1): disjoint streams.
 With an executor or a storage the trials run through `parallel` (several at once, kept in a journal file, a
@@ -66,9 +68,12 @@ DESIGN = (
 )
 """Further first trials, each START with one or two values moved: TPE starts from sensible points rather
 than from uniform draws over the whole space."""
-SEARCH_CLIPPED = 0.01
-"""The clipped fraction at the optimum a chosen trial may have (half the check's LIMITS["clipped"]: margin for
-fresh simulations)."""
+SEARCH_CLIPPED = LIMITS["clipped"] / 2
+"""The clipped fraction at the optimum a chosen trial may have (half the check's: margin for fresh
+simulations)."""
+SEARCH_SHIFT = LIMITS["shift"] / 2
+"""The clipping shift (posterior sds of φ*) a chosen trial may have: half the check's, for the same reason (the
+trial of smallest width sits at the edge of what the search simulations allow)."""
 WIDTH_FLOOR = 0.97
 """The smallest mean posterior sd over the non-private VI sd a trial may have, per coordinate (the noise-aware
 mixture over φ* is never narrower than q(θ | φ̂) when ρ* is right; 3 % for Monte Carlo error)."""
@@ -87,7 +92,7 @@ def constraints(score: Score) -> tuple[float, ...]:
     return (
         math.log(SEARCH_ALPHA / score.optimum_p.size) - math.log(max(score.optimum_p.min(), 1e-300)),
         WIDTH_FLOOR - float(score.sd_ratio.min()),
-        score.shift - LIMITS["shift"],
+        score.shift - SEARCH_SHIFT,
         score.clipped - SEARCH_CLIPPED,
         score.flagged - LIMITS["flagged"],
     )
@@ -113,6 +118,7 @@ def tune(
     trials: int = TUNING.trials,
     simulations: int = TUNING.simulations,
     check_simulations: int = TUNING.check_simulations,
+    candidates: int = TUNING.candidates,
     space: SearchSpace | None = None,
     mc_draws: int | None = None,
     start: Mapping[str, float] | None = None,
@@ -125,7 +131,8 @@ def tune(
     """DP-SGD settings for `bm` at (ε, δ), searched on `simulations` prior-predictive simulations over `trials`
     Optuna trials and checked on `check_simulations` fresh ones (module doc). Returns TunedSettings (with the
     check's PreflightReport, the trials table and the provenance); warns (PreflightWarning) with each finding
-    of the check. space: the searched ranges and the choices of T and q (default: the model's preset T and q,
+    of the check. candidates: how many ranked trials may be checked until one passes (module doc); space: the
+    searched ranges and the choices of T and q (default: the model's preset T and q,
     else T = 10⁴, q = 0.1); start: the first trial's values (default START, a conservative point: clip 1.5 ×
     the 99 % gradient-norm quantile, slow relaxation; the DESIGN trials after it move one or two
     of START's values);
@@ -140,6 +147,7 @@ def tune(
     positive_int("trials", trials)
     positive_int("simulations", simulations, minimum=4, hint="the pooled tests need a few simulations, e.g. 24")
     positive_int("check_simulations", check_simulations, minimum=2)
+    positive_int("candidates", candidates)
     if mc_draws is not None:
         positive_int("mc_draws", mc_draws)
     unknown = sorted(set(start or {}) - set(START))
@@ -188,17 +196,29 @@ def tune(
             objective, name=name, storage=storage, first=first, trials=trials, seed=seed, startup=startup,
             executor=executor, slots=slots, timeout=timeout, progress=progress,
         )  # fmt: skip
-    best = _choose(study)
-    settings = best.user_attrs["settings"]
     search_seconds = time.perf_counter() - started
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SettingsHint)  # these are the settings being checked
-        check = fresh_check(
-            bm, settings, epsilon=epsilon, delta=delta, simulations=check_simulations, key=streams(key)[1],
-            progress=progress,
-        )  # fmt: skip
+    checked = []
+    for trial in _ranked(study)[:candidates]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SettingsHint)  # these are the settings being checked
+            check = fresh_check(
+                bm, trial.user_attrs["settings"], epsilon=epsilon, delta=delta, simulations=check_simulations,
+                key=streams(key)[1], progress=progress, tuned=True,
+            )  # fmt: skip
+        checked.append((trial, check))
+        if not check.findings:
+            break
+    best, check = min(checked, key=lambda pair: len(pair[1].findings))  # the first of the fewest findings
+    settings = best.user_attrs["settings"]
     for finding in check.findings:
         warnings.warn(finding, PreflightWarning, stacklevel=2)
+    if check.findings and len(checked) > 1:
+        warnings.warn(
+            f"none of the {len(checked)} best trials passed its check on fresh simulations; the settings are "
+            f"trial {best.number}'s, with the fewest findings",
+            PreflightWarning,
+            stacklevel=2,
+        )
     if not best.user_attrs["feasible"]:
         warnings.warn(
             f"no trial met every constraint in {trials} trials; the settings are the least infeasible trial's: "
@@ -220,6 +240,7 @@ def tune(
             "key": key_repr(key),
             "trials": len(study.trials),
             "chosen_trial": best.number,
+            "checked_trials": [trial.number for trial, _ in checked],
             "simulations": simulations,
             "check_simulations": check_simulations,
             "search_streams": "fold_in(key, 0): search; fold_in(key, 1): check",
@@ -293,20 +314,29 @@ def _record(trial: optuna.Trial, score: Score, settings: dict) -> None:
     trial.set_user_attr("settings", settings)
 
 
-def _choose(study: optuna.Study) -> optuna.trial.FrozenTrial:
-    """The complete feasible trial of smallest width. Else, among trials whose DP-SGD mechanics pass (MECHANICS),
-    one above the width floor if any, with the smallest largest mean ζ² (φ* closest to the non-private optimum);
-    else the least infeasible trial overall."""
+def _ranked(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The scored trials, best first: the complete feasible ones by width; then those whose DP-SGD mechanics
+    pass (MECHANICS), the ones above the width floor first, by the largest mean ζ² (φ* closest to the
+    non-private optimum); then the rest by their summed violation."""
     scored = [t for t in study.trials if "constraints" in t.user_attrs]
     if not scored:
         raise RuntimeError("no trial finished: give tune more trials or a longer timeout")
-    feasible = [t for t in scored if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs["feasible"]]
-    if feasible:
-        return min(feasible, key=lambda t: t.value)
-    sound = [t for t in scored if all(v <= 0 for v in t.user_attrs["constraints"][MECHANICS])]
-    if sound:  # p-values underflow to 0 far from calibration: rank by the largest mean ζ² instead
-        return min(sound, key=lambda t: (t.user_attrs["constraints"][1] > 0, t.user_attrs["score"]["max_zeta2"]))
-    return min(scored, key=lambda t: sum(max(v, 0.0) for v in t.user_attrs["constraints"]))
+
+    def feasible(t):
+        return t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs["feasible"]
+
+    def sound(t):
+        return all(v <= 0 for v in t.user_attrs["constraints"][MECHANICS])
+
+    def rank(t):  # p-values underflow to 0 far from calibration: the mean ζ² ranks the sound trials
+        constraints_ = t.user_attrs["constraints"]
+        if feasible(t):
+            return (0, t.value)
+        if sound(t):
+            return (1, constraints_[1] > 0, t.user_attrs["score"]["max_zeta2"])
+        return (2, sum(max(v, 0.0) for v in constraints_))
+
+    return sorted(scored, key=rank)
 
 
 def _trials_table(study: optuna.Study) -> list[dict]:
