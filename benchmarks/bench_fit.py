@@ -31,7 +31,7 @@ CASES = {
     "m1-exact": {"model": "gamma-exponential", "method": "exact", "target_s": 0.2},
     "m1-laplace": {"model": "gamma-exponential", "method": "laplace", "target_s": 2.0},
     "m1-nuts": {"model": "gamma-exponential", "method": "nuts", "options": {"backend": "numpyro"}, "target_s": None},
-    "linreg-exact": {"model": "linreg-10d", "method": "exact", "target_s": 0.2},
+    "linreg-exact": {"model": "linreg-10d", "method": "exact", "target_s": 0.1},
     "linreg-laplace": {"model": "linreg-10d", "method": "laplace", "target_s": 2.0, "research_s": 160.0},
     "linreg-nuts": {
         "model": "linreg-10d",
@@ -48,6 +48,8 @@ CASES = {
         "research_s": 880.0,
     },
     "m1x500-exact": {"model": "gamma-exponential", "method": "exact", "runs": 500, "target_s": 30.0},
+    "linregx500-exact": {"model": "linreg-10d", "method": "exact", "runs": 500, "target_s": 60.0},
+    "adult-exact": {"model": "adult-logistic", "method": "exact", "target_s": 2.0},
 }
 
 

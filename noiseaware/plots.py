@@ -4,6 +4,7 @@
     plot_trace(trace, "trace.png", posteriors=posteriors, truth=theta, key=1)   # μ_t, μ*, densities
     plot_posteriors(posteriors, "posterior.pdf", truth=theta, key=1)           # the densities alone
     plot_coverage(result, "coverage.svg"); plot_calibration(result, "reliability.png")
+    plot_coverage_width(results, "width.png")      # coverage RMSE against interval width, per method and ε
 
 The same figures, returned as matplotlib Figures (and saved when given a path), are `trace.plot()`,
 `post.plot(key=…)`, `CoverageResult.plot()` and `CalibrationResult.plot()`; their panels are drawn by
@@ -20,12 +21,13 @@ Files are checked before any drawing and written atomically; an existing file is
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from matplotlib.figure import Figure
 
 from .evaluation.calibration_result import CalibrationResult
+from .evaluation.figures import coverage_width_figure
 from .evaluation.result import CoverageResult
 from .posteriors.base import Posterior
 from .posteriors.figure import density_figure, draw_density_panels, posterior_densities
@@ -42,7 +44,15 @@ from .util.figures import (
     select_columns,
 )
 
-__all__ = ["MAX_PANELS", "PLOT_SUFFIXES", "plot_calibration", "plot_coverage", "plot_posteriors", "plot_trace"]
+__all__ = [
+    "MAX_PANELS",
+    "PLOT_SUFFIXES",
+    "plot_calibration",
+    "plot_coverage",
+    "plot_coverage_width",
+    "plot_posteriors",
+    "plot_trace",
+]
 
 
 def plot_trace(
@@ -163,6 +173,16 @@ def plot_coverage(
     """Write `result.plot`'s figure: TARP coverage curves per method (mean over the R reference draws,
     min–max band) with the diagonal, and the marginal curves of the chosen dimensions when d > 1."""
     result.plot(path, rule=rule, coordinates=coordinates, overwrite=overwrite)
+    return Path(path)
+
+
+def plot_coverage_width(
+    results: CoverageResult | Sequence[CoverageResult], path: str | os.PathLike, *, overwrite: bool = False
+) -> Path:
+    """Write the coverage-against-width scatter (`evaluation.figures.coverage_width_figure`) of one or several
+    CoverageResults (e.g. one per ε of a study): the price of honesty, interval width, beside coverage."""
+    results = [results] if isinstance(results, CoverageResult) else list(results)
+    draw_and_save(lambda: coverage_width_figure(results), path, overwrite=overwrite)
     return Path(path)
 
 

@@ -51,7 +51,7 @@ def test_small_study_scores_every_method_under_both_rules(result):
         counts = result.diagnostics[method]["trace_checks"]
         assert counts["traces"] == 12 and 0 <= counts["any"] <= 12
         assert set(counts) == {"traces", "any", *na.trace.CHECKS}
-    assert "trace checks" in result.table().splitlines()[0]
+    assert "trace checks" in result.table().splitlines()[0] and "width ×" in result.table().splitlines()[0]
     # issue 26: the columns are explained where they are printed, each reference rule in full
     legend = result.table().splitlines()[3:]
     assert legend[0].startswith("RMSE: sqrt(mean over the 21 levels")
@@ -145,6 +145,12 @@ def test_an_exact_posterior_plugged_in_is_calibrated_and_failures_are_counted():
     assert out.failures == {"oracle": 0, "flaky": 40}
     mean, _ = out.rmse["oracle"]
     assert mean <= 0.07, out.table()
+    # issue 28: width beside coverage. The exact posterior's 90 % intervals are the non-private posterior's own
+    # (Laplace at N = 5000 is within 1 % of the Gamma posterior; 2000 draws leave ≈ 3 % per simulation)
+    assert out.width_ratio["oracle"].shape == (120, 1) and out.width_ratio["flaky"].shape == (80, 1)
+    assert abs(out.median_width_ratio()["oracle"][0] - 1.0) < 0.02
+    assert "width ×" in out.table().splitlines()[0]
+    assert out.summary()["oracle"]["width_ratio"]["rate"] == pytest.approx(out.median_width_ratio()["oracle"][0])
 
 
 @pytest.mark.slow
@@ -254,3 +260,19 @@ def test_the_paper_prior_is_a_method_option():
     # coverage itself has no prior argument any more: refused before any work, with the fix
     with pytest.raises(ValueError, match=r"unknown settings \['prior'\].*method_options=\{'exact': \{'prior'"):
         coverage(M1, methods=("exact",), noise_multiplier=37.81, key=0, prior="paper", **SMALL)
+
+
+def test_the_non_private_reference_sd_is_the_beta_posteriors_on_the_logit_scale():
+    """M2's posterior is Beta(10 + k, 10 + N − k): logit(p) has sd sqrt(ψ₁(a) + ψ₁(b)) exactly (ψ₁ the trigamma);
+    the Laplace sd at the MAP in the traces' θ = logit(p) is within 0.1 % of it at N = 5000."""
+    from scipy.special import polygamma
+
+    from noiseaware.evaluation.reference_sd import nonprivate_sd
+
+    bm = na.models.get("beta-bernoulli")
+    theta, data = jax.vmap(bm.simulate)(jax.random.split(jax.random.key(2), 4))
+    trace = na.record_dpvi(bm.model, {"x": data["x"][0]}, epsilon=1.0, key=0, **(bm.dpvi_settings | {"steps": 100}))
+    sd = nonprivate_sd(bm.model, trace, data, theta)
+    k = np.asarray(data["x"]).sum(axis=1)
+    exact = np.sqrt(polygamma(1, 10 + k) + polygamma(1, 10 + bm.n_examples - k))
+    np.testing.assert_allclose(sd[:, 0], exact, rtol=1e-3)

@@ -3,6 +3,7 @@ labelled so, μ_t labelled unconstrained, every coordinate up to a readable limi
 in the title and warned), titles and legends inside the figure, `trace.plot` / `post.plot` /
 `result.plot` returning Figures, and PNG, PDF and SVG files by the suffix."""
 
+import dataclasses
 import warnings
 
 import jax.numpy as jnp
@@ -13,6 +14,7 @@ from matplotlib.figure import Figure
 import noiseaware as na
 from noiseaware import plots
 from noiseaware.evaluation.calibration_result import CalibrationResult
+from noiseaware.evaluation.figures import coverage_width_figure
 from noiseaware.evaluation.result import CoverageResult
 from noiseaware.trace.sites import SiteMap, SiteSpec
 
@@ -194,6 +196,7 @@ def coverage_result(d: int) -> CoverageResult:
         diagnostics={},
         theta_names=names,
         settings={"model": "gamma-exponential", "epsilon": 1.0, "noise_multiplier": 2.0, "simulations": 500},
+        width_ratio={m: np.full((4, d), 1.0 + i) for i, m in enumerate(methods)},
     )
 
 
@@ -224,6 +227,19 @@ def test_coverage_figure_holds_its_title_and_legend():
     figure = coverage_result(1).plot()
     assert "gamma-exponential: TARP coverage" in title(figure)
     assert len(figure.legends) == 1 and len(panels(figure)) == 1
+    assert_inside(figure)
+
+
+def test_coverage_width_figure_has_a_point_per_method_and_level(tmp_path):
+    """issue 28: coverage RMSE against the median interval width, one point per method and privacy level."""
+    results = [coverage_result(2), dataclasses.replace(coverage_result(2), settings={"model": "m", "epsilon": 0.1})]
+    path = plots.plot_coverage_width(results, tmp_path / "width.png")
+    assert path.exists()
+    figure = coverage_width_figure(results)
+    (axis,) = panels(figure)
+    offsets = [line.get_xydata() for line in axis.lines if len(line.get_xydata()) == 2 and line.get_marker() == "o"]
+    assert sorted(x for points in offsets for x in points[:, 0]) == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+    assert "coverage against interval width" in title(figure)
     assert_inside(figure)
 
 

@@ -91,7 +91,6 @@ def test_the_exact_route_repairs_curved_scale_rows_and_says_so():
         assert a.prior == b.prior == "default"
 
 
-
 def test_a_trace_whose_variance_model_fails_keeps_the_paper_model_in_a_batch(monkeypatch):
     """issue 27's repair met a batch (a tuning trial) where one trace's variance model raised a FitFailure while
     its linear model fitted, and crashed stacking the failure with the models. That trace keeps its linear fit,

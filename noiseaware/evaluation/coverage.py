@@ -42,6 +42,7 @@ from .experiment import (
     split_design,
     with_progress,
 )
+from .reference_sd import nonprivate_sd
 from .result import REFERENCE_RULES, CoverageResult
 from .simulations import Simulations, simulate_part
 from .tarp import LEVELS, ecp_from_fractions, tarp_fractions
@@ -60,6 +61,8 @@ __all__ = [
 
 SCORE_CHUNK = 25
 """Simulations whose K draws are held at once while scoring (25 × 20 000 × d float64)."""
+WIDTH_Z = 1.6448536269514722
+"""Φ⁻¹(0.95): a normal's central 90 % interval is ±WIDTH_Z sd, the reference width's half."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,9 +286,11 @@ def _method_parts(
         np.float64,
     )[:, part]
 
-    def score(method: Method, outcomes: list[Outcome], keys) -> tuple[dict[str, dict[str, np.ndarray]], int]:
-        joint, per_dim, failed = _score(outcomes, sims, keys, samples, uniform, centre, dpvi_sd)
-        return {"joint": joint, "marginal": per_dim}, failed
+    reference_width = 2.0 * WIDTH_Z * nonprivate_sd(sims.model.model, sims.traces[0], sims.batch.data, sims.truth)
+
+    def score(method: Method, outcomes: list[Outcome], keys) -> tuple[dict[str, Any], int]:
+        joint, per_dim, width, failed = _score(outcomes, sims, keys, samples, uniform, centre, dpvi_sd, reference_width)
+        return {"joint": joint, "marginal": per_dim, "width": width}, failed
 
     return fit_part(sims.batch, methods, options, key=(k_fit, k_draw), score=score, offset=part.start, total=total)
 
@@ -311,6 +316,9 @@ def _result(
         curves=curves("joint"),
         marginal_curves=curves("marginal"),
         failures={name: run.failures for name, run in runs.items()},
+        width_ratio={
+            name: run.score["width"] for name, run in runs.items() if "width" in run.score
+        },  # not in old studies
         seconds={
             k: v
             for name, run in runs.items()
@@ -348,17 +356,20 @@ def _score(
     uniform: np.ndarray,
     centre: np.ndarray,
     dpvi_sd: np.ndarray,
+    reference_width: np.ndarray,
 ):
     """f for each rule over the simulations whose posterior exists and gives finite draws (keys: one per
-    simulation; uniform (R, M, d): the reference draws of these simulations).
+    simulation; uniform (R, M, d): the reference draws of these simulations), and the width of each central
+    90 % interval relative to `reference_width` (M, d), the non-private posterior's.
 
-    Returns ({rule: joint f (M_ok, R)}, {rule: marginal f (M_ok, R, d)}, further failures (non-finite draws)):
-    the simulation axis first, so that parts concatenate.
+    Returns ({rule: joint f (M_ok, R)}, {rule: marginal f (M_ok, R, d)}, width ratios (M_ok, d), further
+    failures (non-finite draws)): the simulation axis first, so that parts concatenate.
     """
     repeats = uniform.shape[0]
     alive = np.flatnonzero([not isinstance(o, Exception) for o in outcomes])
     joint: list[np.ndarray] = []
     marginal: list[np.ndarray] = []
+    widths: list[np.ndarray] = []
     non_finite = 0
     for first in range(0, alive.size, SCORE_CHUNK):
         index = alive[first : first + SCORE_CHUNK]
@@ -373,12 +384,15 @@ def _score(
         f, fm = tarp_fractions(draws, sims.truth[index], references)
         joint.append(f)
         marginal.append(fm)
+        low, high = np.quantile(draws, [0.05, 0.95], axis=1)
+        widths.append((high - low) / reference_width[index])
     d = sims.truth.shape[1]
     f = np.concatenate(joint, axis=1) if joint else np.zeros((repeats * len(REFERENCE_RULES), 0))
     fm = np.concatenate(marginal, axis=1) if marginal else np.zeros((repeats * len(REFERENCE_RULES), 0, d))
     split = {rule: slice(i * repeats, (i + 1) * repeats) for i, rule in enumerate(REFERENCE_RULES)}
     joint_f = {rule: np.moveaxis(f[s], 1, 0) for rule, s in split.items()}
-    return joint_f, {rule: np.moveaxis(fm[s], 1, 0) for rule, s in split.items()}, non_finite
+    width = np.concatenate(widths) if widths else np.zeros((0, d))
+    return joint_f, {rule: np.moveaxis(fm[s], 1, 0) for rule, s in split.items()}, width, non_finite
 
 
 def _streams(key) -> jax.Array:

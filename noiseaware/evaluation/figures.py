@@ -14,11 +14,12 @@ import math
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from ..util.checks import choice
 from ..util.figures import figure_legend, finish, new_figure, select
 
-__all__ = ["calibration_figure", "coverage_figure"]
+__all__ = ["calibration_figure", "coverage_figure", "coverage_width_figure"]
 
 PANEL = 2.9
 """Inches per marginal coverage panel (square)."""
@@ -52,9 +53,51 @@ def coverage_figure(result, *, rule: str = "research", coordinates=None, title: 
         _diagonal(axis, f"{result.theta_names[j]} (marginal)")
     figure_legend(figure, [joint])
     s = result.settings
-    level = f"ε = {s['epsilon']:g}" if s.get("epsilon") is not None else f"σ = {s['noise_multiplier']:.4g}"
+    level = _level_text(s)
     default = f"{s.get('model', '')}: TARP coverage, {level}, M = {s.get('simulations')}, {rule} reference rule"
     return finish(figure, title or default, [selection.note("marginal coordinates") if d > 1 else None])
+
+
+def coverage_width_figure(results, *, title: str | None = None) -> Figure:
+    """Coverage against width for CoverageResults (one per privacy level): per method and level the TARP
+    coverage RMSE (mean ± sd over the reference draws, research rule) against the median 90 % interval width
+    over the non-private posterior's (median over θ's coordinates), one colour per method, the level beside
+    each point; calibrated and as narrow as the non-private posterior is the lower left corner near x = 1."""
+    figure = new_figure(MIN_WIDTH, 4.6)
+    axis = figure.add_subplot()
+    methods = list(dict.fromkeys(m for result in results for m in result.methods))
+    for i, method in enumerate(methods):
+        points = []
+        for result in results:
+            if method not in result.methods:
+                continue
+            width = np.nanmedian(result.median_width_ratio().get(method, np.nan))
+            rmse, sd = result.rmse[method]
+            points.append((width, rmse, sd, _level_text(result.settings)))
+        points = [p for p in points if np.isfinite(p[0])]
+        if not points:
+            continue
+        widths, rmses, sds, labels = zip(*points)
+        axis.errorbar(widths, rmses, yerr=sds, fmt="o", color=f"C{i}", label=method, capsize=2)
+        for x, y, text in zip(widths, rmses, labels):
+            axis.annotate(text, (x, y), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+    axis.axvline(1.0, color="black", linestyle=":", linewidth=1, label="non-private width")
+    axis.set_xscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    axis.xaxis.set_major_formatter(plain)
+    axis.xaxis.set_minor_formatter(plain)
+    axis.set_xlabel("90 % interval width / non-private posterior's (median)")
+    axis.set_ylabel("TARP coverage RMSE (0 when calibrated)")
+    axis.set_ylim(bottom=0)
+    figure_legend(figure, [axis])
+    model = results[0].settings.get("model", "") if results else ""
+    return finish(figure, title or f"{model}: coverage against interval width")
+
+
+def _level_text(settings) -> str:
+    if settings.get("epsilon") is not None:
+        return f"ε = {settings['epsilon']:g}"
+    return f"σ = {settings['noise_multiplier']:.4g}"
 
 
 def _draw_curve(axis: Axes, levels: np.ndarray, curves: np.ndarray, colour: str, label: str) -> None:

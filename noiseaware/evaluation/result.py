@@ -37,7 +37,9 @@ class CoverageResult:
     levels (L,); curves[rule][method] (R, L): ECP over R reference draws; marginal_curves[rule][method]
     (R, L, d): per dimension; failures[method]: simulations whose fit failed (left out of its ECP);
     seconds per stage (dpvi, each method's fit, tarp_<method>); diagnostics[method]: sampler facts and
-    warnings; theta_names (d,); settings (model, ε, σ, M, R, K, T, prior, key, …) for the results file.
+    warnings; theta_names (d,); settings (model, ε, σ, M, R, K, T, prior, key, …) for the results file;
+    width_ratio[method] (M_ok, d): each simulation's central 90 % interval width over the non-private
+    posterior's (`reference_sd`), the price of honesty beside the coverage.
     """
 
     levels: np.ndarray
@@ -48,6 +50,7 @@ class CoverageResult:
     diagnostics: Mapping[str, Mapping[str, Any]]
     theta_names: tuple[str, ...]
     settings: Mapping[str, Any]
+    width_ratio: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property
     def methods(self) -> list[str]:
@@ -78,22 +81,40 @@ class CoverageResult:
             for m, curves in self.marginal_curves[rule].items()
         }
 
+    def median_width_ratio(self) -> dict[str, np.ndarray]:
+        """method → (d,) median over the simulations of the 90 % interval width over the non-private posterior's
+        (NaN where no simulation has one)."""
+        out = {}
+        for method, ratios in self.width_ratio.items():
+            finite = np.where(np.isfinite(ratios), ratios, np.nan)
+            out[method] = (
+                np.nanmedian(finite, axis=0) if np.isfinite(finite).any() else np.full(len(self.theta_names), np.nan)
+            )
+        return out
+
     def table(self) -> str:
-        """Methods × reference rules: RMSE mean ± sd, failures, fit seconds, and the traces the trace checks
-        flagged (of all traces, with the checks that fired); below it, what each column means."""
+        """Methods × reference rules: RMSE mean ± sd, the interval width relative to the non-private posterior's,
+        failures, fit seconds, and the traces the trace checks flagged (of all traces, with the checks that
+        fired); below it, what each column means."""
         rules = list(self.curves)
+        widths = self.median_width_ratio()
         rows = []
         for method in self.methods:
             cells = [f"{m:.3f} ± {s:.3f}" for m, s in (self.rmse_under(rule)[method] for rule in rules)]
+            width = _width_cell(widths.get(method))
             seconds = f"{self.seconds.get(method, float('nan')):.1f}"
             checks = checks_cell(self.diagnostics.get(method, {}))
-            rows.append([method, *cells, str(self.failures[method]), seconds, checks])
-        header = ["method", *(f"RMSE ({rule} ref.)" for rule in rules), "failures", "fit s", "trace checks"]
+            rows.append([method, *cells, width, str(self.failures[method]), seconds, checks])
+        header = [
+            "method", *(f"RMSE ({rule} ref.)" for rule in rules), "width ×", "failures", "fit s", "trace checks"
+        ]  # fmt: skip
         legend = [
             f"RMSE: sqrt(mean over the {len(self.levels)} levels of (ECP − level)²), 0 when calibrated; mean ± sd "
             "over the reference draws",
             "ref.: the rule that draws TARP's reference points θ_ref = centre + U ⊙ half-width, U ~ U(−1, 1)^d:",
             *(f"  {rule}: {REFERENCE_RULES[rule]}" for rule in rules),
+            "width ×: the central 90 % interval's width over the non-private posterior's (Laplace at the MAP of "
+            "the simulated data), median over simulations; with d > 1 the median over θ's coordinates [their range]",
             "failures: simulations whose fit failed (left out of the ECP); fit s: seconds of fitting",
             "trace checks: traces flagged / all traces (how many each check fired on)",
         ]
@@ -108,11 +129,19 @@ class CoverageResult:
                     rule: dict(zip(self.theta_names, map(float, self.marginal_rmse(rule)[method])))
                     for rule in self.curves
                 },
+                "width_ratio": dict(
+                    zip(self.theta_names, map(float, self.median_width_ratio().get(method, [np.nan] * self.dim)))
+                ),
                 "failures": int(self.failures[method]),
                 "diagnostics": dict(self.diagnostics.get(method, {})),
             }
             for method in self.methods
         }
+
+    @property
+    def dim(self) -> int:
+        """d, the dimension of θ."""
+        return len(self.theta_names)
 
     def plot(
         self, path=None, *, rule: str = "research", coordinates=None, title: str | None = None, overwrite: bool = False
@@ -154,6 +183,15 @@ class CoverageResult:
                     for level, mean, sd in zip(self.levels, *curve_band(curves)):
                         writer.writerow([method, rule, dimension, f"{level:.3f}", f"{mean:.5f}", f"{sd:.5f}"])
         atomic_write(Path(path), lambda temporary: temporary.write_text(buffer.getvalue()), overwrite=overwrite)
+
+
+def _width_cell(ratios) -> str:
+    """The table's width cell: the ratio for d = 1; else the median over coordinates and their range."""
+    if ratios is None or not np.isfinite(ratios).any():
+        return "–"
+    if len(ratios) == 1:
+        return f"{ratios[0]:.2f}"
+    return f"{np.nanmedian(ratios):.2f} [{np.nanmin(ratios):.2f}–{np.nanmax(ratios):.2f}]"
 
 
 def curve_band(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

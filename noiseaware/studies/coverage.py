@@ -20,7 +20,7 @@ from ..evaluation.coverage import CoverageSpec, coverage_part, coverage_spec, co
 from ..evaluation.experiment import warning_lines
 from ..evaluation.result import CoverageResult
 from ..models.benchmark import BenchmarkModel
-from ..plots import plot_coverage
+from ..plots import plot_coverage, plot_coverage_width
 from ..util.keys import key_repr, key_text
 from .kinds import StudyKind, register_kind
 from .levels import Level, as_level, epsilon_text, level_tag, level_text
@@ -29,8 +29,9 @@ from .runner import run_study
 
 __all__ = ["COVERAGE", "coverage_plan", "coverage_study"]
 
-SUFFIXES = (".json", ".csv", ".png")
-"""The files of one privacy level: DIR/coverage-MODEL-eps-E plus each suffix."""
+SUFFIXES = (".json", ".csv", ".png", "-width.png")
+"""The files of one privacy level: DIR/coverage-MODEL-eps-E plus each suffix (the last: coverage against
+interval width, one point per method)."""
 
 
 def _label(summary: Mapping[str, Any]) -> str:
@@ -53,11 +54,12 @@ def _render(summary: Mapping[str, Any], result: CoverageResult) -> tuple[str, li
 
 
 def _save(summary: Mapping[str, Any], result: CoverageResult, directory: Path, overwrite: bool) -> None:
-    """One level's .json, .csv and .png."""
+    """One level's .json, .csv, .png and -width.png."""
     stem = directory / _stem(summary)
     result.to_json(stem.with_name(stem.name + ".json"), overwrite=overwrite)
     result.to_csv(stem.with_name(stem.name + ".csv"), overwrite=overwrite)
     plot_coverage(result, stem.with_name(stem.name + ".png"), overwrite=overwrite)
+    plot_coverage_width(result, stem.with_name(stem.name + "-width.png"), overwrite=overwrite)
 
 
 COVERAGE = register_kind(
