@@ -710,16 +710,17 @@ def test_record_uses_the_tuned_preset_where_one_is_shipped_and_says_which(capsys
     assert status == 0 and "preset: tuned at ε = 1 (checked on 200 simulations" in err and "never checked" not in err
     trace = na.Trace.load(tmp_path / "a.nc")
     assert trace.clip == pytest.approx(tuned["clip"]) and [s.transform for s in trace.sites] == ["exp"]
-    status, _, err = run(capsys, "record", "--model", "M1", "--epsilon", "0.3", "--out", tmp_path / "b.nc", *QUICK)
-    assert status == 0 and "preset: research" in err and "none is shipped at ε = 0.3 (shipped at: 0.1, 1)" in err
+    shipped = ", ".join(f"{e:g}" for e in na.tuning.tuned_epsilons("M1"))
+    status, _, err = run(capsys, "record", "--model", "M1", "--epsilon", "0.5", "--out", tmp_path / "b.nc", *QUICK)
+    assert status == 0 and "preset: research" in err and f"none is shipped at ε = 0.5 (shipped at: {shipped})" in err
     assert na.Trace.load(tmp_path / "b.nc").clip == 2.0
     status, _, err = run(capsys, "record", "--model", "M1", "--epsilon", "1", "--preset", "research", "--out",
                          tmp_path / "c.nc", *QUICK)  # fmt: skip
     assert status == 0 and "preset:" not in err and na.Trace.load(tmp_path / "c.nc").clip == 2.0
     message = single_error(
-        capsys, "record", "--model", "M1", "--epsilon", "0.3", "--preset", "tuned", "--out", tmp_path / "d.nc"
+        capsys, "record", "--model", "M1", "--epsilon", "0.5", "--preset", "tuned", "--out", tmp_path / "d.nc"
     )
-    assert "no tuned preset of gamma-exponential is shipped at ε = 0.3 (shipped at: 0.1, 1)" in message
+    assert f"no tuned preset of gamma-exponential is shipped at ε = 0.5 (shipped at: {shipped})" in message
     message = single_error(capsys, "record", "--model", "M1", "--epsilon", "1", "--preset", "tuned",
                            "--n-examples", "500", "--out", tmp_path / "d.nc")  # fmt: skip
     assert "--preset tuned: it was tuned for N = 5000 examples, not N = 500" in message
@@ -738,3 +739,17 @@ def test_coverage_plan_takes_each_levels_tuned_preset():
     assert clips == [na.tuning.tuned_preset("M2", eps)["clip"] for _, eps in levels] and clips[0] != clips[1]
     with pytest.raises(ValueError, match="lack the levels"):
         coverage_plan(by_level, levels=[*levels, ("epsilon", 0.3)], key=0, methods=("exact",), simulations=4)
+
+
+def test_a_baseline_on_the_research_scale_is_never_scored_against_a_tuned_presets_theta(capsys, tmp_path):
+    """bs2018 draws θ = softplus⁻¹(λ) while M1's tuned preset has θ = log λ: scoring one against the other
+    would be silently wrong, so na.coverage refuses it before any work, and `coverage` takes the research
+    preset for such a run (or, told --preset tuned, refuses it)."""
+    from noiseaware.evaluation.coverage import coverage_spec
+
+    with pytest.raises(ValueError, match=r"'bs2018' draws θ under the research transforms \(rate: softplus\)"):
+        coverage_spec(na.tuning.tuned_model("M1", 1.0), key=0, epsilon=1.0, methods=("exact", "bs2018"))
+    coverage_spec(na.models.get("M1"), key=0, epsilon=1.0, methods=("exact", "bs2018"))
+    message = single_error(capsys, "coverage", "--model", "M1", "--epsilon", "1", "--methods", "exact,bs2018",
+                           "--preset", "tuned", "--out", tmp_path / "c")  # fmt: skip
+    assert "--preset tuned: bs2018 draws θ under the research transforms" in message

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..methods.base import Method, Outcome, Registry
+from ..methods.base import Method, Outcome, Registry, check_transforms
 from ..methods.registry import DEFAULT_REGISTRY
 from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
@@ -148,6 +148,8 @@ def coverage_spec(
         raise ValueError("give exactly one of epsilon and noise_multiplier")
     design, overrides = split_design(CoverageDesign, arguments)
     resolved, options = check_methods(design.methods, registry, bm.name, epsilon, design.method_options)
+    for method in resolved:
+        check_transforms(method, bm)
     check_delta(design.delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
     for name in ("simulations", "references", "samples", "chunk"):
         positive_int(name, getattr(design, name))

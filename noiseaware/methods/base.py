@@ -26,11 +26,13 @@ from typing import Any, Literal
 
 import jax
 
+from ..models import get as builtin_model
 from ..models.benchmark import BenchmarkModel
 from ..posteriors.base import Posterior
 from ..trace import Trace
 from ..util.batch_warnings import gather
 from ..util.errors import FitFailure
+from ..util.hints import hint
 from ..util.keys import as_key
 
 __all__ = [
@@ -119,7 +121,9 @@ class Method:
     its options; reads: "trace" (only the DP-released traces) or "data" (releases its own DP statistics of the
     data at the batch's (ε, δ), or, with private=False, is a non-private reference that reads the data
     itself); models: the model names it supports (None: any); needs_epsilon: it spends an ε of its own (a run
-    given by σ alone must say which ε σ stands for); description: one line for tables and --help; version: the
+    given by σ alone must say which ε σ stands for); transforms: "research" when its posteriors' θ uses the
+    built-in models' research transforms whatever the run's (the sufficient-statistic baselines), None when it
+    uses the run's own; description: one line for tables and --help; version: the
     method's own version, which names it in a study's fingerprint instead of its code (bump it when its
     results change; without one, a study hashes fit_batch's code and closure values, so a changed body is new
     work).
@@ -134,6 +138,7 @@ class Method:
     private: bool = True
     description: str = ""
     version: str | None = None
+    transforms: str | None = None
 
     def __fingerprint__(self) -> dict[str, Any]:
         """What names the method in a study: its declared version, or its fields with fit_batch's code."""
@@ -176,6 +181,24 @@ class Method:
                 "multiplier only: give the run an ε (--epsilon), or the ε that σ stands for as the "
                 f"method's option, e.g. method_options={{{self.name!r}: {{'epsilon': …}}}}"
             )
+
+
+def check_transforms(method: Method, bm: BenchmarkModel) -> None:
+    """A ValueError, before any work, when `method` draws θ under other transforms than the run's model `bm` (a
+    BenchmarkModel) uses for its truth and traces: its intervals would be scored on another scale."""
+    if method.transforms != "research":
+        return
+    research = builtin_model(bm.name).site_map
+    run = {site.name: site.transform for site in bm.site_map.sites}
+    wanted = {site.name: site.transform for site in research.sites}
+    if run != wanted:
+        shown = ", ".join(f"{name}: {transform}" for name, transform in wanted.items())
+        mine = ", ".join(f"{name}: {transform}" for name, transform in run.items())
+        raise ValueError(
+            f"method {method.name!r} draws θ under the research transforms ({shown}), and this run's θ uses "
+            f"{mine} (e.g. a tuned preset): run it with the research preset "
+            f"({hint('na.models.get(name)', '--preset research')})"
+        )
 
 
 def fit_problems(method: Method, batch: Batch, keys, options) -> list[Outcome]:

@@ -164,7 +164,9 @@ def _method(
         method.check(None if batch.model is None else batch.model.name, epsilon)
         return fit(*arguments(batch), keys=keys, epsilon=epsilon, delta=batch.delta, **opts.settings())
 
-    method = Method(name, fit_batch, options, "data", models, needs_epsilon=True, description=description)
+    method = Method(
+        name, fit_batch, options, "data", models, needs_epsilon=True, description=description, transforms="research"
+    )
     return method
 
 
