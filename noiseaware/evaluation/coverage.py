@@ -42,7 +42,7 @@ from .experiment import (
     split_design,
     with_progress,
 )
-from .reference_sd import nonprivate_sd
+from .reference_sd import nonprivate_width
 from .result import REFERENCE_RULES, CoverageResult
 from .simulations import Simulations, simulate_part
 from .tarp import LEVELS, ecp_from_fractions, tarp_fractions
@@ -61,8 +61,6 @@ __all__ = [
 
 SCORE_CHUNK = 25
 """Simulations whose K draws are held at once while scoring (25 × 20 000 × d float64)."""
-WIDTH_Z = 1.6448536269514722
-"""Φ⁻¹(0.95): a normal's central 90 % interval is ±WIDTH_Z sd, the reference width's half."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,7 +286,7 @@ def _method_parts(
         np.float64,
     )[:, part]
 
-    reference_width = 2.0 * WIDTH_Z * nonprivate_sd(sims.model.model, sims.traces[0], sims.batch.data, sims.truth)
+    reference_width = nonprivate_width(sims.model.model, sims.traces[0], sims.batch.data, sims.truth)
 
     def score(method: Method, outcomes: list[Outcome], keys) -> tuple[dict[str, Any], int]:
         joint, per_dim, width, failed = _score(outcomes, sims, keys, samples, uniform, centre, dpvi_sd, reference_width)

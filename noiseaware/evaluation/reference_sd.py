@@ -23,11 +23,18 @@ import numpy as np
 from ..recording.contract import ModelSpec, inspect_model
 from ..trace import Trace
 
-__all__ = ["NEWTON_STEPS", "nonprivate_sd"]
+__all__ = ["NEWTON_STEPS", "WIDTH_Z", "nonprivate_sd", "nonprivate_width"]
 
 NEWTON_STEPS = 30
 """Damped Newton steps to the MAP (each tries the full step and halvings of it, keeping the best)."""
 _STEP_SIZES = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.0)
+WIDTH_Z = 1.6448536269514722
+"""Φ⁻¹(0.95): a normal's central 90 % interval is ±WIDTH_Z sd."""
+
+
+def nonprivate_width(model, trace: Trace, data: Mapping, start) -> np.ndarray:
+    """The non-private posterior's central 90 % interval width, 2·WIDTH_Z·sd (M, d) (`nonprivate_sd`)."""
+    return 2.0 * WIDTH_Z * nonprivate_sd(model, trace, data, start)
 
 
 def nonprivate_sd(model, trace: Trace, data: Mapping, start) -> np.ndarray:

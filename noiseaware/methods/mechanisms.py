@@ -7,6 +7,7 @@ that σ stands for as the option `epsilon`.
 
     bs2018, bs2018-naive   M1–M3: gamma-exponential, beta-bernoulli, dirichlet-categorical
     bs2019, bs2019-naive   linreg-10d (data X (M, N, d+1) with the bias column last, y (M, N))
+    ops                    M1–M3: one posterior sample (Foulds et al. 2016): k tempered-posterior draws at ε/k each
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..baselines.bernstein_sheldon import GibbsSettings, Init, ReleaseSettings, 
 from ..baselines.bernstein_sheldon_regression import CHUNK, MODEL, bs2019_batch, bs2019_naive_batch
 from ..baselines.expfam import FAMILIES
 from ..baselines.mechanisms import Mechanism, Neighbouring, check_epsilon
+from ..baselines.ops import OPSSettings, ops_batch
 from ..baselines.regression_gibbs import NIGPrior, RegressionGibbs
 from ..baselines.regression_release import Moments, RegressionRelease
 from ..util.checks import positive_int
@@ -35,6 +37,8 @@ __all__ = [
     "BS2019_NAIVE",
     "BS2019NaiveOptions",
     "BS2019Options",
+    "OPS",
+    "OPSOptions",
 ]
 
 
@@ -128,6 +132,20 @@ class BS2019Options(BS2019NaiveOptions):
         }
 
 
+@dataclasses.dataclass(frozen=True)
+class OPSOptions(_MechanismOptions):
+    """draws k: the posterior draws released, each at ε/k (10); tail: the prior mass cut from each end of every
+    parameter's range, the public truncation region (1e-4); neighbouring "add-remove" or "substitute"; epsilon
+    as `_MechanismOptions`."""
+
+    draws: int = OPSSettings.draws
+    tail: float = OPSSettings.tail
+    neighbouring: Neighbouring = OPSSettings.neighbouring
+
+    def settings(self) -> dict[str, Any]:
+        return {"settings": OPSSettings(self.draws, self.tail, self.neighbouring)}
+
+
 def _records(batch: Batch) -> tuple[str, np.ndarray]:
     """bs2018's data arguments: the model's name and the records x (M, N)."""
     return batch.model.name, _stacked(batch, "x")
@@ -201,4 +219,13 @@ BS2019_NAIVE = _method(
     BS2019NaiveOptions,
     (MODEL,),
     "the NIG update of the released Gram matrix, as if it were exact (noise-naive)",
+)
+OPS = _method(
+    "ops",
+    ops_batch,
+    _records,
+    OPSOptions,
+    tuple(FAMILIES),
+    "one posterior sample (Wang et al. 2015; Foulds et al. 2016): k draws of the truncated posterior tempered "
+    "to ε/k each, as an empirical posterior",
 )

@@ -2,14 +2,14 @@
 
 Trace methods (read only the DP-released trace): exact, laplace, nuts (the noise-aware posterior by the
 gradient model's three routes), naive and dpvim. Mechanism baselines (release their own DP statistics of
-the data at the same ε): bs2018, bs2018-naive (M1–M3), bs2019, bs2019-naive (linreg-10d). The non-private
+the data at the same ε): bs2018, bs2018-naive, ops (M1–M3), bs2019, bs2019-naive (linreg-10d). The non-private
 reference (reads the data, fitted once on shared data): nonprivate (adult-logistic).
 """
 
 from __future__ import annotations
 
 from .base import Registry
-from .mechanisms import BS2018, BS2018_NAIVE, BS2019, BS2019_NAIVE
+from .mechanisms import BS2018, BS2018_NAIVE, BS2019, BS2019_NAIVE, OPS
 from .reference import NONPRIVATE
 from .routes import EXACT, LAPLACE, NUTS
 from .trace_baselines import DPVIM, NAIVE
@@ -17,5 +17,5 @@ from .trace_baselines import DPVIM, NAIVE
 __all__ = ["DEFAULT_REGISTRY"]
 
 DEFAULT_REGISTRY = Registry(
-    [EXACT, LAPLACE, NUTS, NAIVE, DPVIM, BS2018, BS2018_NAIVE, BS2019, BS2019_NAIVE, NONPRIVATE]
+    [EXACT, LAPLACE, NUTS, NAIVE, DPVIM, BS2018, BS2018_NAIVE, BS2019, BS2019_NAIVE, OPS, NONPRIVATE]
 )
