@@ -1,4 +1,5 @@
-"""The baselines that read the same trace as the noise-aware fit: the naive last iterate and DPVIm."""
+"""The baselines that read the same trace as the noise-aware fit: the naive last iterate, DPVIm and the
+random-scaling intervals from the iterates."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from typing import Literal
 
 from ..baselines.dpvim import CENTRES, dpvim_posterior
 from ..baselines.naive import naive_posterior
-from ..util.checks import choice, positive_float, positive_int
+from ..baselines.random_scaling import random_scaling_posterior
+from ..trace import BURN_IN
+from ..util.checks import choice, fraction, positive_float, positive_int
 from ..util.defaults import DRAWS
 from .base import per_trace
 
-__all__ = ["DPVIM", "DPVImOptions", "NAIVE"]
+__all__ = ["DPVIM", "DPVImOptions", "NAIVE", "RANDOM_SCALING", "RandomScalingOptions"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,4 +46,25 @@ DPVIM = per_trace(
     ),
     options=DPVImOptions,
     description="DPVIm-style: φ spread by the variance of the converged tail",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomScalingOptions:
+    """draws: K draws of φ* from the pivot; burn_in: the fraction of the trace left out before averaging."""
+
+    draws: int = DRAWS
+    burn_in: float = BURN_IN
+
+    def __post_init__(self):
+        positive_int("draws", self.draws, hint=f"the number K of draws of φ*, e.g. draws={DRAWS}")
+        fraction("burn_in", self.burn_in, hint="the share of the trace dropped before averaging, e.g. burn_in=0.2")
+
+
+RANDOM_SCALING = per_trace(
+    "random-scaling",
+    lambda trace, key, o: random_scaling_posterior(trace, key=key, draws=o.draws, burn_in=o.burn_in),
+    options=RandomScalingOptions,
+    description="random scaling (Lee et al. 2022; Xia, Zhang & Cai 2025): φ* from the iterate average's pivot, "
+    "frequentist",
 )

@@ -29,14 +29,15 @@ from .mixture import (
     MixturePosterior,
     NaivePosterior,
     NoiseAwarePosterior,
+    RandomScalingPosterior,
 )
 
 __all__ = ["KINDS", "load_posterior"]
 
 
-KINDS = {cls.__name__: cls for cls in (NoiseAwarePosterior, NaivePosterior, DPVImPosterior)}
+KINDS = {cls.__name__: cls for cls in (NoiseAwarePosterior, NaivePosterior, DPVImPosterior, RandomScalingPosterior)}
 """The mixture posteriors by class name, as saved in a posterior file's `kind` attribute."""
-_KIND_OF_METHOD = {"naive": "NaivePosterior", "dpvim": "DPVImPosterior"}
+_KIND_OF_METHOD = {"naive": "NaivePosterior", "dpvim": "DPVImPosterior", "random-scaling": "RandomScalingPosterior"}
 
 
 def load_posterior(path: str | os.PathLike) -> MixturePosterior:

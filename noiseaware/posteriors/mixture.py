@@ -8,7 +8,8 @@ With draws φ*_k, k = 1..K, the posterior over the unconstrained θ (d,) is
 full-rank, diag(softplus(ρ)²) + B Bᵀ for low-rank), so E[θ] = E[μ*] and Var[θ_j] = Var[μ*_j] + E[Σ_jj(φ*)];
 the marginals (intervals, quantiles) are mixtures of normals with sds sqrt(Σ_jj(φ*_k)). `NoiseAwarePosterior`
 draws φ* from the gradient model; `NaivePosterior` is the last iterate (K = 1, no Hessian); `DPVImPosterior`
-spreads φ* by the converged tail of the trace. Each keeps the trace's iterates μ_t (DP-released) for plots and ArviZ.
+spreads φ* by the converged tail of the trace; `RandomScalingPosterior` by the random-scaling pivot. Each keeps
+the trace's iterates μ_t (DP-released) for plots and ArviZ.
 One file format holds all three (`save`, `to_arviz`); `posteriors.files.load_posterior` returns the right type.
 
 Why this module is long: the mixture's components (any variational family), draws, exact marginals, summaries
@@ -48,6 +49,7 @@ __all__ = [
     "MixturePosterior",
     "NaivePosterior",
     "NoiseAwarePosterior",
+    "RandomScalingPosterior",
     "trace_facts",
     "trace_iterates",
 ]
@@ -399,6 +401,17 @@ class DPVImPosterior(MixturePosterior):
         if not_converged.any():
             parts.append(f"{int(not_converged.sum())} of {self.n_params} coordinates not converged")
         return parts
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class RandomScalingPosterior(MixturePosterior):
+    """φ* drawn from the random-scaling pivot of the iterate average (`baselines.random_scaling`): frequentist."""
+
+    kind: ClassVar[str] = "random-scaling posterior (frequentist, from the iterates)"
+
+    def _details(self) -> list[str]:
+        draws = self.optimum_chains.shape[0] * self.optimum_chains.shape[1]
+        return [f"{draws} draws of φ* from the pivot of {self.diagnostics.get('iterates')} iterates"]
 
 
 def trace_facts(trace: Trace, **more) -> dict[str, Any]:
