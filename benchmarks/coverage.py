@@ -14,7 +14,8 @@ tight` calibrates σ with our accountant instead). `--settings tuned` runs the m
 records with another variational family (the settings' (μ, ρ) values extend to its factor block by
 record_dpvi's rule), stored as "<method>/<family>". Results are
 merged into --out as {model: {epsilon: {method: {...}}}} with the settings, seeds, reference rules and wall
-times.
+times, and each method's median 90 % interval width over the non-private posterior's per coordinate
+(`width_ratio`).
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def main() -> None:
             print(result.table(), flush=True)
             trace_rule = result.rmse_under("trace")
             marginal = result.marginal_rmse("research")
+            widths = result.median_width_ratio()
             for method, (mean, sd) in result.rmse.items():
                 results.setdefault(model, {}).setdefault(f"{epsilon:g}", {})[
                     method
@@ -99,6 +101,7 @@ def main() -> None:
                     "rmse_trace_reference_mean": round(trace_rule[method][0], 4),
                     "rmse_trace_reference_sd": round(trace_rule[method][1], 4),
                     "marginal_rmse": [round(float(v), 4) for v in marginal[method]],
+                    "width_ratio": [round(float(v), 4) for v in widths.get(method, [])],
                     "ecp_mean": [round(float(v), 4) for v in result.ecp[method].mean(axis=0)],
                     "failures": result.failures[method],
                     "diagnostics": {k: v for k, v in result.diagnostics[method].items() if k != "warnings"},

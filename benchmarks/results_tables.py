@@ -2,9 +2,10 @@
 
     python benchmarks/results_tables.py benchmarks/results/table1.json [benchmarks/results/table2.json]
 
-Per model: one row per method (and prior), one column per ε with the research-rule RMSE mean ± sd over
-the R reference draws and, in brackets, the method-independent "trace" rule; then the mean over ε,
-failures and the wall time of each stage.
+Per model: one row per method (and prior, and settings), one column per ε with the research-rule RMSE mean ± sd
+over the R reference draws, in brackets the method-independent "trace" rule and, where the file has it, the
+median 90 % interval width over the non-private posterior's ("×1.04"; the median over θ's coordinates); then the
+mean over ε, failures and the wall time of each stage.
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ from pathlib import Path
 
 ORDER = (
     "exact",
+    "exact/tuned",
     "nuts",
     "laplace",
     "exact/paper",
     "laplace/paper",
     "nuts/paper",
     "naive",
+    "naive/tuned",
     "dpvim",
+    "random-scaling",
+    "ops",
     "bs2018",
     "bs2018-naive",
     "bs2019",
@@ -49,8 +54,10 @@ def model_table(model: str, per_epsilon: dict) -> str:
                 continue
             values.append(entry["rmse_mean"])
             failures += entry["failures"]
+            widths = entry.get("width_ratio") or []
+            width = f" ×{sorted(widths)[len(widths) // 2]:.2f}" if widths else ""
             cells.append(
-                f"{entry['rmse_mean']:.3f} ± {entry['rmse_sd']:.3f} ({entry['rmse_trace_reference_mean']:.3f})"
+                f"{entry['rmse_mean']:.3f} ± {entry['rmse_sd']:.3f} ({entry['rmse_trace_reference_mean']:.3f}){width}"
             )
         mean = f"{sum(values) / len(values):.3f}" if len(values) == len(epsilons) else "—"
         lines.append(f"| {method} | " + " | ".join(cells) + f" | {mean} | {failures} |")

@@ -65,6 +65,8 @@ __all__ = [
     "numpyro_model",
     "ols_fit",
     "resolve_prior",
+    "scale_coordinates",
+    "select_rows",
     "slope_estimates",
     "trace_statistics",
 ]
@@ -123,6 +125,22 @@ class GradientModel:
         return self.optimum_loc.shape[-1]
 
 
+def scale_coordinates(trace: Trace) -> np.ndarray:
+    """(P,) bool: the trace's scale coordinates ρ, the rows the variance model may take."""
+    mask = np.zeros(trace.n_params, bool)
+    mask[dict(trace.family.blocks)["rho"]] = True
+    return mask
+
+
+def select_rows(model: GradientModel, rows: np.ndarray) -> GradientModel:
+    """The model of the coordinates `rows` (an index array) alone: the rows are independent given the trace, so
+    its fit is those rows' fit. Only for the diagonal model (extra terms couple the rows)."""
+    if model.terms:
+        raise ValueError("select_rows takes the diagonal model only: extra terms couple the rows")
+    size = model.n_params
+    return jax.tree_util.tree_map(lambda x: x[..., rows] if np.ndim(x) and np.shape(x)[-1] == size else x, model)
+
+
 def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float = BURN_IN) -> GradientModel:
     """The gradient model of `trace` under `prior` (a preset name or a `Prior`), float64 numpy arrays.
 
@@ -131,9 +149,7 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
     trace shows (`noise_reference`).
     """
     prior = resolve_prior(prior)
-    scale_rows = np.zeros(trace.n_params, bool)
-    if prior.scale_model == "variance":
-        scale_rows[dict(trace.family.blocks)["rho"]] = True
+    scale_rows = scale_coordinates(trace) & (prior.scale_model == "variance")
     stats = trace_statistics(trace, burn_in, scale_rows)
     if prior.extra_noise == "none" and is_non_private(stats):
         raise ValueError(

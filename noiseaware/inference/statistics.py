@@ -62,8 +62,10 @@ def trace_statistics(trace: Trace, burn_in: float = BURN_IN, scale_rows=None) ->
     `scale_rows` (a (P,) bool mask, or None for none) in the variance model's ψ coordinates."""
     params, grads = kept_arrays(trace, burn_in)
     rows = np.zeros(params.shape[1], bool) if scale_rows is None else np.asarray(scale_rows, bool)
-    weight = np.where(rows, sigmoid(params) / softplus(params), 1.0)
-    values = np.where(rows, softplus(params) ** 2, params)
+    weight, values = np.ones_like(params), params.copy()
+    if rows.any():  # the transforms on the scale columns only
+        scale = softplus(params[:, rows])
+        weight[:, rows], values[:, rows] = sigmoid(params[:, rows]) / scale, scale**2
     centre = values.mean(axis=0)
     phi = np.where(rows, weight * (values - centre), values - centre)
     return TraceStatistics(

@@ -18,7 +18,15 @@ import numpy as np
 
 from ..inference import exact, laplace, nuts
 from ..inference.draws import Draws
-from ..inference.gradient_model import GradientModel, Prior, gradient_model, resolve_prior, slope_estimates
+from ..inference.gradient_model import (
+    GradientModel,
+    Prior,
+    gradient_model,
+    resolve_prior,
+    scale_coordinates,
+    select_rows,
+    slope_estimates,
+)
 from ..posteriors.mixture import NoiseAwarePosterior, trace_facts, trace_iterates
 from ..trace import BURN_IN, MIN_STEPS, Trace, kept_steps
 from ..util.batch_warnings import FitWarning
@@ -188,14 +196,16 @@ def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, so
     its evidence beats the paper's model by REPAIR_EVIDENCE (the rows are independent given the trace, so a
     posterior may take some rows from each fit); warn per trace with the rows repaired."""
     variance = dataclasses.replace(prior, scale_model="variance")
+    scale = np.flatnonzero(scale_coordinates(batch.traces[kept[0]]))  # only these rows differ between the two models
     others = [outcome_of(lambda t=batch.traces[m]: _gradient_model(t, variance, opts.burn_in)) for m in kept]
     built = [i for i, model in enumerate(others) if not isinstance(model, FitFailure)]  # ψ can freeze where ρ moves
     if built:
         solved = solve(
-            [others[i] for i in built], keys=keys[np.asarray(kept)[built]], draws=opts.draws, **settings
+            [select_rows(others[i], scale) for i in built], keys=keys[np.asarray(kept)[built]], draws=opts.draws,
+            **settings,
         )  # fmt: skip
         for i, result in zip(built, solved):
-            others[i] = result
+            others[i] = result if isinstance(result, FitFailure) else _expand_rows(results[i], result, scale)
     repaired = []
     for m, linear, curved in zip(kept, results, others):
         if isinstance(linear, FitFailure) or isinstance(curved, FitFailure):
@@ -209,6 +219,25 @@ def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, so
         warnings.warn(FitWarning("curvature repaired", REPAIR_NOTE.format(names=names)), stacklevel=2)
         repaired.append(_mix_rows(linear, curved, rows))
     return repaired
+
+
+def _expand_rows(full: Draws, part: Draws, rows: np.ndarray) -> Draws:
+    """`part`, a fit of the coordinates `rows` (index array) alone, as a fit of all P: `full`'s values elsewhere."""
+
+    def put(whole, some):
+        if whole is None or not isinstance(whole, np.ndarray) or whole.shape[-1:] != (full.optimum.shape[-1],):
+            return whole
+        out = np.array(whole, copy=True)
+        out[..., rows] = some
+        return out
+
+    fields = {name: put(value, part.diagnostics[name]) for name, value in full.diagnostics.items()}
+    return Draws(
+        put(full.optimum, part.optimum),
+        put(full.hessian, part.hessian),
+        put(full.extra_noise, part.extra_noise),
+        type(full.diagnostics)(**fields),
+    )
 
 
 def _mix_rows(linear: Draws, curved: Draws, rows: np.ndarray) -> Draws:
