@@ -1,9 +1,10 @@
 """`DEFAULT_REGISTRY`: the built-in methods, by name.
 
 Trace methods (read only the DP-released trace): exact, laplace, nuts (the noise-aware posterior by the
-gradient model's three routes), naive, dpvim and random-scaling. Mechanism baselines (release their own DP statistics of
-the data at the same ε): bs2018, bs2018-naive, ops (M1–M3), bs2019, bs2019-naive (linreg-10d). The non-private
-reference (reads the data, fitted once on shared data): nonprivate (adult-logistic).
+gradient model's three routes), naive, dpvim, random-scaling and bootstrap (which also simulates from the
+model). Mechanism baselines (release their own DP statistics of the data at the same ε): bs2018,
+bs2018-naive, ops (M1–M3), bs2019, bs2019-naive (linreg-10d). The non-private reference (reads the data,
+fitted once on shared data): nonprivate (adult-logistic).
 """
 
 from __future__ import annotations
@@ -12,10 +13,24 @@ from .base import Registry
 from .mechanisms import BS2018, BS2018_NAIVE, BS2019, BS2019_NAIVE, OPS
 from .reference import NONPRIVATE
 from .routes import EXACT, LAPLACE, NUTS
-from .trace_baselines import DPVIM, NAIVE, RANDOM_SCALING
+from .trace_baselines import BOOTSTRAP, DPVIM, NAIVE, RANDOM_SCALING
 
 __all__ = ["DEFAULT_REGISTRY"]
 
 DEFAULT_REGISTRY = Registry(
-    [EXACT, LAPLACE, NUTS, NAIVE, DPVIM, RANDOM_SCALING, BS2018, BS2018_NAIVE, BS2019, BS2019_NAIVE, OPS, NONPRIVATE]
+    [
+        EXACT,
+        LAPLACE,
+        NUTS,
+        NAIVE,
+        DPVIM,
+        RANDOM_SCALING,
+        BOOTSTRAP,
+        BS2018,
+        BS2018_NAIVE,
+        BS2019,
+        BS2019_NAIVE,
+        OPS,
+        NONPRIVATE,
+    ]
 )

@@ -1,20 +1,22 @@
-"""The baselines that read the same trace as the noise-aware fit: the naive last iterate, DPVIm and the
-random-scaling intervals from the iterates."""
+"""The baselines that read the same trace as the noise-aware fit: the naive last iterate, DPVIm, the
+random-scaling intervals from the iterates and the parametric bootstrap from the released estimate."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Literal
 
+from ..baselines.bootstrap import bootstrap_posterior
 from ..baselines.dpvim import CENTRES, dpvim_posterior
 from ..baselines.naive import naive_posterior
 from ..baselines.random_scaling import random_scaling_posterior
+from ..models.benchmark import BenchmarkModel
 from ..trace import BURN_IN
 from ..util.checks import choice, fraction, positive_float, positive_int
 from ..util.defaults import DRAWS
-from .base import per_trace
+from .base import Batch, Method, Outcome, outcome_of, per_trace
 
-__all__ = ["DPVIM", "DPVImOptions", "NAIVE", "RANDOM_SCALING", "RandomScalingOptions"]
+__all__ = ["BOOTSTRAP", "BootstrapOptions", "DPVIM", "DPVImOptions", "NAIVE", "RANDOM_SCALING", "RandomScalingOptions"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,4 +69,45 @@ RANDOM_SCALING = per_trace(
     options=RandomScalingOptions,
     description="random scaling (Lee et al. 2022; Xia, Zhang & Cai 2025): φ* from the iterate average's pivot, "
     "frequentist",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class BootstrapOptions:
+    """replicates B: DP-SGD re-runs per trace (≥ 20: a 90 % interval's ends); burn_in: the share of each run left
+    out of its estimate; model: the BenchmarkModel to simulate from (None: the study's model)."""
+
+    replicates: int = 50
+    burn_in: float = BURN_IN
+    model: BenchmarkModel | None = None
+
+    def __post_init__(self):
+        positive_int("replicates", self.replicates, minimum=20, hint="the number B of DP-SGD re-runs, e.g. 50")
+        fraction("burn_in", self.burn_in, hint="the share of each run dropped before its estimate, e.g. 0.2")
+        if self.model is not None and not isinstance(self.model, BenchmarkModel):
+            raise TypeError(f"model must be a na.models.BenchmarkModel; got {type(self.model).__name__}")
+
+
+def _bootstrap_batch(batch: Batch, keys, opts: BootstrapOptions) -> list[Outcome]:
+    model = opts.model or batch.model
+    if model is None:
+        raise ValueError(
+            "the parametric bootstrap simulates data from the model: pass it, "
+            "e.g. na.fit(trace, 'bootstrap', key=0, model=na.models.get('M1'))"
+        )
+    return [
+        outcome_of(
+            lambda t=t, k=k: bootstrap_posterior(t, model, key=k, replicates=opts.replicates, burn_in=opts.burn_in)
+        )  # fmt: skip
+        for t, k in zip(batch.traces, keys)
+    ]
+
+
+BOOTSTRAP = Method(
+    "bootstrap",
+    _bootstrap_batch,
+    BootstrapOptions,
+    "trace",
+    description="parametric bootstrap (Ferrando, Wang & Sheldon 2022): B DP-SGD re-runs on data simulated at the "
+    "released estimate, basic-bootstrap intervals; frequentist",
 )

@@ -57,14 +57,27 @@ class BenchmarkModel:
         The key is folded with a constant first, so the same seed given to `record_dpvi` draws
         independent randomness.
         """
+        trace, kwargs = self._run(key, None)
+        theta = self.site_map.unconstrain({name: trace[name]["value"] for name in self.site_map.names})
+        return theta, self._data(trace, kwargs)
+
+    def simulate_given(self, theta, key) -> dict:
+        """data ~ p(x | θ) for a given unconstrained θ (d,), covariates from the model's simulator: a dict of
+        keyword arrays (`simulate`'s data). Pure in `key`, so it vmaps over keys (a parametric bootstrap)."""
+        trace, kwargs = self._run(key, self.site_map.constrain(theta))
+        return self._data(trace, kwargs)
+
+    def _run(self, key, values):
+        """One run of the model on simulated covariates, with the latent sites at `values` (None: drawn)."""
         key = jax.random.fold_in(as_key(key), _SIMULATION_STREAM)
         key_covariates, key_model = jax.random.split(key)
         kwargs = self._kwargs(key_covariates, self.n_examples)
-        trace = run_model(self.model, kwargs, seed=key_model)
-        theta = self.site_map.unconstrain({name: trace[name]["value"] for name in self.site_map.names})
+        return run_model(self.model, kwargs, values, seed=key_model), kwargs
+
+    def _data(self, trace, kwargs) -> dict:
         data = {k: v for k, v in kwargs.items() if k != N_EXAMPLES_ARG}
         data.update({name: trace[name]["value"] for name in self.observed})
-        return theta, data
+        return data
 
 
 def from_numpyro(
