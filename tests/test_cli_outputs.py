@@ -26,7 +26,7 @@ DATASETS = importlib.import_module("noiseaware.datasets")
 COVERAGE_FILES = [
     f"coverage-gamma-exponential-{tag}{suffix}"
     for tag in ("sigma-5", "sigma-10")
-    for suffix in (".json", ".csv", ".png")
+    for suffix in (".json", ".csv", ".png", "-width.png")
 ]
 CALIBRATION_FILES = [
     f"calibration-adult-{tag}{suffix}" for tag in ("sigma-5", "sigma-10") for suffix in (".json", ".png")
