@@ -5,21 +5,13 @@ import warnings
 
 import jax
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 import pytest
+from toy_models import normal_mean
 
 import noiseaware as na
 from noiseaware.baselines.bootstrap import replay_settings
 
 N = 1000
-
-
-def normal_mean(x=None, n_examples=None):
-    """μ ~ N(0, 1); x_i ~ N(μ, 1)."""
-    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
-    with numpyro.plate("data", n_examples):
-        numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
 
 
 @pytest.fixture(scope="module")

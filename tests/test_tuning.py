@@ -8,10 +8,9 @@ from pathlib import Path
 
 import jax
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 import pytest
 from scipy import stats
+from toy_models import normal_mean
 
 import noiseaware as na
 from noiseaware.cli import main
@@ -42,13 +41,6 @@ def normal_mean(x=None, n_examples=None):
 
 tiny = na.models.from_numpyro(normal_mean, n_examples=1000, steps=1000, sampling_rate=0.1, mc_draws=4)
 """
-
-
-def normal_mean(x=None, n_examples=None):
-    """μ ~ N(0, 1); x_i ~ N(μ, 1): mean-field VI is exact, q = N(Σx/(N+1), 1/(N+1))."""
-    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
-    with numpyro.plate("data", n_examples):
-        numpyro.sample("x", dist.Normal(mu, 1.0), obs=x)
 
 
 @pytest.fixture(scope="module")
