@@ -25,7 +25,7 @@ from .options import (
     seed,
     warmup_help,
 )
-from .presets import add_preset, preset_models
+from .presets import add_preset, no_preset, preset_models
 from .study import add_study_options, run_cli_study
 
 
@@ -99,8 +99,8 @@ def run(args) -> int:
         obstacle = f"{', '.join(fixed)} {verb} θ under the research transforms" if fixed else None
         by_epsilon = preset_models(bm, args.preset, epsilons, obstacle)
         by_level = {(name, value): by_epsilon[value if name == "epsilon" else None] for name, value in levels}
-    elif args.preset is not None:
-        raise ValueError("--preset chooses a built-in model's settings; a model of yours has its own: drop --preset")
+    else:
+        no_preset(args)
     overrides = (
         {"allow_weak_privacy": args.allow_weak_privacy}
         | ({} if args.steps is None else {"steps": args.steps})

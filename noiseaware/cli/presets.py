@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from ..models.benchmark import BenchmarkModel
 from ..tuning.presets import PRESETS, tuned_epsilons, tuned_model, tuned_preset
 
-__all__ = ["add_preset", "preset_models"]
+__all__ = ["add_preset", "no_preset", "preset_models"]
 
 
 def add_preset(parser) -> None:
@@ -25,6 +25,12 @@ def add_preset(parser) -> None:
         help="settings of a built-in model: tuned (found on simulations and checked at the requested ε; the "
         "default where one is shipped) or research (the paper's; the default elsewhere)",
     )
+
+
+def no_preset(args) -> None:
+    """Refuse --preset for a model of the user's own (`package.module:name`), before any work."""
+    if args.preset is not None:
+        raise ValueError("--preset chooses a built-in model's settings; a model of yours has none: drop --preset")
 
 
 def preset_models(

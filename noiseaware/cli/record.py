@@ -37,7 +37,7 @@ from .options import (
     positive_int,
 )
 from .outputs import Outputs
-from .presets import add_preset, preset_models
+from .presets import add_preset, no_preset, preset_models
 
 TRACE_SUFFIXES = (".nc", ".npz")
 USER_MODEL_REQUIRED = required_settings()
@@ -334,8 +334,7 @@ def _resized(bm: models.BenchmarkModel, args) -> models.BenchmarkModel:
 def _user_job(args) -> _Job:
     """A user's numpyro model `package.module:function` on the data of --data."""
     model = import_model(args.model)
-    if args.preset is not None:
-        raise ValueError("--preset chooses a built-in model's settings; a user model has none: drop --preset")
+    no_preset(args)
     if args.data is None:
         raise ValueError(f"model {args.model} needs data: pass --data FILE (.csv or .npz)")
     missing = [f"--{name.replace('_', '-')}" for name in USER_MODEL_REQUIRED if getattr(args, name) is None]

@@ -26,7 +26,7 @@ from ..util.tables import text_table
 from .common import builtin, import_attribute
 from .options import add_delta, add_force, add_seed, positive_float, positive_int
 from .outputs import Outputs
-from .presets import add_preset, preset_models
+from .presets import add_preset, no_preset, preset_models
 from .study import add_workers, executor_of
 
 TOP_TRIALS = 8
@@ -209,11 +209,10 @@ def run_preflight(args) -> int:
 
 def _preset_model(args) -> models.BenchmarkModel:
     """The model of --model with its preset: for a built-in, tuned at --epsilon where it applies (`presets`)."""
-    if ":" in args.model and args.preset is not None:
-        raise ValueError("--preset chooses a built-in model's settings; a user model has none: drop --preset")
-    research = benchmark_model(args, preset=True)
     if ":" in args.model:
-        return research
+        no_preset(args)
+        return benchmark_model(args, preset=True)
+    research = benchmark_model(args, preset=True)
     n_tuned = builtin(args.model).n_examples
     obstacle = None if research.n_examples == n_tuned else f"it was tuned for N = {n_tuned} examples"
     (bm,) = preset_models(research, args.preset, [args.epsilon], obstacle).values()

@@ -205,59 +205,40 @@ def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, so
             **settings,
         )  # fmt: skip
         for i, result in zip(built, solved):
-            others[i] = result if isinstance(result, FitFailure) else _expand_rows(results[i], result, scale)
+            others[i] = result
     repaired = []
     for m, linear, curved in zip(kept, results, others):
         if isinstance(linear, FitFailure) or isinstance(curved, FitFailure):
             repaired.append(linear)
             continue
-        rows = curved.diagnostics["log_evidence"] - linear.diagnostics["log_evidence"] > REPAIR_EVIDENCE
-        if not rows.any():
+        better = curved.diagnostics["log_evidence"] - linear.diagnostics["log_evidence"][scale] > REPAIR_EVIDENCE
+        if not better.any():
             repaired.append(linear)
             continue
-        names = ", ".join(np.asarray(batch.traces[m].param_names)[rows])
+        names = ", ".join(np.asarray(batch.traces[m].param_names)[scale[better]])
         warnings.warn(FitWarning("curvature repaired", REPAIR_NOTE.format(names=names)), stacklevel=2)
-        repaired.append(_mix_rows(linear, curved, rows))
+        repaired.append(_take_rows(linear, curved, scale, better))
     return repaired
 
 
-def _expand_rows(full: Draws, part: Draws, rows: np.ndarray) -> Draws:
-    """`part`, a fit of the coordinates `rows` (index array) alone, as a fit of all P: `full`'s values elsewhere."""
+def _take_rows(linear: Draws, curved: Draws, scale: np.ndarray, better: np.ndarray) -> Draws:
+    """The draws and exact diagnostics of `linear` with the coordinates scale[better] taken from `curved`, a fit of
+    the coordinates `scale` (index array, (S,)) alone; better (S,) bool."""
+    size = linear.optimum.shape[-1]
 
-    def put(whole, some):
-        if whole is None or not isinstance(whole, np.ndarray) or whole.shape[-1:] != (full.optimum.shape[-1],):
+    def take(whole, part):
+        if not isinstance(whole, np.ndarray) or whole.shape[-1:] != (size,):
             return whole
         out = np.array(whole, copy=True)
-        out[..., rows] = some
+        out[..., scale[better]] = np.asarray(part)[..., better]
         return out
 
-    fields = {name: put(value, part.diagnostics[name]) for name, value in full.diagnostics.items()}
+    fields = {name: take(value, curved.diagnostics[name]) for name, value in linear.diagnostics.items()}
     return Draws(
-        put(full.optimum, part.optimum),
-        put(full.hessian, part.hessian),
-        put(full.extra_noise, part.extra_noise),
-        type(full.diagnostics)(**fields),
-    )
-
-
-def _mix_rows(linear: Draws, curved: Draws, rows: np.ndarray) -> Draws:
-    """The draws and exact diagnostics of `linear` with the coordinates `rows` (P,) bool taken from `curved`."""
-
-    def pick(a, b):
-        return None if a is None else np.where(rows, b, a)
-
-    fields = {
-        name: pick(value, curved.diagnostics[name])
-        if isinstance(value, np.ndarray) and value.shape[-1:] == rows.shape
-        else value
-        for name, value in linear.diagnostics.items()
-    }
-    diagnostics = type(linear.diagnostics)(**{**fields, "scale_model": "repaired"})
-    return Draws(
-        pick(linear.optimum, curved.optimum),
-        pick(linear.hessian, curved.hessian),
-        pick(linear.extra_noise, curved.extra_noise),
-        diagnostics,
+        take(linear.optimum, curved.optimum),
+        take(linear.hessian, curved.hessian),
+        take(linear.extra_noise, curved.extra_noise),
+        type(linear.diagnostics)(**{**fields, "scale_model": "repaired"}),
     )
 
 
