@@ -1,4 +1,5 @@
-"""The mechanism baselines as methods: Bernstein & Sheldon's sufficient-statistic posteriors (docs/baselines.md §1, §2).
+"""The mechanism baselines as methods: Bernstein & Sheldon's sufficient-statistic posteriors (docs/baselines.md §1, §2),
+OPS and DP-SGLD.
 
 They read the problems' data, not the traces: problem m's data is released at the batch's (ε, δ) (the same
 budget as DP-SGD: an alternative analysis, never composed with it) with the first half of split(keys[m]),
@@ -8,6 +9,7 @@ that σ stands for as the option `epsilon`.
     bs2018, bs2018-naive   M1–M3: gamma-exponential, beta-bernoulli, dirichlet-categorical
     bs2019, bs2019-naive   linreg-10d (data X (M, N, d+1) with the bias column last, y (M, N))
     ops                    M1–M3: one posterior sample (Foulds et al. 2016): k tempered-posterior draws at ε/k each
+    dp-sgld                any model: Langevin dynamics on clipped gradients (Wang et al. 2015), θ on the run's scale
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 
 from ..baselines.bernstein_sheldon import GibbsSettings, Init, ReleaseSettings, bs2018_batch, bs2018_naive_batch
 from ..baselines.bernstein_sheldon_regression import CHUNK, MODEL, bs2019_batch, bs2019_naive_batch
+from ..baselines.dpsgld import SGLDSettings, dpsgld_batch
 from ..baselines.expfam import FAMILIES
 from ..baselines.mechanisms import Mechanism, Neighbouring, check_epsilon
 from ..baselines.ops import OPSSettings, ops_batch
@@ -37,6 +40,8 @@ __all__ = [
     "BS2019_NAIVE",
     "BS2019NaiveOptions",
     "BS2019Options",
+    "DPSGLD",
+    "DPSGLDOptions",
     "OPS",
     "OPSOptions",
 ]
@@ -146,6 +151,26 @@ class OPSOptions(_MechanismOptions):
         return {"settings": OPSSettings(self.draws, self.tail, self.neighbouring)}
 
 
+@dataclasses.dataclass(frozen=True)
+class DPSGLDOptions(_MechanismOptions):
+    """steps T and sampling_rate q (None: the model's DPVI preset's); step_size η, clip C and burn_in (None:
+    chosen on simulations from the prior); draws: post-burn-in iterates kept; tuning_simulations, tuning_seed:
+    the prior simulations of the choice; epsilon as `_MechanismOptions` (baselines/dpsgld.py)."""
+
+    steps: int | None = SGLDSettings.steps
+    sampling_rate: float | None = SGLDSettings.sampling_rate
+    step_size: float | None = SGLDSettings.step_size
+    clip: float | None = SGLDSettings.clip
+    burn_in: float | None = SGLDSettings.burn_in
+    draws: int = SGLDSettings.draws
+    tuning_simulations: int = SGLDSettings.tuning_simulations
+    tuning_seed: int = SGLDSettings.tuning_seed
+
+    def settings(self) -> dict[str, Any]:
+        names = [field.name for field in dataclasses.fields(SGLDSettings)]
+        return {"settings": SGLDSettings(**{name: getattr(self, name) for name in names})}
+
+
 def _records(batch: Batch) -> tuple[str, np.ndarray]:
     """bs2018's data arguments: the model's name and the records x (M, N)."""
     return batch.model.name, _stacked(batch, "x")
@@ -166,16 +191,24 @@ def _stacked(batch: Batch, name: str) -> np.ndarray:
     return np.broadcast_to(values[:1], (len(batch), *values.shape[1:])) if batch.shared_data else values
 
 
+def _data_sets(batch: Batch) -> tuple:
+    """DP-SGLD's data arguments: the BenchmarkModel and every data array with a leading axis M."""
+    if batch.model is None or batch.data is None:
+        raise ValueError("DP-SGLD runs on a model's data sets; this batch has no model or no data")
+    return batch.model, {name: _stacked(batch, name) for name in batch.data}
+
+
 def _method(
     name: str,
     fit: Callable[..., list[Outcome]],
     arguments: Callable[[Batch], tuple],
     options: type,
-    models: tuple[str, ...],
+    models: tuple[str, ...] | None,
     description: str,
+    transforms: str | None = "research",
 ) -> Method:
     """A mechanism baseline: fit(*arguments(batch), keys=keys, epsilon, delta, **options.settings()) after
-    the method's own check of the model and the ε (the option's, else the batch's)."""
+    the method's own check of the model and the ε (the option's, else the batch's); transforms: see `Method`."""
 
     def fit_batch(batch: Batch, keys, opts) -> list[Outcome]:
         epsilon = batch.epsilon if opts.epsilon is None else opts.epsilon
@@ -183,7 +216,7 @@ def _method(
         return fit(*arguments(batch), keys=keys, epsilon=epsilon, delta=batch.delta, **opts.settings())
 
     method = Method(
-        name, fit_batch, options, "data", models, needs_epsilon=True, description=description, transforms="research"
+        name, fit_batch, options, "data", models, needs_epsilon=True, description=description, transforms=transforms
     )
     return method
 
@@ -228,4 +261,14 @@ OPS = _method(
     tuple(FAMILIES),
     "one posterior sample (Wang et al. 2015; Foulds et al. 2016): k draws of the truncated posterior tempered "
     "to ε/k each, as an empirical posterior",
+)
+DPSGLD = _method(
+    "dp-sgld",
+    dpsgld_batch,
+    _data_sets,
+    DPSGLDOptions,
+    None,
+    "DP-SGLD (Wang et al. 2015): Langevin dynamics on clipped Poisson-sampled gradients, its noise paying for "
+    "privacy; post-burn-in iterates as the posterior",
+    transforms=None,
 )

@@ -51,7 +51,9 @@ __all__ = [
     "DPVIState",
     "Recorder",
     "build_recorder",
+    "clip_weights",
     "poisson_chunk",
+    "poisson_sum",
     "record_dpvi",
     "record_dpvi_batch",
     "step_keys",
@@ -106,6 +108,33 @@ def poisson_chunk(key, last, sampling_rate, size: int, n_examples: int):
     offsets = lax.associative_scan(lambda a, b: jnp.minimum(a + b, n_examples + 1), gaps)
     indices = last + offsets
     return indices, indices < n_examples
+
+
+def clip_weights(norms, mask, clip):
+    """Per-example clipping weights min(1, C/‖h_i‖), (B,), and which examples count, (B,) bool.
+
+    Padded slots and non-finite per-example gradients get weight exactly zero (a select, not 0 × NaN), so each
+    example's contribution stays bounded by C whatever the model returns; zero the kept-out rows too.
+    """
+    keep = mask & jnp.isfinite(norms)
+    return jnp.where(keep, jnp.minimum(1.0, clip / jnp.where(norms > 0, norms, 1.0)), 0.0), keep
+
+
+def poisson_sum(key, sampling_rate, chunk_size: int, n_examples: int, per_example, summand, zeros):
+    """Σ of summand(examples, mask) over the chunks of one Poisson(q) sample of the N examples.
+
+    per_example: arrays with leading axis N; summand(examples (B, …), mask (B,)) → a pytree shaped like
+    `zeros`; chunks of `chunk_size` sampled indices (`poisson_chunk`) until the sample passes the last example.
+    """
+
+    def chunk(carry):
+        count, last, total = carry
+        indices, mask = poisson_chunk(jax.random.fold_in(key, count), last, sampling_rate, chunk_size, n_examples)
+        examples = jax.tree.map(lambda a: a[jnp.where(mask, indices, 0)], per_example)
+        return count + 1, indices[-1], jax.tree.map(jnp.add, total, summand(examples, mask))
+
+    init = (jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32), zeros)
+    return lax.while_loop(lambda carry: carry[1] < n_examples - 1, chunk, init)[2]
 
 
 def step_keys(key):
@@ -172,30 +201,21 @@ class _Program:
 
     def clipped_sum(self, hyper: Hyper, params, eps, key, per_example, constants):
         """Σ over the Poisson sample of clip_C(s ⊙ g_i), (P,): chunks of `batch_size` until the sample ends."""
-        n, d, P = self.spec.n_examples, self.dim, self.family.n_params
+        d, P = self.dim, self.family.n_params
         scale_mu, scale_rho = hyper.grad_scale[:d], hyper.grad_scale[d:]
 
-        def chunk(carry):
-            count, last, total_mu, total_rho = carry
-            indices, mask = poisson_chunk(jax.random.fold_in(key, count), last, hyper.sampling_rate, self.batch_size, n)
-            examples = jax.tree.map(lambda a: a[jnp.where(mask, indices, 0)], per_example)
+        def summand(examples, mask):
             g_mu, g_rho = self.gradient_blocks(params, eps, examples, constants)
             h_mu, h_rho = g_mu * scale_mu, g_rho * scale_rho
             norms = jnp.sqrt(jnp.sum(h_mu**2, axis=-1) + jnp.sum(h_rho**2, axis=-1))
-            # Padded slots and non-finite per-example gradients contribute exactly zero (a select, not
-            # 0 × NaN): each example's contribution stays bounded by C whatever the model returns.
-            keep = mask & jnp.isfinite(norms)
-            factor = jnp.where(keep, jnp.minimum(1.0, hyper.clip / jnp.where(norms > 0, norms, 1.0)), 0.0)
+            factor, keep = clip_weights(norms, mask, hyper.clip)
             h_mu, h_rho = jnp.where(keep[:, None], h_mu, 0.0), jnp.where(keep[:, None], h_rho, 0.0)
-            return count + 1, indices[-1], total_mu + factor @ h_mu, total_rho + factor @ h_rho
+            return factor @ h_mu, factor @ h_rho
 
-        init = (
-            jnp.zeros((), jnp.int32),
-            jnp.full((), -1, jnp.int32),
-            jnp.zeros((d,), params.dtype),
-            jnp.zeros((P - d,), params.dtype),
+        zeros = (jnp.zeros((d,), params.dtype), jnp.zeros((P - d,), params.dtype))
+        total_mu, total_rho = poisson_sum(
+            key, hyper.sampling_rate, self.batch_size, self.spec.n_examples, per_example, summand, zeros
         )
-        _, _, total_mu, total_rho = lax.while_loop(lambda carry: carry[1] < n - 1, chunk, init)
         return jnp.concatenate([total_mu, total_rho])
 
     def step(self, hyper: Hyper, data, state: DPVIState):
