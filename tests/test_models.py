@@ -37,6 +37,7 @@ SHAPES = {
         (SiteSpec("w", (11,), "identity"), SiteSpec("sigma2", (), "softplus")),
     ),
     "logistic-3d": (3, {"X": (N, 3), "y": (N,)}, (SiteSpec("theta", (3,), "identity"),)),
+    "regression-1d": (1, {"X": (N, 1), "y": (N,)}, (SiteSpec("theta", (), "identity"),)),
     "adult-logistic": (
         57,
         {"X": (ADULT_N, 57), "y": (ADULT_N,)},
@@ -52,6 +53,7 @@ PRESETS = {
     "dirichlet-categorical": (N, SQRT2, 100.0, [SQRT2] * 4, [0.0] * 2 + [-6.0] * 2),
     "linreg-10d": (N, 260.0, 1500.0, _V_LINREG, [1.0] * 11 + [-4.0] + [-6.0] * 12),
     "logistic-3d": (N, 2.0, 100.0, [SQRT2] * 6, [0.0] * 3 + [-6.0] * 3),
+    "regression-1d": (N, 2.0, 100.0, [SQRT2] * 2, [0.0, -4.0]),
     "adult-logistic": (ADULT_N, 11.0, 550.0, [math.sqrt(114)] * 114, [0.0] * 57 + [-6.0] * 57),
 }
 
@@ -81,9 +83,9 @@ def simulations(name):
     return keys, thetas, data
 
 
-def test_names_are_the_six_builtins():
+def test_names_are_the_seven_builtins():
     assert set(names()) == set(SHAPES)
-    assert len(names()) == 6
+    assert len(names()) == 7
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

@@ -59,6 +59,18 @@ def linear_regression(X, y=None):
         numpyro.sample("y", dist.Normal(X @ w, jnp.sqrt(sigma2)), obs=y)
 
 
+SEED_REGRESSION = (5.0, 0.5)
+"""The seed-004 regression: the prior variance of the slope θ and the noise sd σ_e."""
+
+
+def regression_1d(X, y=None):
+    """θ ~ N(0, 5); y_i ~ N(θ x_i, 0.5²), x_i ~ U(−1, 1): seed 004's Bayesian linear regression (known noise)."""
+    variance, noise = SEED_REGRESSION
+    theta = numpyro.sample("theta", dist.Normal(0.0, math.sqrt(variance)))
+    with numpyro.plate("data", X.shape[0]):
+        numpyro.sample("y", dist.Normal(theta * X[..., 0], noise), obs=y)
+
+
 def logistic_regression(X, y=None):
     """θ ~ N(0, I_k); y_i ~ Bernoulli(sigmoid(X_i·θ))."""
     theta = numpyro.sample("theta", dist.Normal(0.0, 1.0).expand([X.shape[-1]]).to_event(1))
@@ -78,6 +90,11 @@ def regression_design(key, n):
 def uniform_design(key, n):
     """X_i ~ U(−1, 1)³: the synthetic logistic regression design, (n, 3)."""
     return {"X": jax.random.uniform(key, (n, 3), minval=-1.0, maxval=1.0)}
+
+
+def slope_design(key, n):
+    """x_i ~ U(−1, 1): the 1D regression design, (n, 1)."""
+    return {"X": jax.random.uniform(key, (n, 1), minval=-1.0, maxval=1.0)}
 
 
 def adult_like_design(key, n):
@@ -153,6 +170,16 @@ def _build(name: str) -> BenchmarkModel:
             description=logistic_regression.__doc__,
             **_preset(2.0, 100.0, sqrt2, -6.0),
         )
+    if name == "regression-1d":
+        return from_numpyro(
+            regression_1d,
+            n_examples=_N,
+            covariates=slope_design,
+            name=name,
+            transforms="research",
+            description=regression_1d.__doc__,
+            **_preset(2.0, 100.0, sqrt2, -4.0),
+        )
     if name == "adult-logistic":
         return from_numpyro(
             logistic_regression,
@@ -168,7 +195,15 @@ def _build(name: str) -> BenchmarkModel:
     raise KeyError(name)
 
 
-_NAMES = ("gamma-exponential", "beta-bernoulli", "dirichlet-categorical", "linreg-10d", "logistic-3d", "adult-logistic")
+_NAMES = (
+    "gamma-exponential",
+    "beta-bernoulli",
+    "dirichlet-categorical",
+    "linreg-10d",
+    "logistic-3d",
+    "regression-1d",
+    "adult-logistic",
+)
 _ALIASES = {"m1": "gamma-exponential", "m2": "beta-bernoulli", "m3": "dirichlet-categorical"}
 
 

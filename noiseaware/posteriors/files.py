@@ -29,13 +29,17 @@ from .mixture import (
     MixturePosterior,
     NaivePosterior,
     NoiseAwarePosterior,
+    PVIPosterior,
     RandomScalingPosterior,
 )
 
 __all__ = ["KINDS", "load_posterior"]
 
 
-KINDS = {cls.__name__: cls for cls in (NoiseAwarePosterior, NaivePosterior, DPVImPosterior, RandomScalingPosterior)}
+KINDS = {
+    cls.__name__: cls
+    for cls in (NoiseAwarePosterior, NaivePosterior, DPVImPosterior, RandomScalingPosterior, PVIPosterior)
+}
 """The mixture posteriors by class name, as saved in a posterior file's `kind` attribute."""
 _KIND_OF_METHOD = {"naive": "NaivePosterior", "dpvim": "DPVImPosterior", "random-scaling": "RandomScalingPosterior"}
 

@@ -49,6 +49,7 @@ __all__ = [
     "MixturePosterior",
     "NaivePosterior",
     "NoiseAwarePosterior",
+    "PVIPosterior",
     "RandomScalingPosterior",
     "trace_facts",
     "trace_iterates",
@@ -412,6 +413,20 @@ class RandomScalingPosterior(MixturePosterior):
     def _details(self) -> list[str]:
         draws = self.optimum_chains.shape[0] * self.optimum_chains.shape[1]
         return [f"{draws} draws of φ* from the pivot of {self.diagnostics.get('iterates')} iterates"]
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class PVIPosterior(MixturePosterior):
+    """Partitioned VI over clients: φ of q = p Π_m (q_m / p), one component per joint draw of the clients' factors
+    (`baselines.pvi`; one component, the clients' last iterates combined, for plain DP-PVI)."""
+
+    kind: ClassVar[str] = "partitioned-VI posterior (clients' factors combined)"
+
+    def _details(self) -> list[str]:
+        clients, dropped = self.diagnostics.get("clients"), self.diagnostics.get("dropped", 0)
+        draws = self.optimum_chains.shape[0] * self.optimum_chains.shape[1]
+        text = f"{clients} clients' factors combined, {draws} component(s)"
+        return [text + (f"; {dropped} joint draws without a positive precision dropped" if dropped else "")]
 
 
 def trace_facts(trace: Trace, **more) -> dict[str, Any]:
