@@ -12,7 +12,8 @@ tight` calibrates σ with our accountant instead). `--settings tuned` runs the m
 `benchmarks/tuning.py` chose and `--ship` put in noiseaware/tuning/presets/: what `noiseaware coverage` and
 `record` use by default), stored as "<method>/tuned". `--family`
 records with another variational family (the settings' (μ, ρ) values extend to its factor block by
-record_dpvi's rule), stored as "<method>/<family>". Results are
+record_dpvi's rule), stored as "<method>/<family>". `--clients M` splits the data over M clients for dp-pvi and
+na-dp-pvi, stored as "<method>/clients=M". Results are
 merged into --out as {model: {epsilon: {method: {...}}}} with the settings, seeds, reference rules and wall
 times, and each method's median 90 % interval width over the non-private posterior's per coordinate
 (`width_ratio`).
@@ -32,6 +33,8 @@ from noiseaware.inference.gradient_model import PRIORS
 from noiseaware.util.defaults import field_default
 
 RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
+FEDERATED = ("dp-pvi", "na-dp-pvi")
+"""The methods that split the data over `--clients` clients (stored as "<method>/clients=M")."""
 WARNINGS_KEPT = 5
 """Distinct warning messages stored per entry (their number is stored beside them)."""
 
@@ -49,6 +52,7 @@ def main() -> None:
     parser.add_argument("--sigma", default="research", choices=("research", "tight"))
     parser.add_argument("--settings", default="preset", choices=("preset", "tuned"))
     parser.add_argument("--family", default="mean-field", help="mean-field, full-rank or low-rank:r")
+    parser.add_argument("--clients", type=int, default=4, help="clients M of the federated methods dp-pvi, na-dp-pvi")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "table1.json")
     args = parser.parse_args()
@@ -56,7 +60,7 @@ def main() -> None:
         f"python benchmarks/coverage.py --models {args.models} --epsilons {args.epsilons} --methods "
         f"{args.methods} --simulations {args.simulations} --repeats {args.repeats} --draws {args.draws} "
         f"--prior {args.prior} --sigma {args.sigma} --settings {args.settings} --family {args.family} "
-        f"--seed {args.seed} --out {args.out}" + (" --no-repair" if args.no_repair else "")
+        f"--clients {args.clients} --seed {args.seed} --out {args.out}" + (" --no-repair" if args.no_repair else "")
     )
     kind, _, rank = args.family.partition(":")
     family = {} if kind == "mean-field" else {"family": kind} | ({"rank": int(rank)} if rank else {})
@@ -66,7 +70,7 @@ def main() -> None:
         for epsilon in (float(e) for e in args.epsilons.split(",")):
             settings = {} if args.settings == "preset" else dict(tuned_settings(bm, epsilon))
             level = {"noise_multiplier": RESEARCH_SIGMA[epsilon]} if args.sigma == "research" else {"epsilon": epsilon}
-            options = method_options(args.methods.split(","), epsilon, args.prior)
+            options = method_options(args.methods.split(","), epsilon, args.prior, args.clients)
             if args.no_repair and "exact" in options:
                 options["exact"]["repair"] = False
             start = time.perf_counter()
@@ -95,6 +99,7 @@ def main() -> None:
                     + ("" if args.prior == "default" else f"/{args.prior}")
                     + ("" if args.settings == "preset" else "/tuned")
                     + ("" if kind == "mean-field" else f"/{args.family}")
+                    + (f"/clients={args.clients}" if method in FEDERATED else "")
                 ] = {
                     "rmse_mean": round(mean, 4),
                     "rmse_sd": round(sd, 4),
@@ -134,15 +139,15 @@ def tuned_settings(bm: na.models.BenchmarkModel, epsilon: float) -> na.TunedSett
     return na.tuning.tuned_preset(bm.name, epsilon)
 
 
-def method_options(methods: list[str], epsilon: float, prior: str) -> dict[str, dict]:
+def method_options(methods: list[str], epsilon: float, prior: str, clients: int) -> dict[str, dict]:
     """Each method's options: the gradient-model prior of the three routes (with prior "paper", Laplace in the
     research code's "paper" style, as the published paper-prior rows ran); the ε that the research σ stands
-    for for the sufficient-statistic baselines, which release at that ε."""
+    for for the methods that run their own mechanism at that ε; the clients of the federated methods."""
     options: dict[str, dict] = {}
     for name in methods:
         method = na.DEFAULT_REGISTRY[name]
         if method.needs_epsilon:
-            options[name] = {"epsilon": epsilon}
+            options[name] = {"epsilon": epsilon} | ({"clients": clients} if name in FEDERATED else {})
         elif name in ("exact", "laplace", "nuts"):
             options[name] = {"prior": prior} | ({"style": "paper"} if name == "laplace" and prior == "paper" else {})
     return options
