@@ -98,7 +98,7 @@ def test_grads_recorded_as_a_mean_but_described_as_a_sum_are_named():
     trace = ou_trace(seed=3)
     mean = dataclasses.replace(trace, grads=trace.grads / (Q * N))
     finding = na.diagnose(mean).findings[0]  # SGD's steps no longer match the grads: other checks fire too
-    assert finding.check == "noise" and "reduction='mean'" in finding.advice
+    assert finding.check == "noise" and "normaliser='expected-batch'" in finding.advice
 
 
 def test_metadata_sigma_halved_fails_the_excess_noise_check():

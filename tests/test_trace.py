@@ -21,10 +21,15 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "trace-format.md"
 SUFFIXES = (".npz", ".nc")
 SITES = (SiteSpec("scale", (), "softplus"), SiteSpec("p", (2,), "alr"))
 
+CONVENTION_SCALARS = (
+    "convention_normaliser", "convention_clipping", "convention_neighbouring", "convention_sampling", "convention_noise",
+)  # fmt: skip
+"""The convention fields a trace with the default convention stores (producer and microbatch size are absent)."""
 NPZ_FIELDS = {
     "schema", "schema_version", "params", "grads", "noise_multiplier", "clip", "sampling_rate", "n_examples",
     "final_params", "grad_scale", "learning_rate", "epsilon", "delta", "accountant", "mc_draws", "optimizer",
     "variational_family", "param_layout", "param_names", "site_names", "site_shapes", "site_transforms",
+    *CONVENTION_SCALARS,
 }  # fmt: skip
 NC_VARIABLES = {
     "params", "grads", "final_params", "grad_scale", "learning_rate", "param",
@@ -32,7 +37,7 @@ NC_VARIABLES = {
 }  # fmt: skip
 NC_ATTRS = {
     "schema", "schema_version", "noise_multiplier", "clip", "sampling_rate", "n_examples", "epsilon", "delta",
-    "accountant", "mc_draws", "optimizer", "variational_family", "param_layout",
+    "accountant", "mc_draws", "optimizer", "variational_family", "param_layout", *CONVENTION_SCALARS,
 }  # fmt: skip
 OPTIONAL_NONE = ("learning_rate", "final_params", "epsilon", "delta", "accountant", "mc_draws", "optimizer", "sites")
 
@@ -167,7 +172,7 @@ def test_saved_npz_holds_exactly_the_schema_fields(tmp_path):
     with np.load(tmp_path / "trace.npz", allow_pickle=False) as archive:
         assert set(archive.files) == NPZ_FIELDS
         assert archive["schema"].dtype.kind == "U" and archive["param_names"].dtype.kind == "U"
-        assert archive["schema_version"].shape == () and int(archive["schema_version"]) == 2
+        assert archive["schema_version"].shape == () and int(archive["schema_version"]) == 3
         assert list(archive["site_shapes"]) == ["[]", "[2]"]
 
 
@@ -188,7 +193,7 @@ def test_minimal_nc_omits_absent_optionals(tmp_path):
         assert set(file.variables) == {"params", "grads", "grad_scale", "param"}
         assert set(file.attrs) == {
             "schema", "schema_version", "noise_multiplier", "clip", "sampling_rate", "n_examples",
-            "variational_family", "param_layout",
+            "variational_family", "param_layout", *CONVENTION_SCALARS,
         }  # fmt: skip
         assert set(file.dimensions) == {"step", "param"}
 
@@ -436,8 +441,8 @@ def write_npz(path, **changes):
 
 
 def test_unknown_schema_version_is_rejected(tmp_path):
-    path = write_npz(tmp_path / "t.npz", schema="noiseaware.trace", schema_version=3)
-    with pytest.raises(TraceError, match=r"schema_version 3 is not supported; .* reads schema_versions 1, 2"):
+    path = write_npz(tmp_path / "t.npz", schema="noiseaware.trace", schema_version=4)
+    with pytest.raises(TraceError, match=r"schema_version 4 is not supported; .* reads schema_versions 1, 2, 3"):
         Trace.load(path)
 
 

@@ -1,6 +1,7 @@
 """The trace: the released iterates and noisy gradients of a DP-SGD run, with its settings
 (docs/trace-format.md), and its site map (`sites`): the flat parameter vector ⇄ the model's named sites."""
 
+from .convention import Convention
 from .core import Trace
 from .data import BURN_IN
 from .diagnosis import (
@@ -19,6 +20,7 @@ from .validation import VARIATIONAL_FAMILIES, TraceError
 __all__ = [
     "BURN_IN",
     "CHECKS",
+    "Convention",
     "MIN_STEPS",
     "SCHEMA",
     "SCHEMA_VERSION",

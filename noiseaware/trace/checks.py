@@ -6,7 +6,7 @@ Over the kept steps t = B..T−1 (n = T − B, x_t = φ_tj − φ̄_j), the mode
 e_tj ~ N(0, ν_j² + u_j²) independent over t, with ν_j = σC/s_j the recorded DP noise sd, is checked by
 
 * noise: (n − 2) r²/ν² ~ χ²_{n−2} at u = 0, r² the residual variance of the OLS fit of G on φ; a small value
-  means G varies less than its own DP noise (wrong σ, C, s or reduction in the metadata); `noise_ratio` r²/ν²;
+  means G varies less than its own DP noise (wrong σ, C, s or convention in the metadata); `noise_ratio` r²/ν²;
   excess noise: the upper tail of (n − 2) r²/(3ν²), G varying over 3× more than its DP noise;
 * windows: K windows agree on φ* = φ̄ − Ḡ/c: the score test S = Σ_w n_w ē_w²/r² ~ χ²_{K−1} on the windows'
   mean residuals of the pooled fit;

@@ -23,6 +23,7 @@ from dataclasses import replace
 from matplotlib.figure import Figure
 
 from ..util.figures import draw_and_save
+from .convention import Convention, to_sum
 from .data import BURN_IN, TraceData
 from .diagnosis import LEVEL, TraceDiagnosis, diagnose
 from .figure import trace_figure
@@ -110,26 +111,28 @@ class Trace(TraceData):
         mc_draws: int | None = None,
         optimizer: str | None = None,
         variational_family: str = VARIATIONAL_FAMILIES[0],
-        reduction: str = "sum",
+        reduction: str | None = None,
+        convention: Convention | None = None,
+        batch_sizes=None,
     ) -> Trace:
         """A trace from any other DP-SGD implementation (PyTorch/Opacus, d3p, TensorFlow).
 
         params, grads (T, P) as lists or float32/float64 arrays (kept as given; other dtypes are refused).
-        reduction="sum" when grads are the noisy sum of clipped per-example gradients; "mean" when they are
-        that sum divided by the expected batch size q·N (Opacus with loss_reduction="mean"): they are multiplied
-        by q·N. optax's `differentially_private_aggregate` divides by the leading dimension of the per-example
-        gradients given at each step (the realised or padded batch size), not q·N: multiply each G_t by that
-        size and pass reduction="sum". A given learning_rate with optimizer=None records optimizer="sgd", since
+        convention: how the producer normalised the grads it released (`noiseaware.trace.Convention`: the
+        normaliser, clipping unit, neighbouring relation, sampling, producer); the grads are converted to noisy
+        sums G_t = b·D_t·G̃_t (`convention.to_sum`) and the convention is kept in the trace. batch_sizes (T,), or
+        a constant: B_t, for the normalisers that divide by it ("realised-batch": optax's aggregate, which
+        divides by the leading dimension it is given, padding included; "microbatches"). reduction is the older
+        shorthand: "sum" (the default convention) or "mean" (normaliser "expected-batch", Opacus with
+        loss_reduction="mean"); give one of reduction and convention. The adapters in `noiseaware.adapters`
+        record a library's run with its convention filled in (docs/adapters.md). A given learning_rate with
+        optimizer=None records optimizer="sgd", since
         per-coordinate step sizes describe plain SGD. variational_family: the family's trace name, e.g.
         "full-rank-normal-softplus" with params (μ, ρ, ℓ) (docs/trace-format.md lays out each family). labels
         {site name: one label per element} name the elements of `sites` (e.g. {"theta": feature_names}); they
         are the data schema, released with the trace.
         """
-        if reduction not in ("sum", "mean"):
-            raise TraceError(
-                f"reduction={reduction!r} is not supported: use 'sum' when grads are the noisy sum of clipped "
-                "per-example gradients, 'mean' when they were divided by the expected batch size q·N"
-            )
+        convention = _convention(reduction, convention)
         if learning_rate is not None and optimizer is None:
             optimizer = "sgd"
         if labels is not None:
@@ -152,10 +155,30 @@ class Trace(TraceData):
             variational_family=variational_family,
             param_names=param_names,
             sites=sites,
+            convention=convention,
+            batch_sizes=batch_sizes,
         )
-        if reduction == "mean":
-            trace = replace(trace, grads=trace.grads * (trace.sampling_rate * trace.n_examples))
-        return trace
+        if convention.normaliser == "sum" and convention.clip_factor == 1:
+            return trace
+        sums = to_sum(trace.grads, convention, trace.batch_sizes, trace.sampling_rate, trace.n_examples)
+        return replace(trace, grads=sums)
+
+
+def _convention(reduction: str | None, convention: Convention | None) -> Convention:
+    """The convention from `convention`, or from the older `reduction` ("sum", "mean"); TraceError for both or a
+    reduction that does not exist."""
+    if reduction is not None and convention is not None:
+        raise TraceError("give reduction or convention, not both: convention=Convention(normaliser=...) says it all")
+    if convention is not None:
+        return convention
+    normalisers = {None: "sum", "sum": "sum", "mean": "expected-batch"}
+    if reduction not in normalisers:
+        raise TraceError(
+            f"reduction={reduction!r} is not supported: use 'sum' when grads are the noisy sum of clipped "
+            "per-example gradients, 'mean' when they were divided by the expected batch size q·N, or "
+            "convention=Convention(...) for any other normaliser"
+        )
+    return Convention(normaliser=normalisers[reduction])
 
 
 def _labelled(sites: Sequence[SiteSpec] | None, labels: Mapping[str, Sequence[str]]) -> tuple | None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from .convention import Convention
 from .families import VariationalFamily, family_for
 from .sites import SiteMap, SiteSpec
 from .validation import VARIATIONAL_FAMILIES, TraceError, validate
@@ -28,7 +29,9 @@ class TraceData:
     grads (T, P) G_t: noisy sum of clipped per-example gradients of the negative ELBO, un-preconditioned.
     grad_scale (P,) s and learning_rate (P,) λ accept a scalar, which is broadcast.
     param_names (P,) default to the site map's labels, else 'mu:theta[j]' / 'rho:theta[j]'.
-    Every array is stored as a read-only copy, float32 or float64 as given (other dtypes are refused;
+    convention: how the producer normalised what it released (`convention`; grads here are always the noisy
+    sums), with batch_sizes (T,) B_t when its divisor is the batch size. Every array is stored as a read-only copy,
+    float32 or float64 as given (other dtypes are refused;
     Python numbers become float64);
     a non-private run has noise_multiplier 0 and epsilon math.inf. Equality is identity.
     """
@@ -50,6 +53,8 @@ class TraceData:
     variational_family: str = VARIATIONAL_FAMILIES[0]
     param_names: tuple[str, ...] | None = None
     sites: tuple[SiteSpec, ...] | None = None
+    convention: Convention = Convention()
+    batch_sizes: np.ndarray | None = None
 
     def __post_init__(self):
         given = {field.name: getattr(self, field.name) for field in fields(self)}
@@ -83,8 +88,9 @@ class TraceData:
 
     @property
     def noise_sd(self) -> np.ndarray:
-        """σC/s, shape (P,): the standard deviation of the DP noise in G_t per coordinate."""
-        return self.noise_multiplier * self.clip / self.grad_scale
+        """σ·b·C/s, shape (P,): the standard deviation of the DP noise in G_t per coordinate (b = 1 unless
+        microbatches of b examples were clipped as one)."""
+        return self.noise_multiplier * self.convention.clip_factor * self.clip / self.grad_scale
 
     def final_iterate(self) -> np.ndarray:
         """φ_T (P,): final_params, else φ_{T−1} − λ ⊙ G_{T−1} for a plain-SGD trace with known λ."""

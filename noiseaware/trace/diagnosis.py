@@ -18,6 +18,7 @@ from scipy import stats
 
 from ..util.tables import text_table
 from .checks import EXCESS, WINDOWS, CheckStatistics, trace_checks
+from .convention import normaliser_advice
 from .data import BURN_IN
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ BURN_INS = (0.3, 0.4, 0.5, 0.6, 0.7)
 """Burn-ins tried, in order, when the default leaves a transient: the first whose windows agree is proposed."""
 
 LONGER = "record a longer trace (more steps) or a larger learning rate"
-METADATA = "check σ (noise_multiplier), C (clip), s (grad_scale) and reduction ('sum' or 'mean') in the metadata"
+METADATA = "check σ (noise_multiplier), C (clip), s (grad_scale) and the convention in the metadata"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -390,11 +391,7 @@ def _advice(name: str, s: CheckStatistics, flags, proposed: float | None, trace:
         advice = f"fit with burn_in={proposed:g} (the checks pass from there), or " + LONGER
     elif name in ("windows", "drift", "transient"):
         advice = f"no burn-in up to {BURN_INS[-1]:g} settles it: " + LONGER
-    if name == "noise":
-        ratio = float(np.nanmedian(s.noise_ratio[flags[name]]))
-        mean_scale = (trace.sampling_rate * trace.n_examples) ** -2
-        if 0.1 * mean_scale < ratio < 10 * mean_scale:
-            advice = f"r²/ν² ≈ 1/(qN)²: the grads look like a mean; load them with reduction='mean' ({METADATA})"
-        elif 0.15 < ratio < 0.4:
-            advice = f"r²/ν² ≈ 1/4: σ or C may be recorded 2× too large ({METADATA})"
+    if name in ("noise", "excess_noise"):
+        named = normaliser_advice(float(np.nanmedian(s.noise_ratio[flags[name]])), trace, small=name == "noise")
+        advice = advice if named is None else f"{named} ({METADATA})"
     return advice

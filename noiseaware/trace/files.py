@@ -4,14 +4,16 @@ A file holds the schema's fields (docs/trace-format.md): the arrays params, grad
 grad_scale, learning_rate and the labels param_names (P,), the per-site columns site_names, site_shapes
 (JSON lists), site_transforms and the optional site_labels (a JSON list of element labels, or null, per
 site), and the scalar settings, among them variational_family and (from schema version 2) param_layout, the
-family's blocks of φ as JSON, checked against the family on reading. Version 1 files (mean-field only) are
-still read. In .nc the arrays are variables on the dims
+family's blocks of φ as JSON, checked against the family on reading, and (from version 3) the producer's
+convention as convention_<field> scalars with batch_sizes (T,) (`convention`). Files of versions 1 (mean-field
+only) and 2 are still read. In .nc the arrays are variables on the dims
 step/param/site (param_names is the `param` coordinate) and the scalars global attributes. Nothing is ever
 pickled; every failure is a TraceError.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import zipfile
@@ -24,6 +26,7 @@ import h5py
 import numpy as np
 
 from ..util.files import atomic_write
+from .convention import Convention, ConventionError
 from .sites import SiteSpec
 from .validation import TraceError
 
@@ -33,16 +36,21 @@ if TYPE_CHECKING:
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "read_trace", "write_trace"]
 
 SCHEMA = "noiseaware.trace"
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
-"""Version 1: mean-field traces only, no param_layout. Version 2 adds the full-rank and low-rank families."""
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+"""Version 1: mean-field traces only, no param_layout. Version 2 adds the full-rank and low-rank families. Version 3
+adds the producer's convention (normaliser, clipping unit, neighbouring relation, sampling, noise structure,
+producer) and batch_sizes; files of versions 1 and 2 read with the default convention (noisy sums, per-example
+clipping, add/remove, Poisson, i.i.d., producer unknown)."""
+CONVENTION_FIELDS = tuple(field.name for field in dataclasses.fields(Convention))
+"""The convention's fields, stored as convention_<name> (absent: the field's default)."""
 REQUIRED_FIELDS = ("params", "grads", "noise_multiplier", "clip", "sampling_rate", "n_examples")
 OPTIONAL_FIELDS = (
     "schema", "schema_version", "steps", "final_params", "grad_scale", "learning_rate", "epsilon", "delta",
     "accountant", "mc_draws", "optimizer", "variational_family", "param_layout", "param_names", "site_names",
-    "site_shapes", "site_transforms", "site_labels",
+    "site_shapes", "site_transforms", "site_labels", "batch_sizes", *(f"convention_{f}" for f in CONVENTION_FIELDS),
 )  # fmt: skip
-_ARRAY_FIELDS = ("params", "grads", "final_params", "grad_scale", "learning_rate")
+_ARRAY_FIELDS = ("params", "grads", "final_params", "grad_scale", "learning_rate", "batch_sizes")
 _SITE_FIELDS = ("site_names", "site_shapes", "site_transforms")
 _NC_DIMS = {
     "params": ("step", "param"),
@@ -50,6 +58,7 @@ _NC_DIMS = {
     "final_params": ("param",),
     "grad_scale": ("param",),
     "learning_rate": ("param",),
+    "batch_sizes": ("step",),
     "param_names": ("param",),
     "site_names": ("site",),
     "site_shapes": ("site",),
@@ -121,7 +130,8 @@ def _to_fields(trace: TraceData) -> dict[str, np.ndarray]:
         "site_shapes": [json.dumps(list(site.shape)) for site in sites] or None,
         "site_transforms": [site.transform for site in sites] or None,
         "site_labels": _site_labels(sites),
-    }
+        "batch_sizes": trace.batch_sizes,
+    } | {f"convention_{name}": getattr(trace.convention, name) for name in CONVENTION_FIELDS}
     return {name: np.asarray(value) for name, value in values.items() if value is not None}
 
 
@@ -151,8 +161,10 @@ def _from_fields(fields: Mapping[str, Any], trace_type: type[TraceData]) -> Trac
     if missing:
         raise TraceError(f"required field(s) {missing} are missing; a trace needs {', '.join(REQUIRED_FIELDS)}")
     steps = fields.pop("steps", None)
+    convention = _convention_from_fields({name: fields.pop(f"convention_{name}", None) for name in CONVENTION_FIELDS})
     sites = _sites_from_fields(*(fields.pop(name, None) for name in _SITE_FIELDS), fields.pop("site_labels", None))
-    trace = trace_type(**{name: _decode(name, value) for name, value in fields.items()}, sites=sites)
+    decoded = {name: _decode(name, value) for name, value in fields.items()}
+    trace = trace_type(**decoded, sites=sites, convention=convention)
     if steps is not None:
         _check_steps(_item("steps", steps), trace)
     if version == 1 and trace.family.kind != "mean-field":
@@ -163,6 +175,16 @@ def _from_fields(fields: Mapping[str, Any], trace_type: type[TraceData]) -> Trac
     if layout is not None:
         _check_layout(_item("param_layout", layout), trace)
     return trace
+
+
+def _convention_from_fields(values: Mapping[str, Any]) -> Convention:
+    """The stored convention (absent fields take their defaults); TraceError for one that cannot be."""
+    given = {name: _item(f"convention_{name}", value) for name, value in values.items() if value is not None}
+    numbers = {"microbatch_size": int, "batch_divisor": float}
+    try:
+        return Convention(**{name: numbers.get(name, str)(value) for name, value in given.items()})
+    except ConventionError as error:
+        raise TraceError(f"convention: {error}") from None
 
 
 def _check_layout(text, trace: TraceData) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .convention import Convention, ConventionError, check_batch_sizes
 from .families import MEAN_FIELD, FamilyError, VariationalFamily, family_for
 from .sites import SiteMap, SiteSpec, transform_from_name
 
@@ -62,7 +63,21 @@ def validate(given: Mapping[str, Any]) -> dict[str, Any]:
         variational_family=family.name,
         param_names=_param_names(given["param_names"], family, sites),
         sites=sites,
+        **_convention(given["convention"], given["batch_sizes"], params.shape[0]),
     )
+
+
+def _convention(convention, batch_sizes, steps: int) -> dict[str, Any]:
+    """The convention (a `Convention`) and its batch sizes B_t (T,) checked (`convention.check_batch_sizes`)."""
+    if not isinstance(convention, Convention):
+        raise TraceError(
+            f"convention is a {type(convention).__name__}; pass a noiseaware.trace.Convention, e.g. "
+            "Convention(normaliser='expected-batch')"
+        )
+    try:
+        return {"convention": convention, "batch_sizes": check_batch_sizes(convention, batch_sizes, steps)}
+    except ConventionError as error:
+        raise TraceError(str(error)) from None
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:

@@ -1,0 +1,73 @@
+"""optax: record a run of `optax.contrib.differentially_private_aggregate` as a trace.
+
+optax's aggregate releases G̃_t = (Σ_i clip_C(g_i) + C·σ·z_t) / B_t, B_t the leading dimension of the per-example
+gradients it is given (the batch as fed, padding rows included): convention "realised-batch" with batch_sizes B_t.
+Chain `recording_aggregate` first, as optax requires of the aggregate:
+
+    opt = optax.chain(recording_aggregate(clip, sigma, key, steps=T), optax.sgd(learning_rate))
+    ... updates, state = opt.update(per_example_grads, state, params) ...
+    trace = trace_of(state, clip=clip, noise_multiplier=sigma, sampling_rate=B / N, n_examples=N)
+
+The batch sizes are public only when batches have a fixed (or padded) size: pass sampling="fixed" for shuffled
+fixed-size batches, or sampling="poisson" for Poisson samples padded to one size (a varying B_t under Poisson
+sampling is refused: it is not DP-released).
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import optax
+from optax.contrib import differentially_private_aggregate
+
+from ..trace import Convention, Trace
+from .recorder import recording, recording_state, to_arrays
+
+__all__ = ["recording_aggregate", "trace_of"]
+
+
+def recording_aggregate(
+    l2_norm_clip: float, noise_multiplier: float, key, *, steps: int
+) -> optax.GradientTransformation:
+    """optax's `differentially_private_aggregate(l2_norm_clip, noise_multiplier, key)`, recording up to `steps`
+    updates: its outputs are unchanged, bit for bit."""
+    inner = differentially_private_aggregate(l2_norm_clip, noise_multiplier, key)
+    return recording(inner, steps=steps, divisor=lambda updates: jax.tree.leaves(updates)[0].shape[0])
+
+
+def trace_of(
+    opt_state,
+    *,
+    clip: float,
+    noise_multiplier: float,
+    sampling_rate: float,
+    n_examples: int,
+    sampling: str = "fixed",
+    neighbouring: str = "replace",
+    final_params=None,
+    **fields,
+) -> Trace:
+    """The trace of the run recorded in `opt_state` (a chain's state holding one `recording_aggregate`).
+
+    sampling_rate q = B/N for fixed-size batches; neighbouring: the relation of the run's guarantee ("replace" for
+    fixed-size batches, "add-remove" for Poisson); final_params: φ_T as a pytree (or flat); fields: any other
+    `Trace.from_arrays` keyword (learning_rate, epsilon, delta, variational_family, sites, labels …).
+    """
+    params, released, sizes = to_arrays(recording_state(opt_state).buffer)
+    if final_params is not None:
+        final_params = np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(final_params)]).astype(params.dtype)
+    convention = Convention(
+        normaliser="realised-batch", neighbouring=neighbouring, sampling=sampling, producer=f"optax {optax.__version__}"
+    )
+    return Trace.from_arrays(
+        params,
+        released,
+        noise_multiplier=noise_multiplier,
+        clip=clip,
+        sampling_rate=sampling_rate,
+        n_examples=n_examples,
+        convention=convention,
+        batch_sizes=sizes.astype(np.int64),
+        final_params=final_params,
+        **fields,
+    )

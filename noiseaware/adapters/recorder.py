@@ -1,0 +1,112 @@
+"""A fixed-size record of a run inside a jitted training loop, and the optax transformation that fills it.
+
+`TraceBuffer` holds φ_t (T, P), the released G̃_t (T, P) and its divisor D_t (T,); `record` writes step t's row
+(pure, jittable); rows past T are not written but counted, so `to_arrays` says when the run outgrew the buffer
+instead of keeping its first T steps. `recording(inner, steps, divisor)` wraps a library's privatising
+`GradientTransformation`: its update passes the inner one's output through unchanged and records (φ_t, that
+output, divisor(updates)). Its state is a `RecordingState`; `recording_state` finds it inside a chain's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.flatten_util import ravel_pytree
+
+__all__ = ["RecordingState", "TraceBuffer", "empty", "record", "recording", "recording_state", "to_arrays"]
+
+
+class TraceBuffer(NamedTuple):
+    """params, released (T, P), divisors (T,), step: rows written so far (including any past T)."""
+
+    params: jax.Array
+    released: jax.Array
+    divisors: jax.Array
+    step: jax.Array
+
+
+def empty(steps: int, n_params: int, dtype) -> TraceBuffer:
+    """A buffer for `steps` rows of P = n_params."""
+    return TraceBuffer(
+        jnp.zeros((steps, n_params), dtype), jnp.zeros((steps, n_params), dtype), jnp.zeros((steps,)), jnp.array(0)
+    )
+
+
+def record(buffer: TraceBuffer, params: jax.Array, released: jax.Array, divisor) -> TraceBuffer:
+    """The buffer with row `step` set to (φ_t, G̃_t, D_t) (φ, G̃ flat (P,)); past the last row nothing is written."""
+    t = buffer.step
+    inside = t < buffer.params.shape[0]
+
+    def put(array, row):
+        return jnp.where(inside, array.at[jnp.minimum(t, array.shape[0] - 1)].set(row), array)
+
+    return TraceBuffer(
+        put(buffer.params, params.astype(buffer.params.dtype)),
+        put(buffer.released, released.astype(buffer.released.dtype)),
+        put(buffer.divisors, jnp.asarray(divisor, buffer.divisors.dtype)),
+        t + 1,
+    )
+
+
+def to_arrays(buffer: TraceBuffer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(φ (T, P), G̃ (T, P), D (T,)) of the rows written; a ValueError when the run took more steps than the
+    buffer holds, or none."""
+    written, capacity = int(buffer.step), buffer.params.shape[0]
+    if written > capacity:
+        raise ValueError(
+            f"the run took {written} steps but the recorder holds {capacity}: create it with steps={written} or more"
+        )
+    if written == 0:
+        raise ValueError("the recorder holds no steps: run at least one update through it")
+    return (
+        np.asarray(buffer.params[:written]),
+        np.asarray(buffer.released[:written]),
+        np.asarray(buffer.divisors[:written]),
+    )
+
+
+class RecordingState(NamedTuple):
+    """The wrapped transformation's state and the buffer."""
+
+    inner: Any
+    buffer: TraceBuffer
+
+
+def recording(
+    inner: optax.GradientTransformation, *, steps: int, divisor: Callable[[Any], Any]
+) -> optax.GradientTransformation:
+    """`inner` with every update recorded: (φ_t = the params passed to update, raveled; G̃_t = inner's output,
+    raveled; D_t = divisor(updates)), for up to `steps` updates. update needs params (φ_t is what it records)."""
+
+    def init_fn(params):
+        flat, _ = ravel_pytree(params)
+        return RecordingState(inner.init(params), empty(steps, flat.size, flat.dtype))
+
+    def update_fn(updates, state, params=None):
+        if params is None:
+            raise ValueError("the recorder records φ_t: pass params to update (optimizer.update(grads, state, params))")
+        released, inner_state = inner.update(updates, state.inner, params)
+        buffer = record(state.buffer, ravel_pytree(params)[0], ravel_pytree(released)[0], divisor(updates))
+        return released, RecordingState(inner_state, buffer)
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+def recording_state(opt_state) -> RecordingState:
+    """The one RecordingState inside an optimizer state (a chain's tuple, nested); a ValueError without exactly one."""
+    found = [
+        leaf
+        for leaf in jax.tree.leaves(opt_state, is_leaf=lambda x: isinstance(x, RecordingState))
+        if isinstance(leaf, RecordingState)
+    ]
+    if len(found) != 1:
+        raise ValueError(
+            f"the optimizer state holds {len(found)} recorders; chain exactly one recording transformation first, "
+            "e.g. optax.chain(recording_aggregate(...), optax.sgd(learning_rate))"
+        )
+    return found[0]
