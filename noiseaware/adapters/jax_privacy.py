@@ -25,7 +25,7 @@ import numpy as np
 import optax
 
 from ..trace import Convention, Trace
-from .recorder import recording, recording_state, to_arrays
+from .recorder import recording, recording_state, to_arrays, unscaled
 
 __all__ = ["CorrelatedNoiseError", "check_noising_matrix", "recording_privatizer", "trace_of"]
 
@@ -88,13 +88,16 @@ def trace_of(
     sampling: str = "poisson",
     neighbouring: str = "add-remove",
     final_params=None,
+    grad_scale=None,
     **fields,
 ) -> Trace:
     """The trace of the run recorded in `opt_state`: σ = normalize_by·stddev/C, convention "realised-batch" with
-    B_t = normalize_by (module doc); fields: any other `Trace.from_arrays` keyword."""
+    B_t = normalize_by (module doc); grad_scale: as in `adapters.optax.trace_of`; fields: any other
+    `Trace.from_arrays` keyword."""
     params, released, divisors = to_arrays(recording_state(opt_state).buffer)
     if final_params is not None:
         final_params = np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(final_params)]).astype(params.dtype)
+    params, released, final_params = unscaled(params, released, final_params, grad_scale)
     convention = Convention(
         normaliser="realised-batch", neighbouring=neighbouring, sampling=sampling, producer=_producer()
     )
@@ -108,6 +111,7 @@ def trace_of(
         convention=convention,
         batch_sizes=np.rint(divisors).astype(np.int64),
         final_params=final_params,
+        grad_scale=1.0 if grad_scale is None else grad_scale,
         **fields,
     )
 

@@ -21,7 +21,7 @@ import optax
 from optax.contrib import differentially_private_aggregate
 
 from ..trace import Convention, Trace
-from .recorder import recording, recording_state, to_arrays
+from .recorder import recording, recording_state, to_arrays, unscaled
 
 __all__ = ["recording_aggregate", "trace_of"]
 
@@ -45,17 +45,20 @@ def trace_of(
     sampling: str = "fixed",
     neighbouring: str = "replace",
     final_params=None,
+    grad_scale=None,
     **fields,
 ) -> Trace:
     """The trace of the run recorded in `opt_state` (a chain's state holding one `recording_aggregate`).
 
     sampling_rate q = B/N for fixed-size batches; neighbouring: the relation of the run's guarantee ("replace" for
-    fixed-size batches, "add-remove" for Poisson); final_params: φ_T as a pytree (or flat); fields: any other
+    fixed-size batches, "add-remove" for Poisson); final_params: φ_T as a pytree (or flat); grad_scale s (P,) or a
+    scalar: the run optimised φ' = φ ⊘ s (a preconditioned parameterisation, `recorder.unscaled`); fields: any other
     `Trace.from_arrays` keyword (learning_rate, epsilon, delta, variational_family, sites, labels …).
     """
     params, released, sizes = to_arrays(recording_state(opt_state).buffer)
     if final_params is not None:
         final_params = np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(final_params)]).astype(params.dtype)
+    params, released, final_params = unscaled(params, released, final_params, grad_scale)
     convention = Convention(
         normaliser="realised-batch", neighbouring=neighbouring, sampling=sampling, producer=f"optax {optax.__version__}"
     )
@@ -69,5 +72,6 @@ def trace_of(
         convention=convention,
         batch_sizes=sizes.astype(np.int64),
         final_params=final_params,
+        grad_scale=1.0 if grad_scale is None else grad_scale,
         **fields,
     )

@@ -18,7 +18,16 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
-__all__ = ["RecordingState", "TraceBuffer", "empty", "record", "recording", "recording_state", "to_arrays"]
+__all__ = [
+    "RecordingState",
+    "TraceBuffer",
+    "empty",
+    "record",
+    "recording",
+    "recording_state",
+    "to_arrays",
+    "unscaled",
+]
 
 
 class TraceBuffer(NamedTuple):
@@ -110,3 +119,14 @@ def recording_state(opt_state) -> RecordingState:
             "e.g. optax.chain(recording_aggregate(...), optax.sgd(learning_rate))"
         )
     return found[0]
+
+
+def unscaled(params: np.ndarray, released: np.ndarray, final_params, grad_scale) -> tuple:
+    """A run that optimised φ' = φ ⊘ s (preconditioning, noiseaware's grad_scale s) as the trace of φ: params s ⊙ φ'_t
+    (T, P), released G̃'_t ⊘ s, final s ⊙ φ'_T (or None); the trace then records grad_scale s, and its noise sd σC/s.
+    grad_scale None: as recorded."""
+    if grad_scale is None:
+        return params, released, final_params
+    scale = np.broadcast_to(np.asarray(grad_scale, params.dtype), params.shape[1:])
+    final = None if final_params is None else final_params * scale
+    return params * scale, released / scale, final
