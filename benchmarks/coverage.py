@@ -13,7 +13,8 @@ tight` calibrates σ with our accountant instead). `--settings tuned` runs the m
 `record` use by default), stored as "<method>/tuned". `--family`
 records with another variational family (the settings' (μ, ρ) values extend to its factor block by
 record_dpvi's rule), stored as "<method>/<family>". `--clients M` splits the data over M clients for dp-pvi and
-na-dp-pvi, stored as "<method>/clients=M". Results are
+na-dp-pvi, stored as "<method>/clients=M"; `--options JSON` passes further method options (e.g. the bootstrap's
+replicates), recorded in the stored command. Results are
 merged into --out as {model: {epsilon: {method: {...}}}} with the settings, seeds, reference rules and wall
 times, and each method's median 90 % interval width over the non-private posterior's per coordinate
 (`width_ratio`).
@@ -22,6 +23,7 @@ times, and each method's median 90 % interval width over the non-private posteri
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -53,6 +55,9 @@ def main() -> None:
     parser.add_argument("--settings", default="preset", choices=("preset", "tuned"))
     parser.add_argument("--family", default="mean-field", help="mean-field, full-rank or low-rank:r")
     parser.add_argument("--clients", type=int, default=4, help="clients M of the federated methods dp-pvi, na-dp-pvi")
+    parser.add_argument(
+        "--options", type=json.loads, default={}, help='more method options, e.g. \'{"bootstrap": {"replicates": 20}}\''
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "table1.json")
     args = parser.parse_args()
@@ -60,7 +65,9 @@ def main() -> None:
         f"python benchmarks/coverage.py --models {args.models} --epsilons {args.epsilons} --methods "
         f"{args.methods} --simulations {args.simulations} --repeats {args.repeats} --draws {args.draws} "
         f"--prior {args.prior} --sigma {args.sigma} --settings {args.settings} --family {args.family} "
-        f"--clients {args.clients} --seed {args.seed} --out {args.out}" + (" --no-repair" if args.no_repair else "")
+        f"--clients {args.clients} --seed {args.seed} --out {args.out}"
+        + (" --no-repair" if args.no_repair else "")
+        + (f" --options '{json.dumps(args.options)}'" if args.options else "")
     )
     kind, _, rank = args.family.partition(":")
     family = {} if kind == "mean-field" else {"family": kind} | ({"rank": int(rank)} if rank else {})
@@ -73,6 +80,8 @@ def main() -> None:
             options = method_options(args.methods.split(","), epsilon, args.prior, args.clients)
             if args.no_repair and "exact" in options:
                 options["exact"]["repair"] = False
+            for name, values in args.options.items():
+                options[name] = options.get(name, {}) | values
             start = time.perf_counter()
             result = na.coverage(
                 bm,

@@ -863,12 +863,14 @@ def test_non_finite_per_example_gradients_contribute_zero():
 TRACE_FIELDS = {
     "params", "grads", "noise_multiplier", "clip", "sampling_rate", "n_examples", "grad_scale", "learning_rate",
     "final_params", "epsilon", "delta", "accountant", "mc_draws", "optimizer", "variational_family",
-    "param_names", "sites",
+    "param_names", "sites", "convention", "batch_sizes",
 }  # fmt: skip
 NPZ_FIELDS = {
     "schema", "schema_version", "params", "grads", "noise_multiplier", "clip", "sampling_rate", "n_examples",
     "final_params", "grad_scale", "learning_rate", "epsilon", "delta", "accountant", "mc_draws", "optimizer",
     "variational_family", "param_layout", "param_names", "site_names", "site_shapes", "site_transforms",
+    "convention_normaliser", "convention_clipping", "convention_neighbouring", "convention_sampling",
+    "convention_noise", "convention_producer",
 }  # fmt: skip
 
 
@@ -886,7 +888,8 @@ def test_trace_holds_only_released_quantities(tmp_path):
         assert set(archive.files) == NPZ_FIELDS
         for name in archive.files:
             value = archive[name]
-            assert not any(word in name for word in ("key", "seed", "data", "norm", "index")), name
+            # per-example norms, keys, seeds, data or indices: never (the convention's "normaliser" is a setting)
+            assert not any(word in name for word in ("key", "seed", "data", "norms", "per_example", "index")), name
             if value.ndim >= 1:
                 assert value.shape[0] != n, (name, value.shape)
             if value.dtype.kind == "f" and value.size >= 1:
@@ -894,6 +897,7 @@ def test_trace_holds_only_released_quantities(tmp_path):
     loaded = Trace.load(path)
     np.testing.assert_array_equal(loaded.grads, trace.grads)
     assert loaded.n_examples == n
+    assert loaded.convention.producer.startswith("noiseaware ") and loaded.convention.normaliser == "sum"
 
 
 # ---------------------------------------------------------------- 11. float64

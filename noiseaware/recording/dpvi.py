@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from importlib.metadata import version
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -38,7 +39,7 @@ import numpy as np
 import optax
 from jax import lax
 
-from ..trace import Trace
+from ..trace import Convention, Trace
 from ..trace.families import VariationalFamily
 from ..util.keys import as_key, as_keys
 from ..util.progress import progress_bar
@@ -60,6 +61,8 @@ __all__ = [
 ]
 
 
+PRODUCED = Convention(producer=f"noiseaware {version('noiseaware')}")
+"""What a DPVI trace recorded here says of itself: noisy sums, per-example clipping, Poisson, add/remove."""
 RUN_KEYWORDS = ("non_private", "allow_weak_privacy", "preflight")
 """record_dpvi's keywords that are neither settings (`DPVISettings`) nor ε, σ, δ, key or progress."""
 
@@ -333,6 +336,7 @@ class Recorder:
             variational_family=s.family.name,
             param_names=s.family.param_names(self.spec.site_map.theta_names()),
             sites=self.spec.site_map.sites,
+            convention=PRODUCED,
         )
 
 
