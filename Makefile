@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-fast test-adapters lint bench clean
 
 $(PY):
 	$(PYTHON312) -m venv $(VENV)
@@ -33,8 +33,15 @@ test: lint
 test-fast: lint
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not slow"
 
+# Opacus needs torch (several GB of wheels): its live test runs in an environment of its own, never in `make test`
+ADAPTERS_VENV := .venv-adapters
+test-adapters:
+	test -x $(ADAPTERS_VENV)/bin/python || $(PYTHON312) -m venv $(ADAPTERS_VENV)
+	$(ADAPTERS_VENV)/bin/python -m pip install --quiet -e ".[test]" "torch>=2.3" "opacus>=1.5,<2"
+	$(ADAPTERS_VENV)/bin/python -m pytest -q tests/live tests/test_adapters.py
+
 bench: $(STAMP)
 	$(PY) benchmarks/bench_dpvi.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(ADAPTERS_VENV) build *.egg-info

@@ -22,7 +22,8 @@ SUFFIXES = (".npz", ".nc")
 SITES = (SiteSpec("scale", (), "softplus"), SiteSpec("p", (2,), "alr"))
 
 CONVENTION_SCALARS = (
-    "convention_normaliser", "convention_clipping", "convention_neighbouring", "convention_sampling", "convention_noise",
+    "convention_normaliser", "convention_clipping", "convention_neighbouring", "convention_sampling",
+    "convention_noise",
 )  # fmt: skip
 """The convention fields a trace with the default convention stores (producer and microbatch size are absent)."""
 NPZ_FIELDS = {

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..trace import Convention, Trace
+from .recorder import unscaled
 
 __all__ = ["OpacusRecorder", "as_numpy"]
 
@@ -74,20 +75,27 @@ class OpacusRecorder:
             return Convention(normaliser="expected-batch", batch_divisor=divisor, producer=version)
         return Convention(producer=version)
 
-    def trace(self, *, n_examples: int, sampling_rate: float | None = None, **fields) -> Trace:
+    def trace(
+        self, *, n_examples: int, sampling_rate: float | None = None, grad_scale=None, final_params=None, **fields
+    ) -> Trace:
         """The recorded steps as a trace. n_examples N; sampling_rate q (default: expected_batch_size / N, Opacus's
-        Poisson rate); fields: any other `Trace.from_arrays` keyword (final_params, epsilon, delta, sites …)."""
+        Poisson rate); grad_scale s: the run optimised φ' = φ ⊘ s (`recorder.unscaled`); final_params φ'_T (flat);
+        fields: any other `Trace.from_arrays` keyword (learning_rate, epsilon, delta, sites …)."""
         if not self.params:
             raise ValueError("no step was recorded: create the recorder before training, after make_private")
         rate = sampling_rate if sampling_rate is not None else float(self.optimizer.expected_batch_size) / n_examples
+        final = None if final_params is None else np.asarray(final_params)
+        params, grads, final = unscaled(np.stack(self.params), np.stack(self.grads), final, grad_scale)
         return Trace.from_arrays(
-            np.stack(self.params),
-            np.stack(self.grads),
+            params,
+            grads,
             noise_multiplier=float(self.optimizer.noise_multiplier),
             clip=float(self.optimizer.max_grad_norm),
             sampling_rate=rate,
             n_examples=n_examples,
             convention=self.convention(),
+            grad_scale=1.0 if grad_scale is None else grad_scale,
+            final_params=final,
             **fields,
         )
 

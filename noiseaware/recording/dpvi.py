@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from importlib.metadata import version
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from importlib.metadata import version
 from typing import Any, NamedTuple
 
 import jax

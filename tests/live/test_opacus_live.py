@@ -1,0 +1,71 @@
+"""Opacus itself, end to end (`make test-adapters`, which installs torch and Opacus in their own environment; the
+main suite skips this file): a mean-field DPVI of a logistic regression trained with `PrivacyEngine`, recorded by
+`OpacusRecorder`, has the convention Opacus used, passes the trace checks, and its noise-aware intervals for μ*
+cover the non-private optimum."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+opacus = pytest.importorskip("opacus")
+
+import noiseaware as na  # noqa: E402
+from noiseaware.adapters.opacus import OpacusRecorder  # noqa: E402
+
+N, D, BATCH, STEPS, CLIP, LR = 2000, 3, 100, 3000, 2.0, 0.05
+
+
+class MeanFieldLogistic(torch.nn.Module):
+    """φ = (μ, ρ'), ρ = 10ρ'; forward(xy) (B, D + 1) → each example's share of the negative ELBO at the step's draw."""
+
+    def __init__(self):
+        super().__init__()
+        self.mu = torch.nn.Parameter(torch.zeros(D, dtype=torch.float64))
+        self.rho_scaled = torch.nn.Parameter(torch.full((D,), -0.2, dtype=torch.float64))
+        self.register_buffer("eps", torch.zeros(D, dtype=torch.float64))
+
+    def forward(self, xy):
+        x, y = xy[..., :D], xy[..., D]
+        sd = torch.nn.functional.softplus(10.0 * self.rho_scaled)
+        theta = self.mu + sd * self.eps
+        nll = torch.nn.functional.softplus(-(2 * y - 1) * (x @ theta))
+        return nll + 0.5 * (theta**2).sum() / N - torch.log(sd).sum() / N
+
+
+def test_an_opacus_dpvi_run_recorded_by_the_adapter_fits_and_covers():
+    torch.manual_seed(0)
+    bm = na.models.get("logistic-3d")
+    bm = na.models.from_numpyro(bm.model, n_examples=N, covariates=bm.covariates, **bm.dpvi_settings)
+    _, data = bm.simulate(0)
+    xy = torch.tensor(np.column_stack([np.asarray(data["X"]), np.asarray(data["y"])]), dtype=torch.float64)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xy), batch_size=BATCH)
+    module = MeanFieldLogistic()
+    sigma = na.privacy.noise_multiplier(1.0, 1e-5, BATCH / N, STEPS)
+    engine = opacus.PrivacyEngine(accountant="prv")
+    module, optimizer, loader = engine.make_private(
+        module=module, optimizer=torch.optim.SGD(module.parameters(), lr=LR), data_loader=loader,
+        noise_multiplier=sigma, max_grad_norm=CLIP, grad_sample_mode="functorch",
+    )  # fmt: skip
+    recorder = OpacusRecorder(optimizer)
+    steps = 0
+    while steps < STEPS:
+        for (batch,) in loader:
+            module._module.eps.normal_()
+            optimizer.zero_grad()
+            module(batch).mean().backward()
+            optimizer.step()
+            steps += 1
+            if steps == STEPS:
+                break
+    scale = np.array([1.0] * D + [10.0] * D)
+    # the run optimised ρ' = ρ/10: the trace of φ = s ⊙ φ' with grad_scale s
+    trace = recorder.trace(n_examples=N, grad_scale=scale, learning_rate=LR * scale**2 / BATCH, sites=bm.site_map.sites)
+    assert trace.convention.normaliser == "expected-batch" and trace.convention.producer.startswith("opacus ")
+    assert trace.convention.batch_divisor == optimizer.expected_batch_size
+    assert na.diagnose(trace).ok
+    post = na.fit(trace, method="exact", key=1)
+    reference = na.record_dpvi(bm.model, data, key=2, non_private=True, steps=4000, sampling_rate=1.0, clip=1e30,
+                               optimizer=na.Optimizer("adam", 0.01, schedule="cosine-decay"), mc_draws=50)  # fmt: skip
+    phi_hat = reference.params[-400:].mean(axis=0)
+    low, high = post.optimum_interval(0.99)
+    assert np.all((low[:D] <= phi_hat[:D]) & (phi_hat[:D] <= high[:D]))
