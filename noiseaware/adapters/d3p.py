@@ -6,9 +6,8 @@ convention "population-scaled" (D = q), Poisson sampling at rate q, add/remove n
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from ..trace import Convention, Trace
+from .recorder import producer
 
 __all__ = ["from_d3p"]
 
@@ -17,10 +16,6 @@ def from_d3p(
     params, grads, *, noise_multiplier: float, clip: float, sampling_rate: float, n_examples: int, **fields
 ) -> Trace:
     """params, grads (T, P) as d3p released them; fields: any other `Trace.from_arrays` keyword."""
-    try:
-        producer = f"d3p {version('d3p')}"
-    except PackageNotFoundError:
-        producer = "d3p"
     return Trace.from_arrays(
         params,
         grads,
@@ -28,6 +23,6 @@ def from_d3p(
         clip=clip,
         sampling_rate=sampling_rate,
         n_examples=n_examples,
-        convention=Convention(normaliser="population-scaled", producer=producer),
+        convention=Convention(normaliser="population-scaled", producer=producer("d3p")),
         **fields,
     )

@@ -17,15 +17,13 @@ reason, before a privatizer is built.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
 from ..trace import Convention, Trace
-from .recorder import recording, recording_state, to_arrays, unscaled
+from .recorder import producer, recorded_trace, recording
 
 __all__ = ["CorrelatedNoiseError", "check_noising_matrix", "recording_privatizer", "trace_of"]
 
@@ -94,30 +92,17 @@ def trace_of(
     """The trace of the run recorded in `opt_state`: σ = normalize_by·stddev/C, convention "realised-batch" with
     B_t = normalize_by (module doc); grad_scale: as in `adapters.optax.trace_of`; fields: any other
     `Trace.from_arrays` keyword."""
-    params, released, divisors = to_arrays(recording_state(opt_state).buffer)
-    if final_params is not None:
-        final_params = np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(final_params)]).astype(params.dtype)
-    params, released, final_params = unscaled(params, released, final_params, grad_scale)
     convention = Convention(
-        normaliser="realised-batch", neighbouring=neighbouring, sampling=sampling, producer=_producer()
+        normaliser="realised-batch", neighbouring=neighbouring, sampling=sampling, producer=producer("jax-privacy")
     )
-    return Trace.from_arrays(
-        params,
-        released,
+    return recorded_trace(
+        opt_state,
+        convention=convention,
         noise_multiplier=normalize_by * stddev / clip,
         clip=clip,
         sampling_rate=sampling_rate,
         n_examples=n_examples,
-        convention=convention,
-        batch_sizes=np.rint(divisors).astype(np.int64),
         final_params=final_params,
-        grad_scale=1.0 if grad_scale is None else grad_scale,
+        grad_scale=grad_scale,
         **fields,
     )
-
-
-def _producer() -> str:
-    try:
-        return f"jax-privacy {version('jax-privacy')}"
-    except PackageNotFoundError:
-        return "jax-privacy (version unknown)"

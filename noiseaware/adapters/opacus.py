@@ -15,13 +15,12 @@ p.grad the released G̃_t. `PrivacyEngine.make_private` puts its accountant's ho
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import numpy as np
 
 from ..trace import Convention, Trace
-from .recorder import unscaled
+from .recorder import producer, unscaled
 
 __all__ = ["OpacusRecorder", "as_numpy"]
 
@@ -67,7 +66,7 @@ class OpacusRecorder:
     def convention(self) -> Convention:
         """ "expected-batch" with Opacus's divisor (expected_batch_size × accumulated_iterations) for
         loss_reduction="mean"; "sum" otherwise."""
-        version = _opacus_version()
+        version = producer("opacus")
         if self.optimizer.loss_reduction == "mean":
             divisor = float(self.optimizer.expected_batch_size) * float(
                 getattr(self.optimizer, "accumulated_iterations", 1)
@@ -98,10 +97,3 @@ class OpacusRecorder:
             final_params=final,
             **fields,
         )
-
-
-def _opacus_version() -> str:
-    try:
-        return f"opacus {version('opacus')}"
-    except PackageNotFoundError:  # opacus not installed: something with its interface drove the recorder
-        return "opacus (version unknown)"

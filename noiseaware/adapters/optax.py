@@ -16,12 +16,11 @@ sampling is refused: it is not DP-released).
 from __future__ import annotations
 
 import jax
-import numpy as np
 import optax
 from optax.contrib import differentially_private_aggregate
 
 from ..trace import Convention, Trace
-from .recorder import recording, recording_state, to_arrays, unscaled
+from .recorder import recorded_trace, recording
 
 __all__ = ["recording_aggregate", "trace_of"]
 
@@ -55,23 +54,17 @@ def trace_of(
     scalar: the run optimised φ' = φ ⊘ s (a preconditioned parameterisation, `recorder.unscaled`); fields: any other
     `Trace.from_arrays` keyword (learning_rate, epsilon, delta, variational_family, sites, labels …).
     """
-    params, released, sizes = to_arrays(recording_state(opt_state).buffer)
-    if final_params is not None:
-        final_params = np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(final_params)]).astype(params.dtype)
-    params, released, final_params = unscaled(params, released, final_params, grad_scale)
     convention = Convention(
         normaliser="realised-batch", neighbouring=neighbouring, sampling=sampling, producer=f"optax {optax.__version__}"
     )
-    return Trace.from_arrays(
-        params,
-        released,
+    return recorded_trace(
+        opt_state,
+        convention=convention,
         noise_multiplier=noise_multiplier,
         clip=clip,
         sampling_rate=sampling_rate,
         n_examples=n_examples,
-        convention=convention,
-        batch_sizes=sizes.astype(np.int64),
         final_params=final_params,
-        grad_scale=1.0 if grad_scale is None else grad_scale,
+        grad_scale=grad_scale,
         **fields,
     )

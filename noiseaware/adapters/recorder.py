@@ -10,6 +10,7 @@ output, divisor(updates)). Its state is a `RecordingState`; `recording_state` fi
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, NamedTuple
 
 import jax
@@ -18,11 +19,15 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
+from ..trace import Convention, Trace
+
 __all__ = [
     "RecordingState",
     "TraceBuffer",
     "empty",
+    "producer",
     "record",
+    "recorded_trace",
     "recording",
     "recording_state",
     "to_arrays",
@@ -130,3 +135,30 @@ def unscaled(params: np.ndarray, released: np.ndarray, final_params, grad_scale)
     scale = np.broadcast_to(np.asarray(grad_scale, params.dtype), params.shape[1:])
     final = None if final_params is None else final_params * scale
     return params * scale, released / scale, final
+
+
+def recorded_trace(opt_state, *, convention: Convention, final_params=None, grad_scale=None, **fields) -> Trace:
+    """The trace of the run recorded in `opt_state` (the state of a chain holding one `recording`): φ_t, the released
+    G̃_t with their divisors as batch_sizes, under `convention`; final_params φ_T as a pytree (or flat); grad_scale:
+    see `unscaled`; fields: the other `Trace.from_arrays` keywords (σ, C, q, N, learning_rate, sites …)."""
+    params, released, divisors = to_arrays(recording_state(opt_state).buffer)
+    if final_params is not None:
+        final_params = np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(final_params)]).astype(params.dtype)
+    params, released, final_params = unscaled(params, released, final_params, grad_scale)
+    return Trace.from_arrays(
+        params,
+        released,
+        convention=convention,
+        batch_sizes=np.rint(divisors).astype(np.int64),
+        final_params=final_params,
+        grad_scale=1.0 if grad_scale is None else grad_scale,
+        **fields,
+    )
+
+
+def producer(package: str) -> str:
+    """ "<package> <installed version>", or "<package> (version unknown)" when it is not installed."""
+    try:
+        return f"{package} {version(package)}"
+    except PackageNotFoundError:
+        return f"{package} (version unknown)"
