@@ -12,8 +12,9 @@ family starts with the mean-field layout (μ, ρ) (its first 2d coordinates), so
 mean-field. The lower-trapezoidal B fixes the rotation B → BQ that leaves Σ unchanged (any B can be rotated
 into that form), so the optimum φ* is a point, not an orbit; only column signs remain free.
 
-A family is a frozen `VariationalFamily` with its dimension d; `family_for(name, P)` rebuilds it from a
-trace, `variational_family(kind, d, rank)` from a user's choice. Its array functions work on numpy arrays
+A family is a frozen `VariationalFamily` subclass with its dimension d, one class per family in the registry
+`FAMILIES` (`MeanField`, `FullRank`, `LowRank`); `family_for(name, P)` rebuilds it from a trace,
+`variational_family(kind, d, rank)` from a user's choice. Its array functions work on numpy arrays
 (float64 stays float64) and inside jax programs alike.
 """
 
@@ -23,13 +24,18 @@ import math
 import re
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
+    "FAMILIES",
     "FAMILY_KINDS",
+    "FullRank",
+    "LowRank",
+    "MeanField",
     "MEAN_FIELD",
     "FULL_RANK",
     "LOW_RANK",
@@ -62,33 +68,36 @@ def _softplus(x):
 
 @dataclass(frozen=True)
 class VariationalFamily:
-    """One Gaussian family of dimension d: the layout of φ (P,) and the maps φ ↦ (μ, A).
+    """One Gaussian family of dimension d: the layout of φ (P,) and the maps φ ↦ (μ, A). A family is one subclass,
+    registered in FAMILIES under its `kind`, that says which entries of A follow (μ, ρ) in φ (`extra_entries`) and
+    what they are called; everything else is shared. rank: r for low-rank (1 ≤ r ≤ d), else None."""
 
-    kind: "mean-field", "full-rank" or "low-rank"; rank: r for low-rank (1 ≤ r ≤ d), else None.
-    """
-
-    kind: str
     dim: int
     rank: int | None = None
 
+    kind: ClassVar[str]
+    """The user's name: "mean-field", "full-rank", "low-rank"."""
+    extra_block: ClassVar[str | None] = None
+    """The name of the block after (μ, ρ): "offdiag" (L's entries), "factor" (B's), or None."""
+    extra_label: ClassVar[str] = ""
+    """The prefix of that block's parameter names: "L" or "B"."""
+
     def __post_init__(self):
-        if self.kind not in FAMILY_KINDS:
-            raise FamilyError(f"unknown variational family {self.kind!r}: choose one of {sorted(FAMILY_KINDS)}")
         if not isinstance(self.dim, int) or self.dim < 1:
             raise FamilyError(f"a variational family needs a dimension d ≥ 1, got {self.dim!r}")
-        if self.rank is not None and self.kind != "low-rank":
+        if self.rank is not None:
             raise FamilyError(f"rank={self.rank!r} belongs to family='low-rank'; family={self.kind!r} takes no rank")
-        if self.kind == "low-rank" and self.rank is None:
-            raise FamilyError(f"family='low-rank' needs rank=r, the number of columns of B (1 ≤ r ≤ d = {self.dim})")
-        if self.rank is not None and not (isinstance(self.rank, int) and 1 <= self.rank <= self.dim):
-            raise FamilyError(f"the low-rank family needs a rank 1 ≤ r ≤ d = {self.dim}, got {self.rank!r}")
+
+    def extra_entries(self) -> list[tuple[int, int]]:
+        """The entries (i, j) of A that φ holds after ρ, in order (none for mean-field)."""
+        return []
 
     # ------------------------------------------------------------------ layout
 
     @property
     def name(self) -> str:
         """The name written into traces: 'diagonal-normal-softplus', …, 'low-rank-normal-softplus(r)'."""
-        return f"{LOW_RANK}({self.rank})" if self.kind == "low-rank" else FAMILY_KINDS[self.kind]
+        return FAMILY_KINDS[self.kind]
 
     @property
     def noise_dim(self) -> int:
@@ -98,17 +107,8 @@ class VariationalFamily:
     @cached_property
     def entries(self) -> tuple[np.ndarray, np.ndarray]:
         """(row, column) in A of each coordinate after μ, (P − d,) each: ρ_j at (j, j), then ℓ or b row-major."""
-        d = self.dim
-        rows, cols = list(range(d)), list(range(d))
-        if self.kind == "full-rank":
-            pairs = [(i, j) for i in range(d) for j in range(i)]
-        elif self.kind == "low-rank":
-            pairs = [(i, d + j) for i in range(d) for j in range(min(i + 1, self.rank))]
-        else:
-            pairs = []
-        rows += [i for i, _ in pairs]
-        cols += [j for _, j in pairs]
-        return np.asarray(rows), np.asarray(cols)
+        pairs = [(j, j) for j in range(self.dim)] + self.extra_entries()
+        return np.asarray([i for i, _ in pairs]), np.asarray([j for _, j in pairs])
 
     @property
     def n_params(self) -> int:
@@ -120,9 +120,7 @@ class VariationalFamily:
         """The blocks of φ in order, (name, slice): μ, ρ, then 'offdiag' (full-rank) or 'factor' (low-rank)."""
         d = self.dim
         blocks = (("mu", slice(0, d)), ("rho", slice(d, 2 * d)))
-        if self.kind != "mean-field":
-            blocks += (("offdiag" if self.kind == "full-rank" else "factor", slice(2 * d, self.n_params)),)
-        return blocks
+        return blocks + (((self.extra_block, slice(2 * d, self.n_params)),) if self.extra_block else ())
 
     @property
     def block_rows(self) -> np.ndarray:
@@ -132,11 +130,13 @@ class VariationalFamily:
     def param_names(self, theta_names) -> tuple[str, ...]:
         """Labels of φ (P,) from θ's (d,): 'mu:x', 'rho:x', then 'L:x,y' for L's entry (x, y) or 'B:x,k'."""
         names = tuple(theta_names)
-        rows, cols = self.entries
         head = tuple(f"mu:{n}" for n in names) + tuple(f"rho:{n}" for n in names)
-        if self.kind == "full-rank":
-            return head + tuple(f"L:{names[i]},{names[j]}" for i, j in zip(rows[self.dim :], cols[self.dim :]))
-        return head + tuple(f"B:{names[i]},{j - self.dim}" for i, j in zip(rows[self.dim :], cols[self.dim :]))
+        return head + tuple(
+            f"{self.extra_label}:{names[i]},{self._column_label(j, names)}" for i, j in self.extra_entries()
+        )
+
+    def _column_label(self, j: int, names) -> str:
+        return names[j]
 
     def layout(self) -> dict:
         """The layout of φ as plain data (written into trace files): d, r and each block's [start, stop)."""
@@ -165,8 +165,6 @@ class VariationalFamily:
 
     def sample(self, phi, eps):
         """θ = μ + A ε: φ (…, P), ε (…, m) → (…, d)."""
-        if self.kind == "mean-field":
-            return self.mean(phi) + _softplus(phi[..., self.dim :]) * eps
         return self.mean(phi) + _xp(phi).einsum("...ij,...j->...i", self.scale_matrix(phi), eps)
 
     def covariance(self, phi):
@@ -176,21 +174,12 @@ class VariationalFamily:
 
     def marginal_sd(self, phi):
         """sd[θ_j] = sqrt(Σ_jj) = ‖A_j·‖, (…, d)."""
-        if self.kind == "mean-field":
-            return _softplus(phi[..., self.dim :])
         return _xp(phi).sqrt(_xp(phi).sum(self.scale_matrix(phi) ** 2, axis=-1))
 
     def entropy(self, phi):
-        """H[q_φ] − (d/2) log(2πe) = ½ log det Σ, (…): Σ_j log softplus(ρ_j) for mean-field and full-rank; for
-        low-rank Σ_j log softplus(ρ_j) + ½ log det(I_r + Bᵀ D⁻² B), D = diag(softplus ρ) (determinant lemma)."""
-        xp, d = _xp(phi), self.dim
-        sd = _softplus(phi[..., d : 2 * d])
-        total = xp.sum(xp.log(sd), axis=-1)
-        if self.kind != "low-rank":
-            return total
-        factor = self.scale_matrix(phi)[..., d:] / sd[..., None]
-        inner = xp.einsum("...ki,...kj->...ij", factor, factor) + xp.eye(self.rank, dtype=factor.dtype)
-        return total + 0.5 * xp.linalg.slogdet(inner)[1]
+        """H[q_φ] − (d/2) log(2πe) = ½ log det Σ, (…): Σ_j log softplus(ρ_j) when A is triangular with that
+        diagonal (mean-field, full-rank); low-rank adds its determinant-lemma term."""
+        return _xp(phi).sum(_xp(phi).log(_softplus(phi[..., self.dim : 2 * self.dim])), axis=-1)
 
     def scale_gradients(self, phi, eps, grads):
         """Per-example gradients of the data term with respect to the coordinates after μ, (B, P − d).
@@ -205,20 +194,123 @@ class VariationalFamily:
         return per_entry * chain
 
     def initial_rest(self, rho0) -> np.ndarray:
-        """φ₀ after (μ, ρ), (P − 2d,) from ρ₀ (d,): ℓ = 0 (L diagonal), or B with diagonal softplus(ρ₀) and
-        zeros elsewhere (B = 0 is a stationary point of the ELBO, which a run started there never leaves)."""
+        """φ₀ after (μ, ρ), (P − 2d,) from ρ₀ (d,): zeros (ℓ = 0: L diagonal; low-rank overrides)."""
+        return np.zeros(self.n_params - 2 * self.dim)
+
+    @classmethod
+    def dim_for(cls, n_params: int, rank: int | None) -> int:
+        """The d whose P is n_params (0 when none is)."""
+        raise NotImplementedError
+
+    @classmethod
+    def layout_text(cls, rank: int | None) -> str:
+        """How P follows from d, for error messages."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class MeanField(VariationalFamily):
+    """q = N(μ, diag(softplus(ρ)²)): φ = (μ, ρ), P = 2d."""
+
+    kind: ClassVar[str] = "mean-field"
+
+    def sample(self, phi, eps):
+        return self.mean(phi) + _softplus(phi[..., self.dim :]) * eps
+
+    def marginal_sd(self, phi):
+        return _softplus(phi[..., self.dim :])
+
+    @classmethod
+    def dim_for(cls, n_params, rank):
+        return n_params // 2 if n_params % 2 == 0 else 0
+
+    @classmethod
+    def layout_text(cls, rank):
+        return "P = 2d (all μ, then all ρ)"
+
+
+@dataclass(frozen=True)
+class FullRank(VariationalFamily):
+    """q = N(μ, L Lᵀ), L lower triangular with diagonal softplus(ρ) and strictly lower entries ℓ: P = 2d + d(d−1)/2."""
+
+    kind: ClassVar[str] = "full-rank"
+    extra_block: ClassVar[str | None] = "offdiag"
+    extra_label: ClassVar[str] = "L"
+
+    def extra_entries(self):
+        return [(i, j) for i in range(self.dim) for j in range(i)]
+
+    @classmethod
+    def dim_for(cls, n_params, rank):
+        return (math.isqrt(9 + 8 * n_params) - 3) // 2
+
+    @classmethod
+    def layout_text(cls, rank):
+        return "P = 2d + d(d − 1)/2 (μ, ρ, then L's strictly lower entries)"
+
+
+@dataclass(frozen=True)
+class LowRank(VariationalFamily):
+    """q = N(μ, diag(softplus(ρ)²) + B Bᵀ), B (d, r) lower trapezoidal with entries b: P = 2d + dr − r(r−1)/2."""
+
+    kind: ClassVar[str] = "low-rank"
+    extra_block: ClassVar[str | None] = "factor"
+    extra_label: ClassVar[str] = "B"
+
+    def __post_init__(self):
+        if not isinstance(self.dim, int) or self.dim < 1:
+            raise FamilyError(f"a variational family needs a dimension d ≥ 1, got {self.dim!r}")
+        if self.rank is None:
+            raise FamilyError(f"family='low-rank' needs rank=r, the number of columns of B (1 ≤ r ≤ d = {self.dim})")
+        if not (isinstance(self.rank, int) and 1 <= self.rank <= self.dim):
+            raise FamilyError(f"the low-rank family needs a rank 1 ≤ r ≤ d = {self.dim}, got {self.rank!r}")
+
+    @property
+    def name(self) -> str:
+        return f"{LOW_RANK}({self.rank})"
+
+    def extra_entries(self):
+        return [(i, self.dim + j) for i in range(self.dim) for j in range(min(i + 1, self.rank))]
+
+    def _column_label(self, j, names):
+        return str(j - self.dim)
+
+    def entropy(self, phi):
+        """Σ_j log softplus(ρ_j) + ½ log det(I_r + Bᵀ D⁻² B), D = diag(softplus ρ) (determinant lemma)."""
+        xp, d = _xp(phi), self.dim
+        sd = _softplus(phi[..., d : 2 * d])
+        factor = self.scale_matrix(phi)[..., d:] / sd[..., None]
+        inner = xp.einsum("...ki,...kj->...ij", factor, factor) + xp.eye(self.rank, dtype=factor.dtype)
+        return super().entropy(phi) + 0.5 * xp.linalg.slogdet(inner)[1]
+
+    def initial_rest(self, rho0):
+        """B with diagonal softplus(ρ₀) and zeros elsewhere (B = 0 is a stationary point of the ELBO, which a run
+        started there never leaves)."""
         d = self.dim
         rows, cols = self.entries
         rest = np.zeros(self.n_params - 2 * d)
-        if self.kind == "low-rank":
-            diagonal = cols[d:] - d == rows[d:]
-            rest[diagonal] = np.logaddexp(0.0, np.broadcast_to(np.asarray(rho0, float), (d,)))[rows[d:][diagonal]]
+        diagonal = cols[d:] - d == rows[d:]
+        rest[diagonal] = np.logaddexp(0.0, np.broadcast_to(np.asarray(rho0, float), (d,)))[rows[d:][diagonal]]
         return rest
+
+    @classmethod
+    def dim_for(cls, n_params, rank):
+        return (n_params + rank * (rank - 1) // 2) // (2 + rank)
+
+    @classmethod
+    def layout_text(cls, rank):
+        return f"P = 2d + {rank}d − {rank * (rank - 1) // 2} (μ, ρ, then B's entries)"
+
+
+FAMILIES: dict[str, type[VariationalFamily]] = {cls.kind: cls for cls in (MeanField, FullRank, LowRank)}
+"""The registry of families by the user's name (one class each, like numpyro's autoguides)."""
 
 
 def variational_family(kind: str, dim: int, rank: int | None = None) -> VariationalFamily:
     """The family a user chose: kind 'mean-field', 'full-rank' or 'low-rank' (with rank r), for θ of dimension d."""
-    return VariationalFamily(kind, dim, rank)
+    if kind not in FAMILIES:
+        raise FamilyError(f"unknown variational family {kind!r}: choose one of {sorted(FAMILIES)}")
+    return FAMILIES[kind](dim, rank)
 
 
 def _kind_and_rank(name) -> tuple[str, int | None]:
@@ -238,17 +330,12 @@ def _kind_and_rank(name) -> tuple[str, int | None]:
 def family_for(name: str, n_params: int) -> VariationalFamily:
     """The family a trace names, with the d its P implies; FamilyError when P fits no d of that family."""
     kind, rank = _kind_and_rank(name)
-    if kind == "mean-field":
-        dim = n_params // 2 if n_params % 2 == 0 else 0
-        layout = "P = 2d (all μ, then all ρ)"
-    elif kind == "full-rank":
-        dim = (math.isqrt(9 + 8 * n_params) - 3) // 2
-        layout = "P = 2d + d(d − 1)/2 (μ, ρ, then L's strictly lower entries)"
-    else:
-        dim = (n_params + rank * (rank - 1) // 2) // (2 + rank)
-        layout = f"P = 2d + {rank}d − {rank * (rank - 1) // 2} (μ, ρ, then B's entries)"
+    cls = FAMILIES[kind]
+    dim = cls.dim_for(n_params, rank)
     if dim >= 1 and (rank is None or rank <= dim):
-        family = VariationalFamily(kind, dim, rank)
+        family = cls(dim, rank)
         if family.n_params == n_params:
             return family
-    raise FamilyError(f"P = {n_params} parameters fit no θ dimension d of the family {name!r}: it needs {layout}")
+    raise FamilyError(
+        f"P = {n_params} parameters fit no θ dimension d of the family {name!r}: it needs {cls.layout_text(rank)}"
+    )

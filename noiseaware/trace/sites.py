@@ -35,7 +35,7 @@ import numpy as np
 from numpyro.distributions import constraints
 from numpyro.distributions import transforms as T
 
-from .families import VariationalFamily
+from .families import MeanField
 
 __all__ = [
     "AdditiveLogRatioTransform",
@@ -394,4 +394,4 @@ class SiteMap:
     def param_names(self) -> tuple[str, ...]:
         """Labels of the mean-field φ = (μ, ρ), shape (2d,): 'mu:<θ label>' then 'rho:<θ label>' (other families:
         `VariationalFamily.param_names`)."""
-        return VariationalFamily("mean-field", self.dim).param_names(self.theta_names())
+        return MeanField(self.dim).param_names(self.theta_names())
