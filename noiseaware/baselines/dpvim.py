@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..posteriors.mixture import DPVImPosterior, trace_facts, trace_iterates
+from ..posteriors.mixture import DPVImPosterior
 from ..trace import Trace
 from ..util.defaults import DRAWS
 from ..util.diagnostics import Diagnostics
@@ -93,14 +93,10 @@ def dpvim_posterior(
     else:
         centre_point = rows[-1] if centre == "last" else tail_mean
         phi = centre_point + np.sqrt(tail_variance) * standard_normal(key, (draws, rows.shape[1]))
-    return DPVImPosterior(
-        optimum_chains=phi[None],
-        hessian_chains=None,
-        extra_noise_chains=None,
+    return DPVImPosterior.from_trace(
+        trace,
+        phi[None],
         method="dpvim",
-        param_names=trace.param_names,
-        family=trace.variational_family,
-        sites=trace.sites,
         diagnostics=DPVImDiagnostics(
             converged_from=t0,
             not_converged=not_converged,
@@ -111,8 +107,6 @@ def dpvim_posterior(
             threshold=float(threshold),
             windows=windows,
         ),
-        info=trace_facts(trace),
-        iterates=trace_iterates(trace),
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..posteriors.mixture import NaivePosterior, trace_facts, trace_iterates
+from ..posteriors.mixture import NaivePosterior
 from ..trace import Trace
 
 __all__ = ["naive_posterior"]
@@ -10,14 +10,4 @@ __all__ = ["naive_posterior"]
 
 def naive_posterior(trace: Trace) -> NaivePosterior:
     """The last iterate φ_T as a one-component posterior (K = 1, no Hessian); needs no key (nothing is random)."""
-    return NaivePosterior(
-        optimum_chains=trace.final_iterate()[None, None, :],
-        hessian_chains=None,
-        extra_noise_chains=None,
-        method="naive",
-        param_names=trace.param_names,
-        family=trace.variational_family,
-        sites=trace.sites,
-        info=trace_facts(trace),
-        iterates=trace_iterates(trace),
-    )
+    return NaivePosterior.from_trace(trace, trace.final_iterate()[None, None, :], method="naive")

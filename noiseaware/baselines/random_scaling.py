@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..posteriors.mixture import RandomScalingPosterior, trace_facts, trace_iterates
+from ..posteriors.mixture import RandomScalingPosterior
 from ..trace import BURN_IN, Trace, kept_steps
 from ..util.defaults import DRAWS
 from ..util.diagnostics import Diagnostics
@@ -77,17 +77,12 @@ def random_scaling_posterior(
         pick = jax.random.randint(k_pick, (draws, size), 0, bank.shape[0])
         signs = jax.random.rademacher(k_sign, (draws, size), jnp.float64)
         phi = np.asarray(jnp.asarray(average) - signs * bank[pick] * jnp.sqrt(jnp.asarray(variance) / n), np.float64)
-    return RandomScalingPosterior(
-        optimum_chains=phi[None],
-        hessian_chains=None,
-        extra_noise_chains=None,
+    return RandomScalingPosterior.from_trace(
+        trace,
+        phi[None],
         method="random-scaling",
-        param_names=trace.param_names,
-        family=trace.variational_family,
-        sites=trace.sites,
         diagnostics=RandomScalingDiagnostics(average=average, scaling=variance, iterates=n),
-        info=trace_facts(trace, burn_in=burn_in),
-        iterates=trace_iterates(trace),
+        info={"burn_in": burn_in},
     )
 
 

@@ -27,7 +27,7 @@ from ..inference.gradient_model import (
     select_rows,
     slope_estimates,
 )
-from ..posteriors.mixture import NoiseAwarePosterior, trace_facts, trace_iterates
+from ..posteriors.mixture import NoiseAwarePosterior
 from ..trace import BURN_IN, MIN_STEPS, Trace, kept_steps
 from ..util.batch_warnings import FitWarning
 from ..util.checks import choice, flag, fraction, positive_int, probability
@@ -253,18 +253,15 @@ def _gradient_model(trace: Trace, prior: Prior, burn_in: float) -> GradientModel
 
 
 def _posterior(trace: Trace, result: Draws, method: str, prior: str, burn_in: float) -> NoiseAwarePosterior:
-    return NoiseAwarePosterior(
-        optimum_chains=result.optimum,
-        hessian_chains=result.hessian,
-        extra_noise_chains=result.extra_noise,
+    return NoiseAwarePosterior.from_trace(
+        trace,
+        result.optimum,
         method=method,
-        param_names=trace.param_names,
-        family=trace.variational_family,
-        sites=trace.sites,
+        hessian=result.hessian,
+        extra_noise=result.extra_noise,
         prior=prior,
         diagnostics=result.diagnostics,
-        info=trace_facts(trace, burn_in=burn_in),
-        iterates=trace_iterates(trace),
+        info={"burn_in": burn_in},
     )
 
 

@@ -129,6 +129,24 @@ class MixturePosterior(PosteriorBase):
                 raise ValueError(f"iterates must be μ_t (T, d) with d = {self.dim}; got shape {iterates.shape}")
             object.__setattr__(self, "iterates", iterates)
 
+    @classmethod
+    def from_trace(cls, trace: Trace, optimum, *, method: str, hessian=None, extra_noise=None, **fields):
+        """A posterior of `trace` from draws of φ* (C, K, P) (and of A, u): the trace's names, family, sites, facts
+        and iterates μ_t filled in; fields: the rest (diagnostics, prior, and info facts beyond the trace's)."""
+        info = trace_facts(trace, **fields.pop("info", {}))
+        return cls(
+            optimum_chains=optimum,
+            hessian_chains=hessian,
+            extra_noise_chains=extra_noise,
+            method=method,
+            param_names=trace.param_names,
+            family=trace.variational_family,
+            sites=trace.sites,
+            info=info,
+            iterates=trace_iterates(trace),
+            **fields,
+        )
+
     # ------------------------------------------------------------------ shapes and draws
 
     @property
