@@ -26,12 +26,12 @@ from noiseaware.recording import DPVISettings, Optimizer
 from noiseaware.recording.contract import ModelError, inspect_model
 from noiseaware.recording.dpvi import (
     build_recorder,
-    poisson_chunk,
     record_dpvi,
     record_dpvi_batch,
     resolve_settings,
     step_keys,
 )
+from noiseaware.recording.subsampling import poisson_chunk
 from noiseaware.trace import Trace
 from noiseaware.util.keys import as_key
 

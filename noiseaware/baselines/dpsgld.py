@@ -33,8 +33,8 @@ from ..models.benchmark import BenchmarkModel
 from ..posteriors.draws import DrawsPosterior
 from ..privacy import epsilon_spent, noise_multiplier
 from ..recording.contract import ModelSpec, first_data_set, inspect_model
-from ..recording.dpvi import clip_weights, poisson_sum
 from ..recording.settings import default_batch_size
+from ..recording.subsampling import clip_weights, poisson_sum
 from ..util.checks import positive_float, positive_int, probability
 from ..util.diagnostics import Diagnostics
 from ..util.errors import FitFailure

@@ -19,9 +19,10 @@ Jälkö et al. 2017; Alrawajfeh et al. 2025).
 over keys and over data sets of equal size (`record_dpvi_batch` does exactly that). Settings are
 resolved in `recording.settings`.
 
-Why this module is long: Poisson subsampling, the per-example gradient program, the scan over steps and
-the recorder that drives it in chunks are one compiled program; split, their shapes and keys would have
-to be kept in step across modules.
+Poisson subsampling and per-example clipping, which DP-SGLD shares, are in `recording.subsampling`.
+
+Why this module is long: the per-example gradient program, the scan over steps and the recorder that drives it in
+chunks are one compiled program; split, their shapes and keys would have to be kept in step across modules.
 """
 
 from __future__ import annotations
@@ -46,15 +47,13 @@ from ..util.progress import progress_bar
 from .config import DPVISettings, as_settings
 from .contract import ModelSpec, as_data, check_data_sets, first_data_set, inspect_model
 from .settings import DEFAULT_DELTA, UNCHECKED_HINT, ResolvedSettings, SettingsHint, resolve_settings
+from .subsampling import clip_weights, poisson_sum
 
 __all__ = [
     "RUN_KEYWORDS",
     "DPVIState",
     "Recorder",
     "build_recorder",
-    "clip_weights",
-    "poisson_chunk",
-    "poisson_sum",
     "record_dpvi",
     "record_dpvi_batch",
     "step_keys",
@@ -85,59 +84,7 @@ class Hyper(NamedTuple):
     learning_rate: jax.Array  # λ, (P,) (unused by an optax optimizer)
 
 
-# ---------------------------------------------------------------- Poisson subsampling
-
-
-def _uniform_open(key, shape, dtype):
-    """U ~ Uniform(0, 1) with 64 random bits, so that log U is accurate far into the lower tail."""
-    hi, lo = jax.random.bits(key, (2,) + shape, jnp.uint32)
-    scale = jnp.asarray(2.0**-32, dtype)
-    return (hi.astype(dtype) + (lo.astype(dtype) + 0.5) * scale) * scale
-
-
-def poisson_chunk(key, last, sampling_rate, size: int, n_examples: int):
-    """The next `size` Poisson-sampled example indices after index `last`.
-
-    The gaps between consecutive indices of Bernoulli(q) sampling are i.i.d. Geometric(q) on {1, 2, …},
-    drawn by inversion ⌊log U / log(1 − q)⌋ + 1; returns (indices (size,) int32, mask (size,) bool:
-    index < N). Offsets saturate at N + 1 (an index beyond N is beyond N either way).
-    """
-    dtype = jnp.result_type(float)
-    u = _uniform_open(key, (size,), dtype)
-    gaps = jnp.floor(jnp.log(u) / jnp.log1p(-jnp.asarray(sampling_rate, dtype))) + 1
-    gaps = jnp.minimum(gaps, n_examples + 1).astype(jnp.int32)
-    # A saturating cumulative sum (min(a + b, N + 1) is associative): no int32 overflow for any N, and
-    # on the CPU the associative scan is several times faster than jnp.cumsum.
-    offsets = lax.associative_scan(lambda a, b: jnp.minimum(a + b, n_examples + 1), gaps)
-    indices = last + offsets
-    return indices, indices < n_examples
-
-
-def clip_weights(norms, mask, clip):
-    """Per-example clipping weights min(1, C/‖h_i‖), (B,), and which examples count, (B,) bool.
-
-    Padded slots and non-finite per-example gradients get weight exactly zero (a select, not 0 × NaN), so each
-    example's contribution stays bounded by C whatever the model returns; zero the kept-out rows too.
-    """
-    keep = mask & jnp.isfinite(norms)
-    return jnp.where(keep, jnp.minimum(1.0, clip / jnp.where(norms > 0, norms, 1.0)), 0.0), keep
-
-
-def poisson_sum(key, sampling_rate, chunk_size: int, n_examples: int, per_example, summand, zeros):
-    """Σ of summand(examples, mask) over the chunks of one Poisson(q) sample of the N examples.
-
-    per_example: arrays with leading axis N; summand(examples (B, …), mask (B,)) → a pytree shaped like
-    `zeros`; chunks of `chunk_size` sampled indices (`poisson_chunk`) until the sample passes the last example.
-    """
-
-    def chunk(carry):
-        count, last, total = carry
-        indices, mask = poisson_chunk(jax.random.fold_in(key, count), last, sampling_rate, chunk_size, n_examples)
-        examples = jax.tree.map(lambda a: a[jnp.where(mask, indices, 0)], per_example)
-        return count + 1, indices[-1], jax.tree.map(jnp.add, total, summand(examples, mask))
-
-    init = (jnp.zeros((), jnp.int32), jnp.full((), -1, jnp.int32), zeros)
-    return lax.while_loop(lambda carry: carry[1] < n_examples - 1, chunk, init)[2]
+# ---------------------------------------------------------------- keys
 
 
 def step_keys(key):
