@@ -16,12 +16,11 @@ import dataclasses
 from collections.abc import Mapping
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..models.benchmark import BenchmarkModel
 
-__all__ = ["PRIOR_DRAWS", "combine", "mean_field", "prior_gaussian", "split_clients"]
+__all__ = ["PRIOR_DRAWS", "combine", "prior_gaussian", "split_clients"]
 
 PRIOR_DRAWS = 100_000
 """Prior draws whose moments give p's Gaussian (variance to ≈ 0.5 %)."""
@@ -37,16 +36,20 @@ def split_clients(data: Mapping, clients: int) -> dict:
     return {k: np.asarray(v).reshape(v.shape[0] * clients, n // clients, *v.shape[2:]) for k, v in data.items()}
 
 
-def mean_field(params: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """(μ, s²) of mean-field φ = (μ, ρ) (…, 2d): s = softplus(ρ)."""
-    params = np.asarray(params, np.float64)
-    return params[..., :dim], np.logaddexp(0.0, params[..., dim : 2 * dim]) ** 2
-
-
 def prior_gaussian(bm: BenchmarkModel, draws: int = PRIOR_DRAWS) -> tuple[np.ndarray, np.ndarray]:
     """(μ₀, s₀²) (d,) each: the mean and variance of the unconstrained θ under the prior, from `draws` prior draws
-    (fixed key)."""
-    one = dataclasses.replace(bm, n_examples=1)
+    (fixed key); computed once per model function, site map and number of draws in a process (a study's parts
+    share it)."""
+    key = (bm.model, bm.covariates, bm.site_map, draws)  # what the prior draws depend on
+    if key not in _PRIOR_MOMENTS:
+        _PRIOR_MOMENTS[key] = _prior_moments(dataclasses.replace(bm, n_examples=1), draws)
+    return _PRIOR_MOMENTS[key]
+
+
+_PRIOR_MOMENTS: dict = {}
+
+
+def _prior_moments(one: BenchmarkModel, draws: int) -> tuple[np.ndarray, np.ndarray]:
     keys = jax.random.split(jax.random.fold_in(jax.random.key(0), _PRIOR_STREAM), draws)
     theta = np.asarray(jax.jit(jax.vmap(lambda k: one.simulate(k)[0]))(keys), np.float64)
     return theta.mean(axis=0), theta.var(axis=0)
@@ -66,9 +69,3 @@ def combine(
         variance = np.where(ok[..., None], 1.0 / precision, np.nan)
         mean = np.where(ok[..., None], h / precision, np.nan)
     return mean, variance, ok
-
-
-def gaussian_draws(key, mean: np.ndarray, variance: np.ndarray) -> np.ndarray:
-    """θ ~ N(mean, diag variance) for each row: mean, variance (K, d) → (K, d)."""
-    z = np.asarray(jax.random.normal(key, np.shape(mean), jnp.float64 if jax.config.jax_enable_x64 else None))
-    return mean + np.sqrt(variance) * z

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import jax
+import numpy as np
 
 from ..models import get as builtin_model
 from ..models.benchmark import BenchmarkModel
@@ -103,6 +104,16 @@ class Batch:
 
     def __len__(self) -> int:
         return self.size
+
+    def data_sets(self) -> dict[str, np.ndarray]:
+        """The problems' data arrays with a leading axis M (data shared by all problems repeated, not copied); {}
+        when methods may not read the data."""
+        return {
+            name: np.broadcast_to(np.asarray(values)[:1], (len(self), *np.shape(values)[1:]))
+            if self.shared_data
+            else np.asarray(values)
+            for name, values in (self.data or {}).items()
+        }
 
     def problem(self, m: int) -> Problem:
         data = None if self.data is None else jax.tree.map(lambda a: a[0 if self.shared_data else m], dict(self.data))

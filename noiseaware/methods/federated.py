@@ -23,7 +23,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from ..baselines.pvi import combine, mean_field, prior_gaussian, split_clients
+from ..baselines.pvi import combine, prior_gaussian, split_clients
 from ..models.benchmark import BenchmarkModel
 from ..posteriors.mixture import PVIPosterior
 from ..recording.dpvi import record_dpvi_batch
@@ -32,6 +32,7 @@ from ..trace.families import MEAN_FIELD
 from ..util.checks import positive_int
 from ..util.diagnostics import Diagnostics
 from ..util.errors import FitFailure
+from ..util.numerics import softplus_inverse
 from .base import Batch, Method, Outcome, fit_problems, split_keys
 from .routes import EXACT
 
@@ -76,16 +77,13 @@ def client_traces(bm: BenchmarkModel, data, keys, *, clients: int, epsilon: floa
     )
 
 
-def _run(batch: Batch, keys, opts: PVIOptions, combine_clients) -> list[Outcome]:
+def _run(method: Method, batch: Batch, keys, opts: PVIOptions, combine_clients) -> list[Outcome]:
     """Both methods: check, split the data, run the clients, then combine_clients(traces of one problem, fit key)."""
     epsilon = batch.epsilon if opts.epsilon is None else opts.epsilon
     if batch.model is None or batch.data is None:
         raise ValueError("DP-PVI runs on a model's data sets; this batch has no model or no data")
-    method = NA_DP_PVI if combine_clients is _noise_aware else DP_PVI
     method.check(batch.model.name, epsilon)
-    data = {
-        k: np.broadcast_to(v[:1], (len(batch), *v.shape[1:])) if batch.shared_data else v for k, v in batch.data.items()
-    }
+    data = batch.data_sets()
     split = [jax.random.split(k) for k in keys]
     traces = client_traces(
         batch.model, data, [s[0] for s in split], clients=opts.clients, epsilon=epsilon, delta=batch.delta
@@ -116,13 +114,18 @@ def _posterior(traces, combined: np.ndarray, method: str, dropped: int) -> PVIPo
 
 def _as_params(mean: np.ndarray, variance: np.ndarray) -> np.ndarray:
     """φ = (μ, ρ) with softplus(ρ) = √variance: (…, 2d)."""
-    sd = np.sqrt(variance)
-    return np.concatenate([mean, sd + np.log(-np.expm1(-sd))], axis=-1)
+    return np.concatenate([mean, softplus_inverse(np.sqrt(variance))], axis=-1)
+
+
+def _moments(traces, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mean-field factors' means and variances (…, d) from their φ (…, P), by the traces' family."""
+    family = traces[0].family
+    return family.mean(phi), family.marginal_sd(phi) ** 2
 
 
 def _plain(traces, key, prior) -> Outcome:
     del key
-    means, variances = mean_field(np.stack([t.final_iterate() for t in traces]), traces[0].dim)
+    means, variances = _moments(traces, np.stack([t.final_iterate() for t in traces]).astype(np.float64))
     mean, variance, ok = combine(*prior, means, variances)
     if not ok:
         return FitFailure(NO_PRECISION, "the clients' last iterates combine to no positive precision")
@@ -136,7 +139,7 @@ def _noise_aware(traces, key, prior) -> Outcome:
         return failed[0]
     draws = min(f.optimum_draws.shape[0] for f in fits)
     optimum = np.stack([f.optimum_draws[:draws] for f in fits], axis=1)  # (K, M, P)
-    means, variances = mean_field(optimum, traces[0].dim)
+    means, variances = _moments(traces, optimum)
     mean, variance, ok = combine(*prior, means, variances)
     dropped = int(np.sum(~ok))
     if dropped > MAX_DROPPED * draws:
@@ -147,15 +150,11 @@ def _noise_aware(traces, key, prior) -> Outcome:
 
 
 def _method(name: str, combine_clients, description: str) -> Method:
-    return Method(
-        name,
-        lambda batch, keys, opts: _run(batch, keys, opts, combine_clients),
-        PVIOptions,
-        "data",
-        needs_epsilon=True,
-        description=description,
-        version="1",
-    )
+    def fit_batch(batch: Batch, keys, opts: PVIOptions) -> list[Outcome]:
+        return _run(method, batch, keys, opts, combine_clients)
+
+    method = Method(name, fit_batch, PVIOptions, "data", needs_epsilon=True, description=description, version="1")
+    return method
 
 
 DP_PVI = _method(

@@ -183,19 +183,17 @@ def _regression(batch: Batch) -> tuple[np.ndarray, np.ndarray]:
 
 def _stacked(batch: Batch, name: str) -> np.ndarray:
     """The problems' data array `name` with a leading axis M (data shared by all problems is repeated)."""
-    if batch.data is None or name not in batch.data:
-        raise ValueError(
-            f"this method releases statistics of the data {name!r}; the batch holds {sorted(batch.data or {})}"
-        )
-    values = np.asarray(batch.data[name])
-    return np.broadcast_to(values[:1], (len(batch), *values.shape[1:])) if batch.shared_data else values
+    data = batch.data_sets()
+    if name not in data:
+        raise ValueError(f"this method releases statistics of the data {name!r}; the batch holds {sorted(data)}")
+    return data[name]
 
 
 def _data_sets(batch: Batch) -> tuple:
     """DP-SGLD's data arguments: the BenchmarkModel and every data array with a leading axis M."""
     if batch.model is None or batch.data is None:
         raise ValueError("DP-SGLD runs on a model's data sets; this batch has no model or no data")
-    return batch.model, {name: _stacked(batch, name) for name in batch.data}
+    return batch.model, batch.data_sets()
 
 
 def _method(
