@@ -44,4 +44,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_dpvi.py
 
 clean:
-	rm -rf $(VENV) $(ADAPTERS_VENV) build *.egg-info
+	rm -rf $(VENV) $(ADAPTERS_VENV) build *.egg-info .jax-cache

@@ -24,6 +24,7 @@ from .privacy import epsilon_spent, noise_multiplier
 from .recording import DPVISettings, ModelError, Optimizer, record_dpvi, record_dpvi_batch
 from .trace import Trace, TraceCheckError, TraceDiagnosis, TraceError, diagnose
 from .tuning import PreflightReport, TunedSettings, preflight, tune
+from .util.compilation import use_compilation_cache
 
 __version__ = "0.1.0"
 
@@ -69,6 +70,7 @@ __all__ = [
     "record_dpvi_batch",
     "tarp_ecp",
     "tune",
+    "use_compilation_cache",
     "studies",
     "tuning",
 ]

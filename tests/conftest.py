@@ -1,7 +1,18 @@
-"""Shared fixtures."""
+"""Shared fixtures, and the suite's persistent compilation cache."""
+
+import os
+from pathlib import Path
 
 import jax
 import pytest
+
+from noiseaware.util.compilation import CACHE_ENV, use_compilation_cache
+
+# One compilation cache for the whole suite: both xdist workers and every command-line subprocess the tests start
+# (they inherit the variable) compile each program once, and a second `make test` finds them all compiled.
+# $NOISEAWARE_JAX_CACHE, when set, names another folder (or "off").
+os.environ.setdefault(CACHE_ENV, str(Path(__file__).resolve().parent.parent / ".jax-cache" / f"jax-{jax.__version__}"))
+use_compilation_cache()
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,17 @@
 """The UCI Adult loader: the shipped files' rows, columns and preprocessing, and one clear error for a missing,
 altered or malformed file."""
 
+import dataclasses
 import shutil
 
+import cloudpickle
 import numpy as np
 import pytest
 
 import noiseaware as na
+from noiseaware import datasets
 from noiseaware.datasets import ADULT_FILES, DatasetError, adult, adult_directory
+from noiseaware.util.fingerprint import fingerprint
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +157,32 @@ def test_without_the_package_the_error_says_how_to_install_it(monkeypatch):
 def test_unknown_scaling_is_refused():
     with pytest.raises(ValueError, match="unknown scaling 'minmax': choose one of zscore, range"):
         adult(scaling="minmax")
+
+
+def test_a_read_data_set_pickles_by_reference_and_reads_the_same_arrays_elsewhere(data, monkeypatch):
+    packed = cloudpickle.dumps(data)
+    assert len(packed) < 2_000  # the reader's arguments and a digest, not the 20 MB of arrays
+    assert cloudpickle.loads(packed) is data  # where it was read, it is that data set
+    monkeypatch.setattr(datasets, "_READ", {})  # a worker that has read nothing yet
+    elsewhere = cloudpickle.loads(packed)
+    assert elsewhere is not data
+    for name in ("X_train", "y_train", "X_test", "y_test"):
+        np.testing.assert_array_equal(getattr(elsewhere, name), getattr(data, name))
+    assert fingerprint(elsewhere) == fingerprint(data)  # how it was read is not part of a study's identity
+
+
+def test_a_worker_whose_files_differ_refuses_the_reference(copy, monkeypatch):
+    path = copy / "adult.data"
+    path.write_text(path.read_text().replace("State-gov", "Local-gov", 1))
+    packed = cloudpickle.dumps(adult(copy, verify=False))
+    path.write_text(path.read_text().replace("Local-gov", "Private", 1))  # the worker's copy changed since
+    monkeypatch.setattr(datasets, "_READ", {})
+    with pytest.raises(DatasetError, match="hold other data than the caller's: give every worker the same copy"):
+        cloudpickle.loads(packed)
+
+
+def test_a_data_set_built_from_arrays_pickles_by_value(data):
+    built = dataclasses.replace(data, source=None)
+    again = cloudpickle.loads(cloudpickle.dumps(built))
+    np.testing.assert_array_equal(again.X_train, data.X_train)
+    assert again.source is None

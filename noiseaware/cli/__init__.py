@@ -51,6 +51,7 @@ from pathlib import Path
 import jax
 
 from .. import __version__
+from ..util.compilation import use_compilation_cache
 from ..util.errors import FitFailure, UserError
 from ..util.hints import speaking_cli
 from . import account, calibrate, coverage, demo, fit, record, report, tune
@@ -90,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(error))
     except SystemExit as done:  # --help, --version
         return done.code if isinstance(done.code, int) else 0
+    use_compilation_cache()
     try:
         with _precision(getattr(args, "float64", False)), speaking_cli():
             return args.run(args)

@@ -9,7 +9,10 @@ Each context manager yields (executor, slots): slots is how many tasks run at on
 many in flight, so a study killed midway loses at most `slots` tasks. Local workers pin their XLA threads
 (`pin_threads`): worker i of n runs on its own cores/n of this machine's cores, claimed before its first
 computation, so workers × threads never oversubscribe the cores. (XLA sizes its CPU thread pool from the
-process's CPU affinity when JAX's backend starts; XLA_FLAGS thread options are ignored on CPU.)
+process's CPU affinity when JAX's backend starts; XLA_FLAGS thread options are ignored on CPU.) Every worker,
+local or a scheduler's, keeps its compiled programs in the persistent compilation cache
+(`util.compilation`; local workers share the caller's folder), so a program is compiled once per machine,
+not once per worker.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 
+from ..util.compilation import shared_cache_directory, use_compilation_cache
 from ..util.in_process import InProcessExecutor
 
 __all__ = ["InProcessExecutor", "dask_scheduler", "local_cluster", "open_executor", "pin_threads", "process_pool"]
@@ -40,12 +44,15 @@ def pin_threads(index: int, workers: int) -> list[int]:
     return chosen
 
 
-def _claim_cores(counter, workers: int) -> None:
-    """ProcessPoolExecutor initializer: take the next worker index from the shared counter and pin to it."""
+def _claim_cores(counter, workers: int, cache) -> None:
+    """ProcessPoolExecutor initializer: take the next worker index from the shared counter and pin to it, then
+    open the compilation cache `cache` (a folder, or None: off)."""
     with counter.get_lock():
         index = counter.value
         counter.value += 1
     pin_threads(index, workers)
+    if cache is not None:
+        use_compilation_cache(cache)
 
 
 @contextmanager
@@ -54,20 +61,24 @@ def process_pool(workers: int) -> Iterator[tuple[Executor, int]]:
     context = multiprocessing.get_context("spawn")
     counter = context.Value("i", 0)
     with ProcessPoolExecutor(
-        workers, mp_context=context, initializer=_claim_cores, initargs=(counter, workers)
+        workers, mp_context=context, initializer=_claim_cores, initargs=(counter, workers, shared_cache_directory())
     ) as pool:
         yield pool, workers
 
 
-class _PinThreads:
-    """Dask worker plugin: a LocalCluster worker named i pins itself to worker i's share of the cores."""
+class _WorkerSetup:
+    """Dask worker plugin: a LocalCluster worker named i pins itself to worker i's share of the cores (workers:
+    None for a scheduler's workers, which are not pinned), then opens the compilation cache `cache` (a folder;
+    None: the worker's own default, `default_cache_directory`)."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int | None, cache):
         self.workers = workers
+        self.cache = cache
 
     def setup(self, worker) -> None:
-        if isinstance(worker.name, int):
+        if self.workers is not None and isinstance(worker.name, int):
             pin_threads(worker.name, self.workers)
+        use_compilation_cache(self.cache)
 
 
 def _dask():
@@ -88,7 +99,8 @@ def local_cluster(workers: int) -> Iterator[tuple[Executor, int]]:
         n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
     )
     with cluster, distributed.Client(cluster) as client:
-        client.register_plugin(_as_worker_plugin(distributed, workers), name="noiseaware-pin-threads")
+        setup = _as_worker_plugin(distributed, workers, shared_cache_directory())
+        client.register_plugin(setup, name="noiseaware-worker-setup")
         yield client.get_executor(pure=False), workers
 
 
@@ -103,16 +115,17 @@ def dask_scheduler(address: str) -> Iterator[tuple[Executor, int]]:
     connect = {"scheduler_file": address} if os.path.isfile(address) else {"address": address}
     with distributed.Client(**connect, timeout=30) as client:
         slots = max(1, sum(client.nthreads().values()))
+        client.register_plugin(_as_worker_plugin(distributed, None, None), name="noiseaware-worker-setup")
         yield client.get_executor(pure=False), slots
 
 
-def _as_worker_plugin(distributed, workers: int):
-    """_PinThreads as a distributed.WorkerPlugin (made here, so the module imports without Dask)."""
+def _as_worker_plugin(distributed, workers: int | None, cache):
+    """_WorkerSetup as a distributed.WorkerPlugin (made here, so the module imports without Dask)."""
 
-    class PinThreads(_PinThreads, distributed.WorkerPlugin):
+    class WorkerSetup(_WorkerSetup, distributed.WorkerPlugin):
         pass
 
-    return PinThreads(workers)
+    return WorkerSetup(workers, cache)
 
 
 @contextmanager

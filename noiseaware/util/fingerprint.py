@@ -7,7 +7,8 @@ What each value becomes:
 
 * None, bools, ints, strings: themselves; floats every bit (repr); lists and tuples lists; mappings sorted dicts;
 * arrays: dtype, shape and values (large ones the sha256 of their bytes); PRNG keys are refused (pass key_data);
-* dataclasses (frozen settings and options, models, data sets) and named tuples: type and fields;
+* dataclasses (frozen settings and options, models, data sets) and named tuples: type and fields (those that take
+  part in equality: a data set's `source`, how it was read, does not);
 * functions: their qualified name, with their defaults and closure values, and, for code outside installed
   packages (a plug-in, a notebook's model), the hash of their byte code and of the globals they read, so a
   changed body or a changed constant is a new fingerprint; code of an installed package is named with the
@@ -102,7 +103,7 @@ class _Canonical:
         if isinstance(value, (np.generic, np.ndarray)) or hasattr(value, "__array__") and hasattr(value, "dtype"):
             return _array(value, where)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+            fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.compare}
             return {"type": _name(type(value)), "fields": self.of(fields, where)}
         if isinstance(value, functools.partial):
             parts = {"function": value.func, "args": value.args, "keywords": value.keywords}
