@@ -16,13 +16,14 @@ evaluation (coverage, calibration) → tuning (settings found and checked on sim
 from . import datasets, methods, models, studies, tuning
 from .baselines.dpvim import dpvim_posterior
 from .baselines.naive import naive_posterior
+from .checks import TraceCheckError, TraceDiagnosis, diagnose
 from .evaluation import calibration, calibration_curve, calibration_metrics, coverage, coverage_rmse, tarp_ecp
 from .inference.gradient_model import Prior
 from .methods import DEFAULT_REGISTRY, FitFailure, Method, Registry, fit, fit_batch, per_problem, per_trace
 from .posteriors import DPVImPosterior, NaivePosterior, NoiseAwarePosterior, Posterior, load_posterior
 from .privacy import epsilon_spent, noise_multiplier
 from .recording import DPVISettings, ModelError, Optimizer, record_dpvi, record_dpvi_batch
-from .trace import Trace, TraceCheckError, TraceDiagnosis, TraceError, diagnose
+from .trace import Trace, TraceError
 from .tuning import PreflightReport, TunedSettings, preflight, tune
 
 __version__ = "0.1.0"
