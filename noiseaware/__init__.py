@@ -8,9 +8,10 @@
     post = na.fit(trace, "exact", key=2)          # the noise-aware posterior
     print(post.summary(key=3))                    # each site on its own scale: mean, sd, MCSE, intervals
 
-The data flow reads off the subpackages: recording (DPVI → trace) → trace (the released file) →
-inference (the gradient model and its routes) → posteriors → methods (one contract for every method) →
-evaluation (coverage, calibration) → tuning (settings found and checked on simulations) → plots and cli.
+The data flow reads off the subpackages: recording (DPVI → trace) → trace (the released file) → checks (does it
+meet the gradient model's assumptions: `diagnose`) and inference (the gradient model and its routes) →
+posteriors → methods (one contract for every method) → evaluation (coverage, calibration) → tuning (settings
+found and checked on simulations) → plots and cli.
 """
 
 from . import datasets, methods, models, studies, tuning
