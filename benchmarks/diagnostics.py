@@ -34,8 +34,8 @@ from _common import machine, read_results, write_json
 from scipy import stats
 
 import noiseaware as na
+from noiseaware.checks import CHECKS
 from noiseaware.evaluation import simulate_traces
-from noiseaware.trace.diagnosis import CHECKS
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 from ou import ou_traces  # noqa: E402

@@ -1,4 +1,5 @@
-"""The figures of docs/diagnostics.md: `trace.plot()` of a good, a diverged, an unconverged and a mis-described trace.
+"""The figures of docs/diagnostics.md: `plot_trace(trace)` of a good, a diverged, an unconverged and a
+mis-described trace.
 
     python benchmarks/diagnostics_figures.py            # writes docs/figures/trace-*.png (replacing them)
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 import noiseaware as na
+from noiseaware.plots import plot_trace
 
 FIGURES = Path(__file__).parents[1] / "docs" / "figures"
 
@@ -37,8 +39,8 @@ def main() -> None:
     }
     for name, (trace, truth, coordinates, title) in cases.items():
         path = FIGURES / f"trace-{name}.png"
-        trace.plot(path, truth=np.asarray(truth), coordinates=coordinates, title=title, overwrite=True)
-        print(f"{path}: {trace.diagnose().verdict}")
+        plot_trace(trace, path, truth=np.asarray(truth), coordinates=coordinates, title=title, overwrite=True)
+        print(f"{path}: {na.diagnose(trace).verdict}")
 
 
 if __name__ == "__main__":

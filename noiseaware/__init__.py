@@ -8,21 +8,23 @@
     post = na.fit(trace, "exact", key=2)          # the noise-aware posterior
     print(post.summary(key=3))                    # each site on its own scale: mean, sd, MCSE, intervals
 
-The data flow reads off the subpackages: recording (DPVI → trace) → trace (the released file) →
-inference (the gradient model and its routes) → posteriors → methods (one contract for every method) →
-evaluation (coverage, calibration) → tuning (settings found and checked on simulations) → plots and cli.
+The data flow reads off the subpackages: recording (DPVI → trace) → trace (the released file) → checks (does it
+meet the gradient model's assumptions: `diagnose`) and inference (the gradient model and its routes) →
+posteriors → methods (one contract for every method) → evaluation (coverage, calibration) → tuning (settings
+found and checked on simulations) → plots and cli.
 """
 
 from . import datasets, methods, models, studies, tuning
 from .baselines.dpvim import dpvim_posterior
 from .baselines.naive import naive_posterior
+from .checks import TraceCheckError, TraceDiagnosis, diagnose
 from .evaluation import calibration, calibration_curve, calibration_metrics, coverage, coverage_rmse, tarp_ecp
 from .inference.gradient_model import Prior
 from .methods import DEFAULT_REGISTRY, FitFailure, Method, Registry, fit, fit_batch, per_problem, per_trace
 from .posteriors import DPVImPosterior, NaivePosterior, NoiseAwarePosterior, Posterior, load_posterior
 from .privacy import epsilon_spent, noise_multiplier
 from .recording import DPVISettings, ModelError, Optimizer, record_dpvi, record_dpvi_batch
-from .trace import Trace, TraceCheckError, TraceDiagnosis, TraceError, diagnose
+from .trace import Trace, TraceError
 from .tuning import PreflightReport, TunedSettings, preflight, tune
 from .util.compilation import use_compilation_cache
 

@@ -123,6 +123,8 @@ def test_record_builtin_model_saves_a_trace_with_its_preset(capsys, tmp_path, su
     assert trace.noise_multiplier == pytest.approx(na.noise_multiplier(1.0, 1e-5, 0.1, 200))
     assert [site.transform for site in trace.sites] == ["softplus"]
     assert "noiseaware trace" in stdout and "true θ of the simulation" in stdout and str(out) in stdout
+    summary, checks = stdout.index("noiseaware trace"), stdout.index("trace checks: ")  # long enough to check
+    assert summary < checks and str(na.diagnose(trace)) in stdout
 
 
 def test_record_options_override_the_preset(capsys, tmp_path):
@@ -605,12 +607,11 @@ def test_plots_write_their_files_and_check_the_truth_and_the_key(tmp_path):
         param_names=trace.param_names,
     )
     posteriors = {"spread": spread, "naive": na.naive_posterior(trace)}
-    for path in (
-        plots.plot_trace(trace, tmp_path / "trace.png", posteriors=posteriors, truth=np.zeros(d), key=0),
-        plots.plot_trace(trace, tmp_path / "bare.png", burn_in=0.0),
-        plots.plot_posteriors(posteriors, tmp_path / "densities.png", truth=np.zeros(d), key=0),
-    ):
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    plots.plot_trace(trace, tmp_path / "trace.png", posteriors=posteriors, truth=np.zeros(d), key=0)
+    plots.plot_trace(trace, tmp_path / "bare.png", burn_in=0.0)
+    assert plots.plot_posteriors(posteriors, tmp_path / "densities.png", truth=np.zeros(d), key=0).exists()
+    for name in ("trace.png", "bare.png", "densities.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match=f"the d = {d} coordinates"):
         plots.plot_posteriors(posteriors, tmp_path / "bad.png", truth=[0.0], key=0)
     with pytest.raises(ValueError, match="does not exist"):

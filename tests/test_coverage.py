@@ -50,7 +50,7 @@ def test_small_study_scores_every_method_under_both_rules(result):
     for method in ("exact", "naive"):
         counts = result.diagnostics[method]["trace_checks"]
         assert counts["traces"] == 12 and 0 <= counts["any"] <= 12
-        assert set(counts) == {"traces", "any", *na.trace.CHECKS}
+        assert set(counts) == {"traces", "any", *na.checks.CHECKS}
     assert "trace checks" in result.table().splitlines()[0] and "width ×" in result.table().splitlines()[0]
     # issue 26: the columns are explained where they are printed, each reference rule in full
     legend = result.table().splitlines()[3:]

@@ -11,10 +11,13 @@ import pytest
 from ou import CLIP, HESSIAN, OPTIMUM, SCALE, SIGMA, N, Q, ou_trace, ou_traces
 
 import noiseaware as na
+from noiseaware import plots
+from noiseaware.checks import CHECKS, TraceCheckError
+from noiseaware.checks.diagnosis import TESTS
+from noiseaware.checks.statistics import trace_checks
 from noiseaware.cli import main
-from noiseaware.trace import CHECKS, Trace, TraceCheckError
-from noiseaware.trace.checks import trace_checks
-from noiseaware.trace.diagnosis import TESTS
+from noiseaware.cli.common import trace_report
+from noiseaware.trace import Trace
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")  # compile-bound: 15 % less CPU time
 
@@ -54,7 +57,6 @@ def test_a_stationary_trace_drawn_from_the_model_passes():
     assert report.theta_verdicts() == ("ok",) * 2
     assert report.verdict.startswith(f"trace checks: all {len(CHECKS)} passed")
     assert report.proposed_burn_in is None
-    assert ou_trace(seed=1).diagnose().ok  # the method is the function
 
 
 def moving(t, phi):
@@ -271,11 +273,24 @@ def test_element_verdicts_of_a_simplex_site_take_all_its_coordinates():
     assert flagged.element_verdicts(sites) == ("drift",) * 3
 
 
-def test_trace_summary_shows_verdicts_and_findings(doubled):
-    text = doubled.summary()
-    assert "checks" in text.splitlines()[9]
-    assert "trace checks: 1 of 9 fired" in text and "gradient noise below the DP noise (mu:theta[0]" in text
-    assert "trace checks: all 9 passed" in ou_trace(seed=1).summary()
+def test_the_report_shows_verdict_findings_and_each_flagged_coordinate(doubled):
+    report = na.diagnose(doubled)
+    lines = str(report).splitlines()
+    assert lines[0] == "trace checks: 1 of 9 fired on 4 of 4 parameters (gradient noise below the DP noise)"
+    assert lines[1].startswith("  gradient noise below the DP noise (mu:theta[0], mu:theta[1], rho:theta[0]")
+    assert lines[2:] == ["  per θ coordinate (the others ok):", "    theta[0]: noise", "    theta[1]: noise"]
+    drift_on_mu0 = dataclasses.replace(report, flags=dict(report.flags) | {"drift": np.array([1, 0, 0, 0], bool)})
+    assert str(drift_on_mu0).splitlines()[-2:] == ["    theta[0]: noise, drift", "    theta[1]: noise"]
+    calm = dataclasses.replace(report, findings=(), flags={name: np.zeros(4, bool) for name in CHECKS})
+    assert str(calm) == "trace checks: all 9 passed (α = 0.05)"
+
+
+def test_the_summary_leaves_the_checks_to_the_report_and_record_prints_both(doubled):
+    """`trace.summary()` is the settings and numbers; `noiseaware record` and `demo` print the report below it."""
+    assert "checks" not in doubled.summary()
+    assert trace_report(doubled) == f"{doubled.summary()}\n\n{na.diagnose(doubled)}"
+    short = ou_trace(steps=60)  # 48 steps after the burn-in: too few for the checks
+    assert trace_report(short) == short.summary()
 
 
 def test_cli_fit_prints_the_verdict_and_raises_on_request(doubled, tmp_path, capsys):
@@ -291,7 +306,7 @@ def test_cli_fit_prints_the_verdict_and_raises_on_request(doubled, tmp_path, cap
 
 
 def test_the_trace_plot_marks_the_findings(tmp_path):
-    figure = simulated(moving).plot(tmp_path / "t.png")
+    figure = plots.plot_trace(simulated(moving), tmp_path / "t.png")
     texts = [t.get_text() for axis in figure.axes for t in axis.texts]
     assert any(text.startswith("checks fired — μ: windows") for text in texts)
     assert "trace checks: " in figure.get_suptitle() and "windows disagree on φ*" in figure.get_suptitle()

@@ -273,8 +273,8 @@ def test_full_rank_fit_summary_arviz_and_file_round_trip(tmp_path):
     trace = record_dpvi(correlated_model, data, key=3, steps=1500, sampling_rate=0.2, clip=5.0, noise_multiplier=1.0,
                         family="full-rank", grad_scale=(1.0, 20.0), lr_multiplier=1.0, init=(0.0, -2.0))  # fmt: skip
     posterior = na.fit(trace, method="exact", key=1, diagnostics="off")
-    verdicts = trace.diagnose().theta_verdicts()  # one per θ coordinate, over its μ, ρ and row of L
-    assert len(verdicts) == 4 and set(trace.diagnose().rows) == set(range(4))
+    verdicts = na.diagnose(trace).theta_verdicts()  # one per θ coordinate, over its μ, ρ and row of L
+    assert len(verdicts) == 4 and set(na.diagnose(trace).rows) == set(range(4))
     names = [f"theta[{j}]" for j in range(4)]
     assert posterior.family == FULL_RANK and posterior.dim == 4 and posterior.n_params == 14
     assert posterior.theta_names == tuple(names)

@@ -219,8 +219,8 @@ def test_check_output_directory_creates_nothing(tmp_path):
 
 @pytest.mark.parametrize(("suffix", "magic"), [(".pdf", b"%PDF"), (".svg", b"<?xml"), (".png", b"\x89PNG")])
 def test_plots_write_png_pdf_and_svg_by_the_suffix(tmp_path, suffix, magic):
-    path = plots.plot_trace(TRACE, tmp_path / f"trace{suffix}")
-    assert path.read_bytes().startswith(magic)
+    plots.plot_trace(TRACE, tmp_path / f"trace{suffix}")
+    assert (tmp_path / f"trace{suffix}").read_bytes().startswith(magic)
 
 
 def test_a_plot_of_an_unknown_format_is_refused_before_writing(tmp_path):

@@ -1,6 +1,6 @@
 """Figures show what they say they show (issue 14, defects 9 and 10): densities on each site's own scale and
 labelled so, μ_t labelled unconstrained, every coordinate up to a readable limit (what is left out is said
-in the title and warned), titles and legends inside the figure, `trace.plot` / `post.plot` /
+in the title and warned), titles and legends inside the figure, `plot_trace` / `post.plot` /
 `result.plot` returning Figures, and PNG, PDF and SVG files by the suffix."""
 
 import dataclasses
@@ -155,16 +155,16 @@ def test_twelve_coordinates_are_all_shown(tmp_path, drawn):
 def test_panels_left_out_are_named_in_the_title_and_warned():
     trace = make_trace(20)
     with pytest.warns(UserWarning, match=r"first 16 of 20 coordinates; choose which with coordinates="):
-        figure = trace.plot()
+        figure = plots.plot_trace(trace)
     assert len(panels(figure)) == 16
     assert "showing 16 of 20 coordinates; choose with coordinates=" in title(figure)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        chosen = trace.plot(coordinates=["theta[3]", 0, "theta[19]", -1])
+        chosen = plots.plot_trace(trace, coordinates=["theta[3]", 0, "theta[19]", -1])
     assert [axis.get_ylabel().split("\n")[0] for axis in panels(chosen)] == ["theta[3]", "theta[0]", "theta[19]"]
     assert "showing 3 of 20 coordinates, as chosen with coordinates=" in title(chosen)
     with pytest.raises(ValueError, match=r"names nothing to plot.*'theta\[0\]'"):
-        trace.plot(coordinates=["theta[20]"])
+        plots.plot_trace(trace, coordinates=["theta[20]"])
 
 
 def test_a_site_name_chooses_all_its_elements(posteriors):
@@ -254,7 +254,7 @@ def test_coverage_figure_shows_every_marginal_or_says_what_it_left_out():
 
 def test_every_figure_holds_its_texts(trace, posteriors, tmp_path, drawn):
     plots.plot_trace(trace, tmp_path / "fit.png", posteriors=posteriors, key=0, title="a " + "long title " * 20)
-    for figure in [*drawn, trace.plot(), posteriors["spread"].plot(key=0), calibration_result().plot()]:
+    for figure in [*drawn, plots.plot_trace(trace), posteriors["spread"].plot(key=0), calibration_result().plot()]:
         assert_inside(figure)
 
 
@@ -263,7 +263,8 @@ def test_every_figure_holds_its_texts(trace, posteriors, tmp_path, drawn):
 
 def test_plot_methods_return_figures_and_write_png_pdf_svg(trace, posteriors, tmp_path):
     written = {
-        "trace.svg": trace.plot,
+        "trace.svg": lambda path: plots.plot_trace(trace, path),
+        "fit.png": lambda path: plots.plot_trace(trace, path, posteriors=posteriors, key=0),
         "post.pdf": lambda path: posteriors["spread"].plot(path, key=0),
         "coverage.png": coverage_result(2).plot,
         "calibration.svg": calibration_result().plot,
@@ -272,7 +273,9 @@ def test_plot_methods_return_figures_and_write_png_pdf_svg(trace, posteriors, tm
         assert isinstance(plot(tmp_path / name), Figure)
         assert (tmp_path / name).read_bytes().startswith(MAGIC[(tmp_path / name).suffix])
     assert plots.plot_posteriors(posteriors, tmp_path / "both.pdf", key=0).read_bytes().startswith(MAGIC[".pdf"])
-    assert len(panels(trace.plot())) == 5 and len(panels(posteriors["naive"].plot(key=0))) == 6
+    assert len(panels(plots.plot_trace(trace))) == 5 and len(panels(posteriors["naive"].plot(key=0))) == 6
+    with_densities = plots.plot_trace(trace, posteriors=posteriors, key=0)  # drawn, not saved, without a path
+    assert [len(panels(column)) for column in with_densities.subfigs] == [5, 6]
 
 
 def test_plot_files_are_checked_before_drawing_and_never_replaced_silently(trace, posteriors, tmp_path):
@@ -284,7 +287,7 @@ def test_plot_files_are_checked_before_drawing_and_never_replaced_silently(trace
     posteriors["spread"].plot(existing, key=0, overwrite=True)
     assert existing.read_bytes().startswith(MAGIC[".png"])
     with pytest.raises(ValueError, match=r"a plot file ends in \.png, \.pdf, \.svg"):
-        trace.plot(tmp_path / "trace.jpg")
+        plots.plot_trace(trace, tmp_path / "trace.jpg")
     with pytest.raises(ValueError, match="does not exist"):
         coverage_result(1).plot(tmp_path / "missing" / "c.png")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["post.png"]

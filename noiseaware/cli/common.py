@@ -1,5 +1,5 @@
-"""Steps shared by the `noiseaware` commands: keys from a seed, models by name, fits that report their warnings
-(output files: `outputs`; the per-level reports of `coverage` and `calibrate`: their study kinds)."""
+"""Steps shared by the `noiseaware` commands: keys from a seed, models by name, a trace's report, fits that report
+their warnings (output files: `outputs`; the per-level reports of `coverage` and `calibrate`: their study kinds)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import jax
 
 from .. import models
+from ..checks import diagnose_if_long_enough
 from ..methods.fit import fit
 from ..posteriors.mixture import NoiseAwarePosterior
 from ..trace import Trace
@@ -64,7 +65,14 @@ def import_attribute(spec: str):
     return getattr(module, name)
 
 
-# ---------------------------------------------------------------- fits
+# ---------------------------------------------------------------- traces and fits
+
+
+def trace_report(trace: Trace) -> str:
+    """What a command prints after recording: `trace.summary()`, then the trace checks' report (`na.diagnose`:
+    verdict, findings, verdict per θ coordinate) when the trace has enough steps after the default burn-in."""
+    report = diagnose_if_long_enough(trace)
+    return trace.summary() if report is None else f"{trace.summary()}\n\n{report}"
 
 
 def route_options(args) -> dict:

@@ -24,7 +24,7 @@ from ..recording.settings import SettingsHint
 from ..util.files import atomic_write
 from ..util.keys import as_key
 from ..util.tables import text_table
-from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, keys, route_options
+from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, keys, route_options, trace_report
 from .m1_closed_form import Summary, distribution_summary, draws_summary, exact_posterior, rate
 from .options import SIMULATION_SEED, add_force, add_seed, method_lists, positive_float, positive_int
 from .outputs import Outputs
@@ -88,7 +88,7 @@ def run(args) -> int:
     with warnings.catch_warnings():  # simulated data: the research preset needs no preflight hint here
         warnings.simplefilter("ignore", SettingsHint)
         trace = record_dpvi(bm.model, data, epsilon=args.epsilon, key=key_dpvi, progress=True, **settings)
-    print(trace.summary())
+    print(trace_report(trace))
     print()
     post = fit_reporting_warnings(trace, args.method, key=key_fit, **options)
     key_theta = jax.random.fold_in(key_fit, THETA_STREAM)

@@ -12,13 +12,14 @@ import jax
 import numpy as np
 
 from ..baselines.naive import naive_posterior
+from ..checks import MIN_STEPS, TraceCheckError, diagnose_if_long_enough
 from ..methods import GradientModelOptions, NutsOptions
 from ..methods.registry import DEFAULT_REGISTRY
-from ..posteriors.figure import site_elements
+from ..plots.trace_panels import coordinate_names
+from ..posteriors.figure import coordinate_sites, site_elements
 from ..posteriors.mixture import NoiseAwarePosterior
 from ..posteriors.summary import comparison_table
-from ..trace import MIN_STEPS, Trace, TraceCheckError, TraceError, diagnose_if_long_enough
-from ..trace.figure import coordinate_names, coordinate_sites
+from ..trace import Trace, TraceError
 from ..util.figures import select_columns
 from ..util.keys import as_key
 from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, reporting_warnings, route_options

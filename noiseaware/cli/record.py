@@ -23,7 +23,7 @@ from ..recording.dpvi import record_dpvi
 from ..recording.settings import UNCHECKED_HINT, SettingsHint
 from ..tuning import TunedSettings
 from ..util.tables import text_table
-from .common import builtin, import_attribute, keys
+from .common import builtin, import_attribute, keys, trace_report
 from .data import load_data
 from .options import (
     SEED_BITS,
@@ -180,7 +180,7 @@ def run(args) -> int:
             **family_settings(args),
         )
     trace.save(out, overwrite=args.force)
-    print(trace.summary())
+    print(trace_report(trace))
     if job.truth is not None:
         print()
         print(_truth_report(*job.truth))

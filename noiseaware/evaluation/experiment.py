@@ -25,10 +25,11 @@ from typing import Any
 import jax
 import numpy as np
 
+from ..checks import CHECKS, diagnose_if_long_enough
 from ..methods.base import Batch, Method, Outcome, Registry, failure_reasons, fit_problems, split_keys
 from ..recording.config import setting_names
 from ..recording.dpvi import RUN_KEYWORDS
-from ..trace import BURN_IN, CHECKS, diagnose_if_long_enough
+from ..trace import BURN_IN
 from ..util.batch_warnings import CaughtWarning, caught_warnings, gather
 from ..util.codec import data_type
 from ..util.errors import FitFailure

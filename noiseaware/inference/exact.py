@@ -353,7 +353,7 @@ def fit_exact_batch(
                 FitFailure(
                     NON_FINITE,
                     "the exact solver met non-finite posterior weights: the trace's statistics are not finite or the "
-                    "prior is degenerate; check the trace with Trace.summary()",
+                    "prior is degenerate; check the trace with na.diagnose(trace) and trace.summary()",
                 )
             )
             continue

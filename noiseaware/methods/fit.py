@@ -11,9 +11,10 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from ..checks import MIN_STEPS, TraceCheckError, TraceDiagnosis, diagnose_if_long_enough
 from ..posteriors.base import Posterior
 from ..posteriors.mixture import MixturePosterior
-from ..trace import BURN_IN, MIN_STEPS, Trace, TraceCheckError, TraceDiagnosis, diagnose_if_long_enough
+from ..trace import BURN_IN, Trace
 from ..util.batch_warnings import FitWarning
 from ..util.errors import FitFailure
 from ..util.keys import as_key

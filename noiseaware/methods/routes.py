@@ -16,6 +16,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from ..checks import MIN_STEPS
 from ..inference import exact, laplace, nuts
 from ..inference.draws import Draws
 from ..inference.gradient_model import (
@@ -28,7 +29,7 @@ from ..inference.gradient_model import (
     slope_estimates,
 )
 from ..posteriors.mixture import NoiseAwarePosterior
-from ..trace import BURN_IN, MIN_STEPS, Trace, kept_steps
+from ..trace import BURN_IN, Trace, kept_steps
 from ..util.batch_warnings import FitWarning
 from ..util.checks import choice, flag, fraction, positive_int, probability
 from ..util.defaults import DRAWS, WARMUP

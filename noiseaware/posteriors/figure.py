@@ -21,7 +21,6 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure, SubFigure
 from scipy.ndimage import gaussian_filter1d
 
-from ..trace.figure import coordinate_sites
 from ..trace.sites import SiteMap
 from ..util.checks import choice
 from ..util.figures import TRUTH_STYLE, checked_truth, figure_legend, finish, new_figure, padded, select
@@ -30,6 +29,7 @@ from ..util.keys import as_key
 __all__ = [
     "DENSITY_DRAWS",
     "Densities",
+    "coordinate_sites",
     "density_figure",
     "draw_density_panels",
     "posterior_densities",
@@ -160,6 +160,11 @@ def posterior_densities(posteriors: Mapping[str, object], *, key, truth=None, sc
         note=None,
         site_map=site_map,
     )
+
+
+def coordinate_sites(site_map: SiteMap | None) -> tuple[str, ...] | None:
+    """The panels on θ's (unconstrained) scale: the site of each coordinate of θ (d,), or None without a site map."""
+    return None if site_map is None else tuple(site.name for site in site_map.sites for _ in range(site.size))
 
 
 def site_elements(site_map) -> tuple[tuple[str, ...], tuple[str, ...]]:

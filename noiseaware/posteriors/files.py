@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ..trace import TraceDiagnosis
+from ..checks import TraceDiagnosis
 from ..trace.families import MEAN_FIELD
 from ..trace.sites import SiteSpec
 from ..util.diagnostics import diagnostics_type

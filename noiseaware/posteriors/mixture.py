@@ -33,7 +33,8 @@ import pandas as pd
 import xarray as xr
 from scipy import special
 
-from ..trace import Trace, TraceDiagnosis
+from ..checks import TraceDiagnosis
+from ..trace import Trace
 from ..trace.families import MEAN_FIELD, VariationalFamily, family_for
 from ..trace.sites import SiteMap, SiteSpec
 from ..util.defaults import DRAWS

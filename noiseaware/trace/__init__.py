@@ -3,34 +3,17 @@
 
 from .convention import Convention
 from .core import Trace
-from .data import BURN_IN
-from .diagnosis import (
-    CHECKS,
-    MIN_STEPS,
-    Finding,
-    TraceCheckError,
-    TraceDiagnosis,
-    diagnose,
-    diagnose_if_long_enough,
-    kept_steps,
-)
+from .data import BURN_IN, kept_steps
 from .files import SCHEMA, SCHEMA_VERSION
 from .validation import VARIATIONAL_FAMILIES, TraceError
 
 __all__ = [
     "BURN_IN",
-    "CHECKS",
     "Convention",
-    "MIN_STEPS",
     "SCHEMA",
     "SCHEMA_VERSION",
     "VARIATIONAL_FAMILIES",
-    "Finding",
     "Trace",
-    "TraceCheckError",
-    "TraceDiagnosis",
     "TraceError",
-    "diagnose",
-    "diagnose_if_long_enough",
     "kept_steps",
 ]

@@ -20,13 +20,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from matplotlib.figure import Figure
-
-from ..util.figures import draw_and_save
 from .convention import Convention, to_sum
-from .data import BURN_IN, TraceData
-from .diagnosis import LEVEL, TraceDiagnosis, diagnose
-from .figure import trace_figure
+from .data import TraceData
 from .files import read_trace, write_trace
 from .sites import SiteMap, SiteSpec
 from .summary import short_description, summary_text
@@ -37,47 +32,18 @@ __all__ = ["Trace"]
 
 class Trace(TraceData):
     """The released output of DPVI (the fields and what follows from them: `TraceData`) with its behaviour:
-    `summary()`, `diagnose()`, `plot()`, `save()`, `Trace.load`, `Trace.from_arrays`. Equality is identity."""
+    `summary()`, `save()`, `Trace.load`, `Trace.from_arrays`. Its checks are `na.diagnose(trace)`, its figure
+    `noiseaware.plots.plot_trace(trace)`. Equality is identity."""
 
     def summary(self) -> str:
-        """A readable multi-line table: the settings, then per θ coordinate the final μ and sd, the
-        post-burn-in mean of μ, the sd of G over the last 80 % next to the DP noise sd σC/s, and the
-        verdict of `diagnose` (when the trace is long enough for it); then its findings."""
-        try:
-            diagnosis = self.diagnose()
-        except ValueError:
-            diagnosis = None
-        return summary_text(self, diagnosis)
-
-    def diagnose(self, *, burn_in: float = BURN_IN, level: float = LEVEL) -> TraceDiagnosis:
-        """Check the trace against the gradient model's assumptions (`noiseaware.diagnose`): stationarity and
-        burn-in, the linear-Gaussian model, divergence, the noise bookkeeping. A trace that meets them raises
-        any finding with probability ≤ level."""
-        return diagnose(self, burn_in=burn_in, level=level)
+        """A readable multi-line table: the settings, then per θ coordinate the final μ and sd, the post-burn-in
+        mean of μ and the sd of G over the last 80 % next to the DP noise sd σC/s. The trace checks' verdicts
+        per coordinate and their findings are `print(na.diagnose(trace))`."""
+        return summary_text(self)
 
     def __repr__(self) -> str:
         """A short description (steps, dimension, privacy, sites), not the arrays."""
         return short_description(self)
-
-    def plot(
-        self,
-        path: str | os.PathLike | None = None,
-        *,
-        truth=None,
-        burn_in: float = BURN_IN,
-        coordinates=None,
-        title: str | None = None,
-        overwrite: bool = False,
-    ) -> Figure:
-        """A figure of μ_t (unconstrained) over the steps, one panel per θ coordinate, with the burn-in shaded;
-        saved to `path` (.png, .pdf or .svg) when given. truth: the true θ (d,), unconstrained. coordinates:
-        names, site names or indices (default: all, up to 16; the title says what is left out). For the
-        posteriors' densities beside it, see `noiseaware.plots.plot_trace`."""
-        return draw_and_save(
-            lambda: trace_figure(self, truth=truth, burn_in=burn_in, coordinates=coordinates, title=title),
-            path,
-            overwrite=overwrite,
-        )
 
     def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> None:
         """Write the trace to `path` (.nc or .npz) atomically: a failed write leaves the target untouched; an

@@ -1,9 +1,10 @@
 """The trace's data: the released fields, validated, and what follows from them alone (T, P, d, the family, the
-site map, the noise sd, φ_T). `Trace` (`core`) adds the behaviour (summary, checks, figure, files) on top of
-it, so the modules that implement that behaviour take a `TraceData` and never import `core`."""
+site map, the noise sd, φ_T). `Trace` (`core`) adds the behaviour (summary, files) on top of it, so the modules
+that implement that behaviour take a `TraceData` and never import `core`."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -13,10 +14,10 @@ from .families import VariationalFamily, family_for
 from .sites import SiteMap, SiteSpec
 from .validation import VARIATIONAL_FAMILIES, TraceError, validate
 
-__all__ = ["BURN_IN", "TraceData"]
+__all__ = ["BURN_IN", "TraceData", "kept_steps"]
 
 BURN_IN = 0.2
-"""Fraction of the steps treated as burn-in by default (`Trace.summary`, `Trace.diagnose`, the fits)."""
+"""Fraction of the steps treated as burn-in by default (`Trace.summary`, `na.diagnose`, the fits)."""
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -104,3 +105,8 @@ class TraceData:
                 "learning_rate with optimizer='sgd' if the run was plain SGD"
             )
         return self.params[-1] - self.learning_rate * self.grads[-1]
+
+
+def kept_steps(trace: TraceData, burn_in: float) -> int:
+    """T − ⌊burn_in·T⌋, the steps after the burn-in that the checks and the fits use."""
+    return trace.steps - math.floor(burn_in * trace.steps)

@@ -1,5 +1,5 @@
 """The trace's text summary: its settings, then one row per θ coordinate comparing the noisy gradients
-with the DP noise (`Trace.summary`)."""
+with the DP noise (`Trace.summary`). The trace checks' verdicts are their own report (`noiseaware.checks`)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,13 @@ from .validation import TraceError
 
 if TYPE_CHECKING:
     from .data import TraceData
-    from .diagnosis import TraceDiagnosis
 
 __all__ = ["short_description", "summary_text"]
 
 
-def summary_text(trace: TraceData, diagnosis: TraceDiagnosis | None) -> str:
-    """The text of `Trace.summary`: the settings lines, a blank line, the per-coordinate table with the verdict of
-    the trace checks per θ coordinate, then the checks' verdict and findings (none when `diagnosis` is None)."""
-    checks = [] if diagnosis is None else ["", str(diagnosis)]
-    return "\n".join([*_settings_lines(trace), "", _coordinate_table(trace, diagnosis), *checks])
+def summary_text(trace: TraceData) -> str:
+    """The text of `Trace.summary`: the settings lines, a blank line, the per-coordinate table."""
+    return "\n".join([*_settings_lines(trace), "", _coordinate_table(trace)])
 
 
 def short_description(trace: TraceData) -> str:
@@ -69,10 +66,9 @@ def _settings_lines(trace: TraceData) -> list[str]:
     return [title] + [f"  {label:<{width}}  {text}" for label, text in rows]
 
 
-def _coordinate_table(trace: TraceData, diagnosis: TraceDiagnosis | None) -> str:
+def _coordinate_table(trace: TraceData) -> str:
     """One row per θ coordinate j: final μ_j and sd_j = sqrt(Σ_jj) (softplus(ρ_j) for mean-field), post-burn-in
-    mean of μ_j, sd of G vs σC/s, and
-    the checks that fired on μ_j or ρ_j ("ok" when none)."""
+    mean of μ_j, and the sd of G vs σC/s."""
     try:
         final, source = trace.final_iterate(), "φ_T"
     except TraceError:
@@ -85,9 +81,8 @@ def _coordinate_table(trace: TraceData, diagnosis: TraceDiagnosis | None) -> str
         "sd G_μ", "noise sd_μ", "sd G_ρ", "noise sd_ρ",
     )  # fmt: skip
     columns = (final[:d], final_sd, mean_mu, grad_sd[:d], noise_sd[:d], grad_sd[d : 2 * d], noise_sd[d : 2 * d])
-    verdicts = () if diagnosis is None else diagnosis.theta_verdicts()
     rows = [
-        (label.removeprefix("mu:"), *(f"{float(column[j]):.4g}" for column in columns), *verdicts[j : j + 1])
+        (label.removeprefix("mu:"), *(f"{float(column[j]):.4g}" for column in columns))
         for j, label in enumerate(trace.param_names[:d])
     ]
-    return text_table(header + (("checks",) if verdicts else ()), rows)
+    return text_table(header, rows)

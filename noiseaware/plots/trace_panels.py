@@ -1,12 +1,12 @@
-"""The trace's figure: μ_t per θ coordinate over the steps (`Trace.plot`; the left column of
-`noiseaware.plots.plot_trace`).
+"""The trace's figure: μ_t per θ coordinate over the steps (`plot_trace` without posteriors; the left column
+of `plot_trace` with them).
 
 μ_t (d,) is the variational mean of θ read before step t. It lives on the unconstrained scale of θ, and the
 panels are labelled so: it is not transformed, since T(μ_t) is not the mean of a constrained site (nor,
 for a simplex site, an element of it). The burn-in is shaded; the vertical range follows the steps after
 it, so the burn-in transient may leave the panel. Given posteriors over the VI optimum φ* (those with
 `optimum_draws`), a panel also shows the mean of their μ*_j and its central band. Given the trace checks'
-report (`Trace.diagnose`), a panel shows each window's optimum μ̂*_j (dashed, red where the windows disagree)
+report (`na.diagnose`), a panel shows each window's optimum μ̂*_j (dashed, red where the windows disagree)
 and names, in red, the checks that fired on μ_j or ρ_j; the figure's note gives the verdict.
 """
 
@@ -20,19 +20,18 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure, SubFigure
 
+from ..checks import TraceDiagnosis, diagnose
+from ..posteriors.figure import coordinate_sites
+from ..trace import BURN_IN
 from ..util.checks import fraction, probability
 from ..util.figures import TRUTH_STYLE, checked_truth, figure_legend, finish, new_figure, padded, select
-from .data import BURN_IN
-from .diagnosis import diagnose
-from .sites import SiteMap
 
 if TYPE_CHECKING:
-    from .data import TraceData
-    from .diagnosis import TraceDiagnosis
+    from ..trace.data import TraceData
 
 FLAG_COLOR = "C3"
 
-__all__ = ["ROW_HEIGHT", "coordinate_names", "coordinate_sites", "draw_mu_panels", "trace_figure", "trace_title"]
+__all__ = ["ROW_HEIGHT", "coordinate_names", "draw_mu_panels", "trace_figure", "trace_title"]
 
 ROW_HEIGHT = 2.1
 """Inches per row of panels."""
@@ -45,7 +44,7 @@ def trace_figure(
     default all, up to MAX_PANELS), with the burn-in and the true θ (d,), unconstrained, when given."""
     truth = checked_truth(truth, trace.dim)
     selection = select(
-        coordinate_names(trace), coordinates, sites=coordinate_sites(trace.site_map), figure="trace.plot"
+        coordinate_names(trace), coordinates, sites=coordinate_sites(trace.site_map), figure="plot_trace"
     )
     figure = new_figure(8.0, 1.3 + ROW_HEIGHT * len(selection.indices))
     try:
@@ -135,11 +134,6 @@ def _mark_checks(axis: Axes, trace: TraceData, j: int, diagnosis: TraceDiagnosis
 def coordinate_names(trace: TraceData) -> tuple[str, ...]:
     """The names of θ's coordinates (d,), from the μ half of the trace's param_names."""
     return tuple(name.removeprefix("mu:") for name in trace.param_names[: trace.dim])
-
-
-def coordinate_sites(site_map: SiteMap | None) -> tuple[str, ...] | None:
-    """The site of each coordinate of θ (d,), or None without a site map."""
-    return None if site_map is None else tuple(site.name for site in site_map.sites for _ in range(site.size))
 
 
 def trace_title(trace: TraceData) -> str:

@@ -1,14 +1,17 @@
 """Figures of traces, posteriors and studies, written as PNG, PDF or SVG files by the path's suffix.
 
     posteriors = {"noise-aware": na.fit(trace, "exact", key=0), "naive": na.naive_posterior(trace)}
-    plot_trace(trace, "trace.png", posteriors=posteriors, truth=theta, key=1)   # μ_t, μ*, densities
+    plot_trace(trace, "trace.png")                                              # μ_t, burn-in, checks' marks
+    plot_trace(trace, "fit.png", posteriors=posteriors, truth=theta, key=1)     # μ_t, μ*, densities
     plot_posteriors(posteriors, "posterior.pdf", truth=theta, key=1)           # the densities alone
     plot_coverage(result, "coverage.svg"); plot_calibration(result, "reliability.png")
     plot_coverage_width(results, "width.png")      # coverage RMSE against interval width, per method and ε
 
-The same figures, returned as matplotlib Figures (and saved when given a path), are `trace.plot()`,
-`post.plot(key=…)`, `CoverageResult.plot()` and `CalibrationResult.plot()`; their panels are drawn by
-`trace.figure`, `posteriors.figure` and `evaluation.figures`, and shared pieces live in `util.figures`.
+`plot_trace` returns the matplotlib Figure and saves it when given a path; the other functions write the file
+and return its path. The same figures, returned as Figures (and saved when given a path), are
+`post.plot(key=…)`, `CoverageResult.plot()` and `CalibrationResult.plot()`. The trace's μ_t panels are drawn
+here (`trace_panels`), the posteriors' by `posteriors.figure` and the results' by `evaluation.figures`;
+shared pieces live in `util.figures`.
 
 Densities show each site on its own (constrained) scale, labelled so (scale="unconstrained": θ itself);
 μ_t is the variational mean of the unconstrained θ and is labelled unconstrained. A figure shows every
@@ -26,14 +29,13 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from .evaluation.calibration_result import CalibrationResult
-from .evaluation.figures import coverage_width_figure
-from .evaluation.result import CoverageResult
-from .posteriors.base import Posterior
-from .posteriors.figure import density_figure, draw_density_panels, posterior_densities
-from .trace import BURN_IN, Trace
-from .trace.figure import ROW_HEIGHT, coordinate_names, coordinate_sites, draw_mu_panels, trace_title
-from .util.figures import (
+from ..evaluation.calibration_result import CalibrationResult
+from ..evaluation.figures import coverage_width_figure
+from ..evaluation.result import CoverageResult
+from ..posteriors.base import Posterior
+from ..posteriors.figure import coordinate_sites, density_figure, draw_density_panels, posterior_densities
+from ..trace import BURN_IN, Trace
+from ..util.figures import (
     MAX_PANELS,
     PLOT_SUFFIXES,
     checked_truth,
@@ -43,6 +45,7 @@ from .util.figures import (
     new_figure,
     select_columns,
 )
+from .trace_panels import ROW_HEIGHT, coordinate_names, draw_mu_panels, trace_figure, trace_title
 
 __all__ = [
     "MAX_PANELS",
@@ -57,7 +60,7 @@ __all__ = [
 
 def plot_trace(
     trace: Trace,
-    path: str | os.PathLike,
+    path: str | os.PathLike | None = None,
     *,
     posteriors: Mapping[str, Posterior] | None = None,
     truth=None,
@@ -68,13 +71,15 @@ def plot_trace(
     coordinates=None,
     title: str | None = None,
     overwrite: bool = False,
-) -> Path:
-    """Write a figure of the trace's μ_t per θ coordinate, annotated with what was inferred from it; return
-    the path.
+) -> Figure:
+    """A figure of the trace's μ_t per θ coordinate, annotated with what was inferred from it; saved to `path`
+    (.png, .pdf or .svg) when one is given.
 
-    Left column, one row per coordinate: μ_t (unconstrained) over the steps with the burn-in shaded, and for
-    each posterior holding more than one draw of the VI optimum the mean of μ* and its central `level` band.
-    With `posteriors` ({label: posterior}; key required), a right column shows their densities as
+    Left column, one row per coordinate: μ_t (unconstrained) over the steps with the burn-in shaded. Without
+    `posteriors` it is the whole figure, marked with the trace checks (`na.diagnose` at `burn_in`, when the
+    trace is long enough for them: each window's optimum μ̂*_j and the checks that fired; the verdict below).
+    With `posteriors` ({label: posterior}; key required), each posterior holding more than one draw of the VI
+    optimum adds the mean of μ* and its central `level` band, and a right column shows their densities as
     `plot_posteriors` does, on `scale`. truth: the true θ (d,), unconstrained. coordinates: names, site
     names or indices, matched in each column on its own scale (default: all, up to MAX_PANELS).
     """
@@ -85,10 +90,9 @@ def plot_trace(
     build = (
         (lambda: _trace_and_densities(trace, posteriors, truth, burn_in, level, key, scale, coordinates, title))
         if posteriors
-        else (lambda: trace.plot(truth=truth, burn_in=burn_in, coordinates=coordinates, title=title))
+        else (lambda: trace_figure(trace, truth=truth, burn_in=burn_in, coordinates=coordinates, title=title))
     )
-    draw_and_save(build, path, overwrite=overwrite)
-    return Path(path)
+    return draw_and_save(build, path, overwrite=overwrite)
 
 
 def _trace_and_densities(trace, posteriors, truth, burn_in, level, key, scale, coordinates, title) -> Figure:

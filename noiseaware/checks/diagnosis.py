@@ -3,7 +3,7 @@
 A released trace is DP output, so every check is free. Each statistical check is a test at level α/m over
 the P coordinates (Bonferroni: α/(mP) per coordinate), m = 7 tests, so a trace that meets every assumption
 raises any finding with probability ≤ α (default 5 %). The rules (constant coordinates, the start not yet
-forgotten, κ ≥ 2) fire only on facts no such trace shows. The statistics are in `checks`.
+forgotten, κ ≥ 2) fire only on facts no such trace shows. The statistics are in `statistics`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import stats
 
+from ..trace import BURN_IN, kept_steps
+from ..trace.convention import normaliser_advice
 from ..util.tables import text_table
-from .checks import EXCESS, WINDOWS, CheckStatistics, trace_checks
-from .convention import normaliser_advice
-from .data import BURN_IN
+from .statistics import EXCESS, WINDOWS, CheckStatistics, trace_checks
 
 if TYPE_CHECKING:
-    from .data import TraceData
+    from ..trace.data import TraceData
 
 __all__ = [
     "CHECKS",
@@ -33,7 +33,6 @@ __all__ = [
     "TraceDiagnosis",
     "diagnose",
     "diagnose_if_long_enough",
-    "kept_steps",
 ]
 
 MIN_STEPS = 50
@@ -234,7 +233,13 @@ class TraceDiagnosis:
         return text_table(header, rows)
 
     def __str__(self) -> str:
+        """The verdict, one line per finding, then the verdict of each θ coordinate a check fired on (the rest are
+        ok); a passing trace is its verdict alone. param_names begin with θ's d μ's ('mu:theta[0]')."""
         lines = [self.verdict] + [f"  {finding}" for finding in self.findings]
+        names = (name.removeprefix("mu:") for name in self.param_names)
+        flagged = [(name, verdict) for name, verdict in zip(names, self.theta_verdicts()) if verdict != "ok"]
+        if flagged:
+            lines += ["  per θ coordinate (the others ok):"] + [f"    {name}: {verdict}" for name, verdict in flagged]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -309,11 +314,6 @@ def diagnose(trace: TraceData, *, burn_in: float = BURN_IN, level: float = LEVEL
         proposed_burn_in=proposed,
         rows=tuple(int(j) for j in trace.family.block_rows),
     )
-
-
-def kept_steps(trace: TraceData, burn_in: float) -> int:
-    """T − ⌊burn_in·T⌋, the steps the checks (and the gradient model) use."""
-    return trace.steps - math.floor(burn_in * trace.steps)
 
 
 def diagnose_if_long_enough(trace: TraceData, burn_in: float = BURN_IN) -> TraceDiagnosis | None:
