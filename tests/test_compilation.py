@@ -8,8 +8,7 @@ import sys
 
 from noiseaware.util.compilation import CACHE_ENV
 
-# Compiles one program (a few tenths of a second of XLA time, above MIN_COMPILE_SECONDS) and prints the folder in
-# use and the cache events JAX reported.
+# Compiles one program and prints the folder in use and the cache events JAX reported.
 PROGRAM = """
 import json, jax, jax.numpy as jnp
 from noiseaware.util.compilation import use_compilation_cache
