@@ -45,7 +45,8 @@ def _saturating_cumsum(gaps, bound: int):
 
     When size · bound < 2³¹ no partial sum can overflow: a plain cumulative sum, taken as rows of `_ROW` (a cumsum
     within rows plus a cumsum of the row totals: on the CPU half the time of one scan over the chunk), then
-    capped; else a saturating associative scan (min(a + b, bound) is associative) keeps every sum in int32.
+    capped; else a saturating associative scan (min(a + b, bound) is associative) keeps every sum in int32 for
+    bound ≤ 2³⁰ (N < 2³⁰ examples).
     """
     size = gaps.shape[0]
     if size * bound >= 2**31:
