@@ -60,7 +60,7 @@ def _compile_seconds(bm, data, *, batched: bool, **settings) -> float:
         state = recorder.init(0)
     program = _run_batch if batched else _run
     start = time.perf_counter()
-    for n in sorted(set(_chunks(recorder.settings.steps))):
+    for n in sorted(set(_chunks(recorder.settings.steps, progress=False))):
         program.lower(recorder.program, recorder.hyper(), prepared, state, n).compile()
     return time.perf_counter() - start
 

@@ -13,11 +13,14 @@ Wutschitz 2021) to ~4 digits. The Gaussian-DP central limit theorem (Bu, Dong, L
 Dong, Roth & Su 2022) only sizes the first grid and gives the starting point of the σ search.
 
 All arguments and results are Python scalars. Cost: ~0.05–0.5 s per ε on one CPU core, more for
-σ < 1 with q ≪ 1 (long privacy-loss tails) or T ≳ 10⁶ (the library's self-composition slows down).
+σ < 1 with q ≪ 1 (long privacy-loss tails) or T ≳ 10⁶ (the library's self-composition slows down). Each PLD
+evaluation is remembered for the process (`_pld_epsilon`), so a run, a study or a tuner that asks again for the
+same (σ, δ, q, T) pays nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -169,8 +172,10 @@ def _sigma_guess(epsilon: float, delta: float, q: float, steps: int) -> float:
     return min(max(sigma, _SIGMA_MIN), _SIGMA_MAX)
 
 
+@functools.lru_cache(maxsize=4096)
 def _pld_epsilon(sigma: float, delta: float, q: float, steps: int, interval: float) -> float:
-    """Pessimistic PLD ε of the T-fold Poisson-subsampled Gaussian at grid spacing ``interval``."""
+    """Pessimistic PLD ε of the T-fold Poisson-subsampled Gaussian at grid spacing ``interval`` (a pure function of
+    its scalars, so remembered: `record_dpvi` at a given σ accounts once per process, not once per run)."""
     accountant = PLDAccountant(
         neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
         value_discretization_interval=interval,

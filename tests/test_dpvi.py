@@ -31,7 +31,7 @@ from noiseaware.recording.dpvi import (
     resolve_settings,
     step_keys,
 )
-from noiseaware.recording.subsampling import poisson_chunk
+from noiseaware.recording.subsampling import _saturating_cumsum, poisson_chunk
 from noiseaware.trace import Trace
 from noiseaware.util.keys import as_key
 
@@ -373,6 +373,16 @@ def _binomial_moment_checks(counts, n, q):
     mu4 = n * q * (1 - q) * (1 + 3 * (n - 2) * q * (1 - q))  # 4th central moment of Binomial(n, q)
     assert abs(counts.mean() - mean) < 5 * math.sqrt(var / m), counts.mean()
     assert abs(counts.var(ddof=1) - var) < 5 * math.sqrt((mu4 - var**2) / m), counts.var(ddof=1)
+
+
+@pytest.mark.parametrize("bound", [5_001, 2**29])  # a plain cumsum, and the saturating scan (size · bound ≥ 2³¹)
+def test_poisson_offsets_are_the_capped_cumulative_sum_of_the_gaps(bound):
+    gaps = np.random.default_rng(0).integers(1, bound + 1, size=77).astype(np.int32)
+    gaps[:40] = np.random.default_rng(1).integers(1, 9, size=40)  # the first sums stay below the cap
+    offsets = jax.jit(_saturating_cumsum, static_argnums=1)(jnp.asarray(gaps), bound)
+    expected = np.minimum(np.cumsum(gaps.astype(np.int64)), bound)
+    assert offsets.dtype == jnp.int32 and expected[-1] == bound > expected[0]
+    np.testing.assert_array_equal(offsets, expected)
 
 
 def test_poisson_chunk_counts_are_binomial_and_indices_uniform():

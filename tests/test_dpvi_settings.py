@@ -14,7 +14,7 @@ import pytest
 
 import noiseaware as na
 from noiseaware.recording.config import setting_names
-from noiseaware.recording.dpvi import build_recorder, record_dpvi_batch
+from noiseaware.recording.dpvi import _run, build_recorder, record_dpvi_batch
 from noiseaware.util.fingerprint import canonical, fingerprint
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
@@ -185,3 +185,20 @@ def test_a_recorded_optimizer_is_named_in_the_trace():
 def test_bad_optimizers_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         na.Optimizer(**kwargs)
+
+
+def test_settings_values_are_traced_so_a_tuner_compiles_once_per_model_and_shape():
+    # σ, C, s and λ are arguments of the compiled program, not constants in it: a second run with other values
+    # reuses the first run's compiled chunks (T, q, S and the family fix the shapes and do recompile)
+    first = _record(**TINY)
+    compiled = _run._cache_size()
+    other = dict(TINY, clip=2.5, grad_scale=(2.0, 30.0), lr_multiplier=0.5)
+    with pytest.warns(na.recording.settings.SettingsHint):
+        second = na.record_dpvi(normal_model, DATA, key=3, noise_multiplier=4.0, **other)
+    assert _run._cache_size() == compiled
+    assert (second.noise_multiplier, second.clip) == (4.0, 2.5) and (first.noise_multiplier, first.clip) == (1.0, 1.0)
+    assert not np.allclose(second.params[1:], first.params[1:])
+    longer = dict(TINY, steps=TINY["steps"] + 40)  # the counter sees a compilation when one happens
+    with pytest.warns(na.recording.settings.SettingsHint):
+        na.record_dpvi(normal_model, DATA, key=3, noise_multiplier=4.0, **longer)
+    assert _run._cache_size() > compiled

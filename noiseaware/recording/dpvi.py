@@ -337,16 +337,25 @@ def check_finite(data: Mapping) -> None:
             raise ValueError(f"data[{k!r}] contains NaN or inf: clean or drop those examples first")
 
 
-def _chunks(steps: int, parts: int = 20) -> list[int]:
-    size = max(1, math.ceil(steps / parts))
+SHORT_RUN = 20
+"""Runs of at most this many steps go one step per chunk, so short runs of any length share one compiled program."""
+
+
+def _chunks(steps: int, progress=True) -> list[int]:
+    """The chunk lengths of a run: ≤ 20 chunks of ≤ 2 lengths (≤ 2 compilations) for a progress bar, else one
+    chunk (each costs ≈ 0.5 ms CPU to start and collect: 9 % of M1's 10⁴-step run in 20 chunks); a short run
+    (`SHORT_RUN`) one step per chunk either way."""
+    if steps > SHORT_RUN and not progress:
+        return [steps]
+    size = max(1, math.ceil(steps / SHORT_RUN))
     return [size] * (steps // size) + ([steps % size] if steps % size else [])
 
 
 def _drive(run, state, steps: int, progress, description: str):
-    """Run `steps` in ≤ 2 distinct chunk sizes (≤ 2 compilations), updating a progress bar between chunks."""
+    """Run `steps` in `_chunks`, updating a progress bar between chunks."""
     params, grads = [], []
     with progress_bar(steps, description, progress) as bar:
-        for n in _chunks(steps):
+        for n in _chunks(steps, progress):
             state, (p, g) = run(state, n)
             # waiting for the chunk (rather than its asynchronous dispatch) keeps the bar's rate honest
             params.append(np.asarray(p))

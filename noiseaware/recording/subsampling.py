@@ -14,6 +14,9 @@ from jax import lax
 
 __all__ = ["clip_weights", "poisson_chunk", "poisson_sum"]
 
+_ROW = 8
+"""Row length of the two-level cumulative sum in `_saturating_cumsum`."""
+
 
 def _uniform_open(key, shape, dtype):
     """U ~ Uniform(0, 1) with 64 random bits, so that log U is accurate far into the lower tail."""
@@ -33,11 +36,25 @@ def poisson_chunk(key, last, sampling_rate, size: int, n_examples: int):
     u = _uniform_open(key, (size,), dtype)
     gaps = jnp.floor(jnp.log(u) / jnp.log1p(-jnp.asarray(sampling_rate, dtype))) + 1
     gaps = jnp.minimum(gaps, n_examples + 1).astype(jnp.int32)
-    # A saturating cumulative sum (min(a + b, N + 1) is associative): no int32 overflow for any N, and
-    # on the CPU the associative scan is several times faster than jnp.cumsum.
-    offsets = lax.associative_scan(lambda a, b: jnp.minimum(a + b, n_examples + 1), gaps)
-    indices = last + offsets
+    indices = last + _saturating_cumsum(gaps, n_examples + 1)
     return indices, indices < n_examples
+
+
+def _saturating_cumsum(gaps, bound: int):
+    """min(Σ_{j ≤ i} gaps_j, bound), (size,), for int32 gaps in [1, bound]: the same integers either way.
+
+    When size · bound < 2³¹ no partial sum can overflow: a plain cumulative sum, taken as rows of `_ROW` (a cumsum
+    within rows plus a cumsum of the row totals: on the CPU half the time of one scan over the chunk), then
+    capped; else a saturating associative scan (min(a + b, bound) is associative) keeps every sum in int32 for
+    bound ≤ 2³⁰ (N < 2³⁰ examples).
+    """
+    size = gaps.shape[0]
+    if size * bound >= 2**31:
+        return lax.associative_scan(lambda a, b: jnp.minimum(a + b, bound), gaps)
+    rows = jnp.pad(gaps, (0, -size % _ROW)).reshape(-1, _ROW)
+    totals = jnp.sum(rows, axis=1, dtype=jnp.int32)
+    sums = jnp.cumsum(rows, axis=1, dtype=jnp.int32) + (jnp.cumsum(totals, dtype=jnp.int32) - totals)[:, None]
+    return jnp.minimum(sums.reshape(-1)[:size], bound)
 
 
 def clip_weights(norms, mask, clip):
