@@ -33,16 +33,7 @@ from .expansion import solve_optimum
 from .gradient_model import GradientModel, integrate_optimum, ols_fit, prior_distributions
 from .statistics import centred_phiphi
 
-__all__ = [
-    "QuadratureGrid",
-    "exact_cdf",
-    "exact_draws",
-    "exact_grid",
-    "exact_moments",
-    "fit_exact",
-    "fit_exact_batch",
-    "marginal_quantiles",
-]
+__all__ = ["QuadratureGrid", "exact_grid", "exact_cdf", "exact_moments", "exact_draws", "fit_exact", "fit_exact_batch"]
 
 WIDTH = 9.0
 

@@ -1,20 +1,30 @@
-"""The "nuts" route: NUTS on the gradient model's joint posterior of (φ*, ã, u) (docs/method.md §2).
+"""The "nuts" route: NUTS on the gradient model's joint posterior of (φ*, ã, u) (docs/method.md §2.7).
 
 Both backends (numpyro, blackjax) sample one target built from numpyro's potential energy U of
 `numpyro_model` (−log p(φ*, ã, u | trace) in numpyro's unconstrained space, O(P) from the trace's
-sufficient statistics), started at the prior means, with Stan's window adaptation of the step size and
-a diagonal mass matrix. NUTS runs in reparametrised coordinates (`_Target`):
+sufficient statistics). NUTS runs in reparametrised coordinates (`_Target`):
 
 * φ*_j = m_j(ã_j, u_j) + s_j(ã_j, u_j)·ε_j, with N(m, s²) φ*_j's exact conditional given (ã_j, u_j). The
   density of ε is standard normal and independent of (ã, u): no φ*–ã correlation (|corr| up to 0.85 on
   traces whose mean φ̄ is off the optimum) and no funnel where a → 0 sets φ* free (on such a trace the
   smallest bulk ESS of 4000 draws rose from 184–1700 to 1600–2200 over 5 seeds).
-* ã and u are scaled to unit curvature at the start: posterior sds range from 10⁻⁴ to 10², and Stan's
-  mass-matrix shrinkage towards 10⁻³·I otherwise pins the step size near 0.02 (3–4× lower ESS).
+* ã and u are centred and scaled per coordinate, where the chains start (`start`):
+  - "exact" (the default): at the exact route's answer, computed in the same compiled program (`exact_grid`):
+    ã at its marginal median, scaled by half its 16–84 % range, and u on the whole line (the half-normal
+    prior's posterior of u is the law of |u| under its sign-symmetric twin, `_symmetric`; log u's exponential
+    tail and doubly exponential wall cost small steps and deep trees) at |u|'s median or at 0 (`_exact_placement`).
+    The target is then near N(0, I), so the warm-up adapts the step size alone with an identity mass matrix:
+    300 steps at target acceptance 0.9 (`START_DEFAULTS`). On 50 traces of the 10D regression at ε = 1 this
+    halved the leapfrog steps per draw (15 against 31), raised the smallest bulk ESS of 4000 draws (1472 against
+    312) and took 2–3× less time per posterior (benchmarks/nuts_warm_start.py, docs/results.md).
+  - "prior" (the cold start, the default before; a cross-check): at the prior means with u in numpyro's
+    coordinate, scaled to unit curvature there (posterior sds range from 10⁻⁴ to 10², and Stan's mass-matrix
+    shrinkage towards 10⁻³·I otherwise pins the step size near 0.02: 3–4× lower ESS), with Stan's window
+    adaptation of the step size and a diagonal mass matrix over 1000 steps at target acceptance 0.8.
 
 A change of variables with its log-Jacobian leaves the posterior exactly as numpyro defines it. With
 these coordinates a dense mass matrix brought no ESS gain but cost 5–10× the time (measured on
-P = 24 OU traces, T = 10⁴), so the diagonal one is the default.
+P = 24 OU traces, T = 10⁴, from the cold start), so the diagonal one is the cold start's default.
 
 Why this module is long: the reparametrised target, both backends that sample it, the vmapped batch and
 the diagnostics belong together; apart, a backend could drift from the target the other one samples.
@@ -107,7 +117,8 @@ class _Target(NamedTuple):
     """numpyro's potential of `numpyro_model` in the coordinates y (P, k) that NUTS samples, k = 2 or 3.
 
     Per coordinate j, y_j = (ε_j, y_ã, y_u): ã_j = centre_ã + scale_ã·y_ã, likewise numpyro's unconstrained
-    u_j (log u under the half-normal prior, u under the normal one), and φ*_j = m_j + s_j·ε_j, where
+    u_j of `model` (log u under the half-normal prior, u under the normal one; from the exact start `model` is the
+    sign-symmetric twin, u on the line), and φ*_j = m_j + s_j·ε_j, where
     N(m_j, s_j²) is φ*_j's exact conditional given (ã_j, u_j) (`integrate_optimum`). The map y → (φ*, ã, u)
     has Jacobian Π_j s_j·scale_j, so U_y(y) = U(φ*, ã, u) − Σ_j log s_j (U numpyro's potential energy)
     targets exactly the posterior whatever m and s are. As p(φ*, ã, u) = p(ã, u)·N(φ*; m, s²), ε is standard
@@ -244,10 +255,10 @@ def _run(sites: dict[str, jax.Array], divergences, step_size, acceptance_rate, l
 def nuts_blackjax_draws(
     model: GradientModel,
     key,
-    warmup: int = WARM_START_WARMUP,
+    warmup: int = START_DEFAULTS["exact"]["warmup"],
     draws: int = DRAWS,
     chains: int = 1,
-    target_accept: float = 0.9,
+    target_accept: float = START_DEFAULTS["exact"]["target_accept"],
     dense_mass: bool = False,
     start: str = "exact",
 ) -> NutsRun:
@@ -256,8 +267,9 @@ def nuts_blackjax_draws(
     A pure function of (model, key) for fixed settings: jit it, or `jax.vmap` it over a stacked batch of
     models and keys (all with the same P and extra-noise prior); failures show up as divergences and
     `finite`, never as exceptions. Call it with 64-bit JAX enabled for float64 sampling. The chains start
-    at `start`'s point and adapt independently: from "exact" the step size alone (dual averaging, identity mass
-    matrix), from "prior" the step size and the mass matrix (Stan's window adaptation).
+    at `start`'s point and adapt independently: from "exact" the step size alone (Nesterov dual averaging from 1,
+    the target's scale there, with an identity mass matrix), from "prior" the step size and the mass matrix (Stan's
+    window adaptation). The defaults are the exact start's (`START_DEFAULTS`).
     """
     import blackjax  # deferred: imported only by this backend
     from blackjax.adaptation.base import get_filter_adapt_info_fn
