@@ -376,7 +376,8 @@ def nuts_diagnostics(samples: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarr
 @dataclasses.dataclass(frozen=True)
 class NutsDiagnostics(MixingDiagnostics):
     """NUTS facts: rank-normalised R-hat and bulk ESS per block {"optimum", "hessian", "extra_noise_squared"}
-    → (P,); divergences (total); step_size, acceptance_rate, leapfrogs (chains,); and the settings."""
+    → (P,); divergences (total); step_size, acceptance_rate, leapfrogs (chains,); cold_coordinates (those the exact
+    start could not place, started cold; 0 from the prior start); and the settings (start among them)."""
 
     rhat: Mapping[str, np.ndarray]
     ess_bulk: Mapping[str, np.ndarray]
@@ -414,14 +415,18 @@ def fit_nuts(
     dense_mass: bool = False,
     start: str = "exact",
 ) -> Draws:
-    """Fit the gradient model by NUTS (research setting: 1000 warmup, 4000 draws, 1 chain): Draws (chains, draws, P).
+    """Fit the gradient model by NUTS (4000 draws, 1 chain): Draws (chains, draws, P).
 
-    backend "blackjax" (the default everywhere; `nuts_blackjax_draws`, compiled once per shape and settings)
-    or "numpyro" (vectorized chains; `progress` shows its progress bar); both run in float64 from the prior
-    means, on the same target; `dense_mass` adapts a dense instead of a diagonal mass matrix.
+    start "exact" (the default: the exact route's answer, the target near N(0, I), step-size adaptation only) or
+    "prior" (the cold start at the prior means, Stan's window adaptation of step size and mass matrix; a
+    cross-check); warmup and target_accept None are the start's own (`START_DEFAULTS`: 300 and 0.9, or 1000 and
+    0.8). backend "blackjax" (the default everywhere; `nuts_blackjax_draws`, compiled once per shape and settings)
+    or "numpyro" (vectorized chains; `progress` shows its progress bar); both run in float64 on the same target;
+    `dense_mass` adapts a dense instead of a diagonal mass matrix (the cold start only).
     diagnostics: rhat and ess_bulk (rank-normalised), {"optimum", "hessian", "extra_noise_squared"} → (P,),
     the extra noise on u² since u's posterior is sign-symmetric; max_rhat, min_ess, divergences (total);
-    step_size, acceptance_rate, leapfrogs (mean integration steps per draw): (chains,); and the settings.
+    step_size, acceptance_rate, leapfrogs (mean integration steps per draw): (chains,); cold_coordinates (the
+    coordinates the exact start could not place, started cold); and the settings.
     Non-finite draws raise a FitFailure (DIVERGED).
     """
     if backend not in BACKENDS:
