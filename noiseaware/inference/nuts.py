@@ -15,8 +15,8 @@ sufficient statistics). NUTS runs in reparametrised coordinates (`_Target`):
     tail and doubly exponential wall cost small steps and deep trees) at |u|'s median or at 0 (`_exact_placement`).
     The target is then near N(0, I), so the warm-up adapts the step size alone with an identity mass matrix:
     300 steps at target acceptance 0.9 (`START_DEFAULTS`). On 50 traces of the 10D regression at ε = 1 this
-    halved the leapfrog steps per draw (15 against 31), raised the smallest bulk ESS of 4000 draws (1472 against
-    312) and took 2–3× less time per posterior (benchmarks/nuts_warm_start.py, docs/results.md).
+    halved the leapfrog steps per draw (15 against 32), raised the smallest bulk ESS of 4000 draws (1504 against
+    543) and took 2.2× less time per posterior (benchmarks/nuts_warm_start.py, docs/results.md).
   - "prior" (the cold start, the default before; a cross-check): at the prior means with u in numpyro's
     coordinate, scaled to unit curvature there (posterior sds range from 10⁻⁴ to 10², and Stan's mass-matrix
     shrinkage towards 10⁻³·I otherwise pins the step size near 0.02: 3–4× lower ESS), with Stan's window
