@@ -72,7 +72,8 @@ START_DEFAULTS = {
 }
 """Each start's warm-up and target acceptance (fit_nuts's and NutsOptions' None). From the exact start 0.9 cost no
 extra leapfrog steps on the 10D regression (15 per draw at 0.8 and 0.9) and removed its divergent transitions
-(7, in 4 of 50 traces, at 0.8); the cold start keeps the route's former 0.8 (benchmarks/nuts_warm_start.py)."""
+(7, in 4 of 50 traces, at 0.8); the cold start keeps the route's former 0.8 (docs/results.md, "NUTS from the
+exact start")."""
 DENSE_FROM_EXACT = (
     "dense_mass=True adapts a dense mass matrix, which only the cold start's window adaptation does (from the exact "
     "start the mass matrix is the identity): use start='prior' with it, or drop dense_mass"
