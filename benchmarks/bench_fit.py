@@ -5,10 +5,11 @@
 Traces are recorded first (research presets, the research σ at ε = 1, 37.81; not timed). Each case
 calls `na.fit` once to compile, then `repeats` more times with other keys: the run time is the fastest
 of those (min is the least noisy estimate on a shared machine; the median is recorded too), the
-compile time the first call minus the median. NUTS runs the research setting, 1000 warmup + 4000
-draws, one chain, with numpyro (which recompiles its sampler on every call, so that cost is in its
-run time; the "-nuts" cases, which were timed with fit's former default backend) or blackjax (fit's
-default now; the "-nuts-blackjax" case). "m1x500-exact" fits 500 M1 traces in one vmapped computation
+compile time the first call minus the median. NUTS runs the route's default, 4000 draws, one chain (the
+exact start with 300 warm-up steps since it became the default; docs/benchmarks.md's NUTS rows were timed
+from the cold start, 1000 warm-up steps), with numpyro (which recompiles its sampler on every call, so that
+cost is in its run time; the "-nuts" cases, which were timed with fit's former default backend) or blackjax
+(fit's default now; the "-nuts-blackjax" case). "m1x500-exact" fits 500 M1 traces in one vmapped computation
 with `na.fit_batch`. Laplace runs in its default "full" style.
 """
 

@@ -19,7 +19,7 @@ from noiseaware.models.builtin import RESEARCH_COMMON
 from noiseaware.recording.config import setting_names
 from noiseaware.recording.settings import DEFAULT_DELTA
 from noiseaware.tuning.design import TuningDesign
-from noiseaware.util.defaults import field_default
+from noiseaware.util.defaults import WARM_START_WARMUP, WARMUP, field_default
 
 OWNERS = [
     # (command, argparse destination, owner of the default, its name there)
@@ -70,13 +70,18 @@ def test_the_research_dp_sgd_defaults_of_account_are_the_presets():
     assert na.models.get("gamma-exponential").dpvi_settings["steps"] == RESEARCH_COMMON["steps"]
 
 
-@pytest.mark.parametrize(
-    "command, dest", [("fit", "warmup"), ("fit", "chains"), ("fit", "backend"), ("coverage", "warmup")]
-)
+@pytest.mark.parametrize("command, dest", [("fit", "start"), ("fit", "chains"), ("fit", "backend")])
 def test_nuts_flags_leave_the_default_to_the_options_and_name_it(command, dest):
     action = _action(command, dest)
     assert action.default is None  # not given: NutsOptions' own default applies
     assert f"(default: {field_default(NutsOptions, dest)})" in action.help
+
+
+@pytest.mark.parametrize("command", ["fit", "coverage", "calibrate"])
+def test_the_warmup_flag_names_each_starts_default(command):
+    action = _action(command, "warmup")
+    assert action.default is None and field_default(NutsOptions, "warmup") is None  # the start's own applies
+    assert f"(default: {WARM_START_WARMUP} for nuts from its exact start, {WARMUP} from a cold start" in action.help
 
 
 def test_record_setting_flags_are_dpvi_settings_left_to_the_preset():

@@ -7,8 +7,11 @@ import pytest
 from arviz_stats.base import array_stats
 from ou import ou_trace
 
+from noiseaware.inference import nuts
+from noiseaware.inference.exact import exact_grid, marginal_quantiles
 from noiseaware.inference.gradient_model import Prior, gradient_model, integrate_optimum, prior_distributions
 from noiseaware.inference.nuts import _target, fit_nuts, fit_nuts_batch, initial_values, nuts_blackjax_draws
+from noiseaware.util.defaults import WARM_START_WARMUP, WARMUP
 from noiseaware.util.keys import as_key
 
 pytestmark = pytest.mark.usefixtures("fast_compilation")
@@ -23,13 +26,20 @@ def trace():
 
 @pytest.fixture(scope="module")
 def numpyro_fits(trace):
-    """Research-setting fits (1000 warmup, 4000 draws, 1 chain) under each prior, shared by the tests."""
+    """Fits with the route's defaults (the exact start, its warm-up, 4000 draws, 1 chain) under each prior."""
     return {name: fit_nuts(gradient_model(trace, prior), key=0, backend="numpyro") for name, prior in PRIORS.items()}
 
 
 @pytest.fixture(scope="module")
 def blackjax_fit(trace):
+    """The route's default: blackjax from the exact start."""
     return fit_nuts(gradient_model(trace), key=0, backend="blackjax")
+
+
+@pytest.fixture(scope="module")
+def cold_fit(trace):
+    """The cold start: blackjax from the prior means, with the cold start's warm-up."""
+    return fit_nuts(gradient_model(trace), key=0, backend="blackjax", start="prior")
 
 
 def reference_moments(model, hessian_nodes=401, extra_nodes=201):
@@ -80,19 +90,33 @@ def test_initial_values_are_the_prior_means():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("start", nuts.STARTS)
 @pytest.mark.parametrize("prior", ["default", "paper"])
-def test_sampled_coordinates_are_a_change_of_variables_of_numpyros_potential(prior):
-    """U_y(y) = U(z(y)) − log|det ∂z/∂y| + const, with the Jacobian by autodiff, and y₀ maps to the start."""
+def test_sampled_coordinates_are_a_change_of_variables_of_numpyros_potential(prior, start):
+    """U_y(y) = U(z(y)) − log|det ∂z/∂y| + const, with the Jacobian by autodiff, and y₀ maps to the start: the prior
+    means, or the exact grid's medians of ã and u with φ* at its conditional mean there."""
     from numpyro.infer.util import potential_energy
 
     from noiseaware.inference.gradient_model import numpyro_model
 
     with jax.enable_x64(True):
         model = jax.tree_util.tree_map(jnp.asarray, gradient_model(ou_trace(steps=500), prior))
-        target, start = _target(model)
-        sites = target.sites(start, 0)
-        for name, value in initial_values(model).items():
+        target, y0, warm = _target(model, start)
+        assert warm.shape == (model.n_params,) and bool(jnp.all(warm)) == (start == "exact")
+        sites = target.sites(y0, 0)
+        if start == "prior":
+            expected = initial_values(model)
+        else:
+            grid = exact_grid(model)
+            expected = {"hessian_raw": marginal_quantiles(grid.hessian_raw, jnp.sum(grid.weights, axis=1))[:, 1]}
+            low, median, high = marginal_quantiles(grid.extra_noise, jnp.sum(grid.weights, axis=0)).T
+            expected["extra_noise"] = jnp.where(low > 0.5 * (high - low), median, 0.0)  # one mode about 0, or two
+            conditional = integrate_optimum(model, expected["hessian_raw"], expected["extra_noise"] ** 2)
+            expected["optimum"] = conditional.mean
+        for name, value in expected.items():
             np.testing.assert_allclose(sites[name], value, rtol=1e-9, atol=1e-12)
+        sampled = target.model  # from the exact start, the sign-symmetric twin (u on the line) under either prior
+        assert sampled.extra_noise == ("normal" if start == "exact" else model.extra_noise)
 
         def flat(y):
             z, _ = target.unconstrained(y)
@@ -103,11 +127,36 @@ def test_sampled_coordinates_are_a_change_of_variables_of_numpyros_potential(pri
             jacobian = jax.jacfwd(flat)(y)  # (P, k, P, k), block diagonal over coordinates
             blocks = jacobian[jnp.arange(y.shape[0]), :, jnp.arange(y.shape[0]), :]
             log_det = jnp.sum(jnp.linalg.slogdet(blocks)[1])
-            potential = potential_energy(numpyro_model, (model,), {}, target.unconstrained(y)[0])
+            potential = potential_energy(numpyro_model, (sampled,), {}, target.unconstrained(y)[0])
             return target.potential(y) - potential + log_det
 
-        offsets = [float(offset(start + jax.random.normal(jax.random.key(seed), start.shape))) for seed in range(3)]
+        offsets = [float(offset(y0 + jax.random.normal(jax.random.key(seed), y0.shape))) for seed in range(3)]
     np.testing.assert_allclose(offsets, offsets[0], rtol=0, atol=1e-8)
+
+
+def test_the_sign_symmetric_twin_has_the_half_normal_posterior_of_abs_u():
+    """For u > 0 the twin's potential in u is the half-normal model's in log u plus log u (the Jacobian) plus a
+    constant (P·log 2, the half-normal's normalisation): the law of |u| under the twin is the model's posterior."""
+    from numpyro.infer.util import potential_energy
+
+    from noiseaware.inference.gradient_model import numpyro_model
+
+    with jax.enable_x64(True):
+        model = jax.tree_util.tree_map(jnp.asarray, gradient_model(ou_trace(steps=500)))
+        twin = nuts._symmetric(model)
+        assert (model.extra_noise, twin.extra_noise) == ("half-normal", "normal")
+        differences = []
+        for seed in range(3):
+            keys = jax.random.split(jax.random.key(seed), 3)
+            optimum = model.optimum_loc + 0.01 * jax.random.normal(keys[0], (model.n_params,))
+            raw = model.hessian_loc + jax.random.normal(keys[1], (model.n_params,))
+            extra = model.extra_sd * jax.random.uniform(keys[2], (model.n_params,), minval=0.01, maxval=2.0)
+            on_line = potential_energy(numpyro_model, (twin,), {}, {"optimum": optimum, "hessian_raw": raw,
+                                                                      "extra_noise": extra})  # fmt: skip
+            in_log = potential_energy(numpyro_model, (model,), {}, {"optimum": optimum, "hessian_raw": raw,
+                                                                     "extra_noise": jnp.log(extra)})  # fmt: skip
+            differences.append(float(on_line - in_log - jnp.sum(jnp.log(extra))))
+    np.testing.assert_allclose(differences, model.n_params * np.log(2.0), rtol=0, atol=1e-8)
 
 
 @pytest.mark.slow
@@ -139,6 +188,57 @@ def test_backends_agree_with_each_other_and_the_reference(trace, numpyro_fits, b
 
 
 @pytest.mark.slow
+def test_from_the_exact_start_the_target_is_near_unit_scale_and_the_moments_match(trace, blackjax_fit):
+    """From the exact start the sampled coordinates are near unit scale, so an identity mass matrix fits them: y_ã
+    has posterior mean within 0.5 of 0 and sd within a factor 1.5 of 1, and y_u (on the line, seen through |u|)
+    has E y_u² within a factor 1.5² of 1; φ*'s moments agree with brute-force quadrature within Monte Carlo
+    error."""
+    model = gradient_model(trace)
+    with jax.enable_x64(True):
+        target, _, warm = _target(jax.tree_util.tree_map(jnp.asarray, model), "exact")
+    centre, scale = ({name: np.asarray(v) for name, v in values.items()} for values in (target.centre, target.scale))
+    assert bool(jnp.all(warm)) and model.hessian_link == "exp"
+    y = (np.log(blackjax_fit.hessian) - centre["hessian_raw"]) / scale["hessian_raw"]
+    np.testing.assert_array_less(np.abs(y.mean(axis=(0, 1))), 0.5)
+    np.testing.assert_array_less(np.abs(np.log(y.std(axis=(0, 1)))), np.log(1.5))
+    y = (blackjax_fit.extra_noise - centre["extra_noise"]) / scale["extra_noise"]
+    np.testing.assert_array_less(np.abs(np.log(np.mean(y**2, axis=(0, 1)))), 2 * np.log(1.5))
+    reference_mean, reference_sd = reference_moments(model)
+    mean, mean_error, sd, sd_error = moments_with_errors(blackjax_fit)
+    np.testing.assert_array_less(np.abs(mean - reference_mean), 4 * mean_error)
+    np.testing.assert_array_less(np.abs(sd - reference_sd), 4 * sd_error)
+    diagnostics = blackjax_fit.diagnostics
+    assert (diagnostics["start"], diagnostics["cold_coordinates"]) == ("exact", 0)
+    assert diagnostics["max_rhat"] < 1.01 and diagnostics["min_ess"] > 800
+
+
+@pytest.mark.slow
+def test_the_cold_start_still_matches_quadrature(trace, cold_fit):
+    reference_mean, reference_sd = reference_moments(gradient_model(trace))
+    mean, mean_error, sd, sd_error = moments_with_errors(cold_fit)
+    np.testing.assert_array_less(np.abs(mean - reference_mean), 4 * mean_error)
+    np.testing.assert_array_less(np.abs(sd - reference_sd), 4 * sd_error)
+    diagnostics = cold_fit.diagnostics
+    assert (diagnostics["start"], diagnostics["warmup"]) == ("prior", WARMUP)
+    assert diagnostics["max_rhat"] < 1.01 and diagnostics["min_ess"] > 800
+
+
+def test_coordinates_without_a_usable_grid_start_cold(monkeypatch):
+    """A coordinate whose grid holds more than EDGE_TRUST of its mass on its edge starts at the prior means, placed
+    as the cold start places the sampled (sign-symmetric) model."""
+    monkeypatch.setattr(nuts, "EDGE_TRUST", -1.0)
+    with jax.enable_x64(True):
+        model = jax.tree_util.tree_map(jnp.asarray, gradient_model(ou_trace(steps=500)))
+        exact, exact_y0, warm = _target(model, "exact")
+        prior, prior_y0 = nuts._prior_placement(nuts._symmetric(model))
+    assert not bool(jnp.any(warm))
+    np.testing.assert_array_equal(exact_y0, prior_y0)
+    for name in prior.names:
+        np.testing.assert_array_equal(exact.centre[name], prior.centre[name])
+        np.testing.assert_array_equal(exact.scale[name], prior.scale[name])
+
+
+@pytest.mark.slow
 def test_draws_shapes_and_diagnostics(numpyro_fits):
     draws = numpyro_fits["default"]
     for value in (draws.optimum, draws.hessian, draws.extra_noise):
@@ -147,7 +247,7 @@ def test_draws_shapes_and_diagnostics(numpyro_fits):
     diagnostics = draws.diagnostics
     assert set(diagnostics["rhat"]) == set(diagnostics["ess_bulk"]) == {"optimum", "hessian", "extra_noise_squared"}
     assert all(value.shape == (4,) for value in diagnostics["rhat"].values())
-    assert (diagnostics["warmup"], diagnostics["draws"], diagnostics["chains"]) == (1000, 4000, 1)
+    assert (diagnostics["warmup"], diagnostics["draws"], diagnostics["chains"]) == (WARM_START_WARMUP, 4000, 1)
     assert diagnostics["step_size"].shape == (1,) and diagnostics["divergences"] == 0
 
 
@@ -229,3 +329,5 @@ def test_bad_arguments_raise():
         fit_nuts(model, key=0, target_accept=1.0)
     with pytest.raises(ValueError, match="chains must be a positive int"):
         fit_nuts(model, key=0, chains=0)
+    with pytest.raises(ValueError, match="unknown start 'cold': choose one of exact, prior"):
+        fit_nuts(model, key=0, start="cold")

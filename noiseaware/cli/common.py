@@ -24,7 +24,7 @@ LEVEL = 0.9
 """Credibility level of the printed intervals: fit's default, the demo's."""
 THETA_STREAM = 3
 """θ draws for saved posteriors and plots: fold_in(fit key, THETA_STREAM), apart from the fit's own draws."""
-NUTS_OPTIONS = ("warmup", "chains", "backend")
+NUTS_OPTIONS = ("start", "warmup", "chains", "backend")
 """fit options for --method nuts only (argparse destinations = NutsOptions fields)."""
 
 
@@ -76,7 +76,7 @@ def trace_report(trace: Trace) -> str:
 
 
 def route_options(args) -> dict:
-    """The route's own options given on the command line: --warmup, --chains, --backend for nuts."""
+    """The route's own options given on the command line: --start, --warmup, --chains, --backend for nuts."""
     given = {name: getattr(args, name) for name in NUTS_OPTIONS if getattr(args, name, None) is not None}
     if args.method != "nuts":
         if given:

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..baselines.naive import naive_posterior
 from ..checks import MIN_STEPS, TraceCheckError, diagnose_if_long_enough
+from ..inference.nuts import STARTS
 from ..methods import GradientModelOptions, NutsOptions
 from ..methods.registry import DEFAULT_REGISTRY
 from ..plots.trace_panels import coordinate_names
@@ -113,6 +114,13 @@ def add_parser(subparsers) -> None:
         "and fits anyway, raise stops with an error when any fired, off skips them (default: %(default)s)",
     )
     nuts = parser.add_argument_group("NUTS options (--method nuts only)")
+    nuts.add_argument(
+        "--start",
+        choices=STARTS,
+        help="where the chains start: exact (the exact route's posterior, step-size adaptation only) or prior (the "
+        "cold start at the prior means, window adaptation; a cross-check) "
+        f"(default: {field_default(NutsOptions, 'start')})",
+    )
     nuts.add_argument("--warmup", type=count, metavar="W", help=warmup_help())
     nuts.add_argument(
         "--chains", type=positive_int, metavar="C", help=f"chains (default: {field_default(NutsOptions, 'chains')})"

@@ -17,7 +17,7 @@ from ..methods.reference import NonPrivateOptions
 from ..models.builtin import RESEARCH_COMMON
 from ..privacy import epsilon_spent, noise_multiplier
 from ..recording.settings import DEFAULT_DELTA, check_delta
-from ..util.defaults import field_default
+from ..util.defaults import WARM_START_WARMUP, WARMUP, field_default
 
 SIMULATION_SEED = 0
 """The default seed of simulated runs (reproducible); real data get a secret random seed instead."""
@@ -49,8 +49,12 @@ def add_renamed(parser, old: str, new: str, meaning: str) -> None:
 
 
 def warmup_help(whose: str = "") -> str:
-    """--warmup's help with NutsOptions' default (the non-private reference's is the same, `util.defaults`)."""
-    return f"NUTS warmup (adaptation) steps per chain{whose} (default: {field_default(NutsOptions, 'warmup')})"
+    """--warmup's help with the defaults of `util.defaults`: the nuts route's from its exact start and from the prior
+    (the cold start, and the non-private reference's)."""
+    return (
+        f"NUTS warmup (adaptation) steps per chain{whose} (default: {WARM_START_WARMUP} for nuts from its exact start, "
+        f"{WARMUP} from a cold start: nuts --start prior, nonprivate)"
+    )
 
 
 # ---------------------------------------------------------------- method lists

@@ -149,10 +149,16 @@ def _marginal_moments(nodes, weights):
     return mean, jnp.sqrt(jnp.maximum(jnp.sum(weights * (nodes - mean) ** 2, axis=0), 0.0))
 
 
+def marginal_quantiles(nodes, weights):
+    """The 16, 50 and 84 % quantiles of a grid variable with nodes (n, P) and weights (n, P), (P, 3): the
+    trapezoid CDF at the nodes, linearly interpolated."""
+    cdf = jnp.cumsum(weights, axis=0) - 0.5 * weights
+    return jax.vmap(lambda c, x: jnp.interp(jnp.array([0.16, 0.5, 0.84]), c, x), in_axes=1)(cdf, nodes)
+
+
 def _median_and_spread(nodes, weights):
     """Median and half the 16–84 % range of a grid variable (robust to light, far tails), (P,) each."""
-    cdf = jnp.cumsum(weights, axis=0) - 0.5 * weights
-    quantiles = jax.vmap(lambda c, x: jnp.interp(jnp.array([0.16, 0.5, 0.84]), c, x), in_axes=1)(cdf, nodes)
+    quantiles = marginal_quantiles(nodes, weights)
     return quantiles[:, 1], 0.5 * (quantiles[:, 2] - quantiles[:, 0])
 
 

@@ -1,20 +1,30 @@
-"""The "nuts" route: NUTS on the gradient model's joint posterior of (φ*, ã, u) (docs/method.md §2).
+"""The "nuts" route: NUTS on the gradient model's joint posterior of (φ*, ã, u) (docs/method.md §2.7).
 
 Both backends (numpyro, blackjax) sample one target built from numpyro's potential energy U of
 `numpyro_model` (−log p(φ*, ã, u | trace) in numpyro's unconstrained space, O(P) from the trace's
-sufficient statistics), started at the prior means, with Stan's window adaptation of the step size and
-a diagonal mass matrix. NUTS runs in reparametrised coordinates (`_Target`):
+sufficient statistics). NUTS runs in reparametrised coordinates (`_Target`):
 
 * φ*_j = m_j(ã_j, u_j) + s_j(ã_j, u_j)·ε_j, with N(m, s²) φ*_j's exact conditional given (ã_j, u_j). The
   density of ε is standard normal and independent of (ã, u): no φ*–ã correlation (|corr| up to 0.85 on
   traces whose mean φ̄ is off the optimum) and no funnel where a → 0 sets φ* free (on such a trace the
   smallest bulk ESS of 4000 draws rose from 184–1700 to 1600–2200 over 5 seeds).
-* ã and u are scaled to unit curvature at the start: posterior sds range from 10⁻⁴ to 10², and Stan's
-  mass-matrix shrinkage towards 10⁻³·I otherwise pins the step size near 0.02 (3–4× lower ESS).
+* ã and u are centred and scaled per coordinate, where the chains start (`start`):
+  - "exact" (the default): at the exact route's answer, computed in the same compiled program (`exact_grid`):
+    ã at its marginal median, scaled by half its 16–84 % range, and u on the whole line (the half-normal
+    prior's posterior of u is the law of |u| under its sign-symmetric twin, `_symmetric`; log u's exponential
+    tail and doubly exponential wall cost small steps and deep trees) at |u|'s median or at 0 (`_exact_placement`).
+    The target is then near N(0, I), so the warm-up adapts the step size alone with an identity mass matrix:
+    300 steps at target acceptance 0.9 (`START_DEFAULTS`). On 50 traces of the 10D regression at ε = 1 this
+    halved the leapfrog steps per draw (15 against 32), raised the smallest bulk ESS of 4000 draws (1504 against
+    543) and took 2.2× less time per posterior (benchmarks/nuts_warm_start.py, docs/results.md).
+  - "prior" (the cold start, the default before; a cross-check): at the prior means with u in numpyro's
+    coordinate, scaled to unit curvature there (posterior sds range from 10⁻⁴ to 10², and Stan's mass-matrix
+    shrinkage towards 10⁻³·I otherwise pins the step size near 0.02: 3–4× lower ESS), with Stan's window
+    adaptation of the step size and a diagonal mass matrix over 1000 steps at target acceptance 0.8.
 
 A change of variables with its log-Jacobian leaves the posterior exactly as numpyro defines it. With
 these coordinates a dense mass matrix brought no ESS gain but cost 5–10× the time (measured on
-P = 24 OU traces, T = 10⁴), so the diagonal one is the default.
+P = 24 OU traces, T = 10⁴, from the cold start), so the diagonal one is the cold start's default.
 
 Why this module is long: the reparametrised target, both backends that sample it, the vmapped batch and
 the diagnostics belong together; apart, a backend could drift from the target the other one samples.
@@ -34,13 +44,14 @@ import numpy as np
 from numpyro.infer import MCMC, NUTS
 from numpyro.infer.util import constrain_fn, get_transforms, potential_energy, unconstrain_fn
 
-from ..util.checks import positive_int, probability
-from ..util.defaults import DRAWS, WARMUP
+from ..util.checks import choice, positive_int, probability
+from ..util.defaults import DRAWS, WARM_START_WARMUP, WARMUP
 from ..util.diagnostics import MixingDiagnostics
 from ..util.errors import DIVERGED, FitFailure
 from ..util.keys import as_key
 from ..util.progress import Progress, progress_bar
 from .draws import Draws
+from .exact import exact_grid, marginal_quantiles
 from .gradient_model import GradientModel, integrate_optimum, numpyro_model
 
 __all__ = [
@@ -54,6 +65,22 @@ __all__ = [
 ]
 
 BACKENDS = ("numpyro", "blackjax")
+STARTS = ("exact", "prior")
+START_DEFAULTS = {
+    "exact": {"warmup": WARM_START_WARMUP, "target_accept": 0.9},
+    "prior": {"warmup": WARMUP, "target_accept": 0.8},
+}
+"""Each start's warm-up and target acceptance (fit_nuts's and NutsOptions' None). From the exact start 0.9 cost no
+extra leapfrog steps on the 10D regression (15 per draw at 0.8 and 0.9) and removed its divergent transitions
+(7, in 4 of 50 traces, at 0.8); the cold start keeps the route's former 0.8 (docs/results.md, "NUTS from the
+exact start")."""
+DENSE_FROM_EXACT = (
+    "dense_mass=True adapts a dense mass matrix, which only the cold start's window adaptation does (from the exact "
+    "start the mass matrix is the identity): use start='prior' with it, or drop dense_mass"
+)
+EDGE_TRUST = 1e-3
+"""The most mass an exact grid may hold on its edge for its coordinates to start there (the grid's placement is a
+start and a scale, not the answer: a grid that cuts a little mass off still places the chain well)."""
 
 
 def initial_values(model: GradientModel) -> dict[str, jax.Array]:
@@ -73,7 +100,7 @@ class NutsRun(NamedTuple):
     optimum φ*, hessian a = model.hessian(ã), extra_noise |u| (None without extra noise): (chains, draws, P);
     divergences: divergent transitions among the draws, (chains,); step_size, acceptance_rate (mean
     acceptance probability of the draws), leapfrogs (mean integration steps per draw): (chains,);
-    finite: whether every draw is finite, ().
+    finite: whether every draw is finite, (); warm: the coordinates started from the exact grid, (P,) bool.
     """
 
     optimum: jax.Array
@@ -84,13 +111,15 @@ class NutsRun(NamedTuple):
     acceptance_rate: jax.Array
     leapfrogs: jax.Array
     finite: jax.Array
+    warm: jax.Array
 
 
 class _Target(NamedTuple):
     """numpyro's potential of `numpyro_model` in the coordinates y (P, k) that NUTS samples, k = 2 or 3.
 
     Per coordinate j, y_j = (ε_j, y_ã, y_u): ã_j = centre_ã + scale_ã·y_ã, likewise numpyro's unconstrained
-    u_j (log u under the half-normal prior, u under the normal one), and φ*_j = m_j + s_j·ε_j, where
+    u_j of `model` (log u under the half-normal prior, u under the normal one; from the exact start `model` is the
+    sign-symmetric twin, u on the line), and φ*_j = m_j + s_j·ε_j, where
     N(m_j, s_j²) is φ*_j's exact conditional given (ã_j, u_j) (`integrate_optimum`). The map y → (φ*, ã, u)
     has Jacobian Π_j s_j·scale_j, so U_y(y) = U(φ*, ã, u) − Σ_j log s_j (U numpyro's potential energy)
     targets exactly the posterior whatever m and s are. As p(φ*, ã, u) = p(ã, u)·N(φ*; m, s²), ε is standard
@@ -122,13 +151,43 @@ class _Target(NamedTuple):
         return constrain_fn(numpyro_model, (self.model,), {}, z, return_deterministic=True, batch_ndims=batch_ndims)
 
 
-def _target(model: GradientModel) -> tuple[_Target, jax.Array]:
-    """The sampled coordinates of `model` and the chains' start y₀ (P, k), which maps to `initial_values`; jittable.
+def _target(model: GradientModel, start: str = "exact") -> tuple[_Target, jax.Array, jax.Array]:
+    """The sampled coordinates of `model`, the chains' start y₀ (P, k) and which coordinates start from the exact
+    grid, (P,) bool; jittable.
 
-    ã and u are centred at their start and scaled by 1/sqrt|∂²U_y/∂y²| there (1 where that is zero or not
-    finite; U_y is a sum of per-coordinate terms, so one Hessian-vector product per site gives them). On
-    unit scales, Stan's mass-matrix shrinkage towards 10⁻³·I cannot swamp tiny posterior variances (which
-    forces step sizes near 0.02 on raw coordinates).
+    start "prior": `_prior_placement` of `model`. start "exact": the sign-symmetric twin of `model` (`_symmetric`)
+    placed by `_exact_placement`, with the twin's prior placement kept for any coordinate whose grid gives no
+    usable placement (`warm` False there). The posterior of (φ*, ã, |u|) is the same either way.
+    """
+    if start == "prior":
+        target, position = _prior_placement(model)
+        return target, position, jnp.zeros(position.shape[0], bool)
+    target, position = _prior_placement(_symmetric(model))
+    centre, scale, warm = _exact_placement(model, target.names)
+    pick = functools.partial(jnp.where, warm)
+    target = target._replace(
+        centre={name: pick(centre[name], target.centre[name]) for name in target.names},
+        scale={name: pick(scale[name], target.scale[name]) for name in target.names},
+    )
+    return target, jnp.where(warm[:, None], 0.0, position), warm
+
+
+def _symmetric(model: GradientModel) -> GradientModel:
+    """The model with u ~ N(0, σ_u²) on the real line in place of the half-normal prior (else `model` itself).
+
+    The likelihood depends on u² only, so the law of |u| (and of φ*, ã) under this twin's posterior is the
+    half-normal model's posterior exactly. Its sampled coordinate is u itself, not log u: where u is weakly
+    identified, log u has a long exponential tail towards u → 0 and a doubly exponential wall above, which cost
+    NUTS small steps and deep trees; u on the line has neither.
+    """
+    return dataclasses.replace(model, extra_noise="normal") if model.extra_noise == "half-normal" else model
+
+
+def _prior_placement(model: GradientModel) -> tuple[_Target, jax.Array]:
+    """The cold start: y₀ maps to `initial_values`; ã and u are centred there and scaled by 1/sqrt|∂²U_y/∂y²|
+    there (1 where that is zero or not finite; U_y is a sum of per-coordinate terms, so one Hessian-vector product
+    per site gives them). On unit scales, Stan's mass-matrix shrinkage towards 10⁻³·I cannot swamp tiny posterior
+    variances (which forces step sizes near 0.02 on raw coordinates).
     """
     args = (model,)
     values = initial_values(model)
@@ -154,50 +213,102 @@ def _target(model: GradientModel) -> tuple[_Target, jax.Array]:
     return unit._replace(scale=scale), start
 
 
-def _run(sites: dict[str, jax.Array], divergences, step_size, acceptance_rate, leapfrogs) -> NutsRun:
+def _exact_placement(model: GradientModel, names: tuple[str, ...]):
+    """The warm start of the sign-symmetric twin (`_symmetric`): centre and scale per site in `names`, (P,) each,
+    and whether they are usable, (P,) bool.
+
+    From the exact route's grid (`exact_grid`, default sizes) of each coordinate's (ã, u) posterior: ã is centred
+    at its marginal median and scaled by half its 16–84 % range. u on the line is symmetric about 0: where |u|'s
+    16 % quantile lies further from 0 than half its 16–84 % range (or the trace is non-private, whose likelihood
+    vanishes at u = 0), its posterior is two mirror modes, and u is centred at the median of |u| (the chain
+    samples the mode u > 0; |u| has the same law in either) and scaled by that half range; else it is one mode
+    about 0, and u is centred at 0 and scaled by sqrt(E u²). With ε = 0 there, the start is φ*'s conditional mean
+    at the centre, and the target in y is near N(0, I). A coordinate is usable where every centre and scale is
+    finite, the scales are positive and the grid holds at most EDGE_TRUST of its mass on its edge.
+    """
+    grid = exact_grid(model)
+    centre, scale = {}, {}
+    quantiles = marginal_quantiles(grid.hessian_raw, jnp.sum(grid.weights, axis=1))
+    centre["hessian_raw"], scale["hessian_raw"] = quantiles[:, 1], 0.5 * (quantiles[:, 2] - quantiles[:, 0])
+    if "extra_noise" in names:
+        weights = jnp.sum(grid.weights, axis=0)
+        low, median, high = marginal_quantiles(grid.extra_noise, weights).T
+        spread = 0.5 * (high - low)
+        apart = (low > spread) | (model.stats.noise_var == 0.0)
+        centre["extra_noise"] = jnp.where(apart, median, 0.0)
+        scale["extra_noise"] = jnp.where(apart, spread, jnp.sqrt(jnp.sum(weights * grid.extra_noise**2, axis=0)))
+    warm = grid.edge_mass <= EDGE_TRUST
+    for name in names:
+        warm &= jnp.isfinite(centre[name]) & jnp.isfinite(scale[name]) & (scale[name] > 0.0)
+    return centre, scale, warm
+
+
+def _run(sites: dict[str, jax.Array], divergences, step_size, acceptance_rate, leapfrogs, warm) -> NutsRun:
     """A `NutsRun` from the constrained sites (chains, draws, P) and the per-chain status."""
     extra = jnp.abs(sites["extra_noise"]) if "extra_noise" in sites else None
     values = [sites["optimum"], sites["hessian"]] + ([] if extra is None else [extra])
     finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(v)) for v in values]))
     return NutsRun(
-        sites["optimum"], sites["hessian"], extra, divergences, step_size, acceptance_rate, leapfrogs, finite
+        sites["optimum"], sites["hessian"], extra, divergences, step_size, acceptance_rate, leapfrogs, finite, warm
     )
 
 
 def nuts_blackjax_draws(
     model: GradientModel,
     key,
-    warmup: int = WARMUP,
+    warmup: int = START_DEFAULTS["exact"]["warmup"],
     draws: int = DRAWS,
     chains: int = 1,
-    target_accept: float = 0.8,
+    target_accept: float = START_DEFAULTS["exact"]["target_accept"],
     dense_mass: bool = False,
+    start: str = "exact",
 ) -> NutsRun:
-    """NUTS with blackjax's window adaptation (`warmup` ≥ 1 steps) on the target of `fit_nuts`: a `NutsRun`.
+    """NUTS with blackjax on the target of `fit_nuts` from `start`, `warmup` ≥ 1 adaptation steps: a `NutsRun`.
 
     A pure function of (model, key) for fixed settings: jit it, or `jax.vmap` it over a stacked batch of
     models and keys (all with the same P and extra-noise prior); failures show up as divergences and
     `finite`, never as exceptions. Call it with 64-bit JAX enabled for float64 sampling. The chains start
-    at `initial_values` and adapt independently (each its own step size and mass matrix).
+    at `start`'s point and adapt independently: from "exact" the step size alone (Nesterov dual averaging from 1,
+    the target's scale there, with an identity mass matrix), from "prior" the step size and the mass matrix (Stan's
+    window adaptation). The defaults are the exact start's (`START_DEFAULTS`).
     """
     import blackjax  # deferred: imported only by this backend
     from blackjax.adaptation.base import get_filter_adapt_info_fn
+    from blackjax.adaptation.step_size import dual_averaging_adaptation
 
-    target, start = _target(model)
+    target, position, warm = _target(model, start)
 
     def logdensity(y):
         return -target.potential(y)
 
-    def one_chain(chain_key):
-        warmup_key, sample_key = jax.random.split(chain_key)
-        adaptation = blackjax.window_adaptation(
+    def window(warmup_key):
+        adapt = blackjax.window_adaptation(
             blackjax.nuts,
             logdensity,
             is_mass_matrix_diagonal=not dense_mass,
             target_acceptance_rate=target_accept,
             adaptation_info_fn=get_filter_adapt_info_fn(),
         )
-        (state, parameters), _ = adaptation.run(warmup_key, start, num_steps=warmup)
+        (state, parameters), _ = adapt.run(warmup_key, position, num_steps=warmup)
+        return state, parameters
+
+    def step_size_only(warmup_key):
+        identity = jnp.ones(position.size)
+        init, update, final = dual_averaging_adaptation(target_accept)
+
+        def step(carry, step_key):
+            state, averaging = carry
+            kernel = blackjax.nuts(logdensity, jnp.exp(averaging.log_step_size), identity)
+            state, info = kernel.step(step_key, state)
+            return (state, update(averaging, info.acceptance_rate)), None
+
+        carry = (blackjax.nuts.init(position, logdensity), init(1.0))
+        (state, averaging), _ = jax.lax.scan(step, carry, jax.random.split(warmup_key, warmup))
+        return state, {"step_size": final(averaging), "inverse_mass_matrix": identity}
+
+    def one_chain(chain_key):
+        warmup_key, sample_key = jax.random.split(chain_key)
+        state, parameters = (window if start == "prior" else step_size_only)(warmup_key)
         kernel = blackjax.nuts(logdensity, **parameters)
 
         def step(state, step_key):
@@ -208,16 +319,21 @@ def nuts_blackjax_draws(
         return positions, jnp.sum(divergent), parameters["step_size"], jnp.mean(accept), jnp.mean(leapfrogs)
 
     positions, *status = jax.vmap(one_chain)(jax.random.split(key, chains))
-    return _run(target.sites(positions, 2), *status)
+    return _run(target.sites(positions, 2), *status, warm)
 
 
-_blackjax_jit = jax.jit(nuts_blackjax_draws, static_argnums=(2, 3, 4, 5, 6))
+_blackjax_jit = jax.jit(nuts_blackjax_draws, static_argnums=(2, 3, 4, 5, 6, 7))
 
 
-def _numpyro_draws(model, key, warmup, draws, chains, target_accept, dense_mass, progress) -> NutsRun:
-    """numpyro's NUTS with vectorized chains, all started at `initial_values`."""
-    target, start = _target(model)
-    kernel = NUTS(potential_fn=target.potential, dense_mass=dense_mass, target_accept_prob=target_accept)
+def _numpyro_draws(model, key, warmup, draws, chains, target_accept, dense_mass, progress, start) -> NutsRun:
+    """numpyro's NUTS with vectorized chains, all started at `start`'s point and adapted as in blackjax."""
+    target, position, warm = _target(model, start)
+    kernel = NUTS(
+        potential_fn=target.potential,
+        dense_mass=dense_mass,
+        target_accept_prob=target_accept,
+        adapt_mass_matrix=start == "prior",
+    )
     mcmc = MCMC(
         kernel,
         num_warmup=warmup,
@@ -226,8 +342,8 @@ def _numpyro_draws(model, key, warmup, draws, chains, target_accept, dense_mass,
         chain_method="vectorized",
         progress_bar=progress,
     )
-    start = jnp.broadcast_to(start, (chains,) + start.shape) if chains > 1 else start
-    mcmc.run(key, init_params=start, extra_fields=("diverging", "accept_prob", "num_steps", "adapt_state.step_size"))
+    position = jnp.broadcast_to(position, (chains,) + position.shape) if chains > 1 else position
+    mcmc.run(key, init_params=position, extra_fields=("diverging", "accept_prob", "num_steps", "adapt_state.step_size"))
     fields = mcmc.get_extra_fields(group_by_chain=True)
     return _run(
         target.sites(mcmc.get_samples(group_by_chain=True), 2),
@@ -235,6 +351,7 @@ def _numpyro_draws(model, key, warmup, draws, chains, target_accept, dense_mass,
         fields["adapt_state.step_size"][:, -1],
         jnp.mean(fields["accept_prob"], axis=1),
         jnp.mean(fields["num_steps"], axis=1),
+        warm,
     )
 
 
@@ -260,7 +377,8 @@ def nuts_diagnostics(samples: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarr
 @dataclasses.dataclass(frozen=True)
 class NutsDiagnostics(MixingDiagnostics):
     """NUTS facts: rank-normalised R-hat and bulk ESS per block {"optimum", "hessian", "extra_noise_squared"}
-    → (P,); divergences (total); step_size, acceptance_rate, leapfrogs (chains,); and the settings."""
+    → (P,); divergences (total); step_size, acceptance_rate, leapfrogs (chains,); cold_coordinates (those the exact
+    start could not place, started cold; 0 from the prior start); and the settings (start among them)."""
 
     rhat: Mapping[str, np.ndarray]
     ess_bulk: Mapping[str, np.ndarray]
@@ -273,6 +391,8 @@ class NutsDiagnostics(MixingDiagnostics):
     chains: int
     target_accept: float
     dense_mass: bool
+    start: str
+    cold_coordinates: int
     backend: str
 
     @classmethod
@@ -287,34 +407,40 @@ def fit_nuts(
     model: GradientModel,
     *,
     key,
-    warmup: int = WARMUP,
+    warmup: int | None = None,
     draws: int = DRAWS,
     chains: int = 1,
     backend: str = "blackjax",
-    target_accept: float = 0.8,
+    target_accept: float | None = None,
     progress: bool = False,
     dense_mass: bool = False,
+    start: str = "exact",
 ) -> Draws:
-    """Fit the gradient model by NUTS (research setting: 1000 warmup, 4000 draws, 1 chain): Draws (chains, draws, P).
+    """Fit the gradient model by NUTS (4000 draws, 1 chain): Draws (chains, draws, P).
 
-    backend "blackjax" (the default everywhere; `nuts_blackjax_draws`, compiled once per shape and settings)
-    or "numpyro" (vectorized chains; `progress` shows its progress bar); both run in float64 from the prior
-    means, on the same target; `dense_mass` adapts a dense instead of a diagonal mass matrix.
+    start "exact" (the default: the exact route's answer, the target near N(0, I), step-size adaptation only) or
+    "prior" (the cold start at the prior means, Stan's window adaptation of step size and mass matrix; a
+    cross-check); warmup and target_accept None are the start's own (`START_DEFAULTS`: 300 and 0.9, or 1000 and
+    0.8). backend "blackjax" (the default everywhere; `nuts_blackjax_draws`, compiled once per shape and settings)
+    or "numpyro" (vectorized chains; `progress` shows its progress bar); both run in float64 on the same target;
+    `dense_mass` adapts a dense instead of a diagonal mass matrix (the cold start only).
     diagnostics: rhat and ess_bulk (rank-normalised), {"optimum", "hessian", "extra_noise_squared"} → (P,),
     the extra noise on u² since u's posterior is sign-symmetric; max_rhat, min_ess, divergences (total);
-    step_size, acceptance_rate, leapfrogs (mean integration steps per draw): (chains,); and the settings.
+    step_size, acceptance_rate, leapfrogs (mean integration steps per draw): (chains,); cold_coordinates (the
+    coordinates the exact start could not place, started cold); and the settings.
     Non-finite draws raise a FitFailure (DIVERGED).
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-    settings = _settings(warmup, draws, chains, target_accept, dense_mass)
+    settings = _settings(warmup, draws, chains, target_accept, dense_mass, start)
+    warmup, target_accept = settings["warmup"], settings["target_accept"]
     with jax.enable_x64(True):
         model = jax.tree_util.tree_map(jnp.asarray, model)
         key = as_key(key)
         if backend == "numpyro":
-            run = _numpyro_draws(model, key, warmup, draws, chains, target_accept, dense_mass, progress)
+            run = _numpyro_draws(model, key, warmup, draws, chains, target_accept, dense_mass, progress, start)
         else:
-            run = _blackjax_jit(model, key, warmup, draws, chains, target_accept, dense_mass)
+            run = _blackjax_jit(model, key, warmup, draws, chains, target_accept, dense_mass, start)
         run = jax.tree_util.tree_map(_to_numpy, run)
     result = _draws_from_run(run, settings | {"backend": backend})
     if isinstance(result, FitFailure):
@@ -326,14 +452,15 @@ def fit_nuts_batch(
     models: Sequence[GradientModel],
     *,
     keys,
-    warmup: int = WARMUP,
+    warmup: int | None = None,
     draws: int = DRAWS,
     chains: int = 1,
-    target_accept: float = 0.8,
+    target_accept: float | None = None,
     dense_mass: bool = False,
     backend: str = "blackjax",
     chunk: int = 50,
     progress: Progress = False,
+    start: str = "exact",
 ) -> list[Draws | FitFailure]:
     """`fit_nuts` for many traces' models (same P and prior); model m uses keys[m] (M jax PRNG keys).
 
@@ -344,7 +471,8 @@ def fit_nuts_batch(
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-    settings = _settings(warmup, draws, chains, target_accept, dense_mass) | {"backend": backend}
+    settings = _settings(warmup, draws, chains, target_accept, dense_mass, start) | {"backend": backend}
+    warmup, target_accept = settings["warmup"], settings["target_accept"]
     positive_int("chunk", chunk)
     count = len(models)
     chunk = 1 if backend == "numpyro" else min(chunk, count)
@@ -362,6 +490,7 @@ def fit_nuts_batch(
                         target_accept,
                         dense_mass,
                         False,
+                        start,
                     )
                     results.append(_draws_from_run(jax.tree_util.tree_map(_to_numpy, run), settings))
                     advance(1)
@@ -373,7 +502,16 @@ def fit_nuts_batch(
                 )
                 runs = jax.tree_util.tree_map(
                     _to_numpy,
-                    _blackjax_batch(stacked, keys[np.asarray(index)], warmup, draws, chains, target_accept, dense_mass),
+                    _blackjax_batch(
+                        stacked,
+                        keys[np.asarray(index)],
+                        warmup,
+                        draws,
+                        chains,
+                        target_accept,
+                        dense_mass,
+                        start,
+                    ),
                 )
                 kept = min(chunk, count - first)
                 results += [
@@ -383,7 +521,13 @@ def fit_nuts_batch(
     return results
 
 
-def _settings(warmup, draws, chains, target_accept, dense_mass) -> dict:
+def _settings(warmup, draws, chains, target_accept, dense_mass, start) -> dict:
+    """The checked settings, with warmup and target_accept None resolved to the start's own (`START_DEFAULTS`)."""
+    choice("start", start, STARTS)
+    if dense_mass and start == "exact":
+        raise ValueError(DENSE_FROM_EXACT)
+    warmup = START_DEFAULTS[start]["warmup"] if warmup is None else warmup
+    target_accept = START_DEFAULTS[start]["target_accept"] if target_accept is None else target_accept
     positive_int("warmup", warmup)
     positive_int("draws", draws, minimum=4, hint="R-hat and ESS split each chain in halves")
     positive_int("chains", chains)
@@ -394,14 +538,13 @@ def _settings(warmup, draws, chains, target_accept, dense_mass) -> dict:
         "chains": chains,
         "target_accept": target_accept,
         "dense_mass": dense_mass,
+        "start": start,
     }
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6))
-def _blackjax_batch(models, keys, warmup, draws, chains, target_accept, dense_mass) -> NutsRun:
-    return jax.vmap(lambda m, k: nuts_blackjax_draws(m, k, warmup, draws, chains, target_accept, dense_mass))(
-        models, keys
-    )
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
+def _blackjax_batch(models, keys, *settings) -> NutsRun:
+    return jax.vmap(lambda m, k: nuts_blackjax_draws(m, k, *settings))(models, keys)
 
 
 def _to_numpy(x):
@@ -429,6 +572,7 @@ def _draws_from_run(run: NutsRun, settings: dict) -> Draws | FitFailure:
         step_size=run.step_size,
         acceptance_rate=run.acceptance_rate,
         leapfrogs=run.leapfrogs,
+        cold_coordinates=int(np.sum(~run.warm)) if settings["start"] == "exact" else 0,
         **settings,
     )
     return Draws(run.optimum, run.hessian, run.extra_noise, diagnostics)

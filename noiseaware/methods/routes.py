@@ -107,13 +107,16 @@ class LaplaceOptions(GradientModelOptions):
 
 @dataclasses.dataclass(frozen=True)
 class NutsOptions(GradientModelOptions):
-    """NUTS: warmup, chains, backend ("blackjax": vmapped over traces in chunks of `chunk`; "numpyro": one
-    trace after another), target acceptance, dense mass matrix, and a progress bar over traces."""
+    """NUTS: start ("exact": at the exact route's posterior, step-size adaptation only; "prior": the cold start at
+    the prior means, Stan's window adaptation), warmup and target acceptance (None: the start's own,
+    `nuts.START_DEFAULTS`), chains, backend ("blackjax": vmapped over traces in chunks of `chunk`; "numpyro": one
+    trace after another), dense mass matrix (the cold start's adaptation only), and a progress bar over traces."""
 
-    warmup: int = WARMUP
+    start: Literal["exact", "prior"] = "exact"
+    warmup: int | None = None
     chains: int = 1
     backend: Literal["blackjax", "numpyro"] = "blackjax"
-    target_accept: float = 0.8
+    target_accept: float | None = None
     dense_mass: bool = False
     chunk: int = 50
     progress: Progress = False
@@ -122,11 +125,16 @@ class NutsOptions(GradientModelOptions):
 
     def __post_init__(self):
         super().__post_init__()
-        positive_int("warmup", self.warmup, hint=f"the number of adaptation steps per chain, e.g. warmup={WARMUP}")
+        choice("start", self.start, nuts.STARTS)
+        if self.warmup is not None:
+            positive_int("warmup", self.warmup, hint=f"the number of adaptation steps per chain, e.g. warmup={WARMUP}")
         positive_int("chains", self.chains)
         choice("backend", self.backend, nuts.BACKENDS)
-        probability("target_accept", self.target_accept, hint="the target acceptance rate, e.g. target_accept=0.8")
+        if self.target_accept is not None:
+            probability("target_accept", self.target_accept, hint="the target acceptance rate, e.g. target_accept=0.9")
         flag("dense_mass", self.dense_mass)
+        if self.dense_mass and self.start == "exact":
+            raise ValueError(nuts.DENSE_FROM_EXACT)
         positive_int("chunk", self.chunk, hint="the number of traces per compiled NUTS program, e.g. chunk=50")
         if not (isinstance(self.progress, bool) or callable(self.progress)):
             raise ValueError(f"progress must be True, False or a callable(done, total), got progress={self.progress!r}")
@@ -338,6 +346,7 @@ NUTS = _route(
     "nuts",
     nuts.fit_nuts_batch,
     lambda o: {
+        "start": o.start,
         "warmup": o.warmup,
         "chains": o.chains,
         "backend": o.backend,

@@ -1,18 +1,22 @@
 """Defaults written once: `field_default` reads an options or settings class's own, for wrappers and command lines
-that offer it; DRAWS and WARMUP are the research sample sizes that routes, baselines, options and posteriors share."""
+that offer it; DRAWS, WARMUP and WARM_START_WARMUP are the research sample sizes that routes, baselines, options
+and posteriors share."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-__all__ = ["DRAWS", "WARMUP", "field_default"]
+__all__ = ["DRAWS", "WARMUP", "WARM_START_WARMUP", "field_default"]
 
 DRAWS = 4000
 """K, draws per posterior: of φ* (the routes, per chain), of φ (DPVIm), of θ (the non-private NUTS, a mixture's
 θ draws per φ* draw, a calibration study's predictive)."""
 WARMUP = 1000
-"""NUTS adaptation steps per chain (the nuts route and the non-private reference)."""
+"""NUTS adaptation steps per chain from a cold start (the nuts route's start="prior", the non-private reference)."""
+WARM_START_WARMUP = 300
+"""NUTS adaptation steps per chain of the nuts route from its default start, the exact posterior's (step size only:
+the mass matrix is the identity there, docs/method.md §2.7)."""
 
 
 def field_default(owner: type, name: str) -> Any:
