@@ -6,7 +6,11 @@
              posterior sd relative to the non-private VI sd; constraints the tests of φ* against the
              non-private optimum, a width no smaller than the VI posterior's, the clipping shift and clipped
              fraction, the share of traces flagged.
-             Seeded TPE; a trial is pruned after its first half of the simulations when that half is hopeless.
+             Seeded TPE. Before any trace, the trial's laws are predicted from the facts (`predict`: clipped
+             fraction, clipping shift in predicted posterior sds, stationary spread and memory of the start,
+             width); a trial far beyond a constraint there, or predicted far wider than the best feasible
+             trial so far, is pruned without recording (`PRUNE`). Otherwise it is pruned after its first half of
+             the simulations when that half is hopeless.
     choose:  the trials ranked: feasible ones by width; when none is feasible (with a warning), those whose
              clipping and traces pass by calibration, then the rest by their summed violation.
     check:   the first-ranked settings on fresh simulations with disjoint keys (`preflight.check_settings`);
@@ -46,6 +50,7 @@ from ..util.progress import Progress, progress_bar
 from .design import TUNING
 from .facts import simulate, simulation_facts
 from .parallel import optimize_in_parallel, sampler_for
+from .predict import Prediction, predict
 from .preflight import fresh_check
 from .report import LIMITS, PreflightWarning
 from .score import Score, score_settings
@@ -107,6 +112,44 @@ def hopeless(score: Score) -> bool:
     """Whether half the simulations already rule a trial out (far beyond any one constraint's edge)."""
     c = constraints(score)
     return c[0] > 10 or c[1] > 0.3 or c[2] > 3.0 or c[3] > 0.2 or c[4] > 0.4
+
+
+PRUNE = {"clipped": SEARCH_CLIPPED, "shift": 4 * SEARCH_SHIFT, "memory": 0.6, "unstable": LIMITS["flagged"], "width": 2.0}
+"""Where a prediction (`predict`) prunes a trial before any trace: a clipped fraction at the optimum above the
+search's (exact: the score computes it from the same facts); a predicted clipping shift above 4 × the search's
+(the measured posterior sd of φ* was up to 2.4 × the predicted, median over simulations, in docs/tuning.md's
+validation); more than 60 % of the simulations still holding the start after burn-in (the half-way pruning's
+share of flagged traces), or more than the flagged limit's share with a coordinate that cannot settle (κ ∉ (0, 2));
+a predicted width above 2 × the best feasible trial's so far (the prediction was within 0.87–1.4 × the measured
+width), which cannot be chosen."""
+
+
+def doomed(prediction: Prediction, best: float | None) -> str | None:
+    """Why a trial cannot pass or win, predicted before any trace (`PRUNE`), else None; best: the smallest width of
+    a feasible trial so far (None: none yet)."""
+    if prediction.clipped > PRUNE["clipped"]:
+        return "clipped"
+    if prediction.relative_shift > PRUNE["shift"]:
+        return "shift"
+    if prediction.remembered > PRUNE["memory"]:
+        return "memory"
+    if prediction.unstable > PRUNE["unstable"]:
+        return "unstable"
+    if best is not None and prediction.width > PRUNE["width"] * best:
+        return "width"
+    return None
+
+
+def predicted_constraints(prediction: Prediction) -> tuple[float, ...]:
+    """`constraints` as far as a prediction knows them, for TPE: the clipping shift, the clipped fraction and
+    the share of traces that cannot settle; the calibration and width floor read 0 (unknown)."""
+    return (
+        0.0,
+        0.0,
+        prediction.relative_shift - SEARCH_SHIFT,
+        prediction.clipped - SEARCH_CLIPPED,
+        max(prediction.remembered, prediction.unstable) - LIMITS["flagged"],
+    )
 
 
 def tune(
@@ -239,6 +282,7 @@ def tune(
         provenance={
             "key": key_repr(key),
             "trials": len(study.trials),
+            "predicted_pruned": sum("pruned_by" in t.user_attrs for t in study.trials),
             "chosen_trial": best.number,
             "checked_trials": [trial.number for trial, _ in checked],
             "simulations": simulations,
@@ -277,6 +321,13 @@ class Objective:
         if grid not in self.sigmas:
             self.sigmas[grid] = calibrate(self.epsilon, self.delta, candidate.sampling_rate, candidate.steps)
         settings = settings_for(candidate, self.facts, self.bm.site_map, self.sigmas[grid], self.base)
+        prediction = predict(self.facts, settings, self.sigmas[grid])
+        trial.set_user_attr("predicted", prediction.as_row())
+        reason = None if trial.number == 0 else doomed(prediction, _best_width(trial.study))
+        if reason is not None:  # the first trial is always recorded: the ranking needs one scored trial
+            trial.set_user_attr("pruned_by", reason)
+            trial.set_user_attr("predicted_constraints", predicted_constraints(prediction))
+            raise optuna.TrialPruned()
         half = self.simulations // 2
         scores = []
         for part in (slice(0, half), slice(half, 2 * half)):
@@ -304,6 +355,16 @@ class Objective:
 def streams(key) -> tuple[jax.Array, jax.Array]:
     """The search's and the check's keys: fold_in(key, 0) and fold_in(key, 1), disjoint streams."""
     return jax.random.fold_in(as_key(key), 0), jax.random.fold_in(as_key(key), 1)
+
+
+def _best_width(study: optuna.Study) -> float | None:
+    """The smallest width of a complete feasible trial so far, None without one."""
+    widths = [
+        t.value
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if t.user_attrs.get("feasible")
+    ]
+    return min(widths, default=None)
 
 
 def _record(trial: optuna.Trial, score: Score, settings: dict) -> None:
