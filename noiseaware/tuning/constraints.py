@@ -58,11 +58,11 @@ def hopeless(score: Score) -> bool:
     return c[0] > 10 or c[1] > 0.3 or c[2] > 3.0 or c[3] > 0.2 or c[4] > 0.4
 
 
-PRUNE = {"clipped": SEARCH_CLIPPED, "shift": 4 * SEARCH_SHIFT, "memory": 0.6, "unstable": LIMITS["flagged"], "width": 2}
+PRUNE = {"clipped": SEARCH_CLIPPED, "shift": 2 * SEARCH_SHIFT, "memory": 0.6, "unstable": LIMITS["flagged"], "width": 2}
 """Where a prediction (`predict`) prunes a trial before any trace: a clipped fraction at the optimum above the
-search's (exact: the score computes it from the same facts); a predicted clipping shift above 4 × the search's
-(the measured posterior sd of φ* was up to 2.4 × the predicted, median over simulations, in the validation of
-docs/tuning.md §3); more than 60 % of the simulations still holding the start after burn-in (the half-way pruning's
+search's (exact: the score computes it from the same facts); a predicted clipping shift above 2 × the search's
+(the measured shift was 0.62–1.6 × the predicted in the validation of docs/tuning.md §3, wherever the linear law
+holds); more than 60 % of the simulations still holding the start after burn-in (the half-way pruning's
 share of flagged traces), or more than the flagged limit's share with a coordinate that cannot settle (κ ∉ (0, 2));
 a predicted width above 2 × the best feasible trial's so far (the prediction was 0.76–1.34 × the measured width
 there, so such a trial measures at least 1.5 × the best), which cannot be chosen."""
