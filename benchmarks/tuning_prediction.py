@@ -2,13 +2,16 @@
 
     python benchmarks/tuning_prediction.py                       # m1@1 on 12 simulations, m3@1 on 8
     python benchmarks/tuning_prediction.py --cases m1@1:12 --force
+    python benchmarks/tuning_prediction.py --replay benchmarks/results/tuned/gamma-exponential-eps1.json
 
 A case model@ε:M draws M prior-predictive simulations (key 1) of `na.models.get(model, preset=False)`, their
 facts (key 2) and, for six settings (START, a clip of 0.6, fast and slow relaxation, a small ρ weight and a
 wide point; T = 10⁴, q = 0.1), records DPVI (key 3) and fits the exact route (key 4). Per setting it reports the
 median over simulations of measured / predicted: the stationary sd of the iterates after burn-in and the
 posterior sd of φ* (per coordinate), and the predicted and measured width (posterior sd of θ over the VI sd)
-and clipping shift (in posterior sds of φ*). Results: benchmarks/results/tuning_prediction.json (docs/tuning.md
+and clipping shift (in posterior sds of φ*). `--replay FILE` (a settings file `na.tune` wrote with key 0, ε = 1
+and 24 search simulations, as benchmarks/tuning.py's) rebuilds the search's simulations and facts and puts each
+scored trial's prediction beside its score. Results: benchmarks/results/tuning_prediction.json (docs/tuning.md
 §3 quotes them).
 """
 
@@ -32,7 +35,7 @@ from noiseaware.recording.settings import DEFAULT_INIT
 from noiseaware.trace import BURN_IN
 from noiseaware.tuning.facts import simulate, simulation_facts
 from noiseaware.tuning.predict import predict
-from noiseaware.tuning.search import START
+from noiseaware.tuning.search import START, streams
 from noiseaware.tuning.space import Candidate, settings_for
 
 RESULTS = Path(__file__).parent / "results" / "tuning_prediction.json"
@@ -97,11 +100,53 @@ def run_case(case: str) -> dict:
     return {"model": bm.name, "epsilon": float(eps), "simulations": simulations, "rows": rows}
 
 
+def replay(path: Path) -> dict:
+    """Each scored trial of a tuned settings file: its prediction on the search's own facts beside its score."""
+    tuned = na.TunedSettings.load(path)
+    bm = na.models.get(tuned.model, preset=False)
+    simulations = tuned.provenance["simulations"]
+    k_sim, k_facts, *_ = jax.random.split(streams(0)[0], 5)  # as na.tune(key=0) splits its search stream
+    truth, data = simulate(bm, simulations, k_sim)
+    init = tuple(np.median(truth, axis=0).tolist()), DEFAULT_INIT[1]
+    transforms = {s.name: s.transform for s in bm.site_map.sites}
+    facts = simulation_facts(
+        bm, truth, data, key=k_facts, init=init, mc_draws=tuned.settings["mc_draws"], transforms=transforms,
+        sites=bm.site_map.names,
+    )  # fmt: skip
+    sigma = noise_multiplier(tuned.epsilon, tuned.delta, tuned.settings["sampling_rate"], tuned.settings["steps"])
+    rows = []
+    for trial in tuned.trials:
+        point = {name: trial[name] for name in START}
+        candidate = Candidate(**point, steps=trial["steps"], sampling_rate=trial["sampling_rate"])
+        prediction = predict(facts, settings_for(candidate, facts, bm.site_map, sigma, {}), sigma)
+        rows.append(
+            {
+                "trial": trial["trial"],
+                "state": trial["state"],
+                **point,
+                "width_measured": trial["sd_ratio"],
+                "width_predicted": prediction.width,
+                "shift_measured": trial["shift"],
+                "shift_predicted": prediction.relative_shift,
+                "clipped": trial["clipped"],
+                "feasible": trial["feasible"],
+            }
+        )
+    return {"model": bm.name, "epsilon": tuned.epsilon, "file": path.name, "trials": rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--force", action="store_true", help="rerun cases already in the results file")
+    parser.add_argument("--replay", type=Path, help="a tuned settings file whose trials to replay")
     args = parser.parse_args()
+    if args.replay is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            merge_results(RESULTS, {f"replay:{args.replay.stem}": replay(args.replay)})
+        write_json(RESULTS, {**read_results(RESULTS), "machine": machine()})
+        return
     done = read_results(RESULTS).get("results", {})
     for case in args.cases.split(","):
         if case in done and not args.force:

@@ -61,11 +61,11 @@ def hopeless(score: Score) -> bool:
 PRUNE = {"clipped": SEARCH_CLIPPED, "shift": 2 * SEARCH_SHIFT, "memory": 0.6, "unstable": LIMITS["flagged"], "width": 2}
 """Where a prediction (`predict`) prunes a trial before any trace: a clipped fraction at the optimum above the
 search's (exact: the score computes it from the same facts); a predicted clipping shift above 2 × the search's
-(the measured shift was 0.62–1.6 × the predicted in the validation of docs/tuning.md §3, wherever the linear law
-holds); more than 60 % of the simulations still holding the start after burn-in (the half-way pruning's
+(the measured shift was 0.62–1.58 × the predicted in the validation of docs/tuning.md §3, wherever the linear
+law holds); more than 60 % of the simulations still holding the start after burn-in (the half-way pruning's
 share of flagged traces), or more than the flagged limit's share with a coordinate that cannot settle (κ ∉ (0, 2));
-a predicted width above 2 × the best feasible trial's so far (the prediction was 0.76–1.34 × the measured width
-there, so such a trial measures at least 1.5 × the best), which cannot be chosen."""
+a predicted width above 2 × the best feasible trial's so far (the prediction was at most 1.63 × the measured width
+there, so such a trial measures at least 1.2 × the best), which cannot be chosen."""
 
 
 def doomed(prediction: Prediction, best: float | None) -> str | None:
