@@ -14,7 +14,8 @@ non-private VI sd, beside the tuned settings'. Each case is saved as it finishes
 several processes may share the file, each with its own cases); the tuned settings go to
 benchmarks/results/tuned/<model>-eps<ε>.json. `--ship` copies each of those whose check has no findings into
 noiseaware/tuning/presets/ (the tuned presets `record`, `preflight` and `coverage` use for a built-in model).
-Results: benchmarks/results/tuning.json.
+Results: benchmarks/results/tuning.json, or `--out FILE` (its settings then in FILE's folder under
+<stem>-settings/, so that a comparison run leaves the shipped ones alone).
 """
 
 from __future__ import annotations
@@ -41,21 +42,22 @@ CASES = (
 TRIALS, SIMULATIONS, CHECK = 40, 24, 200
 
 
-def run_case(case: str, trials: int) -> dict:
+def run_case(case: str, trials: int, settings_dir: Path) -> dict:
     name, eps = case.split("@")
     epsilon = float(eps)
     bm = na.models.get(name, preset=False)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", na.tuning.PreflightWarning)
         tuned = na.tune(bm, epsilon=epsilon, key=0, trials=trials, simulations=SIMULATIONS, check_simulations=CHECK)
-    seconds = time.perf_counter() - start
-    SETTINGS.mkdir(parents=True, exist_ok=True)
-    tuned.save(SETTINGS / f"{bm.name}-eps{eps}.json", overwrite=True)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    settings_dir.mkdir(parents=True, exist_ok=True)
+    tuned.save(settings_dir / f"{bm.name}-eps{eps}.json", overwrite=True)
     out = {
         "model": bm.name,
         "epsilon": epsilon,
         "seconds": round(seconds, 1),
+        "cpu_seconds": round(cpu, 1),
         "check": tuned.check.to_dict(),
         "settings": dict(tuned.settings),
         "warnings": [str(w.message) for w in caught if issubclass(w.category, na.tuning.PreflightWarning)],
@@ -63,6 +65,7 @@ def run_case(case: str, trials: int) -> dict:
         "trials": len(tuned.trials),
         "search_seconds": tuned.provenance["search_seconds"],
         "check_seconds": tuned.provenance["check_seconds"],
+        "predicted_pruned": tuned.provenance["predicted_pruned"],
     }
     print(f"{case}: {seconds:.0f} s; " + tuned.check.table().replace("\n", "\n  "))
     if name in ("m1", "m2"):
@@ -137,9 +140,11 @@ def main() -> None:
     parser.add_argument("--force", action="store_true", help="rerun cases already in the results file")
     parser.add_argument("--table", action="store_true", help="print the results file as a markdown table")
     parser.add_argument("--trials", type=int, default=TRIALS, help=f"Optuna trials per case (default {TRIALS})")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"results file (default {RESULTS})")
     parser.add_argument("--ship", action="store_true", help="copy the passing settings files into the package")
     args = parser.parse_args()
-    results = read_results(RESULTS).get("results", {})
+    results = read_results(args.out).get("results", {})
+    settings_dir = SETTINGS if args.out == RESULTS else args.out.parent / f"{args.out.stem}-settings"
     if args.table:
         print(table(results))
         return
@@ -149,10 +154,10 @@ def main() -> None:
     for case in args.cases.split(","):
         if case in results and not args.force:
             continue
-        result = run_case(case, args.trials)
-        results = read_results(RESULTS).get("results", {})  # another process may have added cases meanwhile
+        result = run_case(case, args.trials, settings_dir)
+        results = read_results(args.out).get("results", {})  # another process may have added cases meanwhile
         results[case] = result
-        write_json(RESULTS, {"machine": machine(), "settings": {"simulations": SIMULATIONS,
+        write_json(args.out, {"machine": machine(), "settings": {"simulations": SIMULATIONS,
                      "check_simulations": CHECK, "key": 0}, "results": results})  # fmt: skip
 
 

@@ -16,7 +16,9 @@ import noiseaware as na
 from noiseaware.cli import main
 from noiseaware.recording.settings import SettingsHint
 from noiseaware.tuning import PreflightWarning, SearchSpace, SettingsFileError, TunedSettings
+from noiseaware.tuning.constraints import PRUNE
 from noiseaware.tuning.facts import SimulationFacts, simulate, simulation_facts
+from noiseaware.tuning.predict import predict
 from noiseaware.tuning.report import PreflightReport, rmse_limit
 from noiseaware.tuning.score import WINSOR_VARIANCE, bias_p_values, pooled_p_values
 from noiseaware.tuning.search import streams
@@ -139,7 +141,8 @@ def test_tuner_raises_a_clip_far_below_the_gradient_scale_until_clipping_stops(t
         tuned = na.tune(
             tiny, epsilon=2.0, key=0, trials=12, simulations=12, check_simulations=40, start={"clip": 0.05}, space=space
         )
-    first, chosen = tuned.trials[0], tuned.trials[tuned.provenance["chosen_trial"]]
+    rows = {row["trial"]: row for row in tuned.trials}  # trials pruned on their prediction have no row
+    first, chosen = rows[0], rows[tuned.provenance["chosen_trial"]]
     assert first["clip"] == 0.05 and first["clipped"] > 0.5  # the start clips most examples at the optimum
     assert chosen["feasible"] and chosen["clip"] > 10 * first["clip"] and chosen["clipped"] <= 0.01
     report = tuned.check  # fresh simulations: clipping has stopped and the intervals are calibrated
@@ -191,6 +194,75 @@ def test_unchecked_settings_get_a_one_line_hint(tiny):
     theta, data = tiny.simulate(5)
     with pytest.warns(SettingsHint, match="never checked on simulations: run na.preflight"):
         na.record_dpvi(tiny.model, data, epsilon=1.0, key=1, clip=1.0, steps=100, sampling_rate=0.2)
+
+
+# ---------------------------------------------------------------- predictions before any trace
+
+
+@pytest.fixture(scope="module")
+def tiny_facts(tiny):
+    truth, data = simulate(tiny, 8, 0)
+    return simulation_facts(tiny, truth, data, key=1, init=(0.0, -3.0), mc_draws=TINY["mc_draws"])
+
+
+def test_predicted_stationary_sd_of_the_mean_matches_recorded_traces(tiny, tiny_facts):
+    """For a normal mean the μ gradient is linear in μ, so its iterates are the AR(1) of tuning/predict.py,
+    φ_{t+1} − φ* = (1 − κ)(φ_t − φ*) − λη_t. The sample variance of T' steps of an AR(1) with coefficient
+    r = 1 − κ has relative sd sqrt(2(1 + r²)/((1 − r²)T')) (Bartlett), so the mean over M simulations of measured
+    over predicted variance is 1 within 4 of those sds over √M. At ε = 20 the subsampling noise u² is about half the
+    gradient noise, so a prediction that left it out would fail."""
+    from noiseaware.privacy import noise_multiplier
+    from noiseaware.recording.dpvi import record_dpvi_batch
+    from noiseaware.tuning.space import Candidate, settings_for
+
+    kappa, steps, q = 0.3, TINY["steps"], TINY["sampling_rate"]
+    sigma = noise_multiplier(20.0, 1e-5, q, steps)
+    candidate = Candidate(2.5, 1.0, kappa, 0.01, steps, q)  # c = 2.5: nothing clipped
+    settings = settings_for(candidate, tiny_facts, tiny.site_map, sigma, {"mc_draws": TINY["mc_draws"]})
+    prediction = predict(tiny_facts, settings, sigma)
+    assert prediction.clipped == 0 and prediction.memory.max() < 0.01
+    np.testing.assert_allclose(prediction.relaxation[:, 0], kappa, rtol=0.05)  # λ from the median curvature
+    dp = sigma * settings["clip"] / settings["grad_scale"][0]
+    assert 0.25 < 1 - dp**2 / prediction.noise_sd[:, 0].mean() ** 2 < 0.75  # the share of u² in the noise
+    traces = record_dpvi_batch(
+        tiny.model, tiny_facts.data, keys=jax.random.split(jax.random.key(5), 8), noise_multiplier=sigma, **settings
+    )
+    kept = steps - int(0.2 * steps)
+    measured = np.array([np.asarray(t.params)[-kept:, 0].var() for t in traces])
+    ratio = measured / prediction.stationary_sd[:, 0] ** 2
+    r = 1 - prediction.relaxation[:, 0].mean()
+    tolerance = 4 * np.sqrt(2 * (1 + r**2) / ((1 - r**2) * kept)) / np.sqrt(len(traces))
+    assert abs(ratio.mean() - 1) < tolerance, (ratio, tolerance)
+
+
+def test_a_trial_predicted_to_clip_is_pruned_without_recording(tiny, tiny_facts, monkeypatch):
+    """The first trial is recorded (both halves); a later one whose clip cuts most examples at the optimum is
+    pruned on its prediction alone: no DPVI run, its predicted values kept for the table and TPE's constraints."""
+    import optuna
+
+    import noiseaware.tuning.search as search
+    from noiseaware.tuning.parallel import sampler_for
+
+    real, calls = search.score_settings, []
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs["keys"].shape[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(search, "score_settings", counted)
+    space = SearchSpace().with_grid(TINY["steps"], TINY["sampling_rate"])
+    base = {"mc_draws": TINY["mc_draws"]}
+    keys = jax.random.split(jax.random.key(2), len(tiny_facts))
+    objective = search.Objective(tiny, tiny_facts, space, base, 1.0, 1e-5, keys, jax.random.key(3), len(tiny_facts))
+    study = optuna.create_study(sampler=sampler_for(0, 10))
+    study.enqueue_trial(search.START)
+    study.enqueue_trial({**search.START, "clip": 0.3})
+    study.optimize(objective, n_trials=2)
+    first, second = study.trials
+    assert calls == [4, 4] and first.state == optuna.trial.TrialState.COMPLETE
+    assert second.state == optuna.trial.TrialState.PRUNED and second.user_attrs["pruned_by"] == "clipped"
+    assert second.user_attrs["predicted"]["clipped"] > PRUNE["clipped"]
+    assert tuple(second.system_attrs["constraints"]) == second.user_attrs["predicted_constraints"]
 
 
 # ---------------------------------------------------------------- the settings file

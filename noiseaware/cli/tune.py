@@ -256,9 +256,11 @@ def best_trials(tuned: TunedSettings) -> str:
         "flag %",
     ]
     chosen = tuned.settings["clip"]
+    predicted = tuned.provenance.get("predicted_pruned", 0)
+    unrecorded = f", {predicted} more pruned on their prediction before any trace" if predicted else ""
     return (
-        f"best of {len(tuned.trials)} trials (clip C as in the settings, chosen {chosen:.3g}; c: C over the 99 % "
-        "quantile of the simulated per-example gradient norms at the optimum, what the search moves)\n"
+        f"best of {len(tuned.trials)} trials{unrecorded} (clip C as in the settings, chosen {chosen:.3g}; c: C over "
+        "the 99 % quantile of the simulated per-example gradient norms at the optimum, what the search moves)\n"
         + text_table(header, cells)
     )
 

@@ -45,13 +45,16 @@ def journal(path: str | os.PathLike) -> optuna.storages.JournalStorage:
 
 
 def sampler_for(seed: int, startup: int, parallel: bool = False) -> optuna.samplers.TPESampler:
-    """The seeded TPE sampler of the search, with the constraints the objective records, starting after `startup`
+    """The seeded TPE sampler of the search, with the constraints the objective records (a trial pruned on its
+    prediction: the predicted ones, `search.predicted_constraints`), starting after `startup`
     trials; in parallel it imagines running trials as bad (constant liar), so workers do not repeat them."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.samplers.TPESampler(
             seed=seed,
-            constraints_func=lambda trial: trial.user_attrs.get("constraints", (1.0,) * 5),
+            constraints_func=lambda trial: trial.user_attrs.get(
+                "constraints", trial.user_attrs.get("predicted_constraints", (1.0,) * 5)
+            ),
             n_startup_trials=startup,
             constant_liar=parallel,
         )

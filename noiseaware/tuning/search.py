@@ -6,7 +6,11 @@
              posterior sd relative to the non-private VI sd; constraints the tests of φ* against the
              non-private optimum, a width no smaller than the VI posterior's, the clipping shift and clipped
              fraction, the share of traces flagged.
-             Seeded TPE; a trial is pruned after its first half of the simulations when that half is hopeless.
+             Seeded TPE. Before any trace, the trial's laws are predicted from the facts (`predict`: clipped
+             fraction, clipping shift in predicted posterior sds, stationary spread and memory of the start,
+             width); a trial far beyond a constraint there, or predicted far wider than the best feasible
+             trial so far, is pruned without recording (`PRUNE`). Otherwise it is pruned after its first half of
+             the simulations when that half is hopeless.
     choose:  the trials ranked: feasible ones by width; when none is feasible (with a warning), those whose
              clipping and traces pass by calibration, then the rest by their summed violation.
     check:   the first-ranked settings on fresh simulations with disjoint keys (`preflight.check_settings`);
@@ -21,7 +25,6 @@ search resumed by the same call, or extended by one with more trials).
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 import warnings
@@ -43,11 +46,13 @@ from ..util.fingerprint import canonical, fingerprint
 from ..util.hints import hint
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
+from .constraints import MECHANICS, constraints, doomed, hopeless, predicted_constraints
 from .design import TUNING
 from .facts import simulate, simulation_facts
 from .parallel import optimize_in_parallel, sampler_for
+from .predict import predict
 from .preflight import fresh_check
-from .report import LIMITS, PreflightWarning
+from .report import PreflightWarning
 from .score import Score, score_settings
 from .space import Candidate, SearchSpace, settings_for
 from .tuned import TunedSettings, model_layout
@@ -68,45 +73,6 @@ DESIGN = (
 )
 """Further first trials, each START with one or two values moved: TPE starts from sensible points rather
 than from uniform draws over the whole space."""
-SEARCH_CLIPPED = LIMITS["clipped"] / 2
-"""The clipped fraction at the optimum a chosen trial may have (half the check's: margin for fresh
-simulations)."""
-SEARCH_SHIFT = LIMITS["shift"] / 2
-"""The clipping shift (posterior sds of φ*) a chosen trial may have: half the check's, for the same reason (the
-trial of smallest width sits at the edge of what the search simulations allow)."""
-WIDTH_FLOOR = 0.97
-"""The smallest mean posterior sd over the non-private VI sd a trial may have, per coordinate (the noise-aware
-mixture over φ* is never narrower than q(θ | φ̂) when ρ* is right; 3 % for Monte Carlo error)."""
-SEARCH_ALPHA = 0.05
-"""Level of the pooled calibration tests during the search (Bonferroni over coordinates)."""
-
-
-def constraints(score: Score) -> tuple[float, ...]:
-    """Optuna constraints (feasible when all ≤ 0): φ* against the non-private optimum (ζ's tests: χ² over μ,
-    a shared shift over ρ), a posterior at least about as wide as the non-private VI posterior, the clipping
-    shift and clipped fraction at the optimum, the flagged traces.
-
-    The θ-against-truth test is left to the fresh check: every trial sees the same simulations, so where their
-    truths happen to fall (a sample's z² far from 1 even for the exact posterior) would bias every trial alike
-    and reward width; ζ measures what the settings change, against φ̂, a function of the data."""
-    return (
-        math.log(SEARCH_ALPHA / score.optimum_p.size) - math.log(max(score.optimum_p.min(), 1e-300)),
-        WIDTH_FLOOR - float(score.sd_ratio.min()),
-        score.shift - SEARCH_SHIFT,
-        score.clipped - SEARCH_CLIPPED,
-        score.flagged - LIMITS["flagged"],
-    )
-
-
-MECHANICS = slice(2, 5)
-"""The constraints on the DP-SGD mechanics (clipping shift, clipped fraction, flagged traces): a fallback
-trial must meet them before its calibration is weighed."""
-
-
-def hopeless(score: Score) -> bool:
-    """Whether half the simulations already rule a trial out (far beyond any one constraint's edge)."""
-    c = constraints(score)
-    return c[0] > 10 or c[1] > 0.3 or c[2] > 3.0 or c[3] > 0.2 or c[4] > 0.4
 
 
 def tune(
@@ -239,6 +205,7 @@ def tune(
         provenance={
             "key": key_repr(key),
             "trials": len(study.trials),
+            "predicted_pruned": sum("pruned_by" in t.user_attrs for t in study.trials),
             "chosen_trial": best.number,
             "checked_trials": [trial.number for trial, _ in checked],
             "simulations": simulations,
@@ -277,6 +244,13 @@ class Objective:
         if grid not in self.sigmas:
             self.sigmas[grid] = calibrate(self.epsilon, self.delta, candidate.sampling_rate, candidate.steps)
         settings = settings_for(candidate, self.facts, self.bm.site_map, self.sigmas[grid], self.base)
+        prediction = predict(self.facts, settings, self.sigmas[grid])
+        trial.set_user_attr("predicted", prediction.as_row())
+        reason = None if trial.number == 0 else doomed(prediction, _best_width(trial.study))
+        if reason is not None:  # the first trial is always recorded: the ranking needs one scored trial
+            trial.set_user_attr("pruned_by", reason)
+            trial.set_user_attr("predicted_constraints", predicted_constraints(prediction))
+            raise optuna.TrialPruned()
         half = self.simulations // 2
         scores = []
         for part in (slice(0, half), slice(half, 2 * half)):
@@ -304,6 +278,16 @@ class Objective:
 def streams(key) -> tuple[jax.Array, jax.Array]:
     """The search's and the check's keys: fold_in(key, 0) and fold_in(key, 1), disjoint streams."""
     return jax.random.fold_in(as_key(key), 0), jax.random.fold_in(as_key(key), 1)
+
+
+def _best_width(study: optuna.Study) -> float | None:
+    """The smallest width of a complete feasible trial so far, None without one."""
+    widths = [
+        t.value
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        if t.user_attrs.get("feasible")
+    ]
+    return min(widths, default=None)
 
 
 def _record(trial: optuna.Trial, score: Score, settings: dict) -> None:
