@@ -126,8 +126,8 @@ def traces(library: str, data, keys, *, sigma, steps, padded=B) -> list[na.Trace
     return out
 
 
-def coverage(runs: list[na.Trace], optimum: np.ndarray, key) -> np.ndarray:
-    """Per coordinate of φ, the fraction of runs whose exact-route 90 % interval covers φ̂."""
+def covered(runs: list[na.Trace], optimum: np.ndarray, key) -> np.ndarray:
+    """(M, P) booleans: whether run m's exact-route 90 % interval for coordinate j of φ* covers φ̂_mj."""
     posts = na.fit_batch(runs, method="exact", key=key, diagnostics="off", on_error="skip")
     inside = []
     for post, phi_hat in zip(posts, optimum):
@@ -136,17 +136,35 @@ def coverage(runs: list[na.Trace], optimum: np.ndarray, key) -> np.ndarray:
             continue
         low, high = post.optimum_interval(0.9)
         inside.append((low <= phi_hat) & (phi_hat <= high))
-    return np.mean(inside, axis=0)
+    return np.array(inside)
 
 
-def flagged(runs: list[na.Trace]) -> float:
-    """The fraction of runs on which any trace check fires."""
-    return float(np.mean([not na.diagnose(run).ok for run in runs]))
+def fired(runs: list[na.Trace]) -> np.ndarray:
+    """(M,) booleans: whether any trace check fires on run m."""
+    return np.array([not na.diagnose(run).ok for run in runs])
 
 
 def as_read(run: na.Trace, convention: Convention, divisor: float) -> na.Trace:
     """The run's released grads (its sums over `divisor`) read under `convention` with no batch sizes."""
     return dataclasses.replace(run, grads=run.grads / divisor, convention=convention, batch_sizes=None)
+
+
+def simulated(simulations: int, seed: int, steps: int) -> tuple[jax.Array, dict, np.ndarray, float]:
+    """The benchmark's M data sets of `logistic-3d` at N (X (M, N, 3), y (M, N)), from the key of `seed` (returned,
+    for the runs' keys), their non-private VI optima φ̂ (M, 6) by `simulation_facts`, and σ for ε, δ at T steps."""
+    base = na.models.get("logistic-3d")
+    bm = na.models.from_numpyro(
+        base.model, n_examples=N, covariates=base.covariates, name="logistic-3d", **base.dpvi_settings
+    )
+    key = jax.random.key(seed)
+    truth, data = jax.vmap(bm.simulate)(jax.random.split(key, simulations))
+    settings = bm.dpvi_settings
+    arrays = {k: np.asarray(v) for k, v in data.items()}
+    facts = simulation_facts(
+        bm, np.asarray(truth), arrays, key=jax.random.fold_in(key, 1), init=settings["init"],
+        mc_draws=settings["mc_draws"], transforms=settings["transforms"],
+    )  # fmt: skip
+    return key, data, facts.optimum, na.privacy.noise_multiplier(EPSILON, DELTA, B / N, steps)
 
 
 def main() -> None:
@@ -157,36 +175,24 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "adapters.json")
     args = parser.parse_args()
     command = f"python benchmarks/adapters.py --simulations {args.simulations} --steps {args.steps} --seed {args.seed}"
-    base = na.models.get("logistic-3d")
-    bm = na.models.from_numpyro(
-        base.model, n_examples=N, covariates=base.covariates, name="logistic-3d", **base.dpvi_settings
-    )
-    key = jax.random.key(args.seed)
-    truth, data = jax.vmap(bm.simulate)(jax.random.split(key, args.simulations))
-    settings = bm.dpvi_settings
-    arrays = {k: np.asarray(v) for k, v in data.items()}
-    facts = simulation_facts(
-        bm, np.asarray(truth), arrays, key=jax.random.fold_in(key, 1), init=settings["init"],
-        mc_draws=settings["mc_draws"], transforms=settings["transforms"],
-    )  # fmt: skip
-    sigma = na.privacy.noise_multiplier(EPSILON, DELTA, B / N, args.steps)
+    key, data, optimum, sigma = simulated(args.simulations, args.seed, args.steps)
     results = read_results(args.out)
     keys = jax.random.split(jax.random.fold_in(key, 2), args.simulations)
     for library in ("optax", "jax-privacy"):
         start = time.perf_counter()
         runs = traces(library, data, keys, sigma=sigma, steps=args.steps)
         record_seconds = time.perf_counter() - start
-        covered = coverage(runs, facts.optimum, jax.random.fold_in(key, 3))
+        coverage = covered(runs, optimum, jax.random.fold_in(key, 3)).mean(axis=0)
         entry = {
-            "coverage_90": [round(float(c), 3) for c in covered],
+            "coverage_90": [round(float(c), 3) for c in coverage],
             "param_names": list(runs[0].param_names),
-            "flagged_as_recorded": flagged(runs),
-            "flagged_read_as_sums": flagged([as_read(r, Convention(), B) for r in runs]),
+            "flagged_as_recorded": float(fired(runs).mean()),
+            "flagged_read_as_sums": float(fired([as_read(r, Convention(), B) for r in runs]).mean()),
         }
         if library == "optax":
             padded = traces(library, data, keys, sigma=sigma, steps=args.steps, padded=PADDED)
-            entry["flagged_padded_read_as_expected_batch"] = flagged(
-                [as_read(r, Convention(normaliser="expected-batch"), PADDED / B) for r in padded]
+            entry["flagged_padded_read_as_expected_batch"] = float(
+                fired([as_read(r, Convention(normaliser="expected-batch"), PADDED / B) for r in padded]).mean()
             )
         entry |= {
             "record_seconds": round(record_seconds, 1),

@@ -16,20 +16,21 @@ N, D, BATCH, STEPS, CLIP, LR = 2000, 3, 100, 3000, 2.0, 0.05
 
 
 class MeanFieldLogistic(torch.nn.Module):
-    """φ = (μ, ρ'), ρ = 10ρ'; forward(xy) (B, D + 1) → each example's share of the negative ELBO at the step's draw."""
+    """φ = (μ, ρ'), ρ = 10ρ'; forward(rows) (B, 2D + 1), rows (x, y, ε) with the step's draw ε repeated → each
+    example's share of the negative ELBO. ε travels in the input: Opacus's functorch per-sample gradients run a copy
+    of the module made at the first backward pass, so an attribute would stay at step 1's draw."""
 
     def __init__(self):
         super().__init__()
         self.mu = torch.nn.Parameter(torch.zeros(D, dtype=torch.float64))
         self.rho_scaled = torch.nn.Parameter(torch.full((D,), -0.2, dtype=torch.float64))
-        self.eps = torch.zeros(D, dtype=torch.float64)  # the step's draw: a plain attribute (Opacus refuses buffers)
 
-    def forward(self, xy):
-        x, y = xy[..., :D], xy[..., D]
+    def forward(self, rows):
+        x, y, eps = rows[..., :D], rows[..., D], rows[..., D + 1 :]
         sd = torch.nn.functional.softplus(10.0 * self.rho_scaled)
-        theta = self.mu + sd * self.eps
-        nll = torch.nn.functional.softplus(-(2 * y - 1) * (x @ theta))
-        return nll + 0.5 * (theta**2).sum() / N - torch.log(sd).sum() / N
+        theta = self.mu + sd * eps
+        nll = torch.nn.functional.softplus(-(2 * y - 1) * (x * theta).sum(-1))
+        return nll + 0.5 * (theta**2).sum(-1) / N - torch.log(sd).sum() / N
 
 
 def test_an_opacus_dpvi_run_recorded_by_the_adapter_fits_and_covers():
@@ -50,9 +51,9 @@ def test_an_opacus_dpvi_run_recorded_by_the_adapter_fits_and_covers():
     steps = 0
     while steps < STEPS:
         for (batch,) in loader:
-            module._module.eps = torch.randn(D, dtype=torch.float64)
+            eps = torch.randn(D, dtype=torch.float64).expand(len(batch), D)
             optimizer.zero_grad()
-            module(batch).mean().backward()
+            module(torch.cat([batch, eps], dim=1)).mean().backward()
             optimizer.step()
             steps += 1
             if steps == STEPS:
