@@ -167,13 +167,18 @@ def simulated(simulations: int, seed: int, steps: int) -> tuple[jax.Array, dict,
     return key, data, facts.optimum, na.privacy.noise_multiplier(EPSILON, DELTA, B / N, steps)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(description: str) -> argparse.Namespace:
+    """The command line both adapters benchmarks take: --simulations, --steps, --seed, --out."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--simulations", type=int, default=100)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "adapters.json")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments(__doc__.splitlines()[0])
     command = f"python benchmarks/adapters.py --simulations {args.simulations} --steps {args.steps} --seed {args.seed}"
     key, data, optimum, sigma = simulated(args.simulations, args.seed, args.steps)
     results = read_results(args.out)

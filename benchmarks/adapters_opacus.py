@@ -17,19 +17,17 @@ off by |B_t|/B = 1 ± 0.1 only. Results: benchmarks/results/adapters.json, key "
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 import warnings
 from importlib.metadata import version
-from pathlib import Path
 
 import jax
 import numpy as np
 import opacus
 import torch
 from _common import machine, read_results, write_json
-from adapters import EPSILON, GRAD_SCALE, LR, S_RHO, B, C, N, as_read, covered, fired, simulated
+from adapters import EPSILON, GRAD_SCALE, LR, S_RHO, B, C, N, arguments, as_read, covered, fired, simulated
 
 import noiseaware as na
 from noiseaware.adapters.opacus import OpacusRecorder
@@ -134,12 +132,7 @@ def summary(per_run: dict[str, list]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--simulations", type=int, default=100)
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "adapters.json")
-    args = parser.parse_args()
+    args = arguments(__doc__.splitlines()[0])
     torch.set_num_threads(1)
     command = (
         f"python benchmarks/adapters_opacus.py --simulations {args.simulations} --steps {args.steps} --seed {args.seed}"
