@@ -15,6 +15,7 @@ from noiseaware.util.compilation import use_compilation_cache
 events = []
 jax.monitoring.register_event_listener(lambda name, **kw: events.append(name))
 folder = use_compilation_cache()
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)  # this small program too, whatever the threshold
 def f(x):
     for i in range(300):
         x = jnp.sin(x) * (i + 1.0) + jnp.cos(x * 0.5)
