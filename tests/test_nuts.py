@@ -7,10 +7,11 @@ import pytest
 from arviz_stats.base import array_stats
 from ou import ou_trace
 
-from noiseaware.inference import nuts
+from noiseaware.inference import nuts, nuts_target
 from noiseaware.inference.exact import exact_grid, marginal_quantiles
 from noiseaware.inference.gradient_model import Prior, gradient_model, integrate_optimum, prior_distributions
-from noiseaware.inference.nuts import _target, fit_nuts, fit_nuts_batch, initial_values, nuts_blackjax_draws
+from noiseaware.inference.nuts import fit_nuts, fit_nuts_batch, initial_values, nuts_blackjax_draws
+from noiseaware.inference.nuts_target import prior_placement, sampled_target, symmetric
 from noiseaware.util.defaults import WARM_START_WARMUP, WARMUP
 from noiseaware.util.keys import as_key
 
@@ -101,7 +102,7 @@ def test_sampled_coordinates_are_a_change_of_variables_of_numpyros_potential(pri
 
     with jax.enable_x64(True):
         model = jax.tree_util.tree_map(jnp.asarray, gradient_model(ou_trace(steps=500), prior))
-        target, y0, warm = _target(model, start)
+        target, y0, warm = sampled_target(model, start)
         assert warm.shape == (model.n_params,) and bool(jnp.all(warm)) == (start == "exact")
         sites = target.sites(y0, 0)
         if start == "prior":
@@ -143,7 +144,7 @@ def test_the_sign_symmetric_twin_has_the_half_normal_posterior_of_abs_u():
 
     with jax.enable_x64(True):
         model = jax.tree_util.tree_map(jnp.asarray, gradient_model(ou_trace(steps=500)))
-        twin = nuts._symmetric(model)
+        twin = symmetric(model)
         assert (model.extra_noise, twin.extra_noise) == ("half-normal", "normal")
         differences = []
         for seed in range(3):
@@ -195,7 +196,7 @@ def test_from_the_exact_start_the_target_is_near_unit_scale_and_the_moments_matc
     error."""
     model = gradient_model(trace)
     with jax.enable_x64(True):
-        target, _, warm = _target(jax.tree_util.tree_map(jnp.asarray, model), "exact")
+        target, _, warm = sampled_target(jax.tree_util.tree_map(jnp.asarray, model), "exact")
     centre, scale = ({name: np.asarray(v) for name, v in values.items()} for values in (target.centre, target.scale))
     assert bool(jnp.all(warm)) and model.hessian_link == "exp"
     y = (np.log(blackjax_fit.hessian) - centre["hessian_raw"]) / scale["hessian_raw"]
@@ -226,11 +227,11 @@ def test_the_cold_start_still_matches_quadrature(trace, cold_fit):
 def test_coordinates_without_a_usable_grid_start_cold(monkeypatch):
     """A coordinate whose grid holds more than EDGE_TRUST of its mass on its edge starts at the prior means, placed
     as the cold start places the sampled (sign-symmetric) model."""
-    monkeypatch.setattr(nuts, "EDGE_TRUST", -1.0)
+    monkeypatch.setattr(nuts_target, "EDGE_TRUST", -1.0)
     with jax.enable_x64(True):
         model = jax.tree_util.tree_map(jnp.asarray, gradient_model(ou_trace(steps=500)))
-        exact, exact_y0, warm = _target(model, "exact")
-        prior, prior_y0 = nuts._prior_placement(nuts._symmetric(model))
+        exact, exact_y0, warm = sampled_target(model, "exact")
+        prior, prior_y0 = prior_placement(symmetric(model))
     assert not bool(jnp.any(warm))
     np.testing.assert_array_equal(exact_y0, prior_y0)
     for name in prior.names:
