@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -41,3 +42,12 @@ def merge_results(path: Path, results: dict) -> None:
     """Update the results file's `results` mapping with `results`, keeping cases not rerun."""
     previous = read_results(path).get("results", {})
     write_json(path, {"results": {**previous, **results}})
+
+
+def chosen(parser: argparse.ArgumentParser, value: str, known, what: str = "cases") -> list[str]:
+    """The comma-separated names in `value`, each one of `known`; a usage error (parser.error) naming the others."""
+    names = value.split(",")
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        parser.error(f"unknown {what} {unknown}: choose from {', '.join(known)}")
+    return names

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from _common import machine, merge_results
+from _common import chosen, machine, merge_results
 
 import noiseaware as na
 
@@ -124,10 +124,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per case after the first (default 5)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "bench_fit.json")
     args = parser.parse_args()
-    names = args.cases.split(",")
-    unknown = sorted(set(names) - set(CASES))
-    if unknown:
-        parser.error(f"unknown cases {unknown}: choose from {', '.join(CASES)}")
+    names = chosen(parser, args.cases, CASES)
     command = f"python benchmarks/bench_fit.py --cases {args.cases} --repeats {args.repeats}"
     traces, results = {}, {}
     print(f"{'case':<21} {'compile s':>10} {'run s':>9} {'median s':>9} {'target s':>9}  ok")

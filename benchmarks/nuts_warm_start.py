@@ -23,7 +23,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from _common import machine, merge_results
+from _common import chosen, machine, merge_results
 from arviz_stats.base import array_stats
 
 import noiseaware as na
@@ -113,10 +113,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "nuts_warm_start.json")
     args = parser.parse_args()
-    configs = args.configs.split(",")
-    unknown = sorted(set(configs) - set(CONFIGS))
-    if unknown:
-        parser.error(f"unknown configs {unknown}: choose from {', '.join(CONFIGS)}")
+    configs = chosen(parser, args.configs, CONFIGS, "configs")
     command = (
         f"python benchmarks/nuts_warm_start.py --models {args.models} --traces {args.traces} "
         f"--repeats {args.repeats} --configs {args.configs} --seed {args.seed}"

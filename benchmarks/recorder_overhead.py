@@ -28,7 +28,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from _common import machine, merge_results
+from _common import chosen, machine, merge_results
 from jax import lax
 
 import noiseaware as na
@@ -138,10 +138,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "recorder_overhead.json")
     args = parser.parse_args()
-    names = args.cases.split(",")
-    unknown = sorted(set(names) - set(CASES))
-    if unknown:
-        parser.error(f"unknown cases {unknown}: choose from {', '.join(CASES)}")
+    names = chosen(parser, args.cases, CASES)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     command = "python benchmarks/recorder_overhead.py " + " ".join(
