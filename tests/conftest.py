@@ -1,4 +1,4 @@
-"""Shared fixtures, and the suite's persistent compilation cache."""
+"""Shared fixtures, the suite's persistent compilation cache and its compilation effort per module."""
 
 import os
 from pathlib import Path
@@ -11,22 +11,32 @@ from noiseaware.util.compilation import CACHE_ENV, use_compilation_cache
 # One compilation cache for the whole suite: both xdist workers and every command-line subprocess the tests start
 # (they inherit the variable) compile each program once, and a second `make test` finds them all compiled.
 # $NOISEAWARE_JAX_CACHE, when set, names another folder (or "off").
-os.environ.setdefault(CACHE_ENV, str(Path(__file__).resolve().parent.parent / ".jax-cache" / f"jax-{jax.__version__}"))
-use_compilation_cache()
+SUITE_CACHE = Path(__file__).resolve().parent.parent / ".jax-cache" / f"jax-{jax.__version__}"
+SUITE_MIN_COMPILE_SECONDS = 0.05
+"""The suite's own folder keeps every program that compiles in over 50 ms (a program compiled by both workers, or by
+a test and the command it starts, is compiled once): in one process, 5 % less CPU time than the product's 1 s
+threshold. The folder has no size limit (`make clean` empties it), so JAX neither sums it nor locks it on each
+write; a program read while the other worker writes it fails to read and is compiled again."""
+os.environ.setdefault(CACHE_ENV, str(SUITE_CACHE))
+if use_compilation_cache() == SUITE_CACHE:
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", SUITE_MIN_COMPILE_SECONDS)
+    jax.config.update("jax_compilation_cache_max_size", -1)
 
 
-@pytest.fixture(scope="module")
-def fast_compilation():
-    """Compile with most XLA optimisations off while a module runs.
+@pytest.fixture(scope="module", autouse=True)
+def compilation_effort(request):
+    """Compile with most XLA optimisations off, except in modules marked `full_optimisation`.
 
-    Tests that compile many small programs and run each briefly spend most of their time in XLA's
-    optimiser (about 40 % less CPU time without it); results are the same up to float rounding.
-    Opt in per module with `pytestmark = pytest.mark.usefixtures("fast_compilation")`, after measuring: modules
-    that run long programs get slower (unoptimised XLA runs them slower: test_methods took twice the CPU time,
-    the README tours 50 % more, test_tuning 15 % more).
+    Most tests compile many small programs and run each briefly, so their time goes to XLA's optimiser: on a
+    fresh clone with 2 workers, test_methods took 30 s instead of 50, test_expansion 28 instead of 44, and the
+    suite's compile-bound modules about 170 s less in all (2026-11-27). Results are the same up to float
+    rounding. Modules that run long programs (the tuner's DP-SGD scans, the README tours, the bootstrap) run
+    them slower unoptimised (test_tuning 279 s instead of 184, the bootstrap 127 instead of 27): they say
+    `pytestmark = pytest.mark.full_optimisation`.
     """
+    fast = request.node.get_closest_marker("full_optimisation") is None
     previous = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", True)
+    jax.config.update("jax_disable_most_optimizations", fast)
     yield
     jax.config.update("jax_disable_most_optimizations", previous)
 
@@ -82,3 +92,35 @@ def pytest_collection_modifyitems(items):
     """Put the heaviest files first (longest-processing-time-first scheduling of the files over the workers)."""
     rank = {name: i for i, name in enumerate(HEAVIEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+COMPILE_REPORT_ENV = "NOISEAWARE_COMPILE_REPORT"
+"""Set to a path prefix to write, per test worker, each test's JAX compilation count and seconds (tab-separated)."""
+_COMPILE_STAGES = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "compile",
+}
+_compile_seconds: dict[str, float] = {}
+
+
+def _on_duration(event: str, seconds: float, **_) -> None:
+    stage = _COMPILE_STAGES.get(event)
+    if stage is not None:
+        _compile_seconds[stage] = _compile_seconds.get(stage, 0.0) + seconds
+        _compile_seconds["count"] = _compile_seconds.get("count", 0) + (stage == "compile")
+
+
+if os.environ.get(COMPILE_REPORT_ENV):
+    jax.monitoring.register_event_duration_secs_listener(_on_duration)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        _compile_seconds.clear()
+        yield
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        line = "\t".join(
+            [item.nodeid, *(f"{_compile_seconds.get(k, 0):.2f}" for k in ("count", "trace", "lower", "compile"))]
+        )
+        with open(f"{os.environ[COMPILE_REPORT_ENV]}.{worker}.tsv", "a") as report:
+            report.write(line + "\n")

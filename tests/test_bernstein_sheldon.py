@@ -42,8 +42,6 @@ from noiseaware.models.builtin import get
 from noiseaware.posteriors.base import Posterior
 from noiseaware.util.errors import DIVERGED, FitFailure
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 SHORT = {"chains": 4, "warmup": 300, "draws": 2500}
 TINY = {"chains": 2, "warmup": 30, "draws": 60}  # one compiled sampler for the plumbing tests
 MODELS = tuple(FAMILIES)

@@ -29,8 +29,6 @@ from noiseaware.methods.mechanisms import BS2019, BS2019_NAIVE, BS2019NaiveOptio
 from noiseaware.models.builtin import get
 from noiseaware.posteriors.base import Posterior
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 D, N, BOUNDS = 2, 400, (3.0, 4.0)
 W_TRUE, SIGMA2_TRUE = np.array([0.8, -0.5, 0.3]), 0.25
 GIBBS = {"chains": 4, "warmup": 100, "draws": 400, "thin": 1}

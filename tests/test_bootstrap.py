@@ -11,6 +11,8 @@ from toy_models import normal_mean
 import noiseaware as na
 from noiseaware.baselines.bootstrap import replay_settings
 
+pytestmark = pytest.mark.full_optimisation  # long DP-SGD runs: unoptimised XLA runs them slower
+
 N = 1000
 
 

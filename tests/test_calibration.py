@@ -14,8 +14,6 @@ from noiseaware.evaluation import CalibrationResult, predictive_probabilities
 from noiseaware.evaluation.calibration_result import METRICS
 from noiseaware.plots import plot_calibration
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")  # compile-bound: 10 % less CPU time
-
 Y = np.array([0, 0, 1, 1, 0, 1])
 P = np.array([0.1, 0.2, 0.3, 0.6, 0.7, 0.9])
 

@@ -24,8 +24,6 @@ import pytest
 import noiseaware as na
 from noiseaware.cli import main
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 M1 = na.models.get("M1")
 SMALL = {"steps": 40, "sampling_rate": 0.1, "clip": 2.0, "grad_scale": (1.0, 100.0), "learning_rate": (1e-3, 1e-2)}
 

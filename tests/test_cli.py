@@ -15,8 +15,6 @@ from noiseaware.cli import DataError, load_data, main
 from noiseaware.cli.record import KNOWN_SEED_WARNING
 from noiseaware.trace.sites import SiteSpec
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")  # compile-bound: every command compiles its own programs
-
 FIXTURES = Path(__file__).parent / "fixtures"
 QUICK = ("--steps", "200")
 USER_SETTINGS = ("--steps", "200", "--sampling-rate", "0.1", "--clip", "2", "--grad-scale", "1", "100")

@@ -9,8 +9,6 @@ import pytest
 from noiseaware.cli import main
 from noiseaware.datasets import ADULT_FILES, adult_directory
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 TINY = ("--runs", "2", "--steps", "80", "--samples", "20", "--warmup", "20")
 ROWS = 2000
 

@@ -20,8 +20,6 @@ import noiseaware as na
 from noiseaware.evaluation.calibration_result import METRICS, CalibrationResult
 from noiseaware.studies import Plan
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 DATASETS = importlib.import_module("noiseaware.datasets")
 COVERAGE_FILES = [
     f"coverage-gamma-exponential-{tag}{suffix}"

@@ -19,8 +19,6 @@ from noiseaware.cli import main
 from noiseaware.cli.common import trace_report
 from noiseaware.trace import Trace
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")  # compile-bound: 15 % less CPU time
-
 P_VALUES = ("p_noise", "p_windows", "p_curvature", "p_autocorrelation", "p_drift")
 
 

@@ -15,8 +15,6 @@ from markdown_examples import ROOT, python_examples, shrunk
 
 import noiseaware as na
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 DOCS = ROOT / "docs"
 STUDY = "simulations=4, references=2, samples=400"
 SHRINK = {

@@ -35,8 +35,6 @@ from noiseaware.recording.subsampling import _saturating_cumsum, poisson_chunk
 from noiseaware.trace import Trace
 from noiseaware.util.keys import as_key
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 TAU = 3.0  # prior sd of the normal-mean model
 
 

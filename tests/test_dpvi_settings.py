@@ -17,8 +17,6 @@ from noiseaware.recording.config import setting_names
 from noiseaware.recording.dpvi import _run, build_recorder, record_dpvi_batch
 from noiseaware.util.fingerprint import canonical, fingerprint
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 REQUIRED = dict(steps=12, sampling_rate=0.5, clip=1.0)
 TINY = dict(REQUIRED, mc_draws=2, batch_size=16)
 

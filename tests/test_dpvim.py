@@ -13,8 +13,6 @@ from noiseaware.methods import DPVImOptions
 from noiseaware.posteriors import DPVImPosterior, NaivePosterior
 from noiseaware.trace import Trace
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")  # compile-bound: 20 % less CPU time
-
 STEPS, RAMP_END = 10_000, 2000
 
 

@@ -9,8 +9,6 @@ from ou import ou_traces
 from noiseaware.inference.exact import exact_cdf, exact_grid, exact_moments, fit_exact, fit_exact_batch
 from noiseaware.inference.gradient_model import Prior, gradient_model, log_density
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")  # compile-bound: 12 % less CPU time
-
 PRIORS = {
     "default": "default",
     "paper": "paper",

@@ -23,8 +23,6 @@ from noiseaware.trace import Trace, TraceError
 from noiseaware.trace.families import FULL_RANK, MEAN_FIELD, FamilyError, family_for, variational_family
 from noiseaware.util.keys import as_key
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 TAUS = np.array([3.0, 2.0, 2.5, 1.5])
 NOISE_COV = 0.8 ** np.abs(np.subtract.outer(np.arange(4), np.arange(4)))
 """The likelihood's covariance, AR(1) with correlation 0.8: the posterior of θ is correlated, as M3's is."""

@@ -27,8 +27,6 @@ from noiseaware.methods.registry import DEFAULT_REGISTRY
 from noiseaware.trace import Trace, TraceError
 from noiseaware.util.batch_warnings import FitWarning, gather
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")  # compile-bound: a quarter less CPU time
-
 SETTINGS = dict(noise_multiplier=1.0, clip=1.0, sampling_rate=0.1, n_examples=10)
 
 

@@ -17,8 +17,6 @@ from noiseaware.recording.dpvi import record_dpvi
 from noiseaware.trace import TraceError
 from noiseaware.trace.sites import SiteMap, SiteSpec
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 FEATURES = ("age", "hours-per-week", "bias")
 SITES = (SiteSpec("p", (3,), "alr"), SiteSpec("theta", (3,), "identity"), SiteSpec("scale", (), "softplus"))
 LABELS = {"p": ("low", "mid", "high"), "theta": FEATURES}

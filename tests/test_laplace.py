@@ -18,8 +18,6 @@ from noiseaware.inference.laplace import (
     unconstrained_log_density,
 )
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 # "paper" has the softplus link and a normal u; "exp" is the default's link now, so it compiles nothing new
 PRIORS = {"default": "default", "paper": "paper", "none": Prior(extra_noise="none"), "exp": Prior(hessian_link="exp")}
 

@@ -20,8 +20,6 @@ from noiseaware.recording.contract import ModelError
 from noiseaware.recording.dpvi import build_recorder, record_dpvi
 from noiseaware.trace.sites import SiteSpec
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 N = 5_000
 ADULT_N = 30_162
 SQRT2 = math.sqrt(2)

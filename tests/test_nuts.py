@@ -15,8 +15,6 @@ from noiseaware.inference.nuts_target import prior_placement, sampled_target, sy
 from noiseaware.util.defaults import WARM_START_WARMUP, WARMUP
 from noiseaware.util.keys import as_key
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 PRIORS = {"default": "default", "paper": "paper", "none": Prior(extra_noise="none")}
 
 

@@ -12,6 +12,8 @@ from noiseaware.methods.federated import DP_PVI, NA_DP_PVI, client_traces
 from noiseaware.methods.registry import DEFAULT_REGISTRY
 from noiseaware.recording.dpvi import record_dpvi_batch
 
+pytestmark = pytest.mark.full_optimisation  # long DP-SGD runs: unoptimised XLA runs them slower
+
 SETTINGS = {
     "steps": 600,
     "sampling_rate": 0.2,

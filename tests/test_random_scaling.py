@@ -8,6 +8,8 @@ from ou import OPTIMUM, ou_traces
 import noiseaware as na
 from noiseaware.baselines.random_scaling import GRID, pivot_bank, random_scaling_variance
 
+pytestmark = pytest.mark.full_optimisation  # long DP-SGD runs: unoptimised XLA runs them slower
+
 
 def test_random_scaling_variance_is_its_definition():
     """V_j = (1/n²) Σ_s s² (φ̄_sj − φ̄_j)², φ̄_s the mean of the first s iterates: a slow loop."""

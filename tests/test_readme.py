@@ -12,6 +12,8 @@ import shlex
 import pytest
 from markdown_examples import ROOT, python_examples, shrunk
 
+pytestmark = pytest.mark.full_optimisation  # long DP-SGD runs: unoptimised XLA runs them slower
+
 README = ROOT / "README.md"
 
 SHRINK = {

@@ -14,6 +14,8 @@ from test_readme import commands, shrunk_readme
 
 from noiseaware.cli import main
 
+pytestmark = pytest.mark.full_optimisation  # long DP-SGD runs: unoptimised XLA runs them slower
+
 USER_MODEL = '''
 import numpyro
 import numpyro.distributions as dist

@@ -22,7 +22,6 @@ dpvi = importlib.import_module("noiseaware.recording.dpvi")
 coverage = importlib.import_module("noiseaware.evaluation.coverage")  # the modules, not the functions of that name
 calibration_experiment = importlib.import_module("noiseaware.evaluation.calibration_experiment")
 simulations = importlib.import_module("noiseaware.evaluation.simulations")
-pytestmark = pytest.mark.usefixtures("fast_compilation")
 
 TINY = {"steps": 5, "sampling_rate": 1.0, "clip": 2.0}  # q = 1: the accountant answers at once
 M1 = na.models.get("M1")

@@ -17,8 +17,6 @@ from noiseaware.trace.sites import (
     transform_from_name,
 )
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 # name → (unconstrained test point, a check that the constrained value lies in the support)
 SCALAR_TRANSFORMS = {
     "identity": lambda y: np.isfinite(y),

@@ -33,8 +33,6 @@ from noiseaware.studies.files import CorruptResult, read_result, write_result
 from noiseaware.util.batch_warnings import FitWarning
 from noiseaware.util.fingerprint import Unfingerprintable, canonical, fingerprint
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 M2 = na.models.get("beta-bernoulli")
 SMALL = dict(methods=("exact", "naive"), simulations=6, references=3, samples=400, steps=300, chunk=2)
 LEVELS = [("noise_multiplier", 20.0)]

@@ -29,8 +29,6 @@ from noiseaware.posteriors.draws import DrawsPosterior
 from noiseaware.posteriors.summary import comparison_table
 from noiseaware.trace.sites import SiteSpec
 
-pytestmark = pytest.mark.usefixtures("fast_compilation")
-
 M, S = 0.7, 0.4  # the naive posterior θ ~ N(M, S²); scale = exp(θ) ~ LogNormal(M, S²)
 STEPS = 300
 COLUMNS = ["mean", "sd", "mcse_mean", "eti90_lb", "eti90_ub", "hdi90_lb", "hdi90_ub"]

@@ -25,7 +25,7 @@ from noiseaware.tuning.search import streams
 from noiseaware.tuning.tuned import model_layout
 from noiseaware.util.hints import speaking_cli
 
-# no fast_compilation here: the tuner runs long DP-SGD scans, which unoptimised XLA runs slower (15 % more CPU time)
+pytestmark = pytest.mark.full_optimisation  # the tuner runs long DP-SGD scans, which unoptimised XLA runs slower
 
 N = 1000
 TINY = {"steps": 1000, "sampling_rate": 0.1, "mc_draws": 4}
