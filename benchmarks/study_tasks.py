@@ -44,7 +44,7 @@ def main() -> None:
     }
     spec = coverage_spec(
         na.models.get("linreg-10d"), methods=METHODS, noise_multiplier=RESEARCH_SIGMA[1.0], simulations=500,
-        key=0, chunk=args.table2_chunk, method_options=method_options(METHODS, 1.0, "default"),
+        key=0, chunk=args.table2_chunk, method_options=method_options(METHODS, 1.0, "default", clients=4),
     )  # fmt: skip
     results["table2"] = timed(lambda: coverage_part(spec, spec.parts[0]), args.table2_chunk, "simulations")
     print("Table 2 task:", results["table2"], flush=True)

@@ -59,32 +59,32 @@ def read_only(tmp_path):
         folder.chmod(0o755)
 
 
-# Files by CPU time, heaviest first (seconds on this project's 2-core machine, 2026-11-26). `make test` runs
-# with --dist loadfile --no-loadscope-reorder, so xdist hands out whole files in this order and then the rest
-# in collection order: the longest files start first and the run does not end with one worker busy on a
-# long file while the other idles (xdist's own order, most tests first, put the one-test README tours last).
-# Only the order changes; a file missing here just runs later.
+# Files by time, heaviest first (seconds on this project's 2-core machine in a fresh clone's `make test`,
+# 2026-11-27). `make test` runs with --dist loadfile --no-loadscope-reorder, so xdist hands out whole files in this
+# order and then the rest in collection order: the longest files start first and the run does not end with one
+# worker busy on a long file while the other idles (xdist's own order, most tests first, put the one-test README
+# tours last). Only the order changes; a file missing here just runs later.
 HEAVIEST_FIRST = (
-    "test_tuning.py",  # 219
-    "test_docs.py",  # ≈ 200 (every example of docs/*.md)
-    "test_readme_cli.py",  # 156
-    "test_readme.py",  # 137
-    "test_bernstein_sheldon.py",  # 102
-    "test_studies.py",  # 92
-    "test_methods.py",  # 70
-    "test_coverage.py",  # 70
-    "test_nuts.py",  # 66
-    "test_route_coverage.py",  # 64
-    "test_exact.py",  # 57
-    "test_families.py",  # 50
-    "test_expansion.py",  # 40
-    "test_cli.py",  # 41
-    "test_reference_fit.py",  # 40
-    "test_posterior.py",  # 53
-    "test_dpvi.py",  # 34
-    "test_bernstein_sheldon_regression.py",  # 30
-    "test_diagnostics.py",  # 23
-    "test_cli_outputs.py",  # 23
+    "test_tuning.py",  # 188
+    "test_docs.py",  # 165 (every example of docs/*.md)
+    "test_readme_cli.py",  # 149
+    "test_studies.py",  # 88
+    "test_bernstein_sheldon.py",  # 88
+    "test_nuts.py",  # 74
+    "test_readme.py",  # 68
+    "test_coverage.py",  # 63
+    "test_exact.py",  # 52
+    "test_route_coverage.py",  # 50
+    "test_families.py",  # 42
+    "test_compilation.py",  # 33 (three fresh processes)
+    "test_methods.py",  # 31
+    "test_dpvi.py",  # 31
+    "test_cli.py",  # 27
+    "test_posterior.py",  # 27
+    "test_expansion.py",  # 27
+    "test_plots.py",  # 26
+    "test_bernstein_sheldon_regression.py",  # 24
+    "test_bootstrap.py",  # 23
 )
 
 

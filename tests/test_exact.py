@@ -1,5 +1,7 @@
 """The exact route: closed-form φ* and adaptive quadrature against brute force, convergence and coverage."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,12 +24,18 @@ def traces():
     return ou_traces(2, steps=4000, seed=3)
 
 
+@functools.partial(jax.jit, static_argnames=("hessian_nodes", "extra_nodes", "passes"))
+def _grid_and_moments(model, **options):
+    """exact_grid and exact_moments as one compiled program per grid size (not one per operation)."""
+    grid = exact_grid(model, **options)
+    return grid, exact_moments(model, grid)
+
+
 def _grid(model, **options):
     with jax.enable_x64(True):
         model = jax.tree_util.tree_map(jnp.asarray, model)
-        grid = exact_grid(model, **options)
-        moments = jax.tree_util.tree_map(np.asarray, exact_moments(model, grid))
-        return model, jax.tree_util.tree_map(np.asarray, grid), moments
+        grid, moments = _grid_and_moments(model, **options)
+        return model, jax.tree_util.tree_map(np.asarray, grid), jax.tree_util.tree_map(np.asarray, moments)
 
 
 def _scales(model, j):
@@ -176,9 +184,9 @@ def test_vmapped_grids_equal_single_grids(traces):
     models = [gradient_model(t) for t in traces]
     with jax.enable_x64(True):
         stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *models)
-        batch = jax.vmap(exact_grid)(stacked)
+        batch = jax.jit(jax.vmap(exact_grid))(stacked)
         for i, model in enumerate(models):
-            single = exact_grid(jax.tree_util.tree_map(jnp.asarray, model))
+            single = jax.jit(exact_grid)(jax.tree_util.tree_map(jnp.asarray, model))
             np.testing.assert_allclose(batch.weights[i], single.weights, rtol=1e-9, atol=1e-300)
 
 

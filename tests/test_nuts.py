@@ -1,5 +1,7 @@
 """The NUTS route against brute-force quadrature of the same posterior, across backends, chains and vmap."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -50,20 +52,27 @@ def reference_moments(model, hessian_nodes=401, extra_nodes=201):
     """
     with jax.enable_x64(True):
         model = jax.tree_util.tree_map(jnp.asarray, model)
-        priors = prior_distributions(model)
-        raw = model.hessian_loc + model.hessian_sd * jnp.linspace(-10.0, 10.0, hessian_nodes)[:, None, None]
-        log_weight = priors["hessian_raw"].log_prob(raw)
-        extra = jnp.zeros((1, 1, 1))
-        if "extra_noise" in priors:
-            x = (jnp.arange(extra_nodes) + 0.5)[None, :, None] / extra_nodes
-            extra = 8.0 * model.extra_sd * x**2
-            log_weight = log_weight + priors["extra_noise"].log_prob(extra) + jnp.log(x)  # du ∝ x dx
-        conditional = integrate_optimum(model, raw, extra**2)
-        log_weight = (log_weight + conditional.log_marginal).reshape(-1, model.n_params)
-        weight = jax.nn.softmax(log_weight, axis=0).reshape(conditional.mean.shape)
-        mean = jnp.sum(weight * conditional.mean, axis=(0, 1))
-        variance = jnp.sum(weight * (conditional.sd**2 + (conditional.mean - mean) ** 2), axis=(0, 1))
-        return np.asarray(mean), np.sqrt(np.asarray(variance))
+        mean, sd = _quadrature_moments(model, hessian_nodes=hessian_nodes, extra_nodes=extra_nodes)
+        return np.asarray(mean), np.asarray(sd)
+
+
+@functools.partial(jax.jit, static_argnames=("hessian_nodes", "extra_nodes"))
+def _quadrature_moments(model, *, hessian_nodes, extra_nodes):
+    """`reference_moments` as one compiled program (not one per operation)."""
+    priors = prior_distributions(model)
+    raw = model.hessian_loc + model.hessian_sd * jnp.linspace(-10.0, 10.0, hessian_nodes)[:, None, None]
+    log_weight = priors["hessian_raw"].log_prob(raw)
+    extra = jnp.zeros((1, 1, 1))
+    if "extra_noise" in priors:
+        x = (jnp.arange(extra_nodes) + 0.5)[None, :, None] / extra_nodes
+        extra = 8.0 * model.extra_sd * x**2
+        log_weight = log_weight + priors["extra_noise"].log_prob(extra) + jnp.log(x)  # du ∝ x dx
+    conditional = integrate_optimum(model, raw, extra**2)
+    log_weight = (log_weight + conditional.log_marginal).reshape(-1, model.n_params)
+    weight = jax.nn.softmax(log_weight, axis=0).reshape(conditional.mean.shape)
+    mean = jnp.sum(weight * conditional.mean, axis=(0, 1))
+    variance = jnp.sum(weight * (conditional.sd**2 + (conditional.mean - mean) ** 2), axis=(0, 1))
+    return mean, jnp.sqrt(variance)
 
 
 def moments_with_errors(draws):
@@ -88,6 +97,18 @@ def test_initial_values_are_the_prior_means():
     assert "extra_noise" not in initial_values(gradient_model(ou_trace(steps=200), PRIORS["none"]))
 
 
+@jax.jit
+def exact_start(model):
+    """The exact start by hand: the grid's medians of ã and u (u = 0 when one mode sits about 0), φ* at its
+    conditional mean there; one compiled program."""
+    grid = exact_grid(model)
+    expected = {"hessian_raw": marginal_quantiles(grid.hessian_raw, jnp.sum(grid.weights, axis=1))[:, 1]}
+    low, median, high = marginal_quantiles(grid.extra_noise, jnp.sum(grid.weights, axis=0)).T
+    expected["extra_noise"] = jnp.where(low > 0.5 * (high - low), median, 0.0)  # one mode about 0, or two
+    conditional = integrate_optimum(model, expected["hessian_raw"], expected["extra_noise"] ** 2)
+    return expected | {"optimum": conditional.mean}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("start", nuts.STARTS)
 @pytest.mark.parametrize("prior", ["default", "paper"])
@@ -106,12 +127,7 @@ def test_sampled_coordinates_are_a_change_of_variables_of_numpyros_potential(pri
         if start == "prior":
             expected = initial_values(model)
         else:
-            grid = exact_grid(model)
-            expected = {"hessian_raw": marginal_quantiles(grid.hessian_raw, jnp.sum(grid.weights, axis=1))[:, 1]}
-            low, median, high = marginal_quantiles(grid.extra_noise, jnp.sum(grid.weights, axis=0)).T
-            expected["extra_noise"] = jnp.where(low > 0.5 * (high - low), median, 0.0)  # one mode about 0, or two
-            conditional = integrate_optimum(model, expected["hessian_raw"], expected["extra_noise"] ** 2)
-            expected["optimum"] = conditional.mean
+            expected = exact_start(model)
         for name, value in expected.items():
             np.testing.assert_allclose(sites[name], value, rtol=1e-9, atol=1e-12)
         sampled = target.model  # from the exact start, the sign-symmetric twin (u on the line) under either prior
