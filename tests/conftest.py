@@ -28,8 +28,8 @@ def compilation_effort(request):
     """Compile with most XLA optimisations off, except in modules marked `full_optimisation`.
 
     Most tests compile many small programs and run each briefly, so their time goes to XLA's optimiser: on a
-    fresh clone with 2 workers, test_methods took 30 s instead of 50, test_expansion 28 instead of 44, and the
-    suite's compile-bound modules about 170 s less in all (2026-11-27). Results are the same up to float
+    fresh clone with 2 workers, test_methods took 30 s instead of 50 and test_expansion 28 instead of 44
+    (2026-11-27, docs/benchmarks.md "The test suite"). Results are the same up to float
     rounding. Modules that run long programs (the tuner's DP-SGD scans, the README tours, the bootstrap) run
     them slower unoptimised (test_tuning 279 s instead of 184, the bootstrap 127 instead of 27): they say
     `pytestmark = pytest.mark.full_optimisation`.
