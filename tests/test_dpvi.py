@@ -940,7 +940,7 @@ def test_float64_run_in_a_subprocess():
         print("OK")
         """
     )
-    env = {**os.environ, "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}  # as the fast_compilation fixture
+    env = {**os.environ, "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}  # as the compilation_effort fixture
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("OK")
