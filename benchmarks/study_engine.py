@@ -189,19 +189,17 @@ def against_table(merged, stored: dict) -> list[str]:
             old = stored.get(model, {}).get(epsilon, {})
         else:
             model, key = "adult", "calibration_rmse_mean"
-            pairs = {m: _mean_sd_count(a["calibration_rmse"]) for m, a in result.metrics.items()}
+            pairs = {
+                m: (*result.mean_sd(m), int(np.isfinite(result.metrics[m]["calibration_rmse"]).sum()))
+                for m in result.metrics
+            }
             old = stored.get(epsilon, {}) | {"nonprivate": stored.get("non-private", {}).get("nuts", {})}
         for method, (mean, sd, count) in pairs.items():
             before = old.get(method, {}).get(key)
-            z = "" if before is None or not sd > 0 else f", {(mean - before) / (sd / np.sqrt(count)):+.2f} se"
+            comparable = before is not None and sd is not None and sd > 0
+            z = f", {(mean - before) / (sd / np.sqrt(count)):+.2f} se" if comparable else ""
             rows.append(f"{model} ε={epsilon} {method}: {mean:.4f} (table {before}{z})")
     return rows
-
-
-def _mean_sd_count(values) -> tuple[float, float, int]:
-    """The mean, sd and count of the finite values."""
-    finite = np.asarray(values, float)[np.isfinite(values)]
-    return float(finite.mean()), float(finite.std(ddof=1)) if len(finite) > 1 else float("nan"), len(finite)
 
 
 def _epsilon(sigma: float) -> float:
