@@ -101,10 +101,10 @@ def test_a_trace_whose_variance_model_fails_keeps_the_paper_model_in_a_batch(mon
     traces, _ = scale_traces(3, seed=6)
     real = routes._gradient_model
 
-    def failing(trace, prior, burn_in):
+    def failing(trace, prior, burn_in, model_prior=None):
         if trace is traces[1] and prior.scale_model == "variance":
             raise FitFailure(FROZEN, "planted: the ψ row never moves")
-        return real(trace, prior, burn_in)
+        return real(trace, prior, burn_in, model_prior)
 
     with pytest.warns(UserWarning, match="curvature repaired"):
         repaired = na.fit_batch(traces, "exact", key=0, diagnostics="off")

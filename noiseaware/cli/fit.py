@@ -16,6 +16,8 @@ from ..checks import MIN_STEPS, TraceCheckError, diagnose_if_long_enough
 from ..inference.nuts import STARTS
 from ..methods import GradientModelOptions, NutsOptions
 from ..methods.registry import DEFAULT_REGISTRY
+from ..methods.routes import check_model_matches
+from ..models.benchmark import BenchmarkModel
 from ..plots.trace_panels import coordinate_names
 from ..posteriors.figure import coordinate_sites, site_elements
 from ..posteriors.mixture import NoiseAwarePosterior
@@ -23,7 +25,7 @@ from ..posteriors.summary import comparison_table
 from ..trace import Trace, TraceError
 from ..util.figures import select_columns
 from ..util.keys import as_key
-from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, reporting_warnings, route_options
+from .common import LEVEL, THETA_STREAM, builtin, fit_reporting_warnings, reporting_warnings, route_options
 from .options import (
     add_force,
     add_prior,
@@ -65,6 +67,13 @@ def add_parser(subparsers) -> None:
     )
     add_force(parser)
     add_prior(parser, "prior preset of the gradient model; paper: the research settings (default: %(default)s)")
+    parser.add_argument(
+        "--model",
+        metavar="NAME",
+        help="the built-in model the trace was recorded with (M1, linreg-10d, …): its own prior becomes the prior of "
+        "the VI optimum, so a trace that says little gives back the prior instead of a narrow interval around the "
+        "iterates (default: none; the prior is then centred on the trace)",
+    )
     parser.add_argument(
         "--burn-in",
         type=fraction,
@@ -159,6 +168,7 @@ def run(args) -> int:
     post = fit_reporting_warnings(
         trace,
         args.method,
+        model=None if args.model is None else _recorded_with(args.model, trace),
         prior=args.prior,
         burn_in=args.burn_in,
         key=args.seed,
@@ -195,6 +205,19 @@ def run(args) -> int:
     note = "posterior not saved (pass --out FILE.nc to save it)" if out is None else f"posterior saved to {out}"
     print(f"\n{note}" + ("" if plot is None else f"; plot saved to {plot}"))
     return 0
+
+
+def _recorded_with(name: str, trace: Trace) -> BenchmarkModel:
+    """The built-in model `name` with the transforms the trace was recorded with: its research preset's, or
+    numpyro's (`na.models.get(name, preset=False)`); a ValueError naming the sites when neither matches."""
+    plain = builtin(name, preset=False)
+    try:
+        check_model_matches(plain, [trace])
+    except ValueError:
+        research = builtin(name)
+        check_model_matches(research, [trace])  # names the sites when neither matches
+        return research
+    return plain
 
 
 def _plot_path(outputs: Outputs, name: str) -> Path:

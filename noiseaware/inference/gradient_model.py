@@ -35,6 +35,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
+from ..models.benchmark import ModelOptimumPrior
 from ..trace import BURN_IN, Trace
 from ..util.numerics import sigmoid, softplus_inverse
 from .expansion import TermStatistics, set_log_likelihoods, term_statistics
@@ -141,8 +142,17 @@ def select_rows(model: GradientModel, rows: np.ndarray) -> GradientModel:
     return jax.tree_util.tree_map(lambda x: x[..., rows] if np.ndim(x) and np.shape(x)[-1] == size else x, model)
 
 
-def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float = BURN_IN) -> GradientModel:
+def gradient_model(
+    trace: Trace,
+    prior: str | Prior = "default",
+    burn_in: float = BURN_IN,
+    model_prior: ModelOptimumPrior | None = None,
+) -> GradientModel:
     """The gradient model of `trace` under `prior` (a preset name or a `Prior`), float64 numpy arrays.
+
+    model_prior: what the trace's model says about the VI optimum (`BenchmarkModel.optimum_prior`), or None. Under
+    `Prior(optimum_prior="model")` it sets the priors of μ*, ρ* and the slopes a (`model_optimum_prior`); without
+    it, or under "trace", they are centred on the trace (docs/method.md §2.3).
 
     A non-private trace (σ = 0) is the model without its DP noise term, v_j = u_j²: the extra noise is its
     only noise, so a prior without extra noise is a ValueError, and the priors are scaled by the noise the
@@ -150,7 +160,9 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
     """
     prior = resolve_prior(prior)
     scale_rows = scale_coordinates(trace) & (prior.scale_model == "variance")
-    stats = trace_statistics(trace, burn_in, scale_rows)
+    from_model = model_prior is not None and prior.optimum_prior == "model"
+    coupling = model_prior.coupling if from_model and trace.family.kind == "mean-field" else None
+    stats = trace_statistics(trace, burn_in, scale_rows, coupling)
     if prior.extra_noise == "none" and is_non_private(stats):
         raise ValueError(
             "the trace is non-private (σ = 0), so the extra noise u (subsampling and Monte Carlo noise) is the "
@@ -198,11 +210,23 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
             log_ratio = np.log(partial / slope) if prior.hessian_link == "exp" else softplus_inverse(partial) - loc
             sd = np.hypot(sd, np.abs(log_ratio) / prior.hessian_width)
     extra = prior.extra_noise_scale * (noise_sd if prior.extra_noise_units == "noise-sd" else np.ones_like(noise_sd))
+    # ψ* = softplus(ρ*)²: a relative prior, the delta-method image of τ_φ at ψ̄ (dψ = 2ψ dρ for ρ ≪ 0)
+    optimum_loc = np.array(stats.centre, np.float64)
+    optimum_sd = np.where(scale_rows, 2.0 * stats.centre * prior.optimum_sd, prior.optimum_sd)
+    if from_model:
+        rows = np.concatenate([np.arange(P)[part] for P in [trace.n_params] for name, part in trace.family.blocks
+                               if name in ("mu", "rho")])  # fmt: skip
+        if prior.scale_model == "variance":
+            rows = rows[~scale_rows[rows]]  # scale rows in ψ keep their own prior
+        moments = model_optimum_prior(model_prior)
+        optimum_loc[rows], optimum_sd[rows] = moments.optimum_loc[rows], moments.optimum_sd[rows]
+        if prior.hessian_link == "exp":
+            loc[rows] = moments.hessian_loc[rows]
+            sd[rows] = moments.hessian_sd[rows] / prior.hessian_width
     return GradientModel(
         stats=stats,
-        optimum_loc=stats.centre,
-        # ψ* = softplus(ρ*)²: a relative prior, the delta-method image of τ_φ at ψ̄ (dψ = 2ψ dρ for ρ ≪ 0)
-        optimum_sd=np.where(scale_rows, 2.0 * stats.centre * prior.optimum_sd, prior.optimum_sd),
+        optimum_loc=optimum_loc,
+        optimum_sd=optimum_sd,
         hessian_loc=loc,
         hessian_sd=prior.hessian_width * sd,
         extra_sd=np.zeros_like(extra) if prior.extra_noise == "none" else extra,
@@ -211,6 +235,41 @@ def gradient_model(trace: Trace, prior: str | Prior = "default", burn_in: float 
         terms=terms,
         term_sets=prior.terms,
         scale_model=prior.scale_model,
+    )
+
+
+class OptimumPriorMoments(NamedTuple):
+    """Priors from the model (`model_optimum_prior`), over the mean-field layout (2d,): φ*_j ~ N(optimum_loc,
+    optimum_sd²) and log a_j ~ N(hessian_loc, hessian_sd²)."""
+
+    optimum_loc: np.ndarray
+    optimum_sd: np.ndarray
+    hessian_loc: np.ndarray
+    hessian_sd: np.ndarray
+
+
+SCALE_PRIOR_FLOOR = 0.1
+"""The least prior sd of ρ* from the model: the simulations' curvature is taken at the truth, not at the optimum."""
+SLOPE_PRIOR_SD = 1.0
+"""The least prior sd of log a from the model: clipping makes the trace's slope smaller than the model's curvature."""
+
+
+def model_optimum_prior(facts: ModelOptimumPrior) -> OptimumPriorMoments:
+    """The model's priors on φ* = (μ*, ρ*) and on the slopes a, (2d,) each (docs/method.md §2.3).
+
+    μ*_j ~ N(E θ_j, Var θ_j). For a Gaussian VI optimum the ρ row's zero is sd*_j = h_j^(−1/2) and the −ELBO's
+    slopes are h_j in μ_j and 2·sigmoid(ρ*_j)²·h_j in ρ_j, one curvature h_j per coordinate; over the simulations'
+    h_mj, ρ*_j ~ N(mean, sd² + 0.1²) of softplus⁻¹(h_mj^(−1/2)) and log a_j ~ N(mean, sd² + 1) of their logs.
+    """
+    curvature = np.maximum(facts.curvature, np.finfo(np.float64).tiny)
+    sd = curvature**-0.5
+    rho = sd + np.log(-np.expm1(-sd))
+    log_slopes = np.concatenate([np.log(curvature), np.log(2.0 * curvature) + 2.0 * np.log(sigmoid(rho))], axis=1)
+    return OptimumPriorMoments(
+        np.concatenate([facts.theta_mean, rho.mean(axis=0)]),
+        np.concatenate([facts.theta_sd, np.hypot(rho.std(axis=0), SCALE_PRIOR_FLOOR)]),
+        log_slopes.mean(axis=0),
+        np.hypot(log_slopes.std(axis=0), SLOPE_PRIOR_SD),
     )
 
 

@@ -17,13 +17,18 @@ HESSIAN_LINKS = ("softplus", "exp")
 EXTRA_NOISE_PRIORS = ("half-normal", "normal", "none")
 EXTRA_NOISE_UNITS = ("noise-sd", "gradient")
 SCALE_MODELS = ("linear", "variance")
+OPTIMUM_PRIORS = ("model", "trace")
 
 
 @dataclasses.dataclass(frozen=True)
 class Prior:
     """How the empirical-Bayes priors of the gradient model are built from a trace (docs/method.md §2).
 
-    optimum_sd: τ_φ, the prior sd of φ*_j around the post-burn-in mean φ̄_j.
+    optimum_prior: where μ*'s prior comes from. "model" (the default): where the fit is given the trace's model (every
+        study; `fit(trace, model=bm)`; `noiseaware fit --model`), μ*_j ~ N(E θ_j, Var θ_j) under the model's own
+        prior (`BenchmarkModel.prior_moments`; docs/method.md §2.3), so a trace that says nothing returns the prior;
+        without a model, and for ρ*, as "trace". "trace": φ*_j ~ N(φ̄_j, τ_φ²), centred on the trace (the paper's).
+    optimum_sd: τ_φ, the prior sd of φ*_j around the post-burn-in mean φ̄_j (the "trace" prior).
     hessian_link: a = softplus(ã) (the paper) or a = exp(ã) (a log-normal prior on the Hessian diagonal).
     hessian_centre: "slope" puts ã_j ~ N(â_j, (w·τ_j)²) on the pre-softplus scale as the research code did
         (softplus link only); "matched" centres at m_j = link⁻¹(max(â_j, τ_j)) with the sd carried over by
@@ -41,6 +46,7 @@ class Prior:
     research prior.
     """
 
+    optimum_prior: str = "model"
     optimum_sd: float = 1.0
     hessian_link: str = "exp"
     hessian_centre: str = "matched"
@@ -73,6 +79,7 @@ class Prior:
             ("hessian_centre", self.hessian_centre, HESSIAN_CENTRES),
             ("extra_noise", self.extra_noise, EXTRA_NOISE_PRIORS),
             ("extra_noise_units", self.extra_noise_units, EXTRA_NOISE_UNITS),
+            ("optimum_prior", self.optimum_prior, OPTIMUM_PRIORS),
         ):
             if value not in options:
                 raise ValueError(f"Prior.{name} must be one of {', '.join(options)}; got {value!r}")
@@ -93,6 +100,7 @@ class Prior:
 PRIORS = {
     "default": Prior(),
     "paper": Prior(
+        optimum_prior="trace",
         optimum_sd=1.0,
         hessian_link="softplus",
         hessian_centre="slope",
@@ -103,11 +111,12 @@ PRIORS = {
     ),
     "expanded": Prior(terms=TERM_SETS),
     "variance": Prior(scale_model="variance"),
+    "trace": Prior(optimum_prior="trace"),
 }
 
 
 def resolve_prior(prior: str | Prior) -> Prior:
-    """A `Prior` from a preset name ("default", "paper") or a `Prior` itself."""
+    """A `Prior` from a preset name ("default", "paper", "expanded", "variance", "trace") or a `Prior` itself."""
     if isinstance(prior, Prior):
         return prior
     if prior not in PRIORS:

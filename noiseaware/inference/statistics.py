@@ -29,6 +29,7 @@ __all__ = [
     "partial_slopes",
     "slope_estimates",
     "trace_statistics",
+    "wander_shift",
 ]
 
 
@@ -57,10 +58,14 @@ class TraceStatistics(NamedTuple):
     scale_rows: np.ndarray
 
 
-def trace_statistics(trace: Trace, burn_in: float = BURN_IN, scale_rows=None) -> TraceStatistics:
+def trace_statistics(trace: Trace, burn_in: float = BURN_IN, scale_rows=None, coupling=None) -> TraceStatistics:
     """The sufficient statistics of `trace` over steps t ≥ B = ⌊burn_in · T⌋ (float64, centred at φ̄); rows in
-    `scale_rows` (a (P,) bool mask, or None for none) in the variance model's ψ coordinates."""
+    `scale_rows` (a (P,) bool mask, or None for none) in the variance model's ψ coordinates; with `coupling` (the
+    model's c (d, d), `ModelOptimumPrior.coupling`) the μ rows' gradients net of the other coordinates' wander
+    (`wander_shift`)."""
     params, grads = kept_arrays(trace, burn_in)
+    if coupling is not None:
+        grads = grads - wander_shift(params, trace.sampling_rate, coupling)
     rows = np.zeros(params.shape[1], bool) if scale_rows is None else np.asarray(scale_rows, bool)
     weight, values = np.ones_like(params), params.copy()
     if rows.any():  # the transforms on the scale columns only
@@ -81,6 +86,22 @@ def trace_statistics(trace: Trace, burn_in: float = BURN_IN, scale_rows=None) ->
         sum_ww=np.where(rows, np.sum(weight * weight, axis=0), float(params.shape[0])),
         scale_rows=rows,
     )
+
+
+def wander_shift(params: np.ndarray, sampling_rate: float, coupling: np.ndarray) -> np.ndarray:
+    """What the other coordinates' wander adds to the mean of each μ row's gradient, (T', P) (0 on the other rows).
+
+    At second order in δ_t = μ_t − μ*, E G_tj = q·[h_j δ_tj + ½ Σ_{k≠j} ∂_j h_k δ_tk²] (docs/method.md §2.10); with
+    c_kj = ∂_j h_k / h_k from the model and h_k = 1/mean_t softplus(ρ_tk)² from the trace (a Gaussian VI optimum
+    has sd*² = 1/h), the shift is q·½ Σ_{k≠j} c_kj h_k (μ_tk − μ̄_k)². params (T', P), mean-field layout first 2d.
+    """
+    d = coupling.shape[0]
+    mean, scale = params[:, :d], softplus(params[:, d : 2 * d])
+    wander = (mean - mean.mean(axis=0)) ** 2 / np.mean(scale**2, axis=0)
+    others = coupling * (1.0 - np.eye(d))
+    shift = np.zeros_like(params)
+    shift[:, :d] = 0.5 * sampling_rate * wander @ others
+    return shift
 
 
 def kept_arrays(trace: Trace, burn_in: float = BURN_IN) -> tuple[np.ndarray, np.ndarray]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ..checks import MIN_STEPS, TraceCheckError, TraceDiagnosis, diagnose_if_long_enough
+from ..models.benchmark import BenchmarkModel
 from ..posteriors.base import Posterior
 from ..posteriors.mixture import MixturePosterior
 from ..trace import BURN_IN, Trace
@@ -20,6 +21,7 @@ from ..util.errors import FitFailure
 from ..util.keys import as_key
 from .base import Batch, Method, Registry, fit_problems, split_keys, summarise_warnings
 from .registry import DEFAULT_REGISTRY
+from .routes import check_model_matches
 
 __all__ = ["fit", "fit_batch"]
 
@@ -35,6 +37,7 @@ def fit(
     key,
     options: Any = None,
     diagnostics: Checks = "warn",
+    model: BenchmarkModel | None = None,
     registry: Registry = DEFAULT_REGISTRY,
     **option_values,
 ) -> Posterior:
@@ -46,11 +49,16 @@ def fit(
     `FitFailure` (a ValueError with a `reason`); anything else raised is a bug and propagates.
     diagnostics: the trace checks (`na.diagnose`, at the method's burn-in) run first; "warn" (default) warns
     with each finding, "raise" raises `TraceCheckError` before any fitting, "off" skips them. The report is
-    kept on the posterior (`post.checks`).
+    kept on the posterior (`post.checks`). model: the `BenchmarkModel` the trace was recorded with (e.g.
+    `na.models.get("M1")`, or `na.models.from_numpyro(...)` of your own); under the default prior its prior on θ
+    becomes the prior of the VI optimum's mean μ* (docs/method.md §2.3), so a trace that says little about a
+    coordinate gives back its prior rather than a narrow interval around the iterates. Without it, μ*'s prior is
+    centred on the trace.
     """
     return _fit(
-        [trace], method, as_key(key)[None], options, registry, "raise", diagnostics, option_values, stacklevel=3
-    )[0]
+        [trace], method, as_key(key)[None], options, registry, "raise", diagnostics, option_values, stacklevel=3,
+        model=model,
+    )[0]  # fmt: skip
 
 
 def fit_batch(
@@ -61,6 +69,7 @@ def fit_batch(
     options: Any = None,
     on_error: OnError = "raise",
     diagnostics: Checks = "warn",
+    model: BenchmarkModel | None = None,
     registry: Registry = DEFAULT_REGISTRY,
     **option_values,
 ) -> list[Posterior | None]:
@@ -69,7 +78,8 @@ def fit_batch(
     Trace m uses jax.random.split(key, M)[m], so the result equals M `fit` calls with those keys.
     on_error="raise" raises the first failed fit's `FitFailure` (naming the trace); "skip" puts None in its
     place and warns with the count. Warnings are gathered: one per kind, with the number of traces.
-    diagnostics: as in `fit`, per trace ("raise" names the first trace that fails).
+    diagnostics: as in `fit`, per trace ("raise" names the first trace that fails); model: as in `fit`, the model
+    every trace was recorded with.
     """
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}")
@@ -77,7 +87,9 @@ def fit_batch(
     if not traces:
         raise ValueError("fit_batch needs at least one trace")
     keys = split_keys(key, len(traces))
-    return _fit(traces, method, keys, options, registry, on_error, diagnostics, option_values, stacklevel=3)
+    return _fit(
+        traces, method, keys, options, registry, on_error, diagnostics, option_values, stacklevel=3, model=model
+    )
 
 
 def _fit(
@@ -90,6 +102,7 @@ def _fit(
     checks: Checks,
     option_values: Mapping[str, Any],
     stacklevel: int,
+    model: BenchmarkModel | None = None,
 ) -> list[Posterior | None]:
     (chosen,) = registry.resolve([method])
     if chosen.reads != "trace":
@@ -102,13 +115,20 @@ def _fit(
             raise TypeError(f"fit needs a noiseaware.Trace, got {type(trace).__name__}: load one with Trace.load(path)")
     if checks not in CHECK_MODES:
         raise ValueError(f"diagnostics must be one of {', '.join(map(repr, CHECK_MODES))}; got {checks!r}")
+    if model is not None:
+        if not isinstance(model, BenchmarkModel):
+            raise TypeError(
+                f"model must be a noiseaware BenchmarkModel (na.models.get(name) or na.models.from_numpyro(...)), "
+                f"got {type(model).__name__}"
+            )
+        check_model_matches(model, traces)
     settings = chosen.make_options(options, **option_values)
     reports = _diagnose(traces, getattr(settings, "burn_in", BURN_IN), checks)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for report in reports:
             _warn_findings(report)
-        outcomes = fit_problems(chosen, Batch(tuple(traces)), keys, settings)
+        outcomes = fit_problems(chosen, Batch(tuple(traces), model=model), keys, settings)
     outcomes = [_with_checks(outcome, report) for outcome, report in zip(outcomes, reports)]
     failed = [(m, o) for m, o in enumerate(outcomes) if isinstance(o, FitFailure)]
     if failed and on_error == "raise":

@@ -166,24 +166,27 @@ def _route(
                 "style='paper' is the research code's Laplace for mean-field traces (φ* = (μ*, ρ*) in halves); "
                 "use style='full' (the default) for a full-rank or low-rank trace"
             )
+        model_prior = model_prior_of(batch, prior)
         outcomes: list[Outcome | GradientModel] = [
-            outcome_of(lambda t=t: _gradient_model(t, prior, opts.burn_in)) for t in batch.traces
+            outcome_of(lambda t=t: _gradient_model(t, prior, opts.burn_in, model_prior)) for t in batch.traces
         ]
         kept = [m for m, model in enumerate(outcomes) if not isinstance(model, FitFailure)]
         models = [outcomes[m] for m in kept]
         results = solve(models, keys=keys[np.asarray(kept)], draws=opts.draws, **route_options(opts)) if kept else []
         if kept and getattr(opts, "repair", False) and prior.scale_model == "linear" and prior.terms == ("diagonal",):
-            results = _repair_scale_rows(batch, kept, results, keys, prior, opts, solve, route_options(opts))
+            results = _repair_scale_rows(
+                batch, kept, results, keys, prior, opts, solve, route_options(opts), model_prior
+            )
         label = opts.prior if isinstance(opts.prior, str) else repr(opts.prior)
         for m, result in zip(kept, results):
             if isinstance(result, FitFailure):
                 outcomes[m] = result
                 continue
             named = label if result.diagnostics.get("scale_model") != "repaired" else f"{label}, repaired"
-            outcomes[m] = _posterior(batch.traces[m], result, name, named, opts.burn_in)
+            outcomes[m] = _posterior(batch.traces[m], result, name, named, opts.burn_in, model_prior is not None)
         names = batch.traces[0].param_names if batch.traces else ()
         for model in models:
-            _warn_weak_slopes(model, names)
+            _warn_weak_slopes(model, names, model_prior is not None)
         warn([outcomes[m] for m in kept], models, names)
         return outcomes
 
@@ -200,13 +203,15 @@ REPAIR_NOTE = (
 )
 
 
-def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, solve, settings) -> list:
+def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, solve, settings, model_prior) -> list:
     """Refit the kept traces with their scale rows linear in ψ = softplus(ρ)² and, row by row, keep that fit where
     its evidence beats the paper's model by REPAIR_EVIDENCE (the rows are independent given the trace, so a
     posterior may take some rows from each fit); warn per trace with the rows repaired."""
     variance = dataclasses.replace(prior, scale_model="variance")
     scale = np.flatnonzero(scale_coordinates(batch.traces[kept[0]]))  # only these rows differ between the two models
-    others = [outcome_of(lambda t=batch.traces[m]: _gradient_model(t, variance, opts.burn_in)) for m in kept]
+    others = [
+        outcome_of(lambda t=batch.traces[m]: _gradient_model(t, variance, opts.burn_in, model_prior)) for m in kept
+    ]
     built = [i for i, model in enumerate(others) if not isinstance(model, FitFailure)]  # ψ can freeze where ρ moves
     if built:
         solved = solve(
@@ -251,17 +256,51 @@ def _take_rows(linear: Draws, curved: Draws, scale: np.ndarray, better: np.ndarr
     )
 
 
-def _gradient_model(trace: Trace, prior: Prior, burn_in: float) -> GradientModel:
+def model_prior_of(batch: Batch, prior: Prior):
+    """What the batch's model says about the VI optimum (`BenchmarkModel.optimum_prior`) where `prior` takes its
+    priors from the model and the batch carries one (docs/method.md §2.3); else None (priors centred on the trace)."""
+    if prior.optimum_prior != "model" or batch.model is None or not batch.traces:
+        return None
+    try:  # a study's model may describe other data than its traces (a calibration study's own design)
+        check_model_matches(batch.model, batch.traces)
+    except ValueError:
+        return None
+    sizes = {trace.n_examples for trace in batch.traces} - {None}
+    model = batch.model
+    if len(sizes) == 1 and sizes != {model.n_examples}:
+        model = dataclasses.replace(model, n_examples=int(sizes.pop()))  # the curvature at the traces' public N
+    return model.optimum_prior()
+
+
+def check_model_matches(model, traces: Sequence[Trace]) -> None:
+    """A ValueError before any work when `model`'s latent sites (names, shapes, transforms) are not those of every
+    trace: its prior would then describe other coordinates."""
+    expected = [(s.name, tuple(s.shape), s.transform) for s in model.site_map.sites]
+    for index, trace in enumerate(traces):
+        sites = None if trace.sites is None else [(s.name, tuple(s.shape), s.transform) for s in trace.sites]
+        if sites != expected:
+            where = "the trace" if len(traces) == 1 else f"trace {index}"
+            raise ValueError(
+                f"model {model.name!r} has the latent sites {expected}, but {where} was recorded with "
+                f"{sites if sites is not None else 'no site map'}: its prior cannot be matched to the trace's "
+                "coordinates; pass the model the trace was recorded with (the same transforms: "
+                "na.models.get(name) for the research presets, preset=False for numpyro's), or no model"
+            )
+
+
+def _gradient_model(trace: Trace, prior: Prior, burn_in: float, model_prior=None) -> GradientModel:
     kept = kept_steps(trace, burn_in)
     if kept < MIN_STEPS:
         raise ValueError(
             f"the trace has {trace.steps} steps, {kept} after a burn-in of {burn_in:g}: the gradient model needs "
             f"at least {MIN_STEPS} stationary steps (thousands for useful intervals); record a longer trace"
         )
-    return gradient_model(trace, prior, burn_in)
+    return gradient_model(trace, prior, burn_in, model_prior)
 
 
-def _posterior(trace: Trace, result: Draws, method: str, prior: str, burn_in: float) -> NoiseAwarePosterior:
+def _posterior(
+    trace: Trace, result: Draws, method: str, prior: str, burn_in: float, model_prior: bool
+) -> NoiseAwarePosterior:
     return NoiseAwarePosterior.from_trace(
         trace,
         result.optimum,
@@ -270,14 +309,20 @@ def _posterior(trace: Trace, result: Draws, method: str, prior: str, burn_in: fl
         extra_noise=result.extra_noise,
         prior=prior,
         diagnostics=result.diagnostics,
-        info={"burn_in": burn_in},
+        info={"burn_in": burn_in, "optimum_prior": "model" if model_prior else "trace"},
     )
 
 
 WEAK_ADVICE = (
     f"their gradients barely respond to them (slope < {WEAK_SLOPE:g} standard errors from 0), so their optima "
-    "are known mainly from the prior and their intervals are wide; to narrow them, record a longer trace or "
-    "spend a larger privacy budget (ε)"
+    "are known mainly from the model's own prior, and their intervals are close to what the prior alone says; to "
+    "narrow them, record a longer trace or spend a larger privacy budget (ε)"
+)
+WEAK_TRACE_ADVICE = (
+    f"their gradients barely respond to them (slope < {WEAK_SLOPE:g} standard errors from 0), so their optima are "
+    "known mainly from the prior, which without the model is centred on the trace's own mean: their intervals may "
+    "be narrow and misplaced; fit with the trace's model (fit(trace, model=bm), noiseaware fit --model NAME), "
+    "record a longer trace or spend a larger privacy budget (ε)"
 )
 EDGE_ADVICE = (
     f"the quadrature grid ends where the posterior still has mass (> {EDGE_MASS:g}), so it may cut off part "
@@ -287,13 +332,14 @@ RHAT_ADVICE = "the chains disagree; run more warmup and draws (warmup=, draws=),
 DIVERGENCE_ADVICE = "the draws may be biased; raise target_accept (e.g. 0.95) or warmup, or compare with method='exact'"
 
 
-def _warn_weak_slopes(model: GradientModel, param_names) -> None:
+def _warn_weak_slopes(model: GradientModel, param_names, model_prior: bool) -> None:
     """Warn about coordinates whose gradients barely respond to the parameter (|â|/τ < 2): their Hessian,
-    and so their optimum, is known mainly from the prior."""
+    and so their optimum, is known mainly from the prior, the model's (model_prior) or the trace-centred one."""
     slope, se = slope_estimates(model.stats)
     weak = np.flatnonzero(slope < WEAK_SLOPE * se)
     if weak.size:
-        warnings.warn(FitWarning("weak identification", WEAK_ADVICE, [param_names[j] for j in weak]), stacklevel=2)
+        advice = WEAK_ADVICE if model_prior else WEAK_TRACE_ADVICE
+        warnings.warn(FitWarning("weak identification", advice, [param_names[j] for j in weak]), stacklevel=2)
 
 
 def _warn_grid_edges(outcomes: Sequence[Outcome], models, param_names) -> None:

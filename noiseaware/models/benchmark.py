@@ -7,16 +7,49 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-from ..recording.contract import N_EXAMPLES_ARG, ModelError, check_plates, inspect_model, model_arguments, run_model
+from ..recording.contract import (
+    N_EXAMPLES_ARG,
+    ModelError,
+    check_plates,
+    inspect_model,
+    log_joint,
+    model_arguments,
+    run_model,
+)
 from ..trace.sites import SiteMap
 from ..util.checks import positive_int
 from ..util.keys import as_key
 
-__all__ = ["BenchmarkModel", "from_numpyro"]
+__all__ = ["BenchmarkModel", "ModelOptimumPrior", "from_numpyro"]
 
 Covariates = Callable[[jax.Array, int], Mapping[str, jax.Array]]
 _SIMULATION_STREAM = 0x53494D  # "SIM": separates simulation randomness from a recorder given the same seed
+_PRIOR_STREAM = 0x505249  # "PRI": the prior draws of `prior_moments`
+PRIOR_DRAWS = 4000
+"""Prior draws of θ behind `BenchmarkModel.optimum_prior` (Monte Carlo error of the mean: 1.6 % of the prior sd)."""
+PRIOR_SIMULATIONS = 64
+"""Simulated data sets whose curvature at the truth `BenchmarkModel.optimum_prior` keeps."""
+
+
+@dataclass(frozen=True)
+class ModelOptimumPrior:
+    """The model's own facts about the VI optimum (`BenchmarkModel.optimum_prior`), before any trace.
+
+    theta_mean, theta_sd (d,): θ's prior moments (unconstrained). Under the prior predictive the VI optimum's mean
+    μ* ≈ E[θ | x] has mean E θ and variance Var θ − E Var(θ | x) ≤ Var θ, so N(E θ, Var θ) is never too narrow.
+    curvature (M, d): h_mj = −∂²_jj log p(x_m, θ_m) of M simulated data sets at N examples; for a Gaussian VI
+    optimum sd*_j = h_j^(−1/2) and the −ELBO's slope in μ_j is h_j, in ρ_j 2·sigmoid(ρ*_j)²·h_j (method.md §2.3).
+    coupling (d, d): c_kj = ∂_j h_k / h_k, the simulations' mean: how coordinate k's wander δ_k moves coordinate j's
+    gradient, ½ Σ_k c_kj h_k δ_k² (the third derivatives of log p, relative to the curvature; method.md §2.10).
+    """
+
+    theta_mean: np.ndarray
+    theta_sd: np.ndarray
+    curvature: np.ndarray
+    coupling: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -60,6 +93,43 @@ class BenchmarkModel:
         trace, kwargs = self._run(key, None)
         theta = self.site_map.unconstrain({name: trace[name]["value"] for name in self.site_map.names})
         return theta, self._data(trace, kwargs)
+
+    def optimum_prior(self, draws: int = PRIOR_DRAWS, simulations: int = PRIOR_SIMULATIONS, key=0) -> ModelOptimumPrior:
+        """What the model itself says about the VI optimum before any trace (docs/method.md §2.3): θ's prior
+        moments from `draws` prior draws, and the curvature h_j = −∂²_jj log p(x, θ) of `simulations`
+        prior-predictive data sets at N = n_examples (covariates from the model's own simulator, never real data)
+        at their true θ. No privacy is spent: only the model and the public N enter.
+        """
+        positive_int("draws", draws, minimum=2, hint="the number of prior draws of θ, e.g. draws=4000")
+        positive_int("simulations", simulations, minimum=2, hint="the number of simulated data sets, e.g. 64")
+        key_draws, key_simulations = jax.random.split(jax.random.fold_in(as_key(key), _PRIOR_STREAM))
+
+        def one(key):
+            key_covariates, key_model = jax.random.split(key)
+            trace = run_model(self.model, self._kwargs(key_covariates, 1), None, seed=key_model)
+            return self.site_map.unconstrain({name: trace[name]["value"] for name in self.site_map.names})
+
+        def curvature(key):
+            theta, data = self.simulate(key)
+            kwargs = dict(data)
+            if N_EXAMPLES_ARG in model_arguments(self.model):
+                kwargs[N_EXAMPLES_ARG] = self.n_examples
+
+            def diagonal(t):
+                return -jnp.diagonal(jax.hessian(lambda u: log_joint(self.model, self.site_map, kwargs, u))(t))
+
+            h, third = diagonal(theta), jax.jacfwd(diagonal)(theta)
+            return h, third / h[:, None]
+
+        theta = np.asarray(jax.jit(jax.vmap(one))(jax.random.split(key_draws, draws)), np.float64)
+        keys = jax.random.split(key_simulations, simulations)
+        hessian, coupling = (np.asarray(x, np.float64) for x in jax.jit(lambda k: jax.lax.map(curvature, k))(keys))
+        if not (np.all(np.isfinite(theta)) and np.all(np.isfinite(hessian)) and np.all(np.isfinite(coupling))):
+            raise ModelError(
+                f"the prior of {self.name!r} gives non-finite unconstrained values of θ or of its log density's "
+                "curvature: check its latent sites' priors"
+            )
+        return ModelOptimumPrior(theta.mean(axis=0), theta.std(axis=0), hessian, coupling.mean(axis=0))
 
     def simulate_given(self, theta, key) -> dict:
         """data ~ p(x | θ) for a given unconstrained θ (d,), covariates from the model's simulator: a dict of

@@ -275,6 +275,10 @@ class MixturePosterior(PosteriorBase):
         parts = [f"method {self.method}"]
         if self.prior is not None:
             parts.append(f"prior {self.prior}")
+        if "optimum_prior" in self.info:
+            parts.append(
+                "φ*'s prior from the model" if self.info["optimum_prior"] == "model" else "φ*'s prior from the trace"
+            )
         parts.append(f"{chains} × {draws} draws of φ*" if chains > 1 else f"{draws} draws of φ*")
         terms = self.gradient_terms()
         if terms is not None:

@@ -46,6 +46,7 @@ __all__ = [
     "check_plates",
     "first_data_set",
     "inspect_model",
+    "log_joint",
     "latent_sites",
     "model_arguments",
     "run_model",
@@ -208,6 +209,17 @@ class ModelSpec:
         return self.site_map.log_abs_det_jacobian(theta) + sum(
             _site_log_density(trace[name]) for name in self.site_map.names
         )
+
+
+def log_joint(model: Callable, site_map: SiteMap, kwargs: Mapping, theta):
+    """log p(x, θ) + log|det ∂T(θ)/∂θ|: the model's log joint density of unconstrained θ (d,) with its observed
+    sites given in `kwargs` (the whole data set), the density whose negative Hessian is the posterior's curvature."""
+    trace = run_model(model, kwargs, site_map.constrain(theta))
+    total = site_map.log_abs_det_jacobian(theta)
+    for site in trace.values():
+        if site["type"] == "sample":
+            total = total + _site_log_density(site)
+    return total
 
 
 def _site_log_density(site: dict, summed: bool = True):

@@ -1,0 +1,131 @@
+"""The model's own prior on the VI optimum (docs/method.md §2.3, §2.10): its facts against closed forms, the wander
+shift against a slow loop, and a trace that says nothing giving back the prior."""
+
+import re
+import warnings
+
+import jax
+import numpy as np
+import pytest
+
+import noiseaware as na
+from noiseaware.cli import main
+from noiseaware.inference.gradient_model import gradient_model, model_optimum_prior
+from noiseaware.inference.statistics import wander_shift
+from noiseaware.util.numerics import softplus
+
+
+def test_optimum_prior_matches_closed_forms():
+    """regression-1d: θ ~ N(0, 5), y ~ N(θx, 0.5²), x ~ U(−1, 1): h = Σx²/0.25 + 1/5, E h = N/0.75 + 0.2."""
+    bm = na.models.get("regression-1d")
+    facts = bm.optimum_prior(draws=4000, simulations=32)
+    assert abs(facts.theta_mean[0]) < 3 * np.sqrt(5.0 / 4000)
+    assert facts.theta_sd[0] == pytest.approx(np.sqrt(5.0), rel=0.05)
+    expected = bm.n_examples / 0.75 + 0.2
+    spread = np.sqrt(bm.n_examples * (1 / 5 - 1 / 9)) / 0.25  # sd of Σx²/0.25 over designs
+    assert abs(facts.curvature.mean() - expected) < 4 * spread / np.sqrt(32)
+    assert facts.coupling.shape == (1, 1) and abs(facts.coupling[0, 0]) < 1e-6  # a Gaussian: no third derivative
+
+
+def test_coupling_of_a_regression_noise_scale():
+    """linreg-10d: σ² = softplus(θ_σ²) scales every weight's curvature h_k ∝ 1/σ², so ∂_σ² h_k / h_k = −d log σ²/dθ,
+    −sigmoid(θ)/softplus(θ) ≈ −0.99 at the prior's θ ≈ −3.65, the same for every weight; weights do not couple."""
+    bm = na.models.get("linreg-10d")
+    facts = bm.optimum_prior(draws=200, simulations=16)
+    theta = facts.theta_mean[-1]
+    expected = -jax.nn.sigmoid(theta) / softplus(theta)
+    np.testing.assert_allclose(facts.coupling[:-1, -1], expected, atol=0.01)
+    assert np.max(np.abs(facts.coupling[:-1, :-1])) < 0.05
+    moments = model_optimum_prior(facts)
+    d = bm.dim
+    # ρ*'s prior: softplus⁻¹ of h^(−1/2), the weights' sd* ≈ 0.0022 at N = 5000
+    np.testing.assert_allclose(
+        softplus(moments.optimum_loc[d : 2 * d - 1]), facts.curvature[:, :-1].mean() ** -0.5, rtol=0.05
+    )
+
+
+def test_wander_shift_matches_a_slow_loop():
+    rng = np.random.default_rng(0)
+    d, steps, q = 3, 7, 0.1
+    params = np.concatenate([rng.normal(size=(steps, d)), rng.normal(-2.0, 0.3, size=(steps, d))], axis=1)
+    coupling = rng.normal(size=(d, d))
+    shift = wander_shift(params, q, coupling)
+    mean, scale = params[:, :d], softplus(params[:, d:])
+    expected = np.zeros_like(params)
+    for t in range(steps):
+        for j in range(d):
+            for k in range(d):
+                if k != j:
+                    h = 1.0 / np.mean(scale[:, k] ** 2)
+                    expected[t, j] += 0.5 * q * coupling[k, j] * h * (mean[t, k] - mean[:, k].mean()) ** 2
+    np.testing.assert_allclose(shift, expected, rtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def silent_trace():
+    """M1 at ε = 10⁻⁶: DP noise swamps the gradient (σ ≈ 10⁵), so the trace says nothing about λ."""
+    bm = na.models.get("M1")
+    _, data = bm.simulate(0)
+    settings = dict(bm.dpvi_settings, steps=2000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return bm, na.record_dpvi(bm.model, data, epsilon=1e-6, key=1, **settings)
+
+
+def test_a_silent_trace_gives_back_the_models_prior(silent_trace):
+    bm, trace = silent_trace
+    prior = np.asarray(jax.vmap(lambda k: bm.simulate(k)[0])(jax.random.split(jax.random.key(3), 4000)))[:, 0]
+    prior_low, prior_high = np.quantile(prior, [0.05, 0.95])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        post = na.fit(trace, "exact", key=0, model=bm, diagnostics="off")
+    low, high = (float(x[0]) for x in post.interval(0.9, key=0))
+    # close to the prior's own 90 % interval, never a narrow one wherever the iterates sat
+    assert high - low > 0.8 * (prior_high - prior_low)
+    assert low < np.quantile(prior, 0.25) and high > np.quantile(prior, 0.75)
+    assert post.info["optimum_prior"] == "model"
+    assert any("model's own prior" in str(w.message) for w in caught)
+
+
+def test_without_the_model_the_warning_says_the_prior_is_the_traces(silent_trace):
+    _, trace = silent_trace
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        post = na.fit(trace, "exact", key=0, diagnostics="off")
+    assert post.info["optimum_prior"] == "trace"
+    assert any("centred on the trace's own mean" in str(w.message) for w in caught)
+
+
+def test_the_trace_prior_and_the_paper_ignore_the_model(silent_trace):
+    bm, trace = silent_trace
+    facts = bm.optimum_prior(draws=100, simulations=4)
+    for name in ("trace", "paper"):
+        with_model = gradient_model(trace, name, model_prior=facts)
+        without = gradient_model(trace, name)
+        np.testing.assert_array_equal(with_model.optimum_loc, without.optimum_loc)
+        np.testing.assert_array_equal(with_model.stats.sum_g, without.stats.sum_g)
+
+
+def test_a_model_of_other_sites_is_refused_before_any_work(silent_trace):
+    _, trace = silent_trace
+    with pytest.raises(ValueError, match="latent sites"):
+        na.fit(trace, "exact", key=0, model=na.models.get("M2"))
+    with pytest.raises(TypeError, match="BenchmarkModel"):
+        na.fit(trace, "exact", key=0, model="M1")
+
+
+def test_cli_fit_with_the_model_gives_back_the_prior(silent_trace, tmp_path, capsys):
+    """`noiseaware fit TRACE --model M1`: the noise-aware interval of a silent trace spans the prior's middle half
+    (λ ~ Gamma(8, 2): quartiles 3.1 and 4.8), and the description says whose prior it used."""
+    _, trace = silent_trace
+    path = tmp_path / "silent.nc"
+    trace.save(path)
+    status = main(["fit", str(path), "--model", "M1", "--diagnostics", "off"])
+    out = capsys.readouterr().out
+    assert status == 0
+    row = next(line for line in out.splitlines() if line.startswith("rate"))
+    low, high = (float(x) for x in re.findall(r"\[([-0-9.e+]+), ([-0-9.e+]+)\]", row)[0])
+    assert low < 3.1 and high > 4.8
+    assert "φ*'s prior from the model" in out
+    assert main(["fit", str(path), "--model", "M2", "--diagnostics", "off"]) == 2
+    assert "latent sites" in capsys.readouterr().err
