@@ -1,6 +1,6 @@
 """Adapters benchmark: DPVI of a logistic regression run in optax and jax-privacy, recorded through the adapters.
 
-    python benchmarks/adapters.py [--simulations 100 --steps 3000 --seed 0]
+    python benchmarks/adapters.py [--simulations 100 --steps 3000 --seed 0 --libraries optax,jax-privacy]
 
 For each of M simulated data sets of `logistic-3d` at N = 2 000 (θ ~ N(0, I₃)), the user-side loop of
 docs/adapters.md (per-example gradients of the negative ELBO's share, fixed-size batches of B = 100, plain SGD on
@@ -9,9 +9,11 @@ at ε = 1 with
   optax        `recording_aggregate` (optax's `differentially_private_aggregate`, divides by B), and
   jax-privacy  the clipped sum / B from `jax_privacy.clipping.clipped_grad(normalize_by=B)` and
                `recording_privatizer` (σ = B·stddev/C);
-all M runs of a library in one vmapped program. Each trace is fitted by the exact route, and its 90 % intervals
-for φ* = (μ*, ρ*) are checked against the non-private VI optimum φ̂ of the same data (`simulation_facts`: Adam,
-no noise, no clipping). Reported per library and coordinate: coverage (target 0.9 ± 3 se), and how often the
+all M runs of a library in one vmapped program. Each trace (recorded with the model's site map) is fitted by the
+exact route twice, as a foreign trace alone and with the user's model (`fit_batch(..., model=MODEL)`: the model's own
+prior on the VI optimum, docs/method.md §2.3), and its 90 % intervals for φ* = (μ*, ρ*) are checked against the
+non-private VI optimum φ̂ of the same data (`simulation_facts`: Adam, no noise, no clipping). Reported per library
+and coordinate: coverage without and with the model (target 0.9 ± 3 se), and how often the
 trace checks flag the same traces read with a wrong convention: as sums (divisor 1 instead of B), and, for a run
 whose batches are padded to 1.5 B (optax then divides by 1.5 B), as divided by the expected batch q·N = B.
 Results: benchmarks/results/adapters.json with the command, seed and machine.
@@ -42,6 +44,11 @@ S_RHO = 10.0
 GRAD_SCALE = np.array([1.0] * 3 + [S_RHO] * 3)
 PADDED = 150
 """Rows a padded batch is filled to: optax's aggregate divides by it, not by B."""
+_BASE = na.models.get("logistic-3d")
+MODEL = na.models.from_numpyro(
+    _BASE.model, n_examples=N, covariates=_BASE.covariates, name="logistic-3d", **_BASE.dpvi_settings
+)
+"""The user's model as numpyro sees it (θ ~ N(0, I₃), y ~ Bernoulli(sigmoid(x·θ))) at the benchmark's N."""
 
 
 def loss(phi, x, y, eps):
@@ -115,7 +122,7 @@ def traces(library: str, data, keys, *, sigma, steps, padded=B) -> list[na.Trace
         state, phi = jax.tree.map(lambda a, m=m: a[m], (states, phis))
         common = {
             "sampling_rate": B / N, "n_examples": N, "final_params": phi, "grad_scale": GRAD_SCALE,
-            "learning_rate": LR * GRAD_SCALE**2 / B,
+            "learning_rate": LR * GRAD_SCALE**2 / B, "sites": MODEL.site_map.sites,
         }  # fmt: skip
         if library == "optax":
             trace = optax_adapter.trace_of(state, clip=C, noise_multiplier=sigma, **common)
@@ -126,9 +133,10 @@ def traces(library: str, data, keys, *, sigma, steps, padded=B) -> list[na.Trace
     return out
 
 
-def covered(runs: list[na.Trace], optimum: np.ndarray, key) -> np.ndarray:
-    """(M, P) booleans: whether run m's exact-route 90 % interval for coordinate j of φ* covers φ̂_mj."""
-    posts = na.fit_batch(runs, method="exact", key=key, diagnostics="off", on_error="skip")
+def covered(runs: list[na.Trace], optimum: np.ndarray, key, model=None) -> np.ndarray:
+    """(M, P) booleans: whether run m's exact-route 90 % interval for coordinate j of φ* covers φ̂_mj (fitted with
+    the model's own prior where `model` is given)."""
+    posts = na.fit_batch(runs, method="exact", key=key, diagnostics="off", on_error="skip", model=model)
     inside = []
     for post, phi_hat in zip(posts, optimum):
         if post is None:  # a failed fit counts as not covering
@@ -152,10 +160,7 @@ def as_read(run: na.Trace, convention: Convention, divisor: float) -> na.Trace:
 def simulated(simulations: int, seed: int, steps: int) -> tuple[jax.Array, dict, np.ndarray, float]:
     """The benchmark's M data sets of `logistic-3d` at N (X (M, N, 3), y (M, N)), from the key of `seed` (returned,
     for the runs' keys), their non-private VI optima φ̂ (M, 6) by `simulation_facts`, and σ for ε, δ at T steps."""
-    base = na.models.get("logistic-3d")
-    bm = na.models.from_numpyro(
-        base.model, n_examples=N, covariates=base.covariates, name="logistic-3d", **base.dpvi_settings
-    )
+    bm = MODEL
     key = jax.random.key(seed)
     truth, data = jax.vmap(bm.simulate)(jax.random.split(key, simulations))
     settings = bm.dpvi_settings
@@ -173,23 +178,29 @@ def arguments(description: str) -> argparse.Namespace:
     parser.add_argument("--simulations", type=int, default=100)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--libraries", default="optax,jax-privacy", help="adapters.py only: the libraries to run")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "adapters.json")
     return parser.parse_args()
 
 
 def main() -> None:
     args = arguments(__doc__.splitlines()[0])
-    command = f"python benchmarks/adapters.py --simulations {args.simulations} --steps {args.steps} --seed {args.seed}"
+    command = (
+        f"python benchmarks/adapters.py --simulations {args.simulations} --steps {args.steps} --seed {args.seed} "
+        f"--libraries {args.libraries}"
+    )
     key, data, optimum, sigma = simulated(args.simulations, args.seed, args.steps)
     results = read_results(args.out)
     keys = jax.random.split(jax.random.fold_in(key, 2), args.simulations)
-    for library in ("optax", "jax-privacy"):
+    for library in args.libraries.split(","):
         start = time.perf_counter()
         runs = traces(library, data, keys, sigma=sigma, steps=args.steps)
         record_seconds = time.perf_counter() - start
         coverage = covered(runs, optimum, jax.random.fold_in(key, 3)).mean(axis=0)
+        with_model = covered(runs, optimum, jax.random.fold_in(key, 3), MODEL).mean(axis=0)
         entry = {
             "coverage_90": [round(float(c), 3) for c in coverage],
+            "coverage_90_model": [round(float(c), 3) for c in with_model],
             "param_names": list(runs[0].param_names),
             "flagged_as_recorded": float(fired(runs).mean()),
             "flagged_read_as_sums": float(fired([as_read(r, Convention(), B) for r in runs]).mean()),
@@ -206,8 +217,9 @@ def main() -> None:
         }  # fmt: skip
         se = np.sqrt(0.9 * 0.1 / args.simulations)
         print(f"\n{library}: 90 % coverage of φ̂ per coordinate (target 0.9 ± {3 * se:.2f})")
-        for name, c in zip(entry["param_names"], entry["coverage_90"]):
-            print(f"  {name:14s} {c:.2f}")
+        print(f"  {'coordinate':14s} {'alone':>6s} {'with the model':>15s}")
+        for name, c, m in zip(entry["param_names"], entry["coverage_90"], entry["coverage_90_model"]):
+            print(f"  {name:14s} {c:6.2f} {m:15.2f}")
         print({k: v for k, v in entry.items() if k.startswith("flagged")})
         results[library] = entry
         write_json(args.out, results)

@@ -1,11 +1,11 @@
 """The model's own prior on the VI optimum (docs/method.md §2.3, §2.10): TARP and marginal coverage with and without it.
 
-    python benchmarks/model_prior.py [--cases "linreg-10d@1;M1@0.001;M1@1:clip=1e9;M1@1:n=10"] [--simulations 100]
-        [--draws 4000] [--out benchmarks/results/model_prior.json]
+    python benchmarks/model_prior.py [--cases "M1@1;M1@0.001;M1@1:clip=1e9;M1@1:n=10;M1@1:n=50"]
+        [--simulations 200] [--draws 4000] [--out benchmarks/results/model_prior.json]
 
 Per case MODEL@ε[:clip=C,n=N] (cases separated by ';'): M simulations from the model's prior at its research preset
-(research σ where the paper has one, else σ calibrated to ε; clip= replaces the clip, n= the number of examples N),
-one DPVI trace each, and the exact route fitted twice to the same traces: without the model
+(research σ where the paper has one, else σ calibrated to ε by the PLD accountant; clip= replaces the clip, n= the
+number of examples N), one DPVI trace each, and the exact route fitted twice to the same traces: without the model
 (`na.fit_batch(traces)`: φ*'s prior centred on the trace) and with it (`na.fit_batch(traces, model=bm)`: μ*, ρ* and
 the slopes from the model, the μ rows net of the other coordinates' wander). Printed and stored per case and fit:
 the TARP RMSE (research reference rule, R = 10 repeats, mean ± sd), each θ coordinate's 90 % interval coverage of
@@ -62,8 +62,8 @@ def evaluate(traces, truth, bm, with_model: bool, draws: int, reference: np.ndar
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="linreg-10d@1;M1@1;M1@0.001;M1@1:clip=1e9;M1@1:n=10;M1@1:n=50")
-    parser.add_argument("--simulations", type=int, default=100)
+    parser.add_argument("--cases", default="M1@1;M1@0.001;M1@1:clip=1e9;M1@1:n=10;M1@1:n=50")
+    parser.add_argument("--simulations", type=int, default=200)
     parser.add_argument("--draws", type=int, default=4000)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "model_prior.json")
     args = parser.parse_args()
@@ -79,7 +79,10 @@ def main() -> None:
         if "n" in changes:
             bm = dataclasses.replace(bm, n_examples=int(changes["n"]))
         settings = dict(bm.dpvi_settings) | ({"clip": float(changes["clip"])} if "clip" in changes else {})
-        level = {"noise_multiplier": RESEARCH_SIGMA[epsilon]} if epsilon in RESEARCH_SIGMA else {"epsilon": epsilon}
+        sigma = RESEARCH_SIGMA.get(epsilon) or na.noise_multiplier(
+            epsilon, 1e-5, settings["sampling_rate"], settings["steps"]
+        )
+        level = {"noise_multiplier": sigma}
         simulations = simulate_traces(
             bm,
             delta=1e-5,
@@ -87,7 +90,7 @@ def main() -> None:
             key=jax.random.key(0),
             chunk=50,
             progress=True,
-            **{"noise_multiplier": None, **level},
+            **level,
             **settings,
         )
         traces, truth = simulations.batch.traces, np.asarray(simulations.truth)

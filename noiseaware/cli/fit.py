@@ -25,7 +25,15 @@ from ..posteriors.summary import comparison_table
 from ..trace import Trace, TraceError
 from ..util.figures import select_columns
 from ..util.keys import as_key
-from .common import LEVEL, THETA_STREAM, builtin, fit_reporting_warnings, reporting_warnings, route_options
+from .common import (
+    LEVEL,
+    THETA_STREAM,
+    builtin,
+    fit_reporting_warnings,
+    import_attribute,
+    reporting_warnings,
+    route_options,
+)
 from .options import (
     add_force,
     add_prior,
@@ -70,9 +78,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--model",
         metavar="NAME",
-        help="the built-in model the trace was recorded with (M1, linreg-10d, …): its own prior becomes the prior of "
-        "the VI optimum, so a trace that says little gives back the prior instead of a narrow interval around the "
-        "iterates (default: none; the prior is then centred on the trace)",
+        help="the model the trace was recorded with: a built-in (M1, linreg-10d, …) or package.module:name of a "
+        "noiseaware BenchmarkModel (na.models.from_numpyro(..., covariates=...)); its own prior becomes the prior "
+        "of the VI optimum, so a trace that says little gives back the prior instead of a narrow interval around "
+        "the iterates (default: none; the prior is then centred on the trace)",
     )
     parser.add_argument(
         "--burn-in",
@@ -208,8 +217,18 @@ def run(args) -> int:
 
 
 def _recorded_with(name: str, trace: Trace) -> BenchmarkModel:
-    """The built-in model `name` with the transforms the trace was recorded with: its research preset's, or
-    numpyro's (`na.models.get(name, preset=False)`); a ValueError naming the sites when neither matches."""
+    """The model `name` the trace was recorded with: package.module:name of a BenchmarkModel, or a built-in with
+    the trace's transforms, its research preset's or numpyro's (`na.models.get(name, preset=False)`); a ValueError
+    naming the sites when it does not match the trace."""
+    if ":" in name:
+        model = import_attribute(name)
+        if not isinstance(model, BenchmarkModel):
+            raise ValueError(
+                f"--model {name} is a {type(model).__name__}, not a BenchmarkModel: wrap the numpyro model with "
+                "na.models.from_numpyro(model, n_examples=N, covariates=...) in that module"
+            )
+        check_model_matches(model, [trace])
+        return model
     plain = builtin(name, preset=False)
     try:
         check_model_matches(plain, [trace])

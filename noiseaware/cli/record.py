@@ -185,6 +185,8 @@ def run(args) -> int:
         print()
         print(_truth_report(*job.truth))
     print(f"\ntrace saved to {out}")
+    if ":" not in args.model:
+        print(f"fit it with the model's own prior: noiseaware fit {out} --model {args.model}")
     return 0
 
 
