@@ -129,3 +129,22 @@ def test_cli_fit_with_the_model_gives_back_the_prior(silent_trace, tmp_path, cap
     assert "φ*'s prior from the model" in out
     assert main(["fit", str(path), "--model", "M2", "--diagnostics", "off"]) == 2
     assert "latent sites" in capsys.readouterr().err
+
+
+def test_a_full_rank_trace_takes_only_the_mean_rows_from_the_model():
+    """sd*_j = h_j^(−1/2) holds for the mean-field optimum only: a full-rank trace's ρ and factor rows keep the
+    trace's priors, its μ rows take the model's (μ*'s prior and slope h_j hold for every Gaussian family)."""
+    bm = na.models.get("logistic-3d")
+    _, data = bm.simulate(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = na.record_dpvi(
+            bm.model, data, epsilon=1.0, key=1, family="full-rank", **{**bm.dpvi_settings, "steps": 300}
+        )
+    facts = bm.optimum_prior(draws=200, simulations=4)
+    with_model, without = gradient_model(trace, model_prior=facts), gradient_model(trace)
+    d = bm.dim
+    np.testing.assert_allclose(with_model.optimum_loc[:d], facts.theta_mean)
+    np.testing.assert_array_equal(with_model.optimum_loc[d:], without.optimum_loc[d:])
+    np.testing.assert_array_equal(with_model.hessian_loc[d:], without.hessian_loc[d:])
+    np.testing.assert_array_equal(with_model.stats.sum_g, without.stats.sum_g)  # no wander shift off mean-field

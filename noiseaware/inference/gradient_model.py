@@ -214,8 +214,10 @@ def gradient_model(
     optimum_loc = np.array(stats.centre, np.float64)
     optimum_sd = np.where(scale_rows, 2.0 * stats.centre * prior.optimum_sd, prior.optimum_sd)
     if from_model:
-        rows = np.concatenate([np.arange(P)[part] for P in [trace.n_params] for name, part in trace.family.blocks
-                               if name in ("mu", "rho")])  # fmt: skip
+        # sd*_j = h_j^(−1/2) is the mean-field optimum's; a full- or low-rank factor's diagonal is not, so there only
+        # the μ rows (μ*'s prior and slope h_j hold for every Gaussian family) take the model's prior
+        blocks = ("mu", "rho") if trace.family.kind == "mean-field" else ("mu",)
+        rows = np.concatenate([np.arange(trace.n_params)[part] for name, part in trace.family.blocks if name in blocks])
         if prior.scale_model == "variance":
             rows = rows[~scale_rows[rows]]  # scale rows in ψ keep their own prior
         moments = model_optimum_prior(model_prior)
