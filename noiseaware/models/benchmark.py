@@ -34,6 +34,15 @@ PRIOR_SIMULATIONS = 64
 """Simulated data sets whose curvature at the truth `BenchmarkModel.optimum_prior` keeps."""
 
 
+def _identity(value):
+    """A hashable stand-in: functions by identity, everything else as itself."""
+    return id(value) if callable(value) else value
+
+
+_OPTIMUM_PRIORS: dict = {}
+"""`BenchmarkModel.optimum_prior` per model, N and sizes, in this process (a model is immutable)."""
+
+
 @dataclass(frozen=True)
 class ModelOptimumPrior:
     """The model's own facts about the VI optimum (`BenchmarkModel.optimum_prior`), before any trace.
@@ -102,6 +111,12 @@ class BenchmarkModel:
         """
         positive_int("draws", draws, minimum=2, hint="the number of prior draws of θ, e.g. draws=4000")
         positive_int("simulations", simulations, minimum=2, hint="the number of simulated data sets, e.g. 64")
+        # what determines the answer (the functions held, so their ids stay theirs): computed once per process
+        seed = tuple(np.asarray(jax.random.key_data(as_key(key))).ravel().tolist())
+        memo = (self.model, self.covariates, self.site_map, self.n_examples, draws, simulations, seed)
+        cached = _OPTIMUM_PRIORS.get(tuple(map(_identity, memo)))
+        if cached is not None and cached[0][:2] == memo[:2]:
+            return cached[1]
         key_draws, key_simulations = jax.random.split(jax.random.fold_in(as_key(key), _PRIOR_STREAM))
 
         def one(key):
@@ -129,7 +144,9 @@ class BenchmarkModel:
                 f"the prior of {self.name!r} gives non-finite unconstrained values of θ or of its log density's "
                 "curvature: check its latent sites' priors"
             )
-        return ModelOptimumPrior(theta.mean(axis=0), theta.std(axis=0), hessian, coupling.mean(axis=0))
+        facts = ModelOptimumPrior(theta.mean(axis=0), theta.std(axis=0), hessian, coupling.mean(axis=0))
+        _OPTIMUM_PRIORS[tuple(map(_identity, memo))] = (memo, facts)
+        return facts
 
     def simulate_given(self, theta, key) -> dict:
         """data ~ p(x | θ) for a given unconstrained θ (d,), covariates from the model's simulator: a dict of
