@@ -200,7 +200,7 @@ def calibration_part(spec: CalibrationSpec, part: slice, progress: Progress = Fa
     count = part.stop - part.start
     batch = Batch(
         tuple(traces), get_model(PRESET), {name: a[None] for name, a in train.items()}, spec.epsilon, spec.delta,
-        shared_data=True, size=count,
+        shared_data=True, size=count, model_prior=False,
     )  # fmt: skip
 
     def score(method: Method, outcomes: list[Outcome], keys) -> tuple[dict[str, Any], int]:

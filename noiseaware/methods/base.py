@@ -84,7 +84,10 @@ class Batch:
     data, arrays with a leading axis M, or None when methods may not read it; model: the BenchmarkModel
     (None for traces of an unknown model); epsilon, delta: the privacy level a mechanism baseline may
     spend on each problem's data; shared_data: all M problems hold the same data (repeated DP runs on one
-    data set), so a non-private reference method is fitted once.
+    data set), so a non-private reference method is fitted once; model_prior: whether the gradient-model routes
+    take the VI optimum's prior from `model` (docs/method.md §2.3) — True for the model's own simulations and a
+    user's `fit(trace, model=bm)`, False for a study of real data (calibration), where the trace-centred prior
+    keeps what the burn-in says about φ* and the model's prior measurably does worse (docs/results.md).
     """
 
     traces: tuple[Trace, ...]
@@ -94,6 +97,7 @@ class Batch:
     delta: float | None = None
     shared_data: bool = False
     size: int | None = None
+    model_prior: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "traces", tuple(self.traces))

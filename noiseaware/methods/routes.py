@@ -259,7 +259,7 @@ def _take_rows(linear: Draws, curved: Draws, scale: np.ndarray, better: np.ndarr
 def model_prior_of(batch: Batch, prior: Prior):
     """What the batch's model says about the VI optimum (`BenchmarkModel.optimum_prior`) where `prior` takes its
     priors from the model and the batch carries one (docs/method.md §2.3); else None (priors centred on the trace)."""
-    if prior.optimum_prior != "model" or batch.model is None or not batch.traces:
+    if prior.optimum_prior != "model" or batch.model is None or not batch.model_prior or not batch.traces:
         return None
     try:  # a study's model may describe other data than its traces (a calibration study's own design)
         check_model_matches(batch.model, batch.traces)
