@@ -48,16 +48,15 @@ def test_wander_shift_matches_a_slow_loop():
     rng = np.random.default_rng(0)
     d, steps, q = 3, 7, 0.1
     params = np.concatenate([rng.normal(size=(steps, d)), rng.normal(-2.0, 0.3, size=(steps, d))], axis=1)
-    coupling = rng.normal(size=(d, d))
-    shift = wander_shift(params, q, coupling)
-    mean, scale = params[:, :d], softplus(params[:, d:])
+    coupling, curvature = rng.normal(size=(d, d)), rng.uniform(1.0, 9.0, size=d)
+    shift = wander_shift(params, q, coupling, curvature)
+    mean = params[:, :d]
     expected = np.zeros_like(params)
     for t in range(steps):
         for j in range(d):
             for k in range(d):
                 if k != j:
-                    h = 1.0 / np.mean(scale[:, k] ** 2)
-                    expected[t, j] += 0.5 * q * coupling[k, j] * h * (mean[t, k] - mean[:, k].mean()) ** 2
+                    expected[t, j] += 0.5 * q * coupling[k, j] * curvature[k] * (mean[t, k] - mean[:, k].mean()) ** 2
     np.testing.assert_allclose(shift, expected, rtol=1e-12)
 
 

@@ -162,7 +162,9 @@ def gradient_model(
     scale_rows = scale_coordinates(trace) & (prior.scale_model == "variance")
     from_model = model_prior is not None and prior.optimum_prior == "model"
     coupling = model_prior.coupling if from_model and trace.family.kind == "mean-field" else None
-    stats = trace_statistics(trace, burn_in, scale_rows, coupling)
+    # the wander's curvature from the model: a trace's ρ may still lag far behind ρ* (M3's research preset)
+    curvature = None if coupling is None else np.median(model_prior.curvature, axis=0)
+    stats = trace_statistics(trace, burn_in, scale_rows, coupling, curvature)
     if prior.extra_noise == "none" and is_non_private(stats):
         raise ValueError(
             "the trace is non-private (σ = 0), so the extra noise u (subsampling and Monte Carlo noise) is the "

@@ -58,14 +58,16 @@ class TraceStatistics(NamedTuple):
     scale_rows: np.ndarray
 
 
-def trace_statistics(trace: Trace, burn_in: float = BURN_IN, scale_rows=None, coupling=None) -> TraceStatistics:
+def trace_statistics(
+    trace: Trace, burn_in: float = BURN_IN, scale_rows=None, coupling=None, curvature=None
+) -> TraceStatistics:
     """The sufficient statistics of `trace` over steps t ≥ B = ⌊burn_in · T⌋ (float64, centred at φ̄); rows in
     `scale_rows` (a (P,) bool mask, or None for none) in the variance model's ψ coordinates; with `coupling` (the
-    model's c (d, d), `ModelOptimumPrior.coupling`) the μ rows' gradients net of the other coordinates' wander
-    (`wander_shift`)."""
+    model's c (d, d), `ModelOptimumPrior.coupling`, and curvature h (d,)) the μ rows' gradients net of the other
+    coordinates' wander (`wander_shift`)."""
     params, grads = kept_arrays(trace, burn_in)
     if coupling is not None:
-        grads = grads - wander_shift(params, trace.sampling_rate, coupling)
+        grads = grads - wander_shift(params, trace.sampling_rate, coupling, curvature)
     rows = np.zeros(params.shape[1], bool) if scale_rows is None else np.asarray(scale_rows, bool)
     weight, values = np.ones_like(params), params.copy()
     if rows.any():  # the transforms on the scale columns only
@@ -88,16 +90,16 @@ def trace_statistics(trace: Trace, burn_in: float = BURN_IN, scale_rows=None, co
     )
 
 
-def wander_shift(params: np.ndarray, sampling_rate: float, coupling: np.ndarray) -> np.ndarray:
+def wander_shift(params: np.ndarray, sampling_rate: float, coupling: np.ndarray, curvature: np.ndarray) -> np.ndarray:
     """What the other coordinates' wander adds to the mean of each μ row's gradient, (T', P) (0 on the other rows).
 
     At second order in δ_t = μ_t − μ*, E G_tj = q·[h_j δ_tj + ½ Σ_{k≠j} ∂_j h_k δ_tk²] (docs/method.md §2.10); with
-    c_kj = ∂_j h_k / h_k from the model and h_k = 1/mean_t softplus(ρ_tk)² from the trace (a Gaussian VI optimum
-    has sd*² = 1/h), the shift is q·½ Σ_{k≠j} c_kj h_k (μ_tk − μ̄_k)². params (T', P), mean-field layout first 2d.
+    c_kj = ∂_j h_k / h_k and the curvature h_k (d,) from the model, the shift is q·½ Σ_{k≠j} c_kj h_k (μ_tk − μ̄_k)².
+    params (T', P), mean-field layout first 2d.
     """
     d = coupling.shape[0]
-    mean, scale = params[:, :d], softplus(params[:, d : 2 * d])
-    wander = (mean - mean.mean(axis=0)) ** 2 / np.mean(scale**2, axis=0)
+    mean = params[:, :d]
+    wander = (mean - mean.mean(axis=0)) ** 2 * curvature
     others = coupling * (1.0 - np.eye(d))
     shift = np.zeros_like(params)
     shift[:, :d] = 0.5 * sampling_rate * wander @ others
