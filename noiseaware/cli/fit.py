@@ -15,8 +15,8 @@ from ..baselines.naive import naive_posterior
 from ..checks import MIN_STEPS, TraceCheckError, diagnose_if_long_enough
 from ..inference.nuts import STARTS
 from ..methods import GradientModelOptions, NutsOptions
+from ..methods.model_prior import check_model_matches
 from ..methods.registry import DEFAULT_REGISTRY
-from ..methods.routes import check_model_matches
 from ..models.benchmark import BenchmarkModel
 from ..plots.trace_panels import coordinate_names
 from ..posteriors.figure import coordinate_sites, site_elements

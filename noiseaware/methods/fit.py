@@ -20,8 +20,8 @@ from ..util.batch_warnings import FitWarning
 from ..util.errors import FitFailure
 from ..util.keys import as_key
 from .base import Batch, Method, Registry, fit_problems, split_keys, summarise_warnings
+from .model_prior import check_model_matches
 from .registry import DEFAULT_REGISTRY
-from .routes import check_model_matches
 
 __all__ = ["fit", "fit_batch"]
 

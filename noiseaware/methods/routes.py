@@ -37,6 +37,7 @@ from ..util.diagnostics import MAX_RHAT
 from ..util.errors import FitFailure
 from ..util.progress import Progress
 from .base import Batch, Method, Outcome, outcome_of
+from .model_prior import model_prior_of
 
 __all__ = [
     "EXACT",
@@ -254,38 +255,6 @@ def _take_rows(linear: Draws, curved: Draws, scale: np.ndarray, better: np.ndarr
         take(linear.extra_noise, curved.extra_noise),
         type(linear.diagnostics)(**{**fields, "scale_model": "repaired"}),
     )
-
-
-def model_prior_of(batch: Batch, prior: Prior):
-    """What the batch's model says about the VI optimum (`BenchmarkModel.optimum_prior`) where `prior` takes its
-    priors from the model and the batch carries one (docs/method.md §2.3); else None (priors centred on the trace)."""
-    if prior.optimum_prior != "model" or batch.model is None or not batch.model_prior or not batch.traces:
-        return None
-    try:  # a study's model may describe other data than its traces (a calibration study's own design)
-        check_model_matches(batch.model, batch.traces)
-    except ValueError:
-        return None
-    sizes = {trace.n_examples for trace in batch.traces} - {None}
-    model = batch.model
-    if len(sizes) == 1 and sizes != {model.n_examples}:
-        model = dataclasses.replace(model, n_examples=int(sizes.pop()))  # the curvature at the traces' public N
-    return model.optimum_prior()
-
-
-def check_model_matches(model, traces: Sequence[Trace]) -> None:
-    """A ValueError before any work when `model`'s latent sites (names, shapes, transforms) are not those of every
-    trace: its prior would then describe other coordinates."""
-    expected = [(s.name, tuple(s.shape), s.transform) for s in model.site_map.sites]
-    for index, trace in enumerate(traces):
-        sites = None if trace.sites is None else [(s.name, tuple(s.shape), s.transform) for s in trace.sites]
-        if sites != expected:
-            where = "the trace" if len(traces) == 1 else f"trace {index}"
-            raise ValueError(
-                f"model {model.name!r} has the latent sites {expected}, but {where} was recorded with "
-                f"{sites if sites is not None else 'no site map'}: its prior cannot be matched to the trace's "
-                "coordinates; pass the model the trace was recorded with (the same transforms: "
-                "na.models.get(name) for the research presets, preset=False for numpyro's), or no model"
-            )
 
 
 def _gradient_model(trace: Trace, prior: Prior, burn_in: float, model_prior=None) -> GradientModel:
