@@ -75,9 +75,7 @@ def bootstrap_posterior(
     theta_hat = estimate(trace, burn_in)
     k_data, k_dpvi = jax.random.split(as_key(key))
     data = jax.vmap(lambda k: model.simulate_given(theta_hat, k))(jax.random.split(k_data, replicates))
-    runs = record_dpvi_batch(
-        model.model, data, keys=jax.random.split(k_dpvi, replicates), **replay_settings(trace)
-    )  # fmt: skip
+    runs = record_dpvi_batch(model.model, data, keys=jax.random.split(k_dpvi, replicates), **replay_settings(trace))
     replicated = np.stack([estimate(run, burn_in) for run in runs])
     if not np.all(np.isfinite(replicated)):
         bad = int(np.sum(~np.all(np.isfinite(replicated), axis=1)))

@@ -4,6 +4,9 @@ A released trace is DP output, so every check is free. Each statistical check is
 the P coordinates (Bonferroni: α/(mP) per coordinate), m = 7 tests, so a trace that meets every assumption
 raises any finding with probability ≤ α (default 5 %). The rules (constant coordinates, the start not yet
 forgotten, κ ≥ 2) fire only on facts no such trace shows. The statistics are in `statistics`.
+
+Why this module is long: the seven tests, the rules and the typed report that words their findings are read
+together; the report's advice names each test's threshold, kept beside it.
 """
 
 from __future__ import annotations
@@ -298,11 +301,15 @@ def diagnose(trace: TraceData, *, burn_in: float = BURN_IN, level: float = LEVEL
         proposed = next((b for b in BURN_INS if b > burn_in and _settled(trace, b, alpha)), None)
     names = tuple(trace.param_names)
     findings = tuple(
-        Finding(name, tuple(names[j] for j in np.flatnonzero(flags[name])), _statistic(name, statistics, flags[name]),
-                _advice(name, statistics, flags, proposed, trace))
+        Finding(
+            name,
+            tuple(names[j] for j in np.flatnonzero(flags[name])),
+            _statistic(name, statistics, flags[name]),
+            _advice(name, statistics, flags, proposed, trace),
+        )
         for name in CHECKS
         if flags[name].any()
-    )  # fmt: skip
+    )
     return TraceDiagnosis(
         param_names=names,
         level=level,

@@ -139,7 +139,17 @@ def run(args) -> int:
     if "nonprivate" in args.methods:  # the reference's K NUTS draws are its θ draws
         options["nonprivate"] = options.get("nonprivate", {}) | {"draws": args.samples}
     plan = calibration_plan(
-        data, levels=levels, key=args.seed, methods=args.methods, method_options=options, delta=args.delta,
-        runs=args.runs, samples=args.samples, bins=args.bins, binning=args.binning, chunk=args.chunk, **overrides,
-    )  # fmt: skip
+        data,
+        levels=levels,
+        key=args.seed,
+        methods=args.methods,
+        method_options=options,
+        delta=args.delta,
+        runs=args.runs,
+        samples=args.samples,
+        bins=args.bins,
+        binning=args.binning,
+        chunk=args.chunk,
+        **overrides,
+    )
     return run_cli_study(args, plan)

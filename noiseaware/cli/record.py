@@ -282,9 +282,11 @@ def _builtin_job(args, key) -> _Job:
         data = _user_data(args, research)
         # the data's own problems (lengths, support) first, then whether a preset fits their size
         n_examples = inspect_model(
-            research.model, data, transforms=research.dpvi_settings.get("transforms", "numpyro"),
+            research.model,
+            data,
+            transforms=research.dpvi_settings.get("transforms", "numpyro"),
             sites=research.dpvi_settings.get("sites"),
-        ).n_examples  # fmt: skip
+        ).n_examples
     epsilons = None if args.epsilon is None else [args.epsilon]
     (bm,) = preset_models(research, args.preset, epsilons, _obstacle(args, research, n_examples)).values()
     if n_examples is not None:

@@ -49,8 +49,9 @@ def add_parser(subparsers) -> None:
         ("curve-simulations", "M", "simulations per privacy level of the privacy–utility curve"),
     ):
         default = field_default(TuningDesign, flag.replace("-", "_"))
-        parser.add_argument(f"--{flag}", type=positive_int, default=default, metavar=metavar,
-                            help=f"{what} (default: {default})")  # fmt: skip
+        parser.add_argument(
+            f"--{flag}", type=positive_int, default=default, metavar=metavar, help=f"{what} (default: {default})"
+        )
     epsilons = field_default(TuningDesign, "curve_epsilons")
     parser.add_argument(
         "--curve-epsilons",
@@ -80,8 +81,13 @@ def add_parser(subparsers) -> None:
     check.add_argument("--settings", metavar="FILE", help="a settings file of `noiseaware tune` (default: the preset)")
     add_preset(check)
     simulations = field_default(TuningDesign, "preflight_simulations")
-    check.add_argument("--simulations", type=positive_int, default=simulations, metavar="M",
-                       help=f"fresh simulations (default: {simulations})")  # fmt: skip
+    check.add_argument(
+        "--simulations",
+        type=positive_int,
+        default=simulations,
+        metavar="M",
+        help=f"fresh simulations (default: {simulations})",
+    )
     check.add_argument("--plot", metavar="FILE", help="the coverage curve (.png, .pdf or .svg)")
     add_force(check)
     check.set_defaults(run=run_preflight)
@@ -195,9 +201,14 @@ def run_preflight(args) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PreflightWarning)
         report = preflight(
-            bm, settings, epsilon=args.epsilon, delta=args.delta, simulations=args.simulations, key=args.seed,
+            bm,
+            settings,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            simulations=args.simulations,
+            key=args.seed,
             progress=True,
-        )  # fmt: skip
+        )
     print(report.table())
     if plot is not None:
         with outputs.writing():

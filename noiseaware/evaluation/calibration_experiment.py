@@ -159,10 +159,20 @@ def calibration_spec(
             else calibrate(epsilon, design.delta, settings["sampling_rate"], settings["steps"])
         )
     return CalibrationSpec(
-        data, tuple(resolved), options, settings, None if sigma is None else float(sigma),
-        None if epsilon is None else float(epsilon), float(design.delta), design.runs, design.samples, design.bins,
-        design.binning, key_words(key), design.chunk,
-    )  # fmt: skip
+        data,
+        tuple(resolved),
+        options,
+        settings,
+        None if sigma is None else float(sigma),
+        None if epsilon is None else float(epsilon),
+        float(design.delta),
+        design.runs,
+        design.samples,
+        design.bins,
+        design.binning,
+        key_words(key),
+        design.chunk,
+    )
 
 
 def calibration(data: Dataset, *, key, progress: Progress = False, **arguments) -> CalibrationResult:
@@ -192,16 +202,29 @@ def calibration_part(spec: CalibrationSpec, part: slice, progress: Progress = Fa
     if spec.traced:
         start = time.perf_counter()
         traces = record_traces(
-            spec.data, noise_multiplier=spec.noise_multiplier, delta=spec.delta, runs=spec.runs, key=k_dpvi,
-            chunk=spec.chunk, progress=progress, part=part, **spec.settings,
-        )  # fmt: skip
+            spec.data,
+            noise_multiplier=spec.noise_multiplier,
+            delta=spec.delta,
+            runs=spec.runs,
+            key=k_dpvi,
+            chunk=spec.chunk,
+            progress=progress,
+            part=part,
+            **spec.settings,
+        )
         seconds = time.perf_counter() - start
     train = spec.data.train_data()
     count = part.stop - part.start
     batch = Batch(
-        tuple(traces), get_model(PRESET), {name: a[None] for name, a in train.items()}, spec.epsilon, spec.delta,
-        shared_data=True, size=count, model_prior=False,
-    )  # fmt: skip
+        tuple(traces),
+        get_model(PRESET),
+        {name: a[None] for name, a in train.items()},
+        spec.epsilon,
+        spec.delta,
+        shared_data=True,
+        size=count,
+        model_prior=False,
+    )
 
     def score(method: Method, outcomes: list[Outcome], keys) -> tuple[dict[str, Any], int]:
         draws = [
@@ -277,8 +300,23 @@ def merge_calibration(summary: Mapping[str, Any], parts: Sequence[CalibrationPar
     )
 
 
-SETTINGS = ("dataset", "scaling", "n_train", "n_test", "dim", "delta", "runs", "samples", "bins", "binning", "preset",
-            "dpvi_settings", "key", "method_options", "chunk")  # fmt: skip
+SETTINGS = (
+    "dataset",
+    "scaling",
+    "n_train",
+    "n_test",
+    "dim",
+    "delta",
+    "runs",
+    "samples",
+    "bins",
+    "binning",
+    "preset",
+    "dpvi_settings",
+    "key",
+    "method_options",
+    "chunk",
+)
 """The summary entries a CalibrationResult's settings repeat as they are."""
 
 

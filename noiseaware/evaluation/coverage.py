@@ -7,6 +7,9 @@ methods run through the shared experiment driver (`experiment.run_methods`) on t
 draws are scored chunk by chunk, so no (M, K, d) array is ever held. A simulation whose fit fails is
 counted per method and left out of that method's ECP (reported, never silent). Every method is scored
 against the same uniform draws U ~ U(−1, 1)^d: θ_ref = centre + U ⊙ half-width under each reference rule.
+
+Why this module is long: the design, the spec, a part and the exact merge of parts are one study's data flow;
+the merge must invert the part's layout field by field, so both stay in one place.
 """
 
 from __future__ import annotations
@@ -158,9 +161,19 @@ def coverage_spec(
         else calibrate(epsilon, design.delta, settings["sampling_rate"], settings["steps"])
     )
     return CoverageSpec(
-        bm, tuple(resolved), options, settings, float(sigma), None if epsilon is None else float(epsilon),
-        float(design.delta), design.simulations, design.references, design.samples, key_words(key), design.chunk,
-    )  # fmt: skip
+        bm,
+        tuple(resolved),
+        options,
+        settings,
+        float(sigma),
+        None if epsilon is None else float(epsilon),
+        float(design.delta),
+        design.simulations,
+        design.references,
+        design.samples,
+        key_words(key),
+        design.chunk,
+    )
 
 
 def coverage(bm: BenchmarkModel, *, key, progress: Progress = False, **arguments) -> CoverageResult:
@@ -190,9 +203,15 @@ def coverage_part(spec: CoverageSpec, part: slice) -> CoveragePart:
     """Part `part` of the study `spec`: simulate and record its traces, fit every method, TARP fractions."""
     start = time.perf_counter()
     sims = simulate_part(
-        spec.model, spec.noise_multiplier, spec.delta, spec.epsilon, _streams(spec.key)[0], spec.simulations, part,
+        spec.model,
+        spec.noise_multiplier,
+        spec.delta,
+        spec.epsilon,
+        _streams(spec.key)[0],
+        spec.simulations,
+        part,
         spec.settings,
-    )  # fmt: skip
+    )
     seconds = time.perf_counter() - start
     parts = _method_parts(
         sims, spec.methods, spec.options, spec.references, spec.samples, spec.key, part, spec.simulations
@@ -257,10 +276,16 @@ def evaluate(
         method_reads(resolved),
     )
     summary = {
-        "model": sims.model.name, "epsilon": sims.batch.epsilon, "delta": sims.batch.delta,
-        "simulations": len(sims), "references": references, "samples": samples, "key": key_repr(key),
-        "methods": method_reads(resolved), "method_options": {name: repr(o) for name, o in options.items()},
-    }  # fmt: skip
+        "model": sims.model.name,
+        "epsilon": sims.batch.epsilon,
+        "delta": sims.batch.delta,
+        "simulations": len(sims),
+        "references": references,
+        "samples": samples,
+        "key": key_repr(key),
+        "methods": method_reads(resolved),
+        "method_options": {name: repr(o) for name, o in options.items()},
+    }
     return _result(runs, summary, sims.noise_multiplier, sims.traces[0].steps, _theta_names(sims))
 
 

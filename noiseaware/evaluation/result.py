@@ -105,9 +105,7 @@ class CoverageResult:
             seconds = f"{self.seconds.get(method, float('nan')):.1f}"
             checks = checks_cell(self.diagnostics.get(method, {}))
             rows.append([method, *cells, width, str(self.failures[method]), seconds, checks])
-        header = [
-            "method", *(f"RMSE ({rule} ref.)" for rule in rules), "width ×", "failures", "fit s", "trace checks"
-        ]  # fmt: skip
+        header = ["method", *(f"RMSE ({rule} ref.)" for rule in rules), "width ×", "failures", "fit s", "trace checks"]
         legend = [
             f"RMSE: sqrt(mean over the {len(self.levels)} levels of (ECP − level)²), 0 when calibrated; mean ± sd "
             "over the reference draws",

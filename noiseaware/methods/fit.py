@@ -56,9 +56,17 @@ def fit(
     centred on the trace.
     """
     return _fit(
-        [trace], method, as_key(key)[None], options, registry, "raise", diagnostics, option_values, stacklevel=3,
+        [trace],
+        method,
+        as_key(key)[None],
+        options,
+        registry,
+        "raise",
+        diagnostics,
+        option_values,
+        stacklevel=3,
         model=model,
-    )[0]  # fmt: skip
+    )[0]
 
 
 def fit_batch(

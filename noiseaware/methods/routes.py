@@ -216,9 +216,11 @@ def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, so
     built = [i for i, model in enumerate(others) if not isinstance(model, FitFailure)]  # ψ can freeze where ρ moves
     if built:
         solved = solve(
-            [select_rows(others[i], scale) for i in built], keys=keys[np.asarray(kept)[built]], draws=opts.draws,
+            [select_rows(others[i], scale) for i in built],
+            keys=keys[np.asarray(kept)[built]],
+            draws=opts.draws,
             **settings,
-        )  # fmt: skip
+        )
         for i, result in zip(built, solved):
             others[i] = result
     repaired = []

@@ -98,7 +98,7 @@ def _bootstrap_batch(batch: Batch, keys, opts: BootstrapOptions) -> list[Outcome
     return [
         outcome_of(
             lambda t=t, k=k: bootstrap_posterior(t, model, key=k, replicates=opts.replicates, burn_in=opts.burn_in)
-        )  # fmt: skip
+        )
         for t, k in zip(batch.traces, keys)
     ]
 

@@ -118,8 +118,15 @@ def _mark_checks(axis: Axes, trace: TraceData, j: int, diagnosis: TraceDiagnosis
     low, high = axis.get_ylim()
     for left, right, value in zip(bounds[:-1], bounds[1:], optima):
         if np.isfinite(value) and low <= value <= high:
-            axis.hlines(value, left, right, colors=FLAG_COLOR if disagree else "C2", linestyles="--", lw=1.0,
-                        label="μ̂* per window (trace checks)")  # fmt: skip
+            axis.hlines(
+                value,
+                left,
+                right,
+                colors=FLAG_COLOR if disagree else "C2",
+                linestyles="--",
+                lw=1.0,
+                label="μ̂* per window (trace checks)",
+            )
     d = trace.dim
     fired = [
         f"{part}: " + ", ".join(name for name, flags in diagnosis.flags.items() if flags[index])
@@ -127,8 +134,15 @@ def _mark_checks(axis: Axes, trace: TraceData, j: int, diagnosis: TraceDiagnosis
         if any(flags[index] for flags in diagnosis.flags.values())
     ]
     if fired:
-        axis.text(0.01, 0.95, "checks fired — " + "; ".join(fired), transform=axis.transAxes, va="top",
-                  color=FLAG_COLOR, fontsize=8)  # fmt: skip
+        axis.text(
+            0.01,
+            0.95,
+            "checks fired — " + "; ".join(fired),
+            transform=axis.transAxes,
+            va="top",
+            color=FLAG_COLOR,
+            fontsize=8,
+        )
 
 
 def coordinate_names(trace: TraceData) -> tuple[str, ...]:

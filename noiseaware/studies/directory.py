@@ -175,8 +175,12 @@ class StudyDirectory:
         return holder if isinstance(holder, dict) else {}
 
     def _take(self) -> None:
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-              "command": " ".join(sys.argv)}  # fmt: skip
+        me = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "command": " ".join(sys.argv),
+        }
         for _ in range(2):
             try:
                 with open(self.lock_path, "x") as handle:
@@ -191,8 +195,12 @@ class StudyDirectory:
 
     def log(self, task: Task | str, event: str, detail: str = "") -> None:
         """Append one event line (time, task id and label, event, detail) to events.jsonl."""
-        line = {"time": round(time.time(), 3), "task": getattr(task, "id", task),
-                "label": getattr(task, "label", ""), "event": event}  # fmt: skip
+        line = {
+            "time": round(time.time(), 3),
+            "task": getattr(task, "id", task),
+            "label": getattr(task, "label", ""),
+            "event": event,
+        }
         with open(self.path / "events.jsonl", "a") as handle:
             handle.write(json.dumps(line | ({"detail": detail} if detail else {})) + "\n")
 

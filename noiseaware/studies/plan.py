@@ -133,8 +133,13 @@ def _differ(old: Any, new: Any, where: str, found: list[str], limit: int) -> Non
         return
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new), key=str):
-            _differ(old.get(key, "(absent)"), new.get(key, "(absent)"), f"{where}.{key}" if where else str(key),
-                    found, limit)  # fmt: skip
+            _differ(
+                old.get(key, "(absent)"),
+                new.get(key, "(absent)"),
+                f"{where}.{key}" if where else str(key),
+                found,
+                limit,
+            )
         return
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         for i, (a, b) in enumerate(zip(old, new)):

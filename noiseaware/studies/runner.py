@@ -166,8 +166,14 @@ class _Counter:
 
     def __enter__(self):
         if self.progress is True:
-            self.bar = tqdm(total=self.counts["total"], initial=self.counts["done"], desc="study", unit="task",
-                            file=sys.stderr, dynamic_ncols=True)  # fmt: skip
+            self.bar = tqdm(
+                total=self.counts["total"],
+                initial=self.counts["done"],
+                desc="study",
+                unit="task",
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
             self._show()
         return self
 

@@ -9,6 +9,9 @@ convention as convention_<field> scalars with batch_sizes (T,) (`convention`). F
 only) and 2 are still read. In .nc the arrays are variables on the dims
 step/param/site (param_names is the `param` coordinate) and the scalars global attributes. Nothing is ever
 pickled; every failure is a TraceError.
+
+Why this module is long: both file formats, their writers and readers, and the checks a file must pass before
+it becomes a trace are one contract; split, the two formats' field lists would drift apart.
 """
 
 from __future__ import annotations
@@ -46,10 +49,27 @@ CONVENTION_FIELDS = tuple(field.name for field in dataclasses.fields(Convention)
 """The convention's fields, stored as convention_<name> (absent: the field's default)."""
 REQUIRED_FIELDS = ("params", "grads", "noise_multiplier", "clip", "sampling_rate", "n_examples")
 OPTIONAL_FIELDS = (
-    "schema", "schema_version", "steps", "final_params", "grad_scale", "learning_rate", "epsilon", "delta",
-    "accountant", "mc_draws", "optimizer", "variational_family", "param_layout", "param_names", "site_names",
-    "site_shapes", "site_transforms", "site_labels", "batch_sizes", *(f"convention_{f}" for f in CONVENTION_FIELDS),
-)  # fmt: skip
+    "schema",
+    "schema_version",
+    "steps",
+    "final_params",
+    "grad_scale",
+    "learning_rate",
+    "epsilon",
+    "delta",
+    "accountant",
+    "mc_draws",
+    "optimizer",
+    "variational_family",
+    "param_layout",
+    "param_names",
+    "site_names",
+    "site_shapes",
+    "site_transforms",
+    "site_labels",
+    "batch_sizes",
+    *(f"convention_{f}" for f in CONVENTION_FIELDS),
+)
 _ARRAY_FIELDS = ("params", "grads", "final_params", "grad_scale", "learning_rate", "batch_sizes")
 _SITE_FIELDS = ("site_names", "site_shapes", "site_transforms")
 _NC_DIMS = {

@@ -77,9 +77,15 @@ def _coordinate_table(trace: TraceData) -> str:
     grad_sd, noise_sd = trace.grads[start:].std(axis=0), trace.noise_sd
     mean_mu, final_sd = trace.params[start:, :d].mean(axis=0), trace.family.marginal_sd(np.asarray(final, float))
     header = (
-        "θ (unconstrained)", f"μ at {source}", "sd of q", f"mean μ last {1 - BURN_IN:.0%}",
-        "sd G_μ", "noise sd_μ", "sd G_ρ", "noise sd_ρ",
-    )  # fmt: skip
+        "θ (unconstrained)",
+        f"μ at {source}",
+        "sd of q",
+        f"mean μ last {1 - BURN_IN:.0%}",
+        "sd G_μ",
+        "noise sd_μ",
+        "sd G_ρ",
+        "noise sd_ρ",
+    )
     columns = (final[:d], final_sd, mean_mu, grad_sd[:d], noise_sd[:d], grad_sd[d : 2 * d], noise_sd[d : 2 * d])
     rows = [
         (label.removeprefix("mu:"), *(f"{float(column[j]):.4g}" for column in columns))

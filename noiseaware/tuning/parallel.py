@@ -94,8 +94,18 @@ def optimize_in_parallel(
                 study.enqueue_trial(point)
         for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):  # left by a killed run
             study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-        _run(objective, path, name, (seed, startup), trials, executor or InProcessExecutor(), slots, timeout, progress,
-             study)  # fmt: skip
+        _run(
+            objective,
+            path,
+            name,
+            (seed, startup),
+            trials,
+            executor or InProcessExecutor(),
+            slots,
+            timeout,
+            progress,
+            study,
+        )
         snapshot = optuna.create_study(study_name=name, direction="minimize")  # outlives a temporary journal
         trials = optuna.load_study(study_name=name, storage=journal(path)).trials
         for trial in trials:  # the journal keeps user attributes as JSON: its lists were the objective's tuples
@@ -113,8 +123,18 @@ def _tuples(value):
     return value
 
 
-def _run(objective, path: Path, name: str, sampler: tuple[int, int], trials: int, executor: Executor, slots: int,
-         timeout, progress, study: optuna.Study) -> None:  # fmt: skip
+def _run(
+    objective,
+    path: Path,
+    name: str,
+    sampler: tuple[int, int],
+    trials: int,
+    executor: Executor,
+    slots: int,
+    timeout,
+    progress,
+    study: optuna.Study,
+) -> None:
     """Keep `slots` trials in flight until `trials` have finished (or the timeout passed); a failed trial is
     reported and another started, up to MAX_FAILURES."""
     done = len(study.get_trials(deepcopy=False, states=FINISHED))

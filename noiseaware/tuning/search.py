@@ -138,9 +138,15 @@ def tune(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SettingsHint)  # the non-private runs of the facts spend no privacy
         facts = simulation_facts(
-            bm, truth, data, key=k_facts, init=init, mc_draws=base["mc_draws"], transforms=base["transforms"],
+            bm,
+            truth,
+            data,
+            key=k_facts,
+            init=init,
+            mc_draws=base["mc_draws"],
+            transforms=base["transforms"],
             sites=base["sites"],
-        )  # fmt: skip
+        )
     objective = Objective(
         bm, facts, space, base, epsilon, delta, jax.random.split(k_dpvi, simulations), k_fit, simulations
     )
@@ -155,22 +161,47 @@ def tune(
         with progress_bar(trials, "tuning", progress, unit="trial") as advance:
             study.optimize(objective, n_trials=trials, timeout=timeout, callbacks=[lambda study, trial: advance(1)])
     else:
-        name = "tune-" + fingerprint({"model": canonical(bm), "epsilon": epsilon, "delta": delta,
-                                      "key": key_repr(key), "space": asdict(space), "simulations": simulations,
-                                      "start": first[0], "design": DESIGN, "mc_draws": base["mc_draws"]})  # fmt: skip
+        name = "tune-" + fingerprint(
+            {
+                "model": canonical(bm),
+                "epsilon": epsilon,
+                "delta": delta,
+                "key": key_repr(key),
+                "space": asdict(space),
+                "simulations": simulations,
+                "start": first[0],
+                "design": DESIGN,
+                "mc_draws": base["mc_draws"],
+            }
+        )
         study = optimize_in_parallel(
-            objective, name=name, storage=storage, first=first, trials=trials, seed=seed, startup=startup,
-            executor=executor, slots=slots, timeout=timeout, progress=progress,
-        )  # fmt: skip
+            objective,
+            name=name,
+            storage=storage,
+            first=first,
+            trials=trials,
+            seed=seed,
+            startup=startup,
+            executor=executor,
+            slots=slots,
+            timeout=timeout,
+            progress=progress,
+        )
     search_seconds = time.perf_counter() - started
     checked = []
     for trial in _ranked(study)[:candidates]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SettingsHint)  # these are the settings being checked
             check = fresh_check(
-                bm, trial.user_attrs["settings"], epsilon=epsilon, delta=delta, simulations=check_simulations,
-                key=streams(key)[1], progress=progress, tuned=True,
-            )  # fmt: skip
+                bm,
+                trial.user_attrs["settings"],
+                epsilon=epsilon,
+                delta=delta,
+                simulations=check_simulations,
+                key=streams(key)[1],
+                progress=progress,
+                tuned=True,
+            )
         checked.append((trial, check))
         if not check.findings:
             break
