@@ -39,6 +39,7 @@ import noiseaware as na  # noqa: E402
 from noiseaware.evaluation.simulations import simulate_traces  # noqa: E402
 from noiseaware.inference.exact import fit_exact_batch  # noqa: E402
 from noiseaware.inference.gradient_model import gradient_model  # noqa: E402
+from noiseaware.methods import ExactOptions  # noqa: E402
 from noiseaware.recording.dpvi import record_dpvi_batch  # noqa: E402
 from noiseaware.tuning.facts import simulation_facts  # noqa: E402
 
@@ -66,7 +67,9 @@ def score(traces, truth: np.ndarray) -> dict:
             diagnostics, draws, repaired = _route(traces)
         else:
             models = [gradient_model(trace, prior) for trace in traces]
-            results = fit_exact_batch(models, keys=jax.random.split(jax.random.key(0), len(models)), draws=2000)
+            results = fit_exact_batch(
+                models, keys=jax.random.split(jax.random.key(0), len(models)), options=ExactOptions(draws=2000)
+            )
             diagnostics, draws = [r.diagnostics for r in results], np.stack([r.optimum[0] for r in results])
         wall = time.perf_counter() - start
         low, high = np.quantile(draws, [0.05, 0.95], axis=1)

@@ -7,9 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from ou import ou_traces
+from solvers import fit_one
 
-from noiseaware.inference.exact import exact_cdf, exact_grid, exact_moments, fit_exact, fit_exact_batch
+from noiseaware.inference.exact import GRID_DEFAULTS, exact_cdf, exact_grid, exact_moments, fit_exact_batch
 from noiseaware.inference.gradient_model import Prior, gradient_model, log_density
+from noiseaware.methods import ExactOptions
 
 PRIORS = {
     "default": "default",
@@ -34,7 +36,7 @@ def _grid_and_moments(model, **options):
 def _grid(model, **options):
     with jax.enable_x64(True):
         model = jax.tree_util.tree_map(jnp.asarray, model)
-        grid, moments = _grid_and_moments(model, **options)
+        grid, moments = _grid_and_moments(model, **(GRID_DEFAULTS | options))
         return model, jax.tree_util.tree_map(np.asarray, grid), jax.tree_util.tree_map(np.asarray, moments)
 
 
@@ -140,7 +142,7 @@ def test_quadrature_converges_as_the_grid_refines(traces, prior, tolerance):
 @pytest.mark.slow
 def test_draws_follow_the_grid_moments_and_cdf(traces):
     model = gradient_model(traces[0])
-    draws = fit_exact(model, key=0, draws=20000)
+    draws = fit_one(fit_exact_batch, model, 0, ExactOptions(draws=20000))
     optimum = draws.optimum[0]
     moments = draws.diagnostics
     se = moments["optimum_sd"] / np.sqrt(optimum.shape[0])
@@ -157,26 +159,28 @@ def test_draws_follow_the_grid_moments_and_cdf(traces):
 @pytest.mark.slow
 def test_same_key_same_draws(traces):
     model = gradient_model(traces[0])
-    first, second = fit_exact(model, key=5, draws=100), fit_exact(model, key=5, draws=100)
+    first, second, other = (fit_one(fit_exact_batch, model, key, ExactOptions(draws=100)) for key in (5, 5, 6))
     np.testing.assert_array_equal(first.optimum, second.optimum)
-    assert not np.array_equal(first.optimum, fit_exact(model, key=6, draws=100).optimum)
+    assert not np.array_equal(first.optimum, other.optimum)
 
 
 @pytest.mark.slow
 def test_the_batch_gives_model_m_the_key_m(traces):
-    """fit_exact_batch(models, keys=…): model m's draws are fit_exact's with keys[m], whatever its neighbours."""
+    """fit_exact_batch(models, keys=…): model m's draws are its batch of one's with keys[m], whatever its
+    neighbours."""
     models = [gradient_model(t) for t in traces]
     keys = jax.random.split(jax.random.key(3), 2)
-    batch = fit_exact_batch(models, keys=keys, draws=100)
+    options = ExactOptions(draws=100)
+    batch = fit_exact_batch(models, keys=keys, options=options)
     for model, key, result in zip(models, keys, batch):
-        single = fit_exact(model, key=key, draws=100)
+        single = fit_one(fit_exact_batch, model, key, options)
         np.testing.assert_allclose(result.optimum, single.optimum, rtol=1e-8)
         np.testing.assert_allclose(result.diagnostics["optimum_sd"], single.diagnostics["optimum_sd"], rtol=1e-10)
-    swapped = fit_exact_batch(models[::-1], keys=keys[::-1], draws=100)
+    swapped = fit_exact_batch(models[::-1], keys=keys[::-1], options=options)
     np.testing.assert_allclose(swapped[1].optimum, batch[0].optimum, rtol=1e-8)
-    assert not np.array_equal(batch[0].optimum, fit_exact_batch(models, keys=keys[::-1], draws=100)[0].optimum)
+    assert not np.array_equal(batch[0].optimum, fit_exact_batch(models, keys=keys[::-1], options=options)[0].optimum)
     with pytest.raises(TypeError):  # one key for the batch, to be split inside, is no longer accepted
-        fit_exact_batch(models, key=jax.random.key(3), draws=100)
+        fit_exact_batch(models, key=jax.random.key(3), options=options)
 
 
 @pytest.mark.slow
@@ -184,9 +188,10 @@ def test_vmapped_grids_equal_single_grids(traces):
     models = [gradient_model(t) for t in traces]
     with jax.enable_x64(True):
         stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *models)
-        batch = jax.jit(jax.vmap(exact_grid))(stacked)
+        grid = functools.partial(exact_grid, **GRID_DEFAULTS)
+        batch = jax.jit(jax.vmap(grid))(stacked)
         for i, model in enumerate(models):
-            single = jax.jit(exact_grid)(jax.tree_util.tree_map(jnp.asarray, model))
+            single = jax.jit(grid)(jax.tree_util.tree_map(jnp.asarray, model))
             np.testing.assert_allclose(batch.weights[i], single.weights, rtol=1e-9, atol=1e-300)
 
 
@@ -194,5 +199,5 @@ def test_bad_grid_settings_raise(traces):
     model = gradient_model(traces[0])
     for options in ({"passes": 0}, {"hessian_nodes": 2}, {"extra_nodes": 2}):
         with pytest.raises(ValueError, match="passes ≥ 1 and at least 3 nodes per grid axis"):
-            exact_grid(model, **options)
+            exact_grid(model, **(GRID_DEFAULTS | options))
     exact_grid(gradient_model(traces[0], PRIORS["none"]), extra_nodes=1, hessian_nodes=8, passes=1)  # no u axis

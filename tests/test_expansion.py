@@ -13,6 +13,7 @@ import noiseaware as na
 from noiseaware.inference.exact import fit_exact_batch
 from noiseaware.inference.expansion import set_log_likelihoods, term_statistics
 from noiseaware.inference.gradient_model import Prior, gradient_model, log_likelihood, trace_statistics
+from noiseaware.methods import ExactOptions
 
 
 def _kept(trace, burn_in=0.2):
@@ -87,7 +88,9 @@ def test_prior_terms_are_validated_and_other_routes_refuse_them():
 
 def _coverage(traces, prior):
     models = [gradient_model(trace, prior) for trace in traces]
-    results = fit_exact_batch(models, keys=jax.random.split(jax.random.key(0), len(models)), draws=2000)
+    results = fit_exact_batch(
+        models, keys=jax.random.split(jax.random.key(0), len(models)), options=ExactOptions(draws=2000)
+    )
     draws = np.stack([r.optimum[0] for r in results])
     low, high = np.quantile(draws, [0.05, 0.95], axis=1)
     return ((np.asarray(OPTIMUM) > low) & (np.asarray(OPTIMUM) < high)).mean(axis=0), results

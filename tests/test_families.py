@@ -16,7 +16,7 @@ from ou import assert_nominal, ou_traces, stacked_models
 from scipy import stats
 
 import noiseaware as na
-from noiseaware.inference.exact import exact_cdf, exact_grid
+from noiseaware.inference.exact import GRID_DEFAULTS, exact_cdf, exact_grid
 from noiseaware.posteriors.mixture import NoiseAwarePosterior
 from noiseaware.recording.dpvi import build_recorder, record_dpvi, step_keys
 from noiseaware.trace import Trace, TraceError
@@ -301,7 +301,9 @@ def test_optimum_intervals_cover_on_traces_drawn_from_the_gradient_model_with_a_
     traces = ou_traces(200, optimum=optimum, hessian=hessian, scale=scale, seed=12, family=FULL_RANK)
     assert traces[0].family.kind == "full-rank" and traces[0].dim == 2
     with jax.enable_x64(True):
-        pits = jax.jit(jax.vmap(lambda m: exact_cdf(exact_grid(m), jnp.asarray(optimum))))(stacked_models(traces))
+        pits = jax.jit(jax.vmap(lambda m: exact_cdf(exact_grid(m, **GRID_DEFAULTS), jnp.asarray(optimum))))(
+            stacked_models(traces)
+        )
     assert_nominal(np.asarray(pits))
 
 

@@ -9,17 +9,19 @@ import pytest
 from ou import ou_trace
 from scipy import optimize
 from scipy import stats as scipy_stats
+from solvers import fit_one
 
 from noiseaware.inference.gradient_model import Prior, gradient_model, integrate_optimum
-from noiseaware.inference.laplace import (
-    fit_laplace,
-    fit_laplace_batch,
-    laplace_approximation,
-    unconstrained_log_density,
-)
+from noiseaware.inference.laplace import fit_laplace_batch, laplace_approximation, unconstrained_log_density
+from noiseaware.methods import LaplaceOptions
 
 # "paper" has the softplus link and a normal u; "exp" is the default's link now, so it compiles nothing new
 PRIORS = {"default": "default", "paper": "paper", "none": Prior(extra_noise="none"), "exp": Prior(hessian_link="exp")}
+
+
+def laplace(model, key, **options):
+    """The Laplace route's draws for one gradient model (a batch of one) with its options."""
+    return fit_one(fit_laplace_batch, model, key, LaplaceOptions(**options))
 
 
 @pytest.fixture(autouse=True)
@@ -133,7 +135,7 @@ def quadrature_moments(model):
 @pytest.mark.parametrize("prior", PRIORS)
 def test_laplace_matches_quadrature_when_the_posterior_is_near_gaussian(long_trace, prior):
     model = gradient_model(long_trace, PRIORS[prior])
-    draws = fit_laplace(model, key=0)
+    draws = laplace(model, 0)
     mean, sd, edge = quadrature_moments(model)
     assert edge < 1e-12
     diagnostics = draws.diagnostics
@@ -150,7 +152,7 @@ def test_laplace_matches_quadrature_when_the_posterior_is_near_gaussian(long_tra
 
 def test_full_draws_follow_the_laplace_gaussian_in_the_unconstrained_space(trace):
     model = gradient_model(trace)
-    draws = fit_laplace(model, key=1, draws=20_000)
+    draws = laplace(model, 1, draws=20_000)
     assert draws.optimum.shape == draws.hessian.shape == draws.extra_noise.shape == (1, 20_000, 4)
     assert draws.optimum.dtype == np.float64
     assert np.all(draws.hessian > 0) and np.all(draws.extra_noise > 0)
@@ -164,9 +166,9 @@ def test_full_draws_follow_the_laplace_gaussian_in_the_unconstrained_space(trace
 
 
 def test_paper_style_draws_only_the_mu_half_with_u_fixed_at_zero(trace):
-    draws = fit_laplace(gradient_model(trace), key=2, style="paper")
+    draws = laplace(gradient_model(trace), 2, style="paper")
     # u = 0 with the default prior's (φ*, ã) priors is the same target as the prior without extra noise
-    no_extra = fit_laplace(gradient_model(trace, Prior(extra_noise="none")), key=2).diagnostics
+    no_extra = laplace(gradient_model(trace, Prior(extra_noise="none")), 2).diagnostics
     diagnostics = draws.diagnostics
     assert diagnostics["style"] == "paper" and diagnostics["extra_noise_map"] is None
     np.testing.assert_allclose(diagnostics["optimum_map"], no_extra["optimum_map"], rtol=1e-10)
@@ -207,7 +209,7 @@ def test_a_saddle_or_an_improper_posterior_raises_a_clear_error_and_no_nan_escap
     for j in (0, 3):
         assert fit.converged[j] and fit.positive_definite[j] and fit.finite[j]
     with pytest.raises(ValueError, match=r"not positive definite.*: coordinates \[2\]") as error:
-        fit_laplace(model, key=0)
+        laplace(model, 0)
     message = str(error.value)
     assert "coordinates [1]" in message and "[0" not in message and "3]" not in message
     assert 'method="exact"' in message and "longer trace" in message
@@ -215,29 +217,29 @@ def test_a_saddle_or_an_improper_posterior_raises_a_clear_error_and_no_nan_escap
 
 def test_same_key_same_draws_and_int_keys_work(trace):
     model = gradient_model(trace)
-    first, again = fit_laplace(model, key=5, draws=100), fit_laplace(model, key=5, draws=100)
-    other = fit_laplace(model, key=jax.random.key(6), draws=100)
+    first, again = laplace(model, 5, draws=100), laplace(model, 5, draws=100)
+    other = laplace(model, jax.random.key(6), draws=100)
     for name in ("optimum", "hessian", "extra_noise"):
         np.testing.assert_array_equal(getattr(first, name), getattr(again, name))
         assert not np.array_equal(getattr(first, name), getattr(other, name))
 
 
 def test_the_batch_gives_model_m_the_key_m_and_a_failed_model_its_error(trace):
-    """fit_laplace_batch(models, keys=…): model m's draws are fit_laplace's with keys[m]; a model whose solve
-    fails gets the ValueError fit_laplace raises, in its place, and the others are unaffected."""
+    """fit_laplace_batch(models, keys=…): model m's draws are its batch of one's with keys[m]; a model whose solve
+    fails gets the ValueError its batch of one raises, in its place, and the others are unaffected."""
     prior = Prior(extra_noise="none")
     good = gradient_model(trace, prior)
     bad = saddle_and_improper(gradient_model(ou_trace(steps=3000, seed=3), prior))
     keys = jax.random.split(jax.random.key(8), 3)
-    batch = fit_laplace_batch([good, bad, good], keys=keys, draws=100)
+    batch = fit_laplace_batch([good, bad, good], keys=keys, options=LaplaceOptions(draws=100))
     assert isinstance(batch[1], ValueError) and "not positive definite" in str(batch[1])
     for m in (0, 2):
-        single = fit_laplace(good, key=keys[m], draws=100)
+        single = laplace(good, keys[m], draws=100)
         np.testing.assert_allclose(batch[m].optimum, single.optimum, rtol=1e-8, atol=1e-10)
         np.testing.assert_allclose(batch[m].diagnostics["optimum_map"], single.diagnostics["optimum_map"], rtol=1e-10)
     assert not np.array_equal(batch[0].optimum, batch[2].optimum)  # the same model, its own key
     with pytest.raises(TypeError):  # one key for the batch is no longer accepted
-        fit_laplace_batch([good], key=keys[0], draws=100)
+        fit_laplace_batch([good], key=keys[0], options=LaplaceOptions(draws=100))
 
 
 def test_vmapped_over_stacked_models_equals_one_model_at_a_time():
@@ -253,9 +255,9 @@ def test_vmapped_over_stacked_models_equals_one_model_at_a_time():
 def test_bad_arguments_raise(trace):
     model = gradient_model(trace)
     with pytest.raises(ValueError, match="unknown Laplace style"):
-        fit_laplace(model, key=0, style="research")
+        laplace(model, 0, style="research")
     with pytest.raises(ValueError, match="draws must be a positive integer"):
-        fit_laplace(model, key=0, draws=0)
+        laplace(model, 0, draws=0)
     odd = jax.tree.map(lambda leaf: leaf[:3] if np.ndim(leaf) else leaf, model)
     with pytest.raises(ValueError, match="P = 3 is odd"):
-        fit_laplace(odd, key=0, style="paper")
+        laplace(odd, 0, style="paper")

@@ -8,16 +8,23 @@ import numpy as np
 import pytest
 from arviz_stats.base import array_stats
 from ou import ou_trace
+from solvers import fit_one
 
 from noiseaware.inference import nuts, nuts_target
-from noiseaware.inference.exact import exact_grid, marginal_quantiles
+from noiseaware.inference.exact import GRID_DEFAULTS, exact_grid, marginal_quantiles
 from noiseaware.inference.gradient_model import Prior, gradient_model, integrate_optimum, prior_distributions
-from noiseaware.inference.nuts import fit_nuts, fit_nuts_batch, initial_values, nuts_blackjax_draws
+from noiseaware.inference.nuts import fit_nuts_batch, initial_values, nuts_blackjax_draws
 from noiseaware.inference.nuts_target import prior_placement, sampled_target, symmetric
+from noiseaware.methods import NutsOptions
 from noiseaware.util.defaults import WARM_START_WARMUP, WARMUP
 from noiseaware.util.keys import as_key
 
 PRIORS = {"default": "default", "paper": "paper", "none": Prior(extra_noise="none")}
+
+
+def nuts_fit(model, key, **options):
+    """The NUTS route's draws for one gradient model (a batch of one) with its options."""
+    return fit_one(fit_nuts_batch, model, key, NutsOptions(**options))
 
 
 @pytest.fixture(scope="module")
@@ -28,19 +35,19 @@ def trace():
 @pytest.fixture(scope="module")
 def numpyro_fits(trace):
     """Fits with the route's defaults (the exact start, its warm-up, 4000 draws, 1 chain) under each prior."""
-    return {name: fit_nuts(gradient_model(trace, prior), key=0, backend="numpyro") for name, prior in PRIORS.items()}
+    return {name: nuts_fit(gradient_model(trace, prior), 0, backend="numpyro") for name, prior in PRIORS.items()}
 
 
 @pytest.fixture(scope="module")
 def blackjax_fit(trace):
     """The route's default: blackjax from the exact start."""
-    return fit_nuts(gradient_model(trace), key=0, backend="blackjax")
+    return nuts_fit(gradient_model(trace), 0, backend="blackjax")
 
 
 @pytest.fixture(scope="module")
 def cold_fit(trace):
     """The cold start: blackjax from the prior means, with the cold start's warm-up."""
-    return fit_nuts(gradient_model(trace), key=0, backend="blackjax", start="prior")
+    return nuts_fit(gradient_model(trace), 0, backend="blackjax", start="prior")
 
 
 def reference_moments(model, hessian_nodes=401, extra_nodes=201):
@@ -101,7 +108,7 @@ def test_initial_values_are_the_prior_means():
 def exact_start(model):
     """The exact start by hand: the grid's medians of ã and u (u = 0 when one mode sits about 0), φ* at its
     conditional mean there; one compiled program."""
-    grid = exact_grid(model)
+    grid = exact_grid(model, **GRID_DEFAULTS)
     expected = {"hessian_raw": marginal_quantiles(grid.hessian_raw, jnp.sum(grid.weights, axis=1))[:, 1]}
     low, median, high = marginal_quantiles(grid.extra_noise, jnp.sum(grid.weights, axis=0)).T
     expected["extra_noise"] = jnp.where(low > 0.5 * (high - low), median, 0.0)  # one mode about 0, or two
@@ -275,7 +282,7 @@ def test_without_extra_noise_there_is_no_extra_noise_site(numpyro_fits):
 
 @pytest.mark.slow
 def test_several_chains_converge(trace):
-    draws = fit_nuts(gradient_model(trace), key=1, chains=3, warmup=500, draws=1000, backend="numpyro")
+    draws = nuts_fit(gradient_model(trace), 1, chains=3, warmup=500, draws=1000, backend="numpyro")
     assert draws.optimum.shape == (3, 1000, 4) and draws.diagnostics["step_size"].shape == (3,)
     assert not np.array_equal(draws.optimum[0], draws.optimum[1])
     assert draws.diagnostics["max_rhat"] < 1.01
@@ -284,8 +291,8 @@ def test_several_chains_converge(trace):
 @pytest.mark.slow
 def test_same_key_same_draws(trace, numpyro_fits, blackjax_fit):
     model = gradient_model(trace)
-    np.testing.assert_array_equal(fit_nuts(model, key=0, backend="numpyro").optimum, numpyro_fits["default"].optimum)
-    again, other = (fit_nuts(model, key=key, backend="blackjax") for key in (0, 1))
+    np.testing.assert_array_equal(nuts_fit(model, 0, backend="numpyro").optimum, numpyro_fits["default"].optimum)
+    again, other = (nuts_fit(model, key, backend="blackjax") for key in (0, 1))
     np.testing.assert_array_equal(again.optimum, blackjax_fit.optimum)
     np.testing.assert_array_equal(again.extra_noise, blackjax_fit.extra_noise)
     assert not np.array_equal(other.optimum, blackjax_fit.optimum)
@@ -309,7 +316,7 @@ def test_vmapped_blackjax_matches_separate_runs():
     assert batch.optimum.shape == (3, 1, 4000, 4) and batch.extra_noise.shape == (3, 1, 4000, 4)
     assert batch.divergences.shape == batch.step_size.shape == (3, 1) and batch.finite.shape == (3,)
     assert np.all(batch.finite) and np.sum(batch.divergences) == 0
-    singles = [moments_with_errors(fit_nuts(model, key=key, backend="blackjax")) for model, key in zip(models, keys)]
+    singles = [moments_with_errors(nuts_fit(model, key, backend="blackjax")) for model, key in zip(models, keys)]
     for i, batched in enumerate(batch.optimum):
         batched_error = batched.std(axis=(0, 1)) / np.sqrt(array_stats.ess(batched, chain_axis=0, draw_axis=1))
         for j, (mean, error, *_) in enumerate(singles):
@@ -319,30 +326,30 @@ def test_vmapped_blackjax_matches_separate_runs():
 
 @pytest.mark.slow
 def test_the_batch_gives_model_m_the_key_m():
-    """fit_nuts_batch(models, keys=…, backend=…): with numpyro (one model after another) model m's draws are
-    fit_nuts's with keys[m] exactly; with blackjax (vmapped) each model gets its own key's chain."""
+    """fit_nuts_batch(models, keys=…, options): with numpyro (one model after another) model m's draws are its
+    batch of one's with keys[m] exactly; with blackjax (vmapped) each model gets its own key's chain."""
     models = [gradient_model(ou_trace(steps=1000, seed=seed)) for seed in (1, 2)]
     keys = jax.random.split(jax.random.key(4), 2)
     settings = {"warmup": 100, "draws": 100}
-    batch = fit_nuts_batch(models, keys=keys, backend="numpyro", **settings)
+    batch = fit_nuts_batch(models, keys=keys, options=NutsOptions(backend="numpyro", **settings))
     for model, key, result in zip(models, keys, batch):
-        single = fit_nuts(model, key=key, backend="numpyro", **settings)
+        single = nuts_fit(model, key, backend="numpyro", **settings)
         np.testing.assert_array_equal(result.optimum, single.optimum)
         assert result.diagnostics["backend"] == "numpyro"
-    same_model = fit_nuts_batch([models[0], models[0]], keys=keys, backend="blackjax", chunk=2, **settings)
+    same_model = fit_nuts_batch([models[0], models[0]], keys=keys, options=NutsOptions(chunk=2, **settings))
     assert same_model[0].diagnostics["backend"] == "blackjax"
     assert not np.array_equal(same_model[0].optimum, same_model[1].optimum)  # one key each, not one for all
     with pytest.raises(TypeError):  # one key for the batch is no longer accepted
-        fit_nuts_batch(models, key=keys[0], **settings)
+        fit_nuts_batch(models, key=keys[0], options=NutsOptions(**settings))
 
 
 def test_bad_arguments_raise():
     model = gradient_model(ou_trace(steps=200))
-    with pytest.raises(ValueError, match="backend must be one of"):
-        fit_nuts(model, key=0, backend="stan")
+    with pytest.raises(ValueError, match="unknown backend .stan.: choose one of numpyro, blackjax"):
+        nuts_fit(model, 0, backend="stan")
     with pytest.raises(ValueError, match="target_accept"):
-        fit_nuts(model, key=0, target_accept=1.0)
+        nuts_fit(model, 0, target_accept=1.0)
     with pytest.raises(ValueError, match="chains must be a positive int"):
-        fit_nuts(model, key=0, chains=0)
+        nuts_fit(model, 0, chains=0)
     with pytest.raises(ValueError, match="unknown start 'cold': choose one of exact, prior"):
-        fit_nuts(model, key=0, start="cold")
+        nuts_fit(model, 0, start="cold")

@@ -18,9 +18,10 @@ from ou import HESSIAN, OPTIMUM, Q, assert_nominal, ou_traces, stacked_models
 from scipy import stats
 
 import noiseaware as na
-from noiseaware.inference.exact import exact_cdf, exact_grid
+from noiseaware.inference.exact import GRID_DEFAULTS, exact_cdf, exact_grid
 from noiseaware.inference.gradient_model import gradient_model, slope_estimates, trace_statistics
-from noiseaware.inference.laplace import fit_laplace, laplace_approximation
+from noiseaware.inference.laplace import fit_laplace_batch, laplace_approximation
+from noiseaware.methods import LaplaceOptions
 from noiseaware.models.builtin import GAMMA_PRIOR
 
 TRUTH = np.asarray(OPTIMUM)
@@ -54,7 +55,7 @@ def test_the_priors_of_a_reference_trace_are_scaled_by_the_noise_it_shows():
 @pytest.mark.slow
 def test_exact_intervals_of_reference_traces_are_calibrated(models):
     with jax.enable_x64(True):
-        pits = jax.jit(jax.vmap(lambda m: exact_cdf(exact_grid(m), jnp.asarray(TRUTH))))(models)
+        pits = jax.jit(jax.vmap(lambda m: exact_cdf(exact_grid(m, **GRID_DEFAULTS), jnp.asarray(TRUTH))))(models)
     assert_nominal(np.asarray(pits))
 
 
@@ -110,7 +111,7 @@ def test_a_reference_trace_without_extra_noise_is_one_clear_error():
     with pytest.raises(ValueError, match=r"non-private \(σ = 0\).*extra_noise='none'.*use a prior with extra noise"):
         na.fit(trace, "exact", key=0, prior=na.Prior(extra_noise="none"))
     with pytest.raises(ValueError, match=r"style='paper' fixes the extra noise u at 0.*non-private.*style='full'"):
-        fit_laplace(gradient_model(trace, "paper"), key=0, style="paper")
+        fit_laplace_batch([gradient_model(trace, "paper")], keys=None, options=LaplaceOptions(style="paper"))
     with pytest.raises(ValueError, match=r"style='paper' fixes the extra noise u at 0"):
         na.fit(trace, "laplace", key=0, prior="paper", style="paper")
 

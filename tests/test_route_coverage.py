@@ -12,7 +12,7 @@ import pytest
 from ou import OPTIMUM, assert_nominal, ou_traces, stacked_models
 from scipy import stats
 
-from noiseaware.inference.exact import exact_cdf, exact_grid
+from noiseaware.inference.exact import GRID_DEFAULTS, exact_cdf, exact_grid
 from noiseaware.inference.laplace import laplace_approximation
 from noiseaware.inference.nuts import nuts_blackjax_draws
 
@@ -28,7 +28,7 @@ def models():
 @pytest.mark.slow
 def test_exact(models):
     with jax.enable_x64(True):
-        pits = jax.jit(jax.vmap(lambda m: exact_cdf(exact_grid(m), jnp.asarray(TRUTH))))(models)
+        pits = jax.jit(jax.vmap(lambda m: exact_cdf(exact_grid(m, **GRID_DEFAULTS), jnp.asarray(TRUTH))))(models)
     assert_nominal(np.asarray(pits))
 
 

@@ -9,6 +9,7 @@ from ou import ou_trace, ou_traces, scale_traces
 import noiseaware as na
 from noiseaware.inference.exact import fit_exact_batch
 from noiseaware.inference.gradient_model import Prior, gradient_model, log_likelihood, trace_statistics
+from noiseaware.methods import ExactOptions
 
 
 def _softplus(x):
@@ -44,7 +45,9 @@ def test_the_variance_model_covers_rho_star_where_the_linear_model_does_not():
     coverage = {}
     for prior in ("default", "variance"):
         models = [gradient_model(trace, prior) for trace in traces]
-        results = fit_exact_batch(models, keys=jax.random.split(jax.random.key(0), 100), draws=2000)
+        results = fit_exact_batch(
+            models, keys=jax.random.split(jax.random.key(0), 100), options=ExactOptions(draws=2000)
+        )
         draws = np.stack([r.optimum[0] for r in results])
         low, high = np.quantile(draws, [0.05, 0.95], axis=1)
         coverage[prior] = ((optimum > low) & (optimum < high)).mean(axis=0)

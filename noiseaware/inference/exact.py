@@ -18,24 +18,33 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..util.defaults import DRAWS
 from ..util.diagnostics import Diagnostics
 from ..util.errors import NON_FINITE, FitFailure
-from ..util.keys import as_key
 from .draws import Draws
 from .expansion import solve_optimum
 from .gradient_model import GradientModel, integrate_optimum, ols_fit, prior_distributions
 from .statistics import centred_phiphi
 
-__all__ = ["QuadratureGrid", "exact_grid", "exact_cdf", "exact_moments", "exact_draws", "fit_exact", "fit_exact_batch"]
+__all__ = [
+    "QuadratureGrid",
+    "exact_grid",
+    "exact_cdf",
+    "exact_moments",
+    "exact_draws",
+    "ExactSettings",
+    "fit_exact_batch",
+]
 
 WIDTH = 9.0
+GRID_DEFAULTS = {"hessian_nodes": 96, "extra_nodes": 32, "passes": 3}
+"""The exact route's grid: nodes over ã_j and u_j, and its placements (`ExactOptions`' defaults, and the grid of
+NUTS's warm start)."""
 
 
 class QuadratureGrid(NamedTuple):
@@ -162,9 +171,7 @@ def _median_and_spread(nodes, weights):
     return quantiles[:, 1], 0.5 * (quantiles[:, 2] - quantiles[:, 0])
 
 
-def exact_grid(
-    model: GradientModel, *, hessian_nodes: int = 96, extra_nodes: int = 32, passes: int = 3
-) -> QuadratureGrid:
+def exact_grid(model: GradientModel, *, hessian_nodes: int, extra_nodes: int, passes: int) -> QuadratureGrid:
     """The adaptively placed quadrature grid of each coordinate's (ã, u) posterior; jittable and vmappable.
 
     `passes` ≥ 1 placements: the first around `_initial_guess`, each later one around the previous grid's
@@ -302,49 +309,26 @@ class ExactDiagnostics(Diagnostics):
     scale_model: str = "linear"
 
 
-def fit_exact(
-    model: GradientModel,
-    *,
-    key,
-    draws: int = DRAWS,
-    hessian_nodes: int = 96,
-    extra_nodes: int = 32,
-    passes: int = 3,
-) -> Draws:
-    """Fit the gradient model by adaptive quadrature: Draws (1, draws, P) plus exact moments in diagnostics.
+class ExactSettings(Protocol):
+    """What the exact solver reads from its options (`noiseaware.methods.ExactOptions`, which owns the defaults and
+    checks them): draws K of φ* per trace, the grid's nodes over A_j and u_j, and its placements."""
 
-    diagnostics: optimum_mean/optimum_sd/hessian_mean/hessian_sd (P,) from the grid, edge_mass (P,)
-    (the largest weight on the grid's outer edge; above 1e-6 the grid may cut posterior mass) and the grid sizes.
-    Non-finite posterior weights raise a FitFailure (NON_FINITE).
+    draws: int
+    hessian_nodes: int
+    extra_nodes: int
+    passes: int
+
+
+def fit_exact_batch(models: Sequence[GradientModel], *, keys, options: ExactSettings) -> list[Draws | FitFailure]:
+    """Fit each trace's gradient model by adaptive quadrature in one vmapped, compiled computation: Draws (1, K, P)
+    per model (same P and prior), plus exact moments in diagnostics; a trace is a batch of one.
+
+    Model m uses keys[m] (keys: M jax PRNG keys). diagnostics: optimum_mean/optimum_sd/hessian_mean/hessian_sd (P,)
+    from the grid, edge_mass (P,) (the largest weight on the grid's outer edge; above 1e-6 the grid may cut
+    posterior mass) and the grid sizes. A model whose posterior weights are not finite gets a FitFailure
+    (NON_FINITE) in its place.
     """
-    result = fit_exact_batch(
-        [model],
-        keys=as_key(key)[None],
-        draws=draws,
-        hessian_nodes=hessian_nodes,
-        extra_nodes=extra_nodes,
-        passes=passes,
-    )[0]
-    if isinstance(result, FitFailure):
-        raise result
-    return result
-
-
-def fit_exact_batch(
-    models: Sequence[GradientModel],
-    *,
-    keys,
-    draws: int = DRAWS,
-    hessian_nodes: int = 96,
-    extra_nodes: int = 32,
-    passes: int = 3,
-) -> list[Draws | FitFailure]:
-    """`fit_exact` for many traces' models (same P and prior) in one vmapped, compiled computation.
-
-    Model m uses keys[m] (keys: M jax PRNG keys). A model whose posterior weights are not finite gets a
-    FitFailure (NON_FINITE) in its place.
-    """
-    settings = {"draws": draws, "hessian_nodes": hessian_nodes, "extra_nodes": extra_nodes, "passes": passes}
+    settings = {name: getattr(options, name) for name in ("draws", "hessian_nodes", "extra_nodes", "passes")}
     with jax.enable_x64(True):
         stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *models)
         grid, moments, sample, probabilities = _fit_batch(stacked, keys, **settings)
@@ -371,9 +355,9 @@ def fit_exact_batch(
         diagnostics = ExactDiagnostics(
             **moment_values,
             edge_mass=grid.edge_mass[m],
-            hessian_nodes=hessian_nodes,
+            hessian_nodes=options.hessian_nodes,
             extra_nodes=grid.extra_noise.shape[1],
-            passes=passes,
+            passes=options.passes,
             term_sets=model.term_sets,
             term_probability=None if probabilities is None else probabilities[m],
             log_evidence=grid.log_evidence[m],

@@ -10,7 +10,7 @@ enters, so the posterior of u is even and folding it onto |u| = exp(η) changes 
 
 The mode is found by damped Newton (Levenberg–Marquardt) with exact k×k Hessians, in a `while_loop`
 per coordinate; `laplace_approximation` is pure and reports per-coordinate status values, so it can
-be vmapped over a stack of models. `fit_laplace` runs it in float64, checks the status and draws.
+be vmapped over a stack of models. `fit_laplace_batch` runs it in float64, checks the status and draws.
 """
 
 from __future__ import annotations
@@ -19,21 +19,18 @@ import dataclasses
 import functools
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..util.checks import choice, positive_int
-from ..util.defaults import DRAWS
 from ..util.diagnostics import Diagnostics
 from ..util.errors import NO_OPTIMUM, FitFailure
-from ..util.keys import as_key
 from .draws import Draws
 from .gradient_model import GradientModel, is_non_private, log_density
 
-__all__ = ["LaplaceFit", "fit_laplace", "fit_laplace_batch", "laplace_approximation", "unconstrained_log_density"]
+__all__ = ["LaplaceFit", "LaplaceSettings", "fit_laplace_batch", "laplace_approximation", "unconstrained_log_density"]
 
 STYLES = ("full", "paper")
 # the largest change of η = log u in one Newton step. Away from its mode −log p is nearly linear in η
@@ -201,8 +198,18 @@ class LaplaceDiagnostics(Diagnostics):
     positive_definite: np.ndarray
 
 
-def fit_laplace(model: GradientModel, *, key, draws: int = DRAWS, style: str = "full", max_steps: int = 100) -> Draws:
-    """Draws from the Laplace approximation of the gradient model's posterior, arrays (1, draws, P) float64.
+class LaplaceSettings(Protocol):
+    """What the Laplace solver reads from its options (`noiseaware.methods.LaplaceOptions`, which owns the defaults
+    and checks them): draws K of φ* per trace, the style ("full" or "paper") and the Newton solve's max_steps."""
+
+    draws: int
+    style: str
+    max_steps: int
+
+
+def fit_laplace_batch(models: Sequence[GradientModel], *, keys, options: LaplaceSettings) -> list[Draws | FitFailure]:
+    """Draws from the Laplace approximation of each trace's gradient model posterior, arrays (1, K, P) float64: one
+    vmapped Newton solve for all the models (same P and prior); a trace is a batch of one. Model m uses keys[m].
 
     style="full" (the honest default): x_j = (φ*_j, ã_j, η_j) ~ N(x̂_j, Σ_j), so the draws carry the
         uncertainty of both μ* and ρ* (and of A and u) into the θ mixture of docs/method.md §3;
@@ -211,30 +218,13 @@ def fit_laplace(model: GradientModel, *, key, draws: int = DRAWS, style: str = "
         where the gradient vanishes), the mode over (φ*, ã), and θ ~ N(μ̂*, diag(V_μ*) + diag(softplus(ρ̂*)²)).
         As draws: the μ-half (first P/2) of `optimum` ~ N(μ̂*, V_μ*) from its marginal, the ρ-half fixed
         at ρ̂*; `hessian` fixed at model.hessian(ã̂); `extra_noise` zeros (None without extra noise).
-    A coordinate whose solve did not converge, whose Hessian at the mode is not positive definite, or
-    whose values are not finite raises a FitFailure (NO_OPTIMUM) naming it. diagnostics: style, the MAP
+    A model with a coordinate whose solve did not converge, whose Hessian at the mode is not positive definite, or
+    whose values are not finite gets a FitFailure (NO_OPTIMUM) naming it in its place. diagnostics: style, the MAP
     (optimum_map, hessian_map, extra_noise_map), marginal sds in the unconstrained space (optimum_sd,
     hessian_raw_sd, log_extra_noise_sd), covariance (P, k, k), steps, converged, positive_definite.
     """
-    _check_options(style, draws, [model])
-    with jax.enable_x64(True):
-        model = jax.tree.map(jnp.asarray, model)
-        fit = laplace_approximation(_target(model, style), max_steps=max_steps)
-        result = _draws_from_fit(model, jax.tree.map(np.asarray, fit), as_key(key), draws, style, max_steps)
-    if isinstance(result, FitFailure):
-        raise result
-    return result
-
-
-def fit_laplace_batch(
-    models: Sequence[GradientModel], *, keys, draws: int = DRAWS, style: str = "full", max_steps: int = 100
-) -> list[Draws | FitFailure]:
-    """`fit_laplace` for many traces' models (same P and prior): one vmapped Newton solve for all of them.
-
-    Model m uses keys[m] (keys: M jax PRNG keys); a model whose solve failed gets the FitFailure
-    `fit_laplace` would raise in its place.
-    """
-    _check_options(style, draws, models)
+    style, draws, max_steps = options.style, options.draws, options.max_steps
+    _check_models(style, models)
     with jax.enable_x64(True):
         stacked = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *models)
         fits = jax.vmap(lambda m: laplace_approximation(_target(m, style), max_steps=max_steps))(stacked)
@@ -252,10 +242,8 @@ def fit_laplace_batch(
         ]
 
 
-def _check_options(style: str, draws, models: Sequence[GradientModel]) -> None:
-    """One ValueError, before any work, for a bad style or draws, or a style="paper" fit the models cannot take."""
-    choice("Laplace style", style, STYLES)
-    positive_int("draws", draws)
+def _check_models(style: str, models: Sequence[GradientModel]) -> None:
+    """One ValueError, before any work, for a style="paper" fit the models cannot take."""
     if style == "paper" and models[0].n_params % 2:
         raise ValueError(f"style='paper' splits φ* = (μ*, ρ*) in halves, but P = {models[0].n_params} is odd")
     if style == "paper" and any(is_non_private(model.stats) for model in models):

@@ -37,18 +37,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro.infer import MCMC, NUTS
 
-from ..util.checks import choice, positive_int, probability
 from ..util.defaults import DRAWS, WARM_START_WARMUP, WARMUP
 from ..util.diagnostics import MixingDiagnostics
 from ..util.errors import DIVERGED, FitFailure
-from ..util.keys import as_key
 from ..util.progress import Progress, progress_bar
 from .draws import Draws
 from .gradient_model import GradientModel
@@ -57,7 +55,7 @@ from .nuts_target import initial_values, sampled_target
 __all__ = [
     "BACKENDS",
     "NutsRun",
-    "fit_nuts",
+    "NutsSettings",
     "fit_nuts_batch",
     "initial_values",
     "nuts_blackjax_draws",
@@ -70,7 +68,7 @@ START_DEFAULTS = {
     "exact": {"warmup": WARM_START_WARMUP, "target_accept": 0.9},
     "prior": {"warmup": WARMUP, "target_accept": 0.8},
 }
-"""Each start's warm-up and target acceptance (fit_nuts's and NutsOptions' None). From the exact start 0.9 cost no
+"""Each start's warm-up and target acceptance (NutsOptions' None). From the exact start 0.9 cost no
 extra leapfrog steps on the 10D regression (15 per draw at 0.8 and 0.9) and removed its divergent transitions
 (7, in 4 of 50 traces, at 0.8); the cold start keeps the route's former 0.8 (docs/results.md, "NUTS from the
 exact start")."""
@@ -120,7 +118,7 @@ def nuts_blackjax_draws(
     dense_mass: bool = False,
     start: str = "exact",
 ) -> NutsRun:
-    """NUTS with blackjax on the target of `fit_nuts` from `start`, `warmup` ≥ 1 adaptation steps: a `NutsRun`.
+    """NUTS with blackjax on the target of `fit_nuts_batch` from `start`, `warmup` ≥ 1 adaptation steps: a `NutsRun`.
 
     A pure function of (model, key) for fixed settings: jit it, or `jax.vmap` it over a stacked batch of
     models and keys (all with the same P and extra-noise prior); failures show up as divergences and
@@ -179,10 +177,7 @@ def nuts_blackjax_draws(
     return _run(target.sites(positions, 2), *status, warm)
 
 
-_blackjax_jit = jax.jit(nuts_blackjax_draws, static_argnums=(2, 3, 4, 5, 6, 7))
-
-
-def _numpyro_draws(model, key, warmup, draws, chains, target_accept, dense_mass, progress, start) -> NutsRun:
+def _numpyro_draws(model, key, warmup, draws, chains, target_accept, dense_mass, start) -> NutsRun:
     """numpyro's NUTS with vectorized chains, all started at `start`'s point and adapted as in blackjax."""
     target, position, warm = sampled_target(model, start)
     kernel = NUTS(
@@ -197,7 +192,7 @@ def _numpyro_draws(model, key, warmup, draws, chains, target_accept, dense_mass,
         num_samples=draws,
         num_chains=chains,
         chain_method="vectorized",
-        progress_bar=progress,
+        progress_bar=False,
     )
     position = jnp.broadcast_to(position, (chains,) + position.shape) if chains > 1 else position
     mcmc.run(key, init_params=position, extra_fields=("diverging", "accept_prob", "num_steps", "adapt_state.step_size"))
@@ -260,82 +255,46 @@ class NutsDiagnostics(MixingDiagnostics):
         return MixingDiagnostics.summarise(records) | {"divergences": int(sum(r.divergences for r in records))}
 
 
-def fit_nuts(
-    model: GradientModel,
-    *,
-    key,
-    warmup: int | None = None,
-    draws: int = DRAWS,
-    chains: int = 1,
-    backend: str = "blackjax",
-    target_accept: float | None = None,
-    progress: bool = False,
-    dense_mass: bool = False,
-    start: str = "exact",
-) -> Draws:
-    """Fit the gradient model by NUTS (4000 draws, 1 chain): Draws (chains, draws, P).
+class NutsSettings(Protocol):
+    """What the NUTS solver reads from its options (`noiseaware.methods.NutsOptions`, which owns the defaults and
+    checks them); warmup and target_accept None are the start's own (`START_DEFAULTS`)."""
+
+    start: str
+    warmup: int | None
+    draws: int
+    chains: int
+    backend: str
+    target_accept: float | None
+    dense_mass: bool
+    chunk: int
+    progress: Progress
+
+
+def fit_nuts_batch(models: Sequence[GradientModel], *, keys, options: NutsSettings) -> list[Draws | FitFailure]:
+    """Fit each trace's gradient model by NUTS: Draws (chains, K, P) per model (same P and prior); model m uses
+    keys[m] (M jax PRNG keys); a trace is a batch of one.
 
     start "exact" (the default: the exact route's answer, the target near N(0, I), step-size adaptation only) or
     "prior" (the cold start at the prior means, Stan's window adaptation of step size and mass matrix; a
     cross-check); warmup and target_accept None are the start's own (`START_DEFAULTS`: 300 and 0.9, or 1000 and
-    0.8). backend "blackjax" (the default everywhere; `nuts_blackjax_draws`, compiled once per shape and settings)
-    or "numpyro" (vectorized chains; `progress` shows its progress bar); both run in float64 on the same target;
-    `dense_mass` adapts a dense instead of a diagonal mass matrix (the cold start only).
+    0.8). backend "blackjax" (`nuts_blackjax_draws`): vmapped in chunks of `chunk`, one compiled program for every
+    chunk (the last is padded); "numpyro": one model after another, vectorized chains. Both run in float64 on the
+    same target; `dense_mass` adapts a dense instead of a diagonal mass matrix (the cold start only). `progress`:
+    True for a bar over the traces, or a callable(done, total) called after each chunk.
     diagnostics: rhat and ess_bulk (rank-normalised), {"optimum", "hessian", "extra_noise_squared"} → (P,),
     the extra noise on u² since u's posterior is sign-symmetric; max_rhat, min_ess, divergences (total);
     step_size, acceptance_rate, leapfrogs (mean integration steps per draw): (chains,); cold_coordinates (the
-    coordinates the exact start could not place, started cold); and the settings.
-    Non-finite draws raise a FitFailure (DIVERGED).
+    coordinates the exact start could not place, started cold); and the settings. A model with non-finite draws
+    gets a FitFailure (DIVERGED) in its place.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-    settings = _settings(warmup, draws, chains, target_accept, dense_mass, start)
-    warmup, target_accept = settings["warmup"], settings["target_accept"]
-    with jax.enable_x64(True):
-        model = jax.tree_util.tree_map(jnp.asarray, model)
-        key = as_key(key)
-        if backend == "numpyro":
-            run = _numpyro_draws(model, key, warmup, draws, chains, target_accept, dense_mass, progress, start)
-        else:
-            run = _blackjax_jit(model, key, warmup, draws, chains, target_accept, dense_mass, start)
-        run = jax.tree_util.tree_map(_to_numpy, run)
-    result = _draws_from_run(run, settings | {"backend": backend})
-    if isinstance(result, FitFailure):
-        raise result
-    return result
-
-
-def fit_nuts_batch(
-    models: Sequence[GradientModel],
-    *,
-    keys,
-    warmup: int | None = None,
-    draws: int = DRAWS,
-    chains: int = 1,
-    target_accept: float | None = None,
-    dense_mass: bool = False,
-    backend: str = "blackjax",
-    chunk: int = 50,
-    progress: Progress = False,
-    start: str = "exact",
-) -> list[Draws | FitFailure]:
-    """`fit_nuts` for many traces' models (same P and prior); model m uses keys[m] (M jax PRNG keys).
-
-    backend "blackjax": vmapped in chunks of `chunk`, one compiled program for every chunk (the last is
-    padded); "numpyro": one model after another. A model with non-finite draws gets a FitFailure
-    (DIVERGED) in its place. `progress`: True for a bar over the traces, or a callable(done, total) called
-    after each chunk.
-    """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-    settings = _settings(warmup, draws, chains, target_accept, dense_mass, start) | {"backend": backend}
-    warmup, target_accept = settings["warmup"], settings["target_accept"]
-    positive_int("chunk", chunk)
+    settings = _settings(options)
+    warmup, draws, chains, target_accept = (settings[k] for k in ("warmup", "draws", "chains", "target_accept"))
+    dense_mass, start, backend = options.dense_mass, options.start, options.backend
     count = len(models)
-    chunk = 1 if backend == "numpyro" else min(chunk, count)
+    chunk = 1 if backend == "numpyro" else min(options.chunk, count)
     results: list[Draws | FitFailure] = []
     with jax.enable_x64(True):
-        with progress_bar(count, "NUTS", progress, unit="trace") as advance:
+        with progress_bar(count, "NUTS", options.progress, unit="trace") as advance:
             if backend == "numpyro":
                 for model, key in zip(models, keys):
                     run = _numpyro_draws(
@@ -346,7 +305,6 @@ def fit_nuts_batch(
                         chains,
                         target_accept,
                         dense_mass,
-                        False,
                         start,
                     )
                     results.append(_draws_from_run(jax.tree_util.tree_map(_to_numpy, run), settings))
@@ -378,24 +336,17 @@ def fit_nuts_batch(
     return results
 
 
-def _settings(warmup, draws, chains, target_accept, dense_mass, start) -> dict:
-    """The checked settings, with warmup and target_accept None resolved to the start's own (`START_DEFAULTS`)."""
-    choice("start", start, STARTS)
-    if dense_mass and start == "exact":
-        raise ValueError(DENSE_FROM_EXACT)
-    warmup = START_DEFAULTS[start]["warmup"] if warmup is None else warmup
-    target_accept = START_DEFAULTS[start]["target_accept"] if target_accept is None else target_accept
-    positive_int("warmup", warmup)
-    positive_int("draws", draws, minimum=4, hint="R-hat and ESS split each chain in halves")
-    positive_int("chains", chains)
-    probability("target_accept", target_accept)
+def _settings(options: NutsSettings) -> dict:
+    """The settings a fit records, with warmup and target_accept None resolved to the start's own (`START_DEFAULTS`)."""
+    own = START_DEFAULTS[options.start]
     return {
-        "warmup": warmup,
-        "draws": draws,
-        "chains": chains,
-        "target_accept": target_accept,
-        "dense_mass": dense_mass,
-        "start": start,
+        "warmup": own["warmup"] if options.warmup is None else options.warmup,
+        "draws": options.draws,
+        "chains": options.chains,
+        "target_accept": own["target_accept"] if options.target_accept is None else options.target_accept,
+        "dense_mass": options.dense_mass,
+        "start": options.start,
+        "backend": options.backend,
     }
 
 

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from numpyro.infer.util import constrain_fn, get_transforms, potential_energy, unconstrain_fn
 
-from .exact import exact_grid, marginal_quantiles
+from .exact import GRID_DEFAULTS, exact_grid, marginal_quantiles
 from .gradient_model import GradientModel, integrate_optimum, numpyro_model
 
 __all__ = [
@@ -161,7 +161,7 @@ def exact_placement(model: GradientModel, names: tuple[str, ...]):
     at the centre, and the target in y is near N(0, I). A coordinate is usable where every centre and scale is
     finite, the scales are positive and the grid holds at most EDGE_TRUST of its mass on its edge.
     """
-    grid = exact_grid(model)
+    grid = exact_grid(model, **GRID_DEFAULTS)
     centre, scale = {}, {}
     quantiles = marginal_quantiles(grid.hessian_raw, jnp.sum(grid.weights, axis=1))
     centre["hessian_raw"], scale["hessian_raw"] = quantiles[:, 1], 0.5 * (quantiles[:, 2] - quantiles[:, 0])

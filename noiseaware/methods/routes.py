@@ -79,9 +79,9 @@ class ExactOptions(GradientModelOptions):
     a scale coordinate ρ whose trace favours the gradient model with its row linear in softplus(ρ)² 3 to 1
     (`Prior(scale_model="variance")`, docs/method.md §2.9) is fitted that way, and the fit says so."""
 
-    hessian_nodes: int = 96
-    extra_nodes: int = 32
-    passes: int = 3
+    hessian_nodes: int = exact.GRID_DEFAULTS["hessian_nodes"]
+    extra_nodes: int = exact.GRID_DEFAULTS["extra_nodes"]
+    passes: int = exact.GRID_DEFAULTS["passes"]
     repair: bool = True
 
     def __post_init__(self):
@@ -144,7 +144,6 @@ class NutsOptions(GradientModelOptions):
 def _route(
     name: str,
     solve: Callable[..., list[Draws | FitFailure]],
-    route_options: Callable[[object], dict],
     warn: Callable[[Sequence[Outcome], list[GradientModel], tuple[str, ...]], None],
     options: type,
     description: str,
@@ -173,11 +172,9 @@ def _route(
         ]
         kept = [m for m, model in enumerate(outcomes) if not isinstance(model, FitFailure)]
         models = [outcomes[m] for m in kept]
-        results = solve(models, keys=keys[np.asarray(kept)], draws=opts.draws, **route_options(opts)) if kept else []
+        results = solve(models, keys=keys[np.asarray(kept)], options=opts) if kept else []
         if kept and getattr(opts, "repair", False) and prior.scale_model == "linear" and prior.terms == ("diagonal",):
-            results = _repair_scale_rows(
-                batch, kept, results, keys, prior, opts, solve, route_options(opts), model_prior
-            )
+            results = _repair_scale_rows(batch, kept, results, keys, prior, opts, solve, model_prior)
         label = opts.prior if isinstance(opts.prior, str) else repr(opts.prior)
         for m, result in zip(kept, results):
             if isinstance(result, FitFailure):
@@ -204,7 +201,7 @@ REPAIR_NOTE = (
 )
 
 
-def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, solve, settings, model_prior) -> list:
+def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, solve, model_prior) -> list:
     """Refit the kept traces with their scale rows linear in ψ = softplus(ρ)² and, row by row, keep that fit where
     its evidence beats the paper's model by REPAIR_EVIDENCE (the rows are independent given the trace, so a
     posterior may take some rows from each fit); warn per trace with the rows repaired."""
@@ -215,12 +212,7 @@ def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, so
     ]
     built = [i for i, model in enumerate(others) if not isinstance(model, FitFailure)]  # ψ can freeze where ρ moves
     if built:
-        solved = solve(
-            [select_rows(others[i], scale) for i in built],
-            keys=keys[np.asarray(kept)[built]],
-            draws=opts.draws,
-            **settings,
-        )
+        solved = solve([select_rows(others[i], scale) for i in built], keys=keys[np.asarray(kept)[built]], options=opts)
         for i, result in zip(built, solved):
             others[i] = result
     repaired = []
@@ -346,7 +338,6 @@ def _no_warning(outcomes, models, param_names) -> None:
 EXACT = _route(
     "exact",
     exact.fit_exact_batch,
-    lambda o: {"hessian_nodes": o.hessian_nodes, "extra_nodes": o.extra_nodes, "passes": o.passes},
     _warn_grid_edges,
     ExactOptions,
     "noise-aware: closed-form φ* given A, adaptive quadrature over A and u (no sampling error in moments)",
@@ -354,7 +345,6 @@ EXACT = _route(
 LAPLACE = _route(
     "laplace",
     laplace.fit_laplace_batch,
-    lambda o: {"style": o.style, "max_steps": o.max_steps},
     _no_warning,
     LaplaceOptions,
     "noise-aware: Newton MAP and a Gaussian over all unknowns, per coordinate",
@@ -362,16 +352,6 @@ LAPLACE = _route(
 NUTS = _route(
     "nuts",
     nuts.fit_nuts_batch,
-    lambda o: {
-        "start": o.start,
-        "warmup": o.warmup,
-        "chains": o.chains,
-        "backend": o.backend,
-        "target_accept": o.target_accept,
-        "dense_mass": o.dense_mass,
-        "chunk": o.chunk,
-        "progress": o.progress,
-    },
     _warn_mixing,
     NutsOptions,
     "noise-aware: NUTS on the gradient model (blackjax, vmapped over traces)",
