@@ -14,6 +14,7 @@ privacy: these facts are what tuning and the preflight check rest on.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 
@@ -170,29 +171,10 @@ def simulation_facts(
     per_example, constants = program.spec.split_data(prepared)
     kept = min(n, GRADIENT_EXAMPLES)
     head = {k: v[:, :kept] for k, v in per_example.items()}
-
-    def one(params, eps, k_newton, examples, few, consts):
-        def total(p, key):
-            # moment-matched draws (each coordinate's sample mean 0 and variance 1): exact for a Gaussian
-            # likelihood, and far less Monte Carlo noise in the ρ block for any other
-            draws = jax.random.normal(key, (HESSIAN_DRAWS, m), recorder.dtype)
-            draws = (draws - draws.mean(axis=0)) / draws.std(axis=0)
-            return program.per_example_gradients(p, draws, examples, consts).sum(axis=0)
-
-        def gradient(p, key):  # the full-data gradient averaged over GRADIENT_ROUNDS × HESSIAN_DRAWS draws
-            return jax.lax.map(lambda k: total(p, k), jax.random.split(key, GRADIENT_ROUNDS)).mean(axis=0)
-
-        # Newton steps φ ← φ − H⁻¹ ∇ on the full data remove what is left of Adam's noise
-        for key in jax.random.split(k_newton, NEWTON_STEPS):
-            k_h, k_g = jax.random.split(key)
-            hessian = jax.jacfwd(total)(params, k_h)
-            params = params - jnp.linalg.solve(hessian, gradient(params, k_g))
-        return params, program.per_example_gradients(params, eps, few, consts), jnp.diagonal(hessian)
-
     eps = jax.random.normal(k_grad, (count, mc_draws, m), recorder.dtype)
     params = jnp.asarray(optimum, recorder.dtype)
-    optimum, grads, hessian = jax.jit(lambda xs: jax.lax.map(lambda a: one(*a), xs))(
-        (params, eps, jax.random.split(k_hess, count), per_example, head, constants)
+    optimum, grads, hessian = _polished(
+        program, m, params, eps, jax.random.split(k_hess, count), per_example, head, constants
     )
     optimum = np.asarray(optimum, np.float64)
     return SimulationFacts(
@@ -204,6 +186,34 @@ def simulation_facts(
         n,
         recorder.settings.family.name,
     )
+
+
+@functools.partial(jax.jit, static_argnames=("program", "noise_dim"))
+def _polished(program, noise_dim: int, params, eps, keys, per_example, head, constants):
+    """Per simulation m (lax.map over the leading axis): NEWTON_STEPS Newton steps φ ← φ − H⁻¹∇ on the full data
+    from Adam's φ (params (M, P)), then g_i(φ̂) on the first examples (`head`) with `eps` (M, S, noise_dim) and diag H
+    at the last step: ((M, P), (M, n', P), (M, P)). One compiled program per recorder program and shapes."""
+
+    def one(params, eps, k_newton, examples, few, consts):
+        def total(p, key):
+            # moment-matched draws (each coordinate's sample mean 0 and variance 1): exact for a Gaussian
+            # likelihood, and far less Monte Carlo noise in the ρ block for any other
+            draws = jax.random.normal(key, (HESSIAN_DRAWS, noise_dim), params.dtype)
+            draws = (draws - draws.mean(axis=0)) / draws.std(axis=0)
+            return program.per_example_gradients(p, draws, examples, consts).sum(axis=0)
+
+        def gradient(p, key):  # the full-data gradient averaged over GRADIENT_ROUNDS × HESSIAN_DRAWS draws
+            return jax.lax.map(lambda k: total(p, k), jax.random.split(key, GRADIENT_ROUNDS)).mean(axis=0)
+
+        def newton(p, key):
+            k_h, k_g = jax.random.split(key)
+            hessian = jax.jacfwd(total)(p, k_h)
+            return p - jnp.linalg.solve(hessian, gradient(p, k_g)), jnp.diagonal(hessian)
+
+        params, diagonals = jax.lax.scan(newton, params, jax.random.split(k_newton, NEWTON_STEPS))
+        return params, program.per_example_gradients(params, eps, few, consts), diagonals[-1]
+
+    return jax.lax.map(lambda a: one(*a), (params, eps, keys, per_example, head, constants))
 
 
 def facts_for_settings(bm: BenchmarkModel, settings, simulations: int, *, simulation_key, facts_key) -> SimulationFacts:
