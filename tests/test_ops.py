@@ -71,3 +71,15 @@ def test_ops_is_a_registered_data_method_scored_like_any_posterior():
         na.coverage(na.models.get("logistic-3d"), epsilon=1.0, methods=("ops",), simulations=2, key=0)
     with pytest.raises(ValueError, match="draws must be"):
         OPSSettings(draws=0)
+
+
+def test_a_baselines_saved_draws_load_back_as_draws(tmp_path):
+    """A data baseline's file (its released draws, its release facts) reads back as a `DrawsPosterior` with the
+    same draws and the model's sites."""
+    x = np.array([[1, 0, 1, 1, 0, 1]])
+    (post,) = ops_batch("M2", x, keys=jax.random.split(jax.random.key(1), 1), epsilon=1.0, settings=OPSSettings())
+    post.save(tmp_path / "ops.nc")
+    loaded = na.load_posterior(tmp_path / "ops.nc")
+    np.testing.assert_array_equal(loaded.chains, post.saved_draws(None))
+    assert loaded.method == post.method and loaded.sites == post.sites
+    assert loaded.diagnostics["release"]["epsilon"] == 1.0

@@ -292,3 +292,23 @@ def test_fit_batch_skips_failed_fits_on_request():
             na.fit_batch([good, bad], key=0)
     with pytest.raises(ValueError, match="on_error must be 'raise' or 'skip'"):
         na.fit_batch([good], key=0, on_error="ignore")
+
+
+def test_a_posterior_of_draws_saves_and_loads_back_whole(tmp_path):
+    """`save_draws` files (the non-private reference, DP-SGLD, the bootstrap, the data baselines) load back as a
+    `DrawsPosterior`: the same draws, names, method, diagnostics and sites, so its summaries on the sites' own
+    scale are the same; a file is never replaced unasked."""
+    sites = (SiteSpec("rate", (), "exp"), SiteSpec("w", (2,), "identity", ("age", "hours")))
+    chains = np.random.default_rng(4).normal(size=(2, 30, 3))
+    post = na.posteriors.DrawsPosterior(chains, "tail", sites=sites)
+    post.save(tmp_path / "draws.nc")
+    loaded = na.load_posterior(tmp_path / "draws.nc")
+    assert isinstance(loaded, na.posteriors.DrawsPosterior) and loaded.method == "tail"
+    np.testing.assert_array_equal(loaded.chains, chains)
+    assert loaded.sites == sites and loaded.theta_names == post.theta_names
+    np.testing.assert_array_equal(loaded.constrained_sample(1, 10)["rate"], post.constrained_sample(1, 10)["rate"])
+    with pytest.raises(FileExistsError):
+        post.save(tmp_path / "draws.nc")
+    unknown = na.posteriors.DrawsPosterior(chains[..., :1], "ref")
+    unknown.save(tmp_path / "unknown.nc")
+    assert na.load_posterior(tmp_path / "unknown.nc").sites is None

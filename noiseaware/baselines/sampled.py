@@ -28,7 +28,7 @@ import numpy as np
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
 from ..posteriors.base import PosteriorBase, tail_probability
-from ..posteriors.draws import StoredDraws, save_draws
+from ..posteriors.draws import BASELINE_SCHEMA, StoredDraws, save_draws
 from ..posteriors.mixture import DEFAULT_THETA_DRAWS
 from ..trace.sites import SiteMap, SiteSpec
 from ..util.diagnostics import Diagnostics, MixingDiagnostics
@@ -47,7 +47,6 @@ __all__ = [
     "single",
 ]
 
-SCHEMA = "noiseaware-baseline-posterior"
 SCHEMA_VERSION = 1
 TAIL = 1e-15
 """Probability left out of each tail when a closed form's moments are integrated."""
@@ -191,11 +190,11 @@ class BaselinePosterior(PosteriorBase, abc.ABC):
     def save(self, path: str | os.PathLike, key=None, *, overwrite: bool = False) -> None:
         """Write `saved_draws(key)` and the diagnostics to a netCDF file, atomically (`save_draws`); an existing
         file is replaced only with `overwrite=True`."""
-        save_draws(path, self.saved_draws(key), self.theta_names, self._attrs(), overwrite=overwrite)
+        save_draws(path, self.saved_draws(key), self.theta_names, self._attrs(), sites=self.sites, overwrite=overwrite)
 
     def _attrs(self) -> dict[str, Any]:
         return {
-            "schema": SCHEMA,
+            "schema": BASELINE_SCHEMA,
             "schema_version": SCHEMA_VERSION,
             "kind": type(self).__name__,
             "description": self.kind,

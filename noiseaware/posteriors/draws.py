@@ -21,12 +21,29 @@ import numpy as np
 import xarray as xr
 
 from ..trace.sites import SiteSpec
-from ..util.diagnostics import Diagnostics, NoDiagnostics
+from ..util.diagnostics import Diagnostics, NoDiagnostics, diagnostics_type
 from ..util.files import atomic_write, plain
 from ..util.keys import as_key
 from .base import PosteriorBase, tail_probability
 
-__all__ = ["DrawsPosterior", "StoredDraws", "draws_interval", "resample", "save_draws"]
+__all__ = [
+    "BASELINE_SCHEMA",
+    "DRAWS_SCHEMA",
+    "DrawsPosterior",
+    "StoredDraws",
+    "draws_interval",
+    "read_draws",
+    "resample",
+    "save_draws",
+    "site_attrs",
+    "sites_from_attrs",
+]
+
+DRAWS_SCHEMA = "noiseaware-draws-posterior"
+BASELINE_SCHEMA = "noiseaware-baseline-posterior"
+"""The schema of a data baseline's saved draws (`baselines.sampled`): read back like any file of draws."""
+DRAWS_SCHEMA_VERSION = 1
+DRAWS_GROUP = "posterior"
 
 
 def resample(draws: np.ndarray, key, n: int) -> np.ndarray:
@@ -42,17 +59,46 @@ def draws_interval(draws: np.ndarray, level: float) -> tuple[np.ndarray, np.ndar
     return low, high
 
 
+def site_attrs(sites: Sequence[SiteSpec] | None) -> dict[str, str]:
+    """The model's sites as a posterior file's root attributes (JSON text; "null" names for unknown sites)."""
+    known = tuple(sites or ())
+    return {
+        "site_names": json.dumps([s.name for s in known]) if sites is not None else "null",
+        "site_shapes": json.dumps([list(s.shape) for s in known]),
+        "site_transforms": json.dumps([s.transform for s in known]),
+        "site_labels": json.dumps([None if s.labels is None else list(s.labels) for s in known]),
+    }
+
+
+def sites_from_attrs(attrs: Mapping[str, Any]) -> tuple[SiteSpec, ...] | None:
+    """The sites `site_attrs` wrote (files written before site labels were kept load without them)."""
+    names = json.loads(attrs.get("site_names", "null"))
+    if names is None:
+        return None
+    return tuple(
+        SiteSpec(name, tuple(shape), transform, None if labels is None else tuple(labels))
+        for name, shape, transform, labels in zip(
+            names,
+            json.loads(attrs["site_shapes"]),
+            json.loads(attrs["site_transforms"]),
+            json.loads(attrs.get("site_labels", "null")) or [None] * len(names),
+        )
+    )
+
+
 def save_draws(
     path: str | os.PathLike,
     theta: np.ndarray,
     theta_names: Sequence[str],
     attrs: Mapping[str, Any],
     *,
+    sites: Sequence[SiteSpec] | None = None,
     overwrite: bool = False,
 ) -> None:
     """Write θ draws (chain, draw, d) as an ArviZ-style DataTree to a .nc file (h5netcdf), atomically: group
-    `posterior` holds `theta` (chain, draw, theta_dim) labelled by theta_names; the root holds `attrs`. An
-    existing file is replaced only with `overwrite=True`."""
+    `posterior` holds `theta` (chain, draw, theta_dim) labelled by theta_names; the root holds `attrs` and the
+    model's `sites` (`site_attrs`). `load_posterior` reads it back as a `DrawsPosterior`. An existing file is
+    replaced only with `overwrite=True`."""
     path = Path(path)
     if path.suffix != ".nc":
         raise ValueError(f"posterior files are netCDF: use a .nc path, not {path.name!r}")
@@ -64,8 +110,27 @@ def save_draws(
         coords={"chain": np.arange(theta.shape[0]), "draw": np.arange(theta.shape[1]), "theta_dim": list(theta_names)},
     )
     posterior.attrs["sample_dims"] = ["chain", "draw"]
-    tree = xr.DataTree.from_dict({"/": xr.Dataset(attrs=dict(attrs)), "posterior": posterior})
+    root = {"schema": DRAWS_SCHEMA, "schema_version": DRAWS_SCHEMA_VERSION} | dict(attrs) | site_attrs(sites)
+    tree = xr.DataTree.from_dict({"/": xr.Dataset(attrs=root), DRAWS_GROUP: posterior})
     atomic_write(path, lambda temporary: tree.to_netcdf(temporary, engine="h5netcdf"), overwrite=overwrite)
+
+
+def read_draws(tree: xr.DataTree, path: Path) -> DrawsPosterior:
+    """The `DrawsPosterior` of a file `save_draws` wrote (a baseline's saved draws included), opened as `tree`."""
+    attrs = dict(tree.attrs)
+    if DRAWS_GROUP not in tree.children or "theta" not in tree[DRAWS_GROUP].data_vars:
+        raise ValueError(f"{path} lacks the {DRAWS_GROUP}/theta draws: the file is incomplete; save it again")
+    theta = tree[DRAWS_GROUP]["theta"]
+    diagnostics = diagnostics_type(str(attrs.get("diagnostics_type", ""))).from_mapping(
+        json.loads(attrs.get("diagnostics", "{}"))
+    )
+    return DrawsPosterior(
+        theta.values,
+        str(attrs.get("method", "unknown")),
+        tuple(str(name) for name in theta["theta_dim"].values),
+        diagnostics,
+        sites_from_attrs(attrs),
+    )
 
 
 class StoredDraws(PosteriorBase):
@@ -141,5 +206,6 @@ class DrawsPosterior(StoredDraws):
                 "diagnostics_type": type(self.diagnostics).__name__,
                 "diagnostics": json.dumps(plain(dict(self.diagnostics))),
             },
+            sites=self.sites,
             overwrite=overwrite,
         )

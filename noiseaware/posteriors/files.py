@@ -1,10 +1,10 @@
-"""The mixture posteriors' file: `load_posterior` reads what `MixturePosterior.save` writes.
+"""Posterior files: `load_posterior` reads what `MixturePosterior.save` and `save_draws` write.
 
-One netCDF file (h5netcdf) holds a noise-aware, naive or DPVIm posterior: the root's attributes (schema,
-type, method, prior, diagnostics, trace facts, the site map), group `gradient_model` with the draws of φ*
-(and A, u), and, when kept, group `dpvi` with the trace's iterates μ_t; `posterior` holds θ draws for ArviZ
-and is not read back. Files written before the iterates, the site labels or the trace checks were kept load
-without them.
+A file of θ draws (`save_draws`: a posterior known by its draws) loads as a `DrawsPosterior`. A mixture's file
+(h5netcdf) holds a noise-aware, naive or DPVIm posterior: the root's attributes (schema, type, method, prior,
+diagnostics, trace facts, the site map), group `gradient_model` with the draws of φ* (and A, u), and, when kept,
+group `dpvi` with the trace's iterates μ_t; `posterior` holds θ draws for ArviZ and is not read back. Files
+written before the iterates, the site labels or the trace checks were kept load without them.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ..checks import TraceDiagnosis
 from ..trace.families import MEAN_FIELD
 from ..trace.sites import SiteSpec
 from ..util.diagnostics import diagnostics_type
+from .draws import BASELINE_SCHEMA, DRAWS_SCHEMA, DrawsPosterior, read_draws, sites_from_attrs
 from .mixture import (
     GROUP,
     ITERATES,
@@ -35,6 +36,9 @@ from .mixture import (
 
 __all__ = ["KINDS", "load_posterior"]
 
+DRAWS_SCHEMAS = (DRAWS_SCHEMA, BASELINE_SCHEMA)
+"""The schemas of files of θ draws: `save_draws`'s own, and the data baselines'."""
+
 
 KINDS = {
     cls.__name__: cls
@@ -44,8 +48,10 @@ KINDS = {
 _KIND_OF_METHOD = {"naive": "NaivePosterior", "dpvim": "DPVImPosterior", "random-scaling": "RandomScalingPosterior"}
 
 
-def load_posterior(path: str | os.PathLike) -> MixturePosterior:
-    """Read a posterior written by `MixturePosterior.save` (noise-aware, naive or DPVIm), validating its schema."""
+def load_posterior(path: str | os.PathLike) -> MixturePosterior | DrawsPosterior:
+    """Read a posterior file, validating its schema: what `MixturePosterior.save` writes (noise-aware, naive,
+    DPVIm, …) as the type it was saved from, and what a posterior known by its draws writes (`save_draws`: the
+    non-private reference, DP-SGLD, the bootstrap and the data baselines) as a `DrawsPosterior`."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no posterior file at {path}: check the path")
@@ -55,28 +61,18 @@ def load_posterior(path: str | os.PathLike) -> MixturePosterior:
         raise ValueError(f"{path} is not a readable netCDF posterior file ({error})") from None
     with tree:
         attrs = dict(tree.attrs)
+        if attrs.get("schema") in DRAWS_SCHEMAS:
+            return read_draws(tree, path)
         if attrs.get("schema") != SCHEMA or attrs.get("schema_version") != SCHEMA_VERSION:
             raise ValueError(
                 f"{path} is not a noiseaware posterior (schema {attrs.get('schema')!r} version "
-                f"{attrs.get('schema_version')!r}; expected {SCHEMA!r} version {SCHEMA_VERSION})"
+                f"{attrs.get('schema_version')!r}; expected {SCHEMA!r} version {SCHEMA_VERSION}, or a file of "
+                f"draws, {' or '.join(map(repr, DRAWS_SCHEMAS))})"
             )
         if GROUP not in tree.children or "optimum" not in tree[GROUP].data_vars:
             raise ValueError(f"{path} lacks the {GROUP}/optimum draws: the file is incomplete; save it again")
         model = tree[GROUP].to_dataset()
-        names = json.loads(attrs["site_names"])
-        sites = (
-            None
-            if names is None
-            else tuple(
-                SiteSpec(name, tuple(shape), transform, None if labels is None else tuple(labels))
-                for name, shape, transform, labels in zip(
-                    names,
-                    json.loads(attrs["site_shapes"]),
-                    json.loads(attrs["site_transforms"]),
-                    json.loads(attrs.get("site_labels", "null")) or [None] * len(names),  # older files: no labels
-                )
-            )
-        )
+        sites = sites_from_attrs(attrs)
         iterates = _read_iterates(tree[ITERATES].to_dataset(), sites) if ITERATES in tree.children else None
         method = str(attrs["method"])
         kind = KINDS[str(attrs.get("kind", _KIND_OF_METHOD.get(method, "NoiseAwarePosterior")))]

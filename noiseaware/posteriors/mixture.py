@@ -43,6 +43,7 @@ from ..util.errors import NON_FINITE, FitFailure
 from ..util.files import atomic_write, plain
 from ..util.keys import as_key, standard_normal
 from .base import SUMMARY_DRAWS, PosteriorBase, tail_probability
+from .draws import site_attrs
 from .summary import UNCONSTRAINED, constrain
 
 __all__ = [
@@ -354,7 +355,6 @@ class MixturePosterior(PosteriorBase):
         return dataset
 
     def _attrs(self) -> dict[str, Any]:
-        sites = self.sites or ()
         return {
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
@@ -366,10 +366,7 @@ class MixturePosterior(PosteriorBase):
             "prior": "" if self.prior is None else self.prior,
             "diagnostics": json.dumps(plain(dict(self.diagnostics))),
             "info": json.dumps(plain(self.info)),
-            "site_names": json.dumps([s.name for s in sites]) if self.sites is not None else "null",
-            "site_shapes": json.dumps([list(s.shape) for s in sites]),
-            "site_transforms": json.dumps([s.transform for s in sites]),
-            "site_labels": json.dumps([None if s.labels is None else list(s.labels) for s in sites]),
+            **site_attrs(self.sites),
             "checks": "null" if self.checks is None else json.dumps(plain(self.checks.to_dict())),
             "theta_verdicts": "null" if self.checks is None else json.dumps(list(self.checks.theta_verdicts())),
         }
