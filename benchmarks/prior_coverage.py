@@ -12,6 +12,7 @@ prior the exact route gives P(φ*_j ≤ truth | trace) without Monte Carlo error
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from _common import machine, merge_results
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 from ou import ou_traces  # noqa: E402
 
-from noiseaware.inference.exact import exact_cdf, exact_grid  # noqa: E402
+from noiseaware.inference.exact import GRID_DEFAULTS, exact_cdf, exact_grid  # noqa: E402
 from noiseaware.inference.gradient_model import Prior, gradient_model  # noqa: E402
 
 OPTIMUM = np.array([0.5, -1.0, -3.0, -2.0, 0.3, 1.0])
@@ -46,7 +47,7 @@ PRIORS = {
 
 
 def coverage(traces, prior) -> dict:
-    grid = jax.jit(exact_grid)
+    grid = jax.jit(functools.partial(exact_grid, **GRID_DEFAULTS))
     with jax.enable_x64(True):
         pits = np.array(
             [

@@ -26,7 +26,7 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 from ou import OPTIMUM, ou_traces  # noqa: E402
 
-from noiseaware.inference.exact import exact_cdf, exact_grid  # noqa: E402
+from noiseaware.inference.exact import GRID_DEFAULTS, exact_cdf, exact_grid  # noqa: E402
 from noiseaware.inference.gradient_model import gradient_model  # noqa: E402
 from noiseaware.inference.laplace import laplace_approximation  # noqa: E402
 from noiseaware.inference.nuts import nuts_blackjax_draws  # noqa: E402
@@ -35,7 +35,7 @@ TRUTH = np.asarray(OPTIMUM)
 
 
 def _exact(models, key):
-    return jax.vmap(lambda m: exact_cdf(exact_grid(m), jnp.asarray(TRUTH)))(models)
+    return jax.vmap(lambda m: exact_cdf(exact_grid(m, **GRID_DEFAULTS), jnp.asarray(TRUTH)))(models)
 
 
 def _laplace(models, key):

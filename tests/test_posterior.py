@@ -312,3 +312,28 @@ def test_a_posterior_of_draws_saves_and_loads_back_whole(tmp_path):
     unknown = na.posteriors.DrawsPosterior(chains[..., :1], "ref")
     unknown.save(tmp_path / "unknown.nc")
     assert na.load_posterior(tmp_path / "unknown.nc").sites is None
+
+
+def test_older_and_newer_files_of_draws(tmp_path):
+    """A file of draws written before such files had a schema or sites loads; one of a later schema version is
+    refused with the reason, not read wrongly."""
+    import xarray as xr
+
+    theta = np.random.default_rng(5).normal(size=(1, 20, 2))
+    posterior = xr.Dataset(
+        {"theta": (("chain", "draw", "theta_dim"), theta)},
+        coords={"chain": [0], "draw": np.arange(20), "theta_dim": ["a", "b"]},
+    )
+    old = {"kind": "DrawsPosterior", "method": "ref", "diagnostics_type": "NoDiagnostics", "diagnostics": "{}"}
+    xr.DataTree.from_dict({"/": xr.Dataset(attrs=old), "posterior": posterior}).to_netcdf(
+        tmp_path / "old.nc", engine="h5netcdf"
+    )
+    loaded = na.load_posterior(tmp_path / "old.nc")
+    np.testing.assert_array_equal(loaded.chains, theta)
+    assert loaded.method == "ref" and loaded.theta_names == ("a", "b") and loaded.sites is None
+    newer = old | {"schema": "noiseaware-draws-posterior", "schema_version": 2}
+    xr.DataTree.from_dict({"/": xr.Dataset(attrs=newer), "posterior": posterior}).to_netcdf(
+        tmp_path / "newer.nc", engine="h5netcdf"
+    )
+    with pytest.raises(ValueError, match="schema version 2; this noiseaware reads version 1"):
+        na.load_posterior(tmp_path / "newer.nc")

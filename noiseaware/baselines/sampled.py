@@ -28,7 +28,7 @@ import numpy as np
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
 from ..posteriors.base import PosteriorBase, tail_probability
-from ..posteriors.draws import BASELINE_SCHEMA, StoredDraws, save_draws
+from ..posteriors.draws import BASELINE_SCHEMA, DRAWS_SCHEMA_VERSION, StoredDraws, save_draws
 from ..posteriors.mixture import DEFAULT_THETA_DRAWS
 from ..trace.sites import SiteMap, SiteSpec
 from ..util.diagnostics import Diagnostics, MixingDiagnostics
@@ -47,7 +47,6 @@ __all__ = [
     "single",
 ]
 
-SCHEMA_VERSION = 1
 TAIL = 1e-15
 """Probability left out of each tail when a closed form's moments are integrated."""
 
@@ -195,7 +194,7 @@ class BaselinePosterior(PosteriorBase, abc.ABC):
     def _attrs(self) -> dict[str, Any]:
         return {
             "schema": BASELINE_SCHEMA,
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": DRAWS_SCHEMA_VERSION,
             "kind": type(self).__name__,
             "description": self.kind,
             "method": self.method,

@@ -29,6 +29,7 @@ from .base import PosteriorBase, tail_probability
 __all__ = [
     "BASELINE_SCHEMA",
     "DRAWS_SCHEMA",
+    "DRAWS_SCHEMA_VERSION",
     "DrawsPosterior",
     "StoredDraws",
     "draws_interval",
@@ -116,8 +117,14 @@ def save_draws(
 
 
 def read_draws(tree: xr.DataTree, path: Path) -> DrawsPosterior:
-    """The `DrawsPosterior` of a file `save_draws` wrote (a baseline's saved draws included), opened as `tree`."""
+    """The `DrawsPosterior` of a file `save_draws` wrote (a baseline's saved draws included, and files written before
+    they had a schema or sites), opened as `tree`; a file of another schema version is refused."""
     attrs = dict(tree.attrs)
+    if attrs.get("schema_version", DRAWS_SCHEMA_VERSION) != DRAWS_SCHEMA_VERSION:
+        raise ValueError(
+            f"{path} is a file of draws of schema version {attrs['schema_version']}; this noiseaware reads version "
+            f"{DRAWS_SCHEMA_VERSION}: read it with the noiseaware that wrote it"
+        )
     if DRAWS_GROUP not in tree.children or "theta" not in tree[DRAWS_GROUP].data_vars:
         raise ValueError(f"{path} lacks the {DRAWS_GROUP}/theta draws: the file is incomplete; save it again")
     theta = tree[DRAWS_GROUP]["theta"]

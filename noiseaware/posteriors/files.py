@@ -20,7 +20,7 @@ from ..checks import TraceDiagnosis
 from ..trace.families import MEAN_FIELD
 from ..trace.sites import SiteSpec
 from ..util.diagnostics import diagnostics_type
-from .draws import BASELINE_SCHEMA, DRAWS_SCHEMA, DrawsPosterior, read_draws, sites_from_attrs
+from .draws import BASELINE_SCHEMA, DRAWS_GROUP, DRAWS_SCHEMA, DrawsPosterior, read_draws, sites_from_attrs
 from .mixture import (
     GROUP,
     ITERATES,
@@ -61,7 +61,7 @@ def load_posterior(path: str | os.PathLike) -> MixturePosterior | DrawsPosterior
         raise ValueError(f"{path} is not a readable netCDF posterior file ({error})") from None
     with tree:
         attrs = dict(tree.attrs)
-        if attrs.get("schema") in DRAWS_SCHEMAS:
+        if attrs.get("schema") in DRAWS_SCHEMAS or _older_draws_file(tree, attrs):
             return read_draws(tree, path)
         if attrs.get("schema") != SCHEMA or attrs.get("schema_version") != SCHEMA_VERSION:
             raise ValueError(
@@ -95,6 +95,11 @@ def load_posterior(path: str | os.PathLike) -> MixturePosterior | DrawsPosterior
             family=str(attrs.get("variational_family", MEAN_FIELD)),  # older files: mean-field
             factor=str(attrs.get("factor", "mean")),
         )
+
+
+def _older_draws_file(tree: xr.DataTree, attrs: dict) -> bool:
+    """A `DrawsPosterior` file written before such files had a schema: θ draws and the method, no schema."""
+    return "schema" not in attrs and "method" in attrs and DRAWS_GROUP in tree.children and "theta" in tree[DRAWS_GROUP]
 
 
 def _read_iterates(dataset: xr.Dataset, sites: tuple[SiteSpec, ...] | None) -> np.ndarray:
