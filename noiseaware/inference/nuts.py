@@ -288,8 +288,8 @@ def fit_nuts_batch(models: Sequence[GradientModel], *, keys, options: NutsSettin
     gets a FitFailure (DIVERGED) in its place.
     """
     settings = _settings(options)
-    warmup, draws, chains, target_accept = (settings[k] for k in ("warmup", "draws", "chains", "target_accept"))
-    dense_mass, start, backend = options.dense_mass, options.start, options.backend
+    names = ("warmup", "draws", "chains", "target_accept", "dense_mass", "start", "backend")
+    warmup, draws, chains, target_accept, dense_mass, start, backend = (settings[name] for name in names)
     count = len(models)
     chunk = 1 if backend == "numpyro" else min(options.chunk, count)
     results: list[Draws | FitFailure] = []
