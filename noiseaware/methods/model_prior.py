@@ -20,7 +20,7 @@ def model_prior_of(batch: Batch, prior: Prior) -> ModelOptimumPrior | None:
     priors from the model and the batch carries one (docs/method.md §2.3); else None (priors centred on the trace)."""
     if prior.optimum_prior != "model" or batch.model is None or not batch.model_prior or not batch.traces:
         return None
-    try:  # a study's model may describe other data than its traces (a calibration study's own design)
+    try:  # traces recorded with settings that override the model's sites or transforms keep the trace's prior
         check_model_matches(batch.model, batch.traces)
     except ValueError:
         return None
