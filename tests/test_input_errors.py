@@ -21,11 +21,12 @@ from noiseaware.cli.common import fit_reporting_warnings
 from noiseaware.evaluation.experiment import run_methods, warning_lines
 from noiseaware.evaluation.result import CoverageResult
 from noiseaware.methods import DPVImOptions, ExactOptions, LaplaceOptions, NutsOptions
-from noiseaware.methods.base import Batch
+from noiseaware.methods.base import Batch, split_keys
+from noiseaware.methods.fit import fit_each, fit_notes
 from noiseaware.methods.reference import NonPrivateOptions
 from noiseaware.methods.registry import DEFAULT_REGISTRY
 from noiseaware.trace import Trace, TraceError
-from noiseaware.util.batch_warnings import FitWarning, gather
+from noiseaware.util.notes import FitWarning, Note, gather
 
 SETTINGS = dict(noise_multiplier=1.0, clip=1.0, sampling_rate=0.1, n_examples=10)
 
@@ -217,6 +218,27 @@ def test_fit_batch_gathers_a_warning_of_many_traces_into_one_complete_line():
     assert all(w.category is FitWarning for w in caught if "weak identification" in str(w.message))
 
 
+def test_a_fit_keeps_its_notes_as_data_and_the_fit_loop_warns_nothing(tmp_path):
+    """Diagnostics as data: the one fit loop raises no warning; each posterior carries its notes (and its trace
+    checks' report), which a saved posterior keeps; `fit` is what issues them."""
+    traces = tuple(silent_trace(seed) for seed in range(2))
+    exact = DEFAULT_REGISTRY["exact"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        outcomes, reports = fit_each(
+            exact, Batch(traces), split_keys(0, 2), exact.make_options(draws=50), checks="warn"
+        )
+    for post, report in zip(outcomes, reports):
+        weak = [note for note in post.notes if note.kind == "weak identification"]
+        assert len(weak) == 1 and {"mu:theta[0]", "mu:theta[1]"} & set(weak[0].parameters)
+        assert post.checks is report is not None
+        assert fit_notes(post, report)[-len(post.notes) :] == post.notes
+    outcomes[0].save(tmp_path / "p.nc", key=0)
+    assert na.load_posterior(tmp_path / "p.nc").notes == outcomes[0].notes
+    with pytest.warns(FitWarning, match=r"weak identification \(mu:theta\["):
+        na.fit(traces[0], "exact", key=split_keys(0, 2)[0], draws=50, diagnostics="off")
+
+
 def test_a_study_keeps_one_line_per_distinct_warning_with_its_count():
     """run_methods, the experiment driver of coverage and calibration: the method's warnings over M problems."""
     traces = tuple(silent_trace(seed) for seed in range(3)) + (ou_trace(steps=800, hessian=(400, 400, 20, 20)),)
@@ -231,22 +253,21 @@ def test_a_study_keeps_one_line_per_distinct_warning_with_its_count():
     assert len(lines) == 1 and weak_warning(lines[0]) and weak_warning(lines[0]).group(1, 2) == ("3", "4"), lines
 
 
-def test_fit_warnings_combine_their_numbers_and_foreign_warnings_are_counted():
+def test_notes_combine_their_numbers_and_foreign_warnings_are_counted():
+    notes = [Note("divergent transitions", "raise target_accept", value=divergences) for divergences in (3, 4)]
+    notes += [Note("R-hat above 1.01", "run more draws", value=rhat, combine="max") for rhat in (1.02, 1.07)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for divergences in (3, 4):
-            warnings.warn(FitWarning("divergent transitions", "raise target_accept", value=divergences), stacklevel=1)
-        for rhat in (1.02, 1.07):
-            warnings.warn(FitWarning("R-hat above 1.01", "run more draws", value=rhat, combine="max"), stacklevel=1)
+        warnings.warn(FitWarning(notes[0]), stacklevel=1)  # a note issued and caught at the command line's edge
         for _ in range(2):
             warnings.warn("a library's\n   advice", stacklevel=1)
-    lines = [text for _, text in gather(caught, 20)]
+    lines = [text for _, text in gather(notes[1:] + caught, 20)]
     assert lines == [
         "divergent transitions in 2 of 20 traces (7 in all): raise target_accept",
         "R-hat above 1.01 in 2 of 20 traces (largest 1.07): run more draws",
         "a library's advice (in 2 of 20 traces)",
     ]
-    assert str(caught[0].message) == "divergent transitions (3): raise target_accept"
+    assert str(notes[0]) == str(caught[0].message) == "divergent transitions (3): raise target_accept"
 
 
 def test_the_cli_prints_each_warning_once_and_numerical_ones_as_lines(capsys, monkeypatch, trace):
@@ -255,7 +276,7 @@ def test_the_cli_prints_each_warning_once_and_numerical_ones_as_lines(capsys, mo
 
     def noisy_fit(trace, method, **options):
         np.log(np.zeros(1))
-        warnings.warn(FitWarning("grid edge", "raise passes", ["mu:theta[0]"]), stacklevel=1)
+        warnings.warn(FitWarning(Note("grid edge", "raise passes", ("mu:theta[0]",))), stacklevel=1)
         return "posterior"
 
     monkeypatch.setattr("noiseaware.cli.common.fit", noisy_fit)
@@ -299,7 +320,7 @@ def test_a_method_that_failed_everywhere_writes_its_results_without_numpy_warnin
 def test_a_warning_re_issued_from_its_text_is_shown_once_and_whole():
     """`fit` re-issues a batch's warnings by their text; beside the original they make one line, with no
     dangling ': ' where an advice-less FitWarning has no advice."""
-    original = FitWarning("weak identification", "record a longer trace", ["mu:rate"])
+    original = FitWarning(Note("weak identification", "record a longer trace", ("mu:rate",)))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         warnings.warn(original, stacklevel=1)
@@ -310,12 +331,8 @@ def test_a_warning_re_issued_from_its_text_is_shown_once_and_whole():
 
 def test_a_warning_about_many_parameters_counts_them_and_names_a_few():
     """Issue 26: one line never lists ~100 coordinates; it names the most frequent first and counts the rest."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for m in range(3):
-            names = [f"mu:b[{j}]" for j in range(100)] if m else ["mu:b[7]"]
-            warnings.warn(FitWarning("weak identification", "record a longer trace", names), stacklevel=1)
-    ((_, line),) = gather(caught, 3)
+    names = [(f"mu:b[{j}]" for j in range(100)) if m else ("mu:b[7]",) for m in range(3)]
+    ((_, line),) = gather([Note("weak identification", "record a longer trace", tuple(n)) for n in names], 3)
     assert line == (
         "weak identification in 3 of 3 traces (mu:b[7] in 3, mu:b[0] in 2, mu:b[1] in 2, mu:b[2] in 2, mu:b[3] in 2, "
         "…, and 95 more of 100 parameters): record a longer trace"

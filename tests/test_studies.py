@@ -30,8 +30,8 @@ from noiseaware.studies import (
     run_study,
 )
 from noiseaware.studies.files import CorruptResult, read_result, write_result
-from noiseaware.util.batch_warnings import FitWarning
 from noiseaware.util.fingerprint import Unfingerprintable, canonical, fingerprint
+from noiseaware.util.notes import Note
 
 M2 = na.models.get("beta-bernoulli")
 SMALL = dict(methods=("exact", "naive"), simulations=6, references=3, samples=400, steps=300, chunk=2)
@@ -199,7 +199,7 @@ def test_result_files_verify_their_task_and_checksum(tmp_path):
     path = tmp_path / "r.npz"
     small = np.array([[1.5, np.nan], [np.inf, 1e-300]], np.float32)  # written inside the JSON tree
     value = {"x": np.arange(100), "s": small, "y": (1.5, float("nan")), 2: [None, "text"],
-             "w": FitWarning("k", "do x", ["a"], 2.0)}  # fmt: skip
+             "w": Note("k", "do x", ("a",), 2.0)}  # fmt: skip
     write_result(path, "abc", value, 1.5)
     back, seconds = read_result(path, "abc")
     assert np.array_equal(back["x"], np.arange(100)) and back["y"][0] == 1.5 and np.isnan(back["y"][1])
@@ -232,7 +232,6 @@ def test_fingerprints_are_stable_and_tell_apart_what_matters():
         canonical({"setting": object()})  # named by its type alone, two different objects would look the same
     large = canonical(np.zeros(20_000))
     assert set(large) == {"dtype", "shape", "sha256"}
-    assert pickle.loads(pickle.dumps(FitWarning("k", "do x", ["a"], 2.0))).parameters == ("a",)
 
 
 def test_pin_threads_gives_each_worker_its_own_share_of_the_cores():

@@ -17,8 +17,8 @@ from ..checks import diagnose_if_long_enough
 from ..methods.fit import fit
 from ..posteriors.mixture import NoiseAwarePosterior
 from ..trace import Trace
-from ..util.batch_warnings import gather
 from ..util.keys import as_key
+from ..util.notes import gather
 
 LEVEL = 0.9
 """Credibility level of the printed intervals: fit's default, the demo's."""
@@ -106,7 +106,7 @@ def reporting_warnings() -> Iterator[None]:
 
 
 def _show_warnings(caught: Sequence[warnings.WarningMessage]) -> None:
-    """The fit's warnings as one complete line each, repeats dropped (`batch_warnings.gather`): its own and
+    """The fit's warnings as one complete line each, repeats dropped (`notes.gather`): its own and
     libraries' advice (UserWarning) and numerical ones (RuntimeWarning, with where they arose); the rest
     (deprecations and the like) go back to Python's warning filters."""
     shown = [w for w in caught if issubclass(w.category, (UserWarning, RuntimeWarning))]

@@ -1,14 +1,14 @@
 """The experiment driver shared by coverage and calibration: every method on the same problems, then a score.
 
-    for each method:  outcomes = method.fit_batch(batch, keys, options)     (same traces for every method)
+    for each method:  outcomes = fit_each(method, batch, keys, options)    (same traces for every method)
                       scores   = score(method, outcomes, draw keys)         (TARP, or calibration metrics)
 
 An experiment runs in chunks of its problems (`fit_part`, one task of a study each) that `merge_parts` joins
 exactly; `run_methods` is the experiment in one chunk. Method m's keys come from fold_in(key, crc32(name)),
 so a method's numbers do not depend on which other methods run beside it. Problem i of M uses split(k, M)[i]
 whichever chunk it is in (the fit key itself for a batch of one, e.g. a non-private reference fitted once on
-shared data). Failures are counted, never dropped; warnings are
-gathered per method, one line per distinct warning with the number of problems that raised it; the typed
+shared data). Failures are counted, never dropped; the fits' notes are
+gathered per method, one line per distinct note with the number of problems that made it; the typed
 diagnostics of the fits are summarised by their own type, and a trace method's record says how many traces
 each trace check (`na.diagnose`) fired on ("trace_checks").
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import warnings
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -26,13 +25,14 @@ import jax
 import numpy as np
 
 from ..checks import CHECKS, diagnose_if_long_enough
-from ..methods.base import Batch, Method, Outcome, Registry, failure_reasons, fit_problems, split_keys
+from ..methods.base import Batch, Method, Outcome, Registry, failure_reasons, split_keys
+from ..methods.fit import fit_each
 from ..recording.config import setting_names
 from ..recording.dpvi import RUN_KEYWORDS
 from ..trace import BURN_IN
-from ..util.batch_warnings import CaughtWarning, caught_warnings, gather
 from ..util.codec import data_type
 from ..util.errors import FitFailure
+from ..util.notes import Note, gather, notes_of
 
 __all__ = [
     "DPVI_SETTINGS",
@@ -128,18 +128,18 @@ class MethodPart[Score]:
     """One method's work on a chunk of an experiment's problems, before the chunks are merged (`merge_parts`).
 
     score: a pytree of arrays whose leading axis is the chunk's problems; records: the fits' typed diagnostics;
-    warnings: the warnings the fits raised (picklable); problems: problems fitted (1 for a shared reference);
-    checks: the trace checks' counts on the chunk's traces, for a trace method; reasons: {reason: count} of the
-    fits that failed (`FitFailure.reason`; non-finite draws found by the score count as "non-finite draws").
-    Everything is data (`util.codec`): a study's worker stores it in the study folder, from which the process
-    that merges reads it.
+    notes: the notes the fits kept (`Note`s, their posteriors' `notes`); problems: problems fitted (1 for a
+    shared reference); checks: the trace checks' counts on the chunk's traces, for a trace method; reasons:
+    {reason: count} of the fits that failed (`FitFailure.reason`; non-finite draws found by the score count as
+    "non-finite draws"). Everything is data (`util.codec`): a study's worker stores it in the study folder, from
+    which the process that merges reads it.
     """
 
     score: Score
     failures: int
     reasons: Mapping[str, int]
     records: tuple
-    warnings: tuple[CaughtWarning, ...]
+    notes: tuple[Note, ...]
     problems: int
     checks: Mapping[str, int] | None
     fit_seconds: float
@@ -177,9 +177,7 @@ def fit_part[Score](
         fit_keys = split_keys(jax.random.fold_in(k_fit, stream), whole)[window]
         draw_keys = jax.random.split(jax.random.fold_in(k_draw, stream), whole)[window]
         start = time.perf_counter()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            outcomes = fit_problems(method, batch, fit_keys, options[method.name])
+        outcomes, _ = fit_each(method, batch, fit_keys, options[method.name])
         fit_seconds = time.perf_counter() - start
         start = time.perf_counter()
         result, more_failures = score(method, outcomes, draw_keys)
@@ -194,7 +192,7 @@ def fit_part[Score](
             failures=sum(isinstance(o, FitFailure) for o in outcomes) + more_failures,
             reasons=failure_reasons(outcomes) | ({NON_FINITE_DRAWS: more_failures} if more_failures else {}),
             records=tuple(o.diagnostics for o in outcomes if not isinstance(o, FitFailure)),
-            warnings=caught_warnings(caught),
+            notes=tuple(note for outcome in outcomes for note in notes_of(outcome)),
             problems=count,
             checks=method_checks,
             fit_seconds=fit_seconds,
@@ -216,7 +214,7 @@ def merge_parts[Score](
         count = sum(p.problems for p in own)
         records = [r for p in own for r in p.records]
         diagnostics = summarise_records(records) | {
-            "warnings": method_warnings(reads, [w for p in own for w in p.warnings], count)
+            "warnings": method_warnings(reads, [note for p in own for note in p.notes], count)
         }
         if own and own[0].checks is not None:
             diagnostics["trace_checks"] = _added([p.checks for p in own])
@@ -291,11 +289,11 @@ def summarise_records(records: Sequence[Any]) -> dict[str, Any]:
     return type(records[0]).summarise(records) if records else {}
 
 
-def method_warnings(reads: str, caught: Sequence[warnings.WarningMessage | CaughtWarning], count: int) -> list[str]:
-    """The warnings of one method's fits of `count` problems (of a method that reads `reads`), one complete line
-    per distinct warning with the number of problems that raised it (`batch_warnings.gather`)."""
+def method_warnings(reads: str, notes: Sequence[Note], count: int) -> list[str]:
+    """The notes of one method's fits of `count` problems (of a method that reads `reads`), one complete line
+    per distinct note with the number of problems that made it (`notes.gather`)."""
     unit = "traces" if reads == "trace" else "data sets"
-    return [text for _, text in gather(caught, count, unit)]
+    return [text for _, text in gather(notes, count, unit)]
 
 
 def warning_lines(diagnostics: Mapping[str, Mapping[str, Any]]) -> list[str]:

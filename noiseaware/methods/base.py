@@ -20,7 +20,6 @@ fit_batch, coverage, calibration, the CLI) takes `methods` as names or `Method` 
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
@@ -31,7 +30,6 @@ from ..models import get as builtin_model
 from ..models.benchmark import BenchmarkModel
 from ..posteriors.base import Posterior
 from ..trace import Trace
-from ..util.batch_warnings import gather
 from ..util.errors import FitFailure
 from ..util.hints import hint
 from ..util.keys import as_key
@@ -50,7 +48,6 @@ __all__ = [
     "per_problem",
     "per_trace",
     "split_keys",
-    "summarise_warnings",
 ]
 
 Outcome = Posterior | FitFailure
@@ -359,11 +356,3 @@ def split_keys(key, count: int) -> jax.Array:
     (so a batch of one is `fit` with that key): (M,) keys."""
     key = as_key(key)
     return key[None] if count == 1 else jax.random.split(key, count)
-
-
-def summarise_warnings(caught: Sequence[warnings.WarningMessage], count: int, stacklevel: int = 3) -> None:
-    """Re-issue the per-problem warnings of a batch of `count` traces gathered (`batch_warnings.gather`): one
-    complete line per distinct warning, with how many of the traces raised it (a batch of one re-issues them
-    as they were)."""
-    for category, text in gather(caught, count):
-        warnings.warn(text, category, stacklevel=stacklevel)

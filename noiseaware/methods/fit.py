@@ -2,6 +2,11 @@
 
 fit(trace, "exact", key=k)                  ≡ fit_batch([trace], "exact", key=…) with keys [k]
 fit_batch(traces, "exact", key=k)[m]        ≡ fit(traces[m], "exact", key=jax.random.split(k, M)[m])
+
+`fit_each` is the one fit loop that `fit`, the studies' driver and the tuner's scorer share: the trace checks
+in their mode, then the method's batched fit, each posterior with its report; nothing is warned or caught
+inside it. The notes of the fits (`post.notes`) and the checks' findings are data until `fit` and `fit_batch`
+issue them, once per distinct note, as `FitWarning`s.
 """
 
 from __future__ import annotations
@@ -16,14 +21,14 @@ from ..models.benchmark import BenchmarkModel
 from ..posteriors.base import Posterior
 from ..posteriors.mixture import MixturePosterior
 from ..trace import BURN_IN, Trace
-from ..util.batch_warnings import FitWarning
 from ..util.errors import FitFailure
 from ..util.keys import as_key
-from .base import Batch, Method, Registry, fit_problems, split_keys, summarise_warnings
+from ..util.notes import FitWarning, Note, issue, notes_of
+from .base import Batch, Method, Outcome, Registry, fit_problems, split_keys
 from .model_prior import check_model_matches
 from .registry import DEFAULT_REGISTRY
 
-__all__ = ["fit", "fit_batch"]
+__all__ = ["fit", "fit_batch", "fit_each", "fit_notes"]
 
 OnError = Literal["raise", "skip"]
 Checks = Literal["warn", "raise", "off"]
@@ -131,20 +136,15 @@ def _fit(
             )
         check_model_matches(model, traces)
     settings = chosen.make_options(options, **option_values)
-    reports = _diagnose(traces, getattr(settings, "burn_in", BURN_IN), checks)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for report in reports:
-            _warn_findings(report)
-        outcomes = fit_problems(chosen, Batch(tuple(traces), model=model), keys, settings)
-    outcomes = [_with_checks(outcome, report) for outcome, report in zip(outcomes, reports)]
+    outcomes, reports = fit_each(chosen, Batch(tuple(traces), model=model), keys, settings, checks=checks)
     failed = [(m, o) for m, o in enumerate(outcomes) if isinstance(o, FitFailure)]
     if failed and on_error == "raise":
         index, failure = failed[0]
         if len(traces) == 1:
             raise failure
         raise failure.within(f"trace {index}") from failure
-    summarise_warnings(caught, len(traces), stacklevel=stacklevel + 1)
+    notes = [note for outcome, report in zip(outcomes, reports) for note in fit_notes(outcome, report)]
+    issue(notes, len(traces), stacklevel=stacklevel + 1)
     if failed:
         index, error = failed[0]
         warnings.warn(
@@ -152,6 +152,26 @@ def _fit(
             stacklevel=stacklevel,
         )
     return [None if isinstance(o, FitFailure) else o for o in outcomes]
+
+
+def fit_each(
+    method: Method, batch: Batch, keys, options, *, checks: Checks = "off"
+) -> tuple[list[Outcome], list[TraceDiagnosis | None]]:
+    """The one fit loop: the trace checks of the batch's traces at the method's burn-in (`checks`: "warn" runs
+    them, "raise" raises `TraceCheckError` for the first trace that fails before any fitting, "off" skips them),
+    then `method.fit_batch` on the batch with keys (M,) and its options; each outcome (a posterior with its
+    notes, or a FitFailure) and its trace's report (None when not checked). Nothing is warned or caught here."""
+    reports = _diagnose(list(batch.traces), getattr(options, "burn_in", BURN_IN), checks)
+    outcomes = fit_problems(method, batch, keys, options)
+    if len(reports) != len(outcomes):  # a data method's batch without traces, or a reference fitted once
+        reports = [None] * len(outcomes)
+    return [_with_checks(outcome, report) for outcome, report in zip(outcomes, reports)], reports
+
+
+def fit_notes(outcome: Outcome, report: TraceDiagnosis | None) -> tuple[Note, ...]:
+    """What a fit has to say: its trace checks' findings, then the notes its method kept on the posterior."""
+    findings = () if report is None else report.findings
+    return tuple(Note(f"trace check: {f.title}", f.advice, tuple(f.parameters)) for f in findings) + notes_of(outcome)
 
 
 def _diagnose(traces: list[Trace], burn_in: float, checks: Checks) -> list[TraceDiagnosis | None]:
@@ -163,10 +183,12 @@ def _diagnose(traces: list[Trace], burn_in: float, checks: Checks) -> list[Trace
     if None in reports:
         warnings.warn(
             FitWarning(
-                "trace checks skipped",
-                f"fewer than {MIN_STEPS} steps after the burn-in of {burn_in:g}; record a longer trace",
+                Note(
+                    "trace checks skipped",
+                    f"fewer than {MIN_STEPS} steps after the burn-in of {burn_in:g}; record a longer trace",
+                )
             ),
-            stacklevel=3,
+            stacklevel=5,
         )
     failing = [index for index, report in enumerate(reports) if report is not None and not report.ok]
     if checks == "raise" and failing:
@@ -175,12 +197,6 @@ def _diagnose(traces: list[Trace], burn_in: float, checks: Checks) -> list[Trace
             f"{where}{reports[failing[0]]}\n(fit with diagnostics='warn' to fit anyway, or 'off' to skip the checks)"
         )
     return reports
-
-
-def _warn_findings(report: TraceDiagnosis | None) -> None:
-    """One FitWarning per finding of one trace; a batch gathers them into one line per kind."""
-    for finding in () if report is None else report.findings:
-        warnings.warn(FitWarning(f"trace check: {finding.title}", finding.advice, finding.parameters), stacklevel=2)
 
 
 def _with_checks(outcome, report: TraceDiagnosis | None):

@@ -3,14 +3,14 @@
 Each fits the same Bayesian linear gradient model to every trace of a batch in one vmapped computation
 and returns `NoiseAwarePosterior`s. Their options share the gradient-model settings (prior, burn-in, K
 draws of φ*) and add the route's own. Warnings that concern the model (weakly identified slopes) or the
-route (grid edges, mixing) are raised per trace; `fit`/`fit_batch` and the experiments gather them.
+route (grid edges, mixing) are `Note`s kept on each posterior (`post.notes`); `fit` issues them as warnings,
+the studies and the tuner count them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Literal
 
@@ -30,11 +30,11 @@ from ..inference.gradient_model import (
 )
 from ..posteriors.mixture import NoiseAwarePosterior
 from ..trace import BURN_IN, Trace, kept_steps
-from ..util.batch_warnings import FitWarning
 from ..util.checks import choice, flag, fraction, positive_int, probability
 from ..util.defaults import DRAWS, WARMUP
 from ..util.diagnostics import MAX_RHAT
 from ..util.errors import FitFailure
+from ..util.notes import Note
 from ..util.progress import Progress
 from .base import Batch, Method, Outcome, outcome_of
 from .model_prior import model_prior_of
@@ -144,12 +144,13 @@ class NutsOptions(GradientModelOptions):
 def _route(
     name: str,
     solve: Callable[..., list[Draws | FitFailure]],
-    warn: Callable[[Sequence[Outcome], list[GradientModel], tuple[str, ...]], None],
+    remarks: Callable[[Draws, Sequence[str]], list[Note]],
     options: type,
     description: str,
 ) -> Method:
-    """A gradient-model method: the models of all traces, one batched solve, posteriors and warnings. A trace
-    whose model cannot be set up (a coordinate that never moved, …) gets its FitFailure; the others are solved."""
+    """A gradient-model method: the models of all traces, one batched solve, posteriors with their notes (weak
+    slopes, the repair, and the route's own `remarks` on its solution). A trace whose model cannot be set up (a
+    coordinate that never moved, …) gets its FitFailure; the others are solved."""
 
     def fit_batch(batch: Batch, keys, opts: GradientModelOptions) -> list[Outcome]:
         prior = resolve_prior(opts.prior)
@@ -173,19 +174,25 @@ def _route(
         kept = [m for m, model in enumerate(outcomes) if not isinstance(model, FitFailure)]
         models = [outcomes[m] for m in kept]
         results = solve(models, keys=keys[np.asarray(kept)], options=opts) if kept else []
+        repaired: list[Note | None] = [None] * len(kept)
         if kept and getattr(opts, "repair", False) and prior.scale_model == "linear" and prior.terms == ("diagonal",):
-            results = _repair_scale_rows(batch, kept, results, keys, prior, opts, solve, model_prior)
+            results, repaired = _repair_scale_rows(batch, kept, results, keys, prior, opts, solve, model_prior)
         label = opts.prior if isinstance(opts.prior, str) else repr(opts.prior)
-        for m, result in zip(kept, results):
+        names = batch.traces[0].param_names if batch.traces else ()
+        for m, model, result, repair in zip(kept, models, results, repaired):
             if isinstance(result, FitFailure):
                 outcomes[m] = result
                 continue
-            named = label if result.diagnostics.get("scale_model") != "repaired" else f"{label}, repaired"
-            outcomes[m] = _posterior(batch.traces[m], result, name, named, opts.burn_in, model_prior is not None)
-        names = batch.traces[0].param_names if batch.traces else ()
-        for model in models:
-            _warn_weak_slopes(model, names, model_prior is not None)
-        warn([outcomes[m] for m in kept], models, names)
+            notes = _weak_slopes(model, names, model_prior is not None) + remarks(result, names)
+            outcomes[m] = _posterior(
+                batch.traces[m],
+                result,
+                name,
+                label if repair is None else f"{label}, repaired",
+                opts.burn_in,
+                model_prior is not None,
+                tuple(notes) + (() if repair is None else (repair,)),
+            )
         return outcomes
 
     return Method(name, fit_batch, options, "trace", description=description)
@@ -201,10 +208,11 @@ REPAIR_NOTE = (
 )
 
 
-def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, solve, model_prior) -> list:
+def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, solve, model_prior):
     """Refit the kept traces with their scale rows linear in ψ = softplus(ρ)² and, row by row, keep that fit where
     its evidence beats the paper's model by REPAIR_EVIDENCE (the rows are independent given the trace, so a
-    posterior may take some rows from each fit); warn per trace with the rows repaired."""
+    posterior may take some rows from each fit): the results, and per kept trace the note naming the rows
+    repaired (None where none was)."""
     variance = dataclasses.replace(prior, scale_model="variance")
     scale = np.flatnonzero(scale_coordinates(batch.traces[kept[0]]))  # only these rows differ between the two models
     others = [
@@ -215,19 +223,21 @@ def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, so
         solved = solve([select_rows(others[i], scale) for i in built], keys=keys[np.asarray(kept)[built]], options=opts)
         for i, result in zip(built, solved):
             others[i] = result
-    repaired = []
+    repaired, notes = [], []
     for m, linear, curved in zip(kept, results, others):
-        if isinstance(linear, FitFailure) or isinstance(curved, FitFailure):
-            repaired.append(linear)
-            continue
-        better = curved.diagnostics["log_evidence"] - linear.diagnostics["log_evidence"][scale] > REPAIR_EVIDENCE
+        better = (
+            np.zeros(scale.size, bool)
+            if isinstance(linear, FitFailure) or isinstance(curved, FitFailure)
+            else curved.diagnostics["log_evidence"] - linear.diagnostics["log_evidence"][scale] > REPAIR_EVIDENCE
+        )
         if not better.any():
             repaired.append(linear)
+            notes.append(None)
             continue
         names = ", ".join(np.asarray(batch.traces[m].param_names)[scale[better]])
-        warnings.warn(FitWarning("curvature repaired", REPAIR_NOTE.format(names=names)), stacklevel=2)
+        notes.append(Note("curvature repaired", REPAIR_NOTE.format(names=names)))
         repaired.append(_take_rows(linear, curved, scale, better))
-    return repaired
+    return repaired, notes
 
 
 def _take_rows(linear: Draws, curved: Draws, scale: np.ndarray, better: np.ndarray) -> Draws:
@@ -262,7 +272,7 @@ def _gradient_model(trace: Trace, prior: Prior, burn_in: float, model_prior=None
 
 
 def _posterior(
-    trace: Trace, result: Draws, method: str, prior: str, burn_in: float, model_prior: bool
+    trace: Trace, result: Draws, method: str, prior: str, burn_in: float, model_prior: bool, notes: tuple[Note, ...]
 ) -> NoiseAwarePosterior:
     return NoiseAwarePosterior.from_trace(
         trace,
@@ -273,6 +283,7 @@ def _posterior(
         prior=prior,
         diagnostics=result.diagnostics,
         info={"burn_in": burn_in, "optimum_prior": "model" if model_prior else "trace"},
+        notes=notes,
     )
 
 
@@ -295,64 +306,59 @@ RHAT_ADVICE = "the chains disagree; run more warmup and draws (warmup=, draws=),
 DIVERGENCE_ADVICE = "the draws may be biased; raise target_accept (e.g. 0.95) or warmup, or compare with method='exact'"
 
 
-def _warn_weak_slopes(model: GradientModel, param_names, model_prior: bool) -> None:
-    """Warn about coordinates whose gradients barely respond to the parameter (|â|/τ < 2): their Hessian,
-    and so their optimum, is known mainly from the prior, the model's (model_prior) or the trace-centred one."""
+def _weak_slopes(model: GradientModel, param_names, model_prior: bool) -> list[Note]:
+    """The note on coordinates whose gradients barely respond to the parameter (|â|/τ < 2): their Hessian, and
+    so their optimum, is known mainly from the prior, the model's (model_prior) or the trace-centred one."""
     slope, se = slope_estimates(model.stats)
     weak = np.flatnonzero(slope < WEAK_SLOPE * se)
-    if weak.size:
-        advice = WEAK_ADVICE if model_prior else WEAK_TRACE_ADVICE
-        warnings.warn(FitWarning("weak identification", advice, [param_names[j] for j in weak]), stacklevel=2)
+    if not weak.size:
+        return []
+    advice = WEAK_ADVICE if model_prior else WEAK_TRACE_ADVICE
+    return [Note("weak identification", advice, tuple(param_names[j] for j in weak))]
 
 
-def _warn_grid_edges(outcomes: Sequence[Outcome], models, param_names) -> None:
-    """One warning per fit whose quadrature grid has more than EDGE_MASS on its edge, naming the coordinates."""
-    for outcome in outcomes:
-        if isinstance(outcome, FitFailure):
-            continue
-        wide = np.flatnonzero(np.asarray(outcome.diagnostics.edge_mass) > EDGE_MASS)
-        if wide.size:
-            warnings.warn(FitWarning("grid edge", EDGE_ADVICE, [param_names[j] for j in wide]), stacklevel=2)
+def _grid_edges(result: Draws, param_names) -> list[Note]:
+    """The note on a fit whose quadrature grid has more than EDGE_MASS on its edge, naming the coordinates."""
+    wide = np.flatnonzero(np.asarray(result.diagnostics.edge_mass) > EDGE_MASS)
+    return [Note("grid edge", EDGE_ADVICE, tuple(param_names[j] for j in wide))] if wide.size else []
 
 
-def _warn_mixing(outcomes: Sequence[Outcome], models, param_names) -> None:
-    """One warning per fit with R-hat above 1.01 (its largest R-hat) and one per fit with divergent transitions
-    (their number)."""
-    for outcome in outcomes:
-        if isinstance(outcome, FitFailure):
-            continue
-        rhat, divergences = outcome.diagnostics.max_rhat, int(outcome.diagnostics.divergences)
-        if not rhat <= MAX_RHAT:
-            largest = rhat if np.isfinite(rhat) else None
-            warnings.warn(
-                FitWarning(f"R-hat above {MAX_RHAT:g}", RHAT_ADVICE, value=largest, combine="max"), stacklevel=2
-            )
-        if divergences:
-            warnings.warn(FitWarning("divergent transitions", DIVERGENCE_ADVICE, value=divergences), stacklevel=2)
+def _mixing(result: Draws, param_names) -> list[Note]:
+    """The notes on a NUTS fit with R-hat above 1.01 (its largest R-hat) and with divergent transitions (their
+    number)."""
+    rhat, divergences = result.diagnostics.max_rhat, int(result.diagnostics.divergences)
+    notes = []
+    if not rhat <= MAX_RHAT:
+        largest = float(rhat) if np.isfinite(rhat) else None
+        notes.append(Note(f"R-hat above {MAX_RHAT:g}", RHAT_ADVICE, value=largest, combine="max"))
+    if divergences:
+        notes.append(Note("divergent transitions", DIVERGENCE_ADVICE, value=divergences))
+    return notes
 
 
-def _no_warning(outcomes, models, param_names) -> None:
-    """The Laplace route reports its failures as failed fits, with nothing more to warn about."""
+def _no_remarks(result: Draws, param_names) -> list[Note]:
+    """The Laplace route reports its failures as failed fits, with nothing more to note."""
+    return []
 
 
 EXACT = _route(
     "exact",
     exact.fit_exact_batch,
-    _warn_grid_edges,
+    _grid_edges,
     ExactOptions,
     "noise-aware: closed-form φ* given A, adaptive quadrature over A and u (no sampling error in moments)",
 )
 LAPLACE = _route(
     "laplace",
     laplace.fit_laplace_batch,
-    _no_warning,
+    _no_remarks,
     LaplaceOptions,
     "noise-aware: Newton MAP and a Gaussian over all unknowns, per coordinate",
 )
 NUTS = _route(
     "nuts",
     nuts.fit_nuts_batch,
-    _warn_mixing,
+    _mixing,
     NutsOptions,
     "noise-aware: NUTS on the gradient model (blackjax, vmapped over traces)",
 )

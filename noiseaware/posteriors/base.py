@@ -26,6 +26,7 @@ from ..util.checks import choice, positive_int
 from ..util.diagnostics import Diagnostics
 from ..util.figures import draw_and_save
 from ..util.keys import as_key
+from ..util.notes import Note
 from .figure import density_figure
 from .summary import (
     CONSTRAINED,
@@ -52,7 +53,7 @@ class Posterior(Protocol):
 
     kind: what it is, in words ("noise-aware posterior", "naive posterior", …); method: the registered
     method that produced it; theta_names (d,); site_map: θ ⇄ the named sites, or None; diagnostics: a typed
-    `Diagnostics` record.
+    `Diagnostics` record. A posterior may also carry `notes`, the fit's remarks as data (`util.notes.Note`s).
     """
 
     kind: str
@@ -106,6 +107,7 @@ class PosteriorBase:
 
     kind: ClassVar[str]
     method: str
+    notes: tuple[Note, ...] = ()
 
     def _sample(self, key: jax.Array, n: int) -> np.ndarray:
         raise NotImplementedError

@@ -42,6 +42,7 @@ from ..util.diagnostics import Diagnostics, NoDiagnostics
 from ..util.errors import NON_FINITE, FitFailure
 from ..util.files import atomic_write, plain
 from ..util.keys import as_key, standard_normal
+from ..util.notes import Note
 from .base import SUMMARY_DRAWS, PosteriorBase, tail_probability
 from .draws import site_attrs
 from .summary import UNCONSTRAINED, constrain
@@ -78,7 +79,8 @@ class MixturePosterior(PosteriorBase):
     diagnostics: the route's facts (R-hat, ESS, divergences, grid sizes …); info: facts of the trace
     (ε, δ, σ, steps, burn-in); iterates (T, d): the trace's μ_t, t = 0..T−1 (`trace_iterates`; DP-released
     values), or None. checks: the trace's `TraceDiagnosis` (set by `fit`), whose `theta_verdicts()` say which
-    θ coordinates the trace checks trust; None when the checks were off.
+    θ coordinates the trace checks trust; None when the checks were off. notes: the fit's remarks (`Note`s: weak
+    identification, grid edges, mixing, the checks' findings) as data, issued as warnings by `fit`.
     """
 
     optimum_chains: np.ndarray
@@ -94,6 +96,7 @@ class MixturePosterior(PosteriorBase):
     checks: TraceDiagnosis | None = None
     family: str = MEAN_FIELD
     factor: str = "mean"
+    notes: tuple[Note, ...] = ()
 
     kind: ClassVar[str] = "posterior over the VI optimum"
 
@@ -369,6 +372,7 @@ class MixturePosterior(PosteriorBase):
             **site_attrs(self.sites),
             "checks": "null" if self.checks is None else json.dumps(plain(self.checks.to_dict())),
             "theta_verdicts": "null" if self.checks is None else json.dumps(list(self.checks.theta_verdicts())),
+            "notes": json.dumps([plain(dataclasses.asdict(note)) for note in self.notes]),
         }
 
     def save(self, path: str | os.PathLike, key, *, overwrite: bool = False) -> None:

@@ -9,7 +9,6 @@ traces the trace checks flag. The plot a user needs to choose ε.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,7 +17,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..models.benchmark import BenchmarkModel
-from ..recording.settings import DEFAULT_DELTA, SettingsHint, check_delta
+from ..recording.settings import DEFAULT_DELTA, check_delta
 from ..util.checks import positive_float, positive_int
 from ..util.figures import draw_and_save
 from ..util.files import plain, write_json
@@ -107,19 +106,17 @@ def privacy_utility(
     reports = []
     with progress_bar(len(epsilons), "privacy levels", progress, unit="ε") as advance:
         for epsilon in epsilons:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SettingsHint)  # these are the settings being checked
-                reports.append(
-                    check_settings(
-                        bm,
-                        settings,
-                        facts,
-                        epsilon=epsilon,
-                        delta=delta,
-                        key=k_check,
-                        references=references,
-                        key_text=key_repr(key),
-                    )
+            reports.append(
+                check_settings(
+                    bm,
+                    settings,
+                    facts,
+                    epsilon=epsilon,
+                    delta=delta,
+                    key=k_check,
+                    references=references,
+                    key_text=key_repr(key),
                 )
+            )
             advance(1)
     return PrivacyUtilityCurve(bm.name, epsilons, tuple(reports))

@@ -15,7 +15,6 @@ privacy: these facts are what tuning and the preflight check rest on.
 from __future__ import annotations
 
 import functools
-import warnings
 from dataclasses import dataclass
 
 import jax
@@ -25,7 +24,7 @@ import numpy as np
 from ..models.benchmark import BenchmarkModel
 from ..recording.dpvi import build_recorder, record_dpvi_batch
 from ..recording.optimizer import Optimizer
-from ..recording.settings import DEFAULT_INIT, SettingsHint
+from ..recording.settings import DEFAULT_INIT
 from ..trace.families import MEAN_FIELD, VariationalFamily, family_for
 from ..util.keys import as_key
 
@@ -220,17 +219,15 @@ def facts_for_settings(bm: BenchmarkModel, settings, simulations: int, *, simula
     """M fresh simulations (drawn with `simulation_key`) and their facts for the record_dpvi `settings` (their
     init, S, transforms and sites)."""
     truth, data = simulate(bm, simulations, simulation_key)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SettingsHint)  # the non-private runs of the facts spend no privacy
-        return simulation_facts(
-            bm,
-            truth,
-            data,
-            key=facts_key,
-            init=settings.get("init", DEFAULT_INIT),
-            mc_draws=settings.get("mc_draws", 10),
-            transforms=settings.get("transforms", "numpyro"),
-            sites=settings.get("sites"),
-            family=settings.get("family", "mean-field"),
-            rank=settings.get("rank"),
-        )
+    return simulation_facts(
+        bm,
+        truth,
+        data,
+        key=facts_key,
+        init=settings.get("init", DEFAULT_INIT),
+        mc_draws=settings.get("mc_draws", 10),
+        transforms=settings.get("transforms", "numpyro"),
+        sites=settings.get("sites"),
+        family=settings.get("family", "mean-field"),
+        rank=settings.get("rank"),
+    )

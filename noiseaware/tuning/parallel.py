@@ -39,16 +39,14 @@ MAX_FAILURES = 3
 def journal(path: str | os.PathLike) -> optuna.storages.JournalStorage:
     """Optuna storage in the journal file `path` (created with its folder when missing)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
 
 
 def sampler_for(seed: int, startup: int, parallel: bool = False) -> optuna.samplers.TPESampler:
     """The seeded TPE sampler of the search, with the constraints the objective records (a trial pruned on its
     prediction: the predicted ones, `search.predicted_constraints`), starting after `startup`
     trials; in parallel it imagines running trials as bad (constant liar), so workers do not repeat them."""
-    with warnings.catch_warnings():
+    with warnings.catch_warnings():  # Optuna marks constraints_func and constant_liar experimental: not ours to show
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.samplers.TPESampler(
             seed=seed,

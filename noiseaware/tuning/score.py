@@ -19,19 +19,19 @@ averaged over simulations.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import special, stats
 
 from ..evaluation.experiment import check_counts
-from ..methods.base import Batch, failure_reasons, fit_problems, split_keys
+from ..methods.base import Batch, failure_reasons, split_keys
+from ..methods.fit import fit_each
 from ..methods.registry import DEFAULT_REGISTRY
 from ..recording.dpvi import record_dpvi_batch
 from ..trace import BURN_IN
-from ..util.batch_warnings import CaughtWarning, FitWarning, caught_warnings, tally
 from ..util.errors import FitFailure
+from ..util.notes import Note, notes_of, tally
 from .facts import SimulationFacts
 
 __all__ = ["Score", "pooled_p_values", "score_settings"]
@@ -43,8 +43,8 @@ class Score:
 
     z (M, d), zeta (M, P): the module doc's z and ζ (NaN rows: failed fits); ratio (M, d): posterior sd over
     the VI sd; clipped_fraction (M,): clipped at φ̂_m; relative_shift (M, P): |clipping shift| / sd[φ*];
-    counts: the trace checks' `check_counts` (traces checked, any, and per check); warnings: the FitWarnings
-    the fits raised, one per simulation and kind at most (`fit_warnings` counts them); failure_reasons:
+    counts: the trace checks' `check_counts` (traces checked, any, and per check); notes: the fits' `Note`s,
+    one per simulation and kind at most (`fit_warnings` counts them); failure_reasons:
     {reason: fits that failed for it}.
     """
 
@@ -54,7 +54,7 @@ class Score:
     clipped_fraction: np.ndarray
     relative_shift: np.ndarray
     counts: dict
-    warnings: tuple[CaughtWarning, ...] = ()
+    notes: tuple[Note, ...] = ()
     failure_reasons: dict = dataclasses.field(default_factory=dict)
 
     def __add__(self, other: Score) -> Score:
@@ -67,7 +67,7 @@ class Score:
             join(self.clipped_fraction, other.clipped_fraction),
             join(self.relative_shift, other.relative_shift),
             _added(self.counts, other.counts),
-            self.warnings + other.warnings,
+            self.notes + other.notes,
             _added(self.failure_reasons, other.failure_reasons),
         )
 
@@ -84,7 +84,7 @@ class Score:
     def fit_warnings(self) -> tuple[tuple[int, str], ...]:
         """(simulations, line) per distinct fit warning, e.g. (12, "weak identification in 12 of 24 simulations
         (…): …")."""
-        return tally(self.warnings, self.simulations, unit="simulations")
+        return tally(self.notes, self.simulations, unit="simulations")
 
     @property
     def z2(self) -> np.ndarray:
@@ -195,18 +195,15 @@ def score_settings(
 
 
 def score_traces(facts: SimulationFacts, traces, settings, *, fit_key) -> Score:
-    """Fit the exact route to the traces of the simulations of `facts` (recorded with `settings`) and score it,
-    keeping the FitWarnings of the fits (`fit_batch(traces, "exact", key=fit_key, on_error="skip",
-    diagnostics="off")`, its warnings kept per simulation instead of issued)."""
+    """Fit the exact route to the traces of the simulations of `facts` (recorded with `settings`) by the one fit
+    loop (`fit_each`, checks off) and score it, keeping the fits' notes."""
     exact = DEFAULT_REGISTRY["exact"]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", FitWarning)
-        outcomes = fit_problems(exact, Batch(tuple(traces)), split_keys(fit_key, len(traces)), exact.make_options())
+    outcomes, _ = fit_each(exact, Batch(tuple(traces)), split_keys(fit_key, len(traces)), exact.make_options())
     posteriors = [None if isinstance(o, FitFailure) else o for o in outcomes]
-    fit_warnings = caught_warnings([w for w in caught if issubclass(w.category, FitWarning)])
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a degenerate fit scores inf, not a warning
         score = _score(facts, traces, posteriors, settings)
-    return dataclasses.replace(score, warnings=fit_warnings, failure_reasons=failure_reasons(outcomes))
+    notes = tuple(note for outcome in outcomes for note in notes_of(outcome))
+    return dataclasses.replace(score, notes=notes, failure_reasons=failure_reasons(outcomes))
 
 
 def _score(facts: SimulationFacts, traces, posteriors, settings) -> Score:

@@ -40,7 +40,7 @@ import optuna
 
 from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
-from ..recording.settings import DEFAULT_DELTA, DEFAULT_INIT, SettingsHint, check_delta
+from ..recording.settings import DEFAULT_DELTA, DEFAULT_INIT, check_delta
 from ..util.checks import positive_float, positive_int
 from ..util.fingerprint import canonical, fingerprint
 from ..util.hints import hint
@@ -135,18 +135,16 @@ def tune(
     k_sim, k_facts, k_dpvi, k_fit, k_sampler = jax.random.split(streams(key)[0], 5)
     truth, data = simulate(bm, simulations, k_sim)
     init = tuple(np.median(truth, axis=0).tolist()), DEFAULT_INIT[1]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SettingsHint)  # the non-private runs of the facts spend no privacy
-        facts = simulation_facts(
-            bm,
-            truth,
-            data,
-            key=k_facts,
-            init=init,
-            mc_draws=base["mc_draws"],
-            transforms=base["transforms"],
-            sites=base["sites"],
-        )
+    facts = simulation_facts(
+        bm,
+        truth,
+        data,
+        key=k_facts,
+        init=init,
+        mc_draws=base["mc_draws"],
+        transforms=base["transforms"],
+        sites=base["sites"],
+    )
     objective = Objective(
         bm, facts, space, base, epsilon, delta, jax.random.split(k_dpvi, simulations), k_fit, simulations
     )
@@ -190,18 +188,16 @@ def tune(
     search_seconds = time.perf_counter() - started
     checked = []
     for trial in _ranked(study)[:candidates]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SettingsHint)  # these are the settings being checked
-            check = fresh_check(
-                bm,
-                trial.user_attrs["settings"],
-                epsilon=epsilon,
-                delta=delta,
-                simulations=check_simulations,
-                key=streams(key)[1],
-                progress=progress,
-                tuned=True,
-            )
+        check = fresh_check(
+            bm,
+            trial.user_attrs["settings"],
+            epsilon=epsilon,
+            delta=delta,
+            simulations=check_simulations,
+            key=streams(key)[1],
+            progress=progress,
+            tuned=True,
+        )
         checked.append((trial, check))
         if not check.findings:
             break
@@ -285,19 +281,17 @@ class Objective:
         half = self.simulations // 2
         scores = []
         for part in (slice(0, half), slice(half, 2 * half)):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SettingsHint)  # the trial's settings are being checked
-                scores.append(
-                    score_settings(
-                        self.facts.subset(part),
-                        self.bm,
-                        settings,
-                        noise_multiplier=self.sigmas[grid],
-                        delta=self.delta,
-                        keys=self.keys[part],
-                        fit_key=jax.random.fold_in(self.k_fit, part.start),
-                    )
+            scores.append(
+                score_settings(
+                    self.facts.subset(part),
+                    self.bm,
+                    settings,
+                    noise_multiplier=self.sigmas[grid],
+                    delta=self.delta,
+                    keys=self.keys[part],
+                    fit_key=jax.random.fold_in(self.k_fit, part.start),
                 )
+            )
             if len(scores) == 1 and hopeless(scores[0]):
                 _record(trial, scores[0], settings)
                 raise optuna.TrialPruned()

@@ -5,16 +5,15 @@
     value = decode(tree, arrays)      the same value back (arrays bit for bit, floats exactly)
 
 What can be encoded: None, bools, ints, floats (NaN and ±inf too), strings, lists, tuples, mappings (any keys
-that are themselves encodable), numpy arrays and scalars (not object arrays), the frozen dataclasses registered
-with `data_type` or as a `Diagnostics` kind, warning categories (`Warning` subclasses of the standard library or
-registered), and `FitWarning`s by their parts. Decoding builds only those types, named by the registry, from
-plain values: a file from a stranger can be read safely (nothing is unpickled, no code it names is imported).
-Anything else raises TypeError when encoded, and a tree that names an unknown type raises `UndecodableData`.
+that are themselves encodable), numpy arrays and scalars (not object arrays), and the frozen dataclasses
+registered with `data_type` (a fit's `Note`s among them) or as a `Diagnostics` kind. Decoding builds only those
+types, named by the registry, from plain values: a file from a stranger can be read safely (nothing is
+unpickled, no code it names is imported). Anything else raises TypeError when encoded, and a tree that names an
+unknown type, or a node that encode does not write, raises `UndecodableData`.
 """
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import math
 from collections.abc import Mapping
@@ -22,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from .batch_warnings import CaughtWarning, FitWarning
 from .diagnostics import Diagnostics, diagnostics_type
+from .notes import Note
 
 __all__ = ["UndecodableData", "data_type", "decode", "encode"]
 
@@ -31,7 +30,6 @@ INLINE = 64
 """Numeric arrays of at most this many elements are written inside the JSON tree (exactly), larger ones as named
 arrays (.npz members): a task's result holds hundreds of small diagnostics arrays."""
 _TYPES: dict[str, type] = {}
-_WARNINGS: dict[str, type[Warning]] = {"FitWarning": FitWarning}
 
 
 class UndecodableData(ValueError):
@@ -46,7 +44,7 @@ def data_type[T: type](cls: T) -> T:
     return cls
 
 
-data_type(CaughtWarning)
+data_type(Note)
 
 
 def encode(value: Any) -> tuple[Any, dict[str, np.ndarray]]:
@@ -73,10 +71,6 @@ def _encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
     if isinstance(value, (float, np.floating)):
         value = float(value)
         return value if math.isfinite(value) else {"$float": repr(value)}
-    if isinstance(value, FitWarning):
-        return {"$fitwarning": _encode(list(value.__reduce__()[1]), arrays)}
-    if isinstance(value, type) and issubclass(value, Warning):
-        return {"$warning": _warning_name(value)}
     if isinstance(value, Diagnostics):
         return {"$diagnostics": type(value).__name__, "fields": _encode(dict(value), arrays)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -123,10 +117,6 @@ def _decode(tree: Any, arrays: Mapping[str, np.ndarray]) -> Any:
         return tuple(_decode(item, arrays) for item in tree["$tuple"])
     if "$mapping" in tree:
         return {_hashable(_decode(k, arrays)): _decode(v, arrays) for k, v in tree["$mapping"]}
-    if "$warning" in tree:
-        return _warning(tree["$warning"])
-    if "$fitwarning" in tree:
-        return FitWarning(*_decode(tree["$fitwarning"], arrays))
     if "$diagnostics" in tree:
         cls = diagnostics_type(tree["$diagnostics"])
         if cls.__name__ != tree["$diagnostics"]:
@@ -137,22 +127,11 @@ def _decode(tree: Any, arrays: Mapping[str, np.ndarray]) -> Any:
         if cls is None:
             raise UndecodableData(f"unknown data type {tree['$data']!r}")
         return cls(**_decode(tree["fields"], arrays))
+    marked = [k for k in tree if isinstance(k, str) and k.startswith("$")]
+    if marked:
+        raise UndecodableData(f"unknown node {marked[0]!r}")  # encode writes such keys as a "$mapping"
     return {k: _decode(v, arrays) for k, v in tree.items()}
 
 
 def _hashable(key: Any) -> Any:
     return tuple(_hashable(k) for k in key) if isinstance(key, (list, tuple)) else key
-
-
-def _warning_name(category: type[Warning]) -> str:
-    name = category.__qualname__
-    if getattr(builtins, name, None) is category or _WARNINGS.get(name) is category:
-        return name
-    return "UserWarning"  # a library's own category: its text is kept, its class is not needed to gather it
-
-
-def _warning(name: str) -> type[Warning]:
-    category = _WARNINGS.get(name) or getattr(builtins, name, None)
-    if not (isinstance(category, type) and issubclass(category, Warning)):
-        raise UndecodableData(f"unknown warning category {name!r}")
-    return category
