@@ -21,7 +21,7 @@ from .checks import TraceCheckError, TraceDiagnosis, diagnose
 from .evaluation import calibration, calibration_curve, calibration_metrics, coverage, coverage_rmse, tarp_ecp
 from .inference.gradient_model import Prior
 from .methods import DEFAULT_REGISTRY, FitFailure, Method, Registry, fit, fit_batch, per_problem, per_trace
-from .posteriors import DPVImPosterior, NaivePosterior, NoiseAwarePosterior, Posterior, load_posterior
+from .posteriors import DrawsPosterior, MixturePosterior, Posterior, load_posterior
 from .privacy import epsilon_spent, noise_multiplier
 from .recording import DPVISettings, ModelError, Optimizer, record_dpvi, record_dpvi_batch
 from .trace import Trace, TraceError
@@ -33,12 +33,11 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_REGISTRY",
     "DPVISettings",
-    "DPVImPosterior",
+    "DrawsPosterior",
     "FitFailure",
     "Method",
     "ModelError",
-    "NaivePosterior",
-    "NoiseAwarePosterior",
+    "MixturePosterior",
     "Optimizer",
     "Posterior",
     "PreflightReport",

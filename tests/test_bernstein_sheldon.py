@@ -20,7 +20,8 @@ from scipy.special import betaln, digamma, gammaln, logsumexp, polygamma
 
 import noiseaware as na
 from noiseaware.baselines.bernstein_sheldon import (
-    ConjugatePosterior,
+    CONJUGATE,
+    ConjugateLaw,
     GibbsSettings,
     Release,
     ReleaseSettings,
@@ -34,7 +35,13 @@ from noiseaware.baselines.bernstein_sheldon import (
 from noiseaware.baselines.expfam import FAMILIES, family, prior_predictive_bound
 from noiseaware.baselines.mechanisms import analytic_gaussian_sigma
 from noiseaware.baselines.primitives import condition_gaussian, draw_in_support, inverse_gaussian, mixing_variance
-from noiseaware.baselines.sampled import GibbsDiagnostics, GibbsPosterior, ReleaseDiagnostics, gibbs_posterior
+from noiseaware.baselines.sampled import (
+    GIBBS,
+    ClosedFormPosterior,
+    GibbsDiagnostics,
+    ReleaseDiagnostics,
+    gibbs_posterior,
+)
 from noiseaware.evaluation.experiment import summarise_diagnostics
 from noiseaware.methods.base import Batch, fit_problems
 from noiseaware.methods.mechanisms import BS2018, BS2018_NAIVE, BS2018NaiveOptions, BS2018Options
@@ -60,10 +67,9 @@ def simulate(model, n, m, seed):
 
 
 def conjugate(fam, params):
-    """A ConjugatePosterior of given parameters (no release behind it)."""
-    return ConjugatePosterior(
-        family=fam,
-        params=np.asarray(params, np.float64),
+    """A conjugate closed-form posterior of given parameters (no release behind it)."""
+    return ClosedFormPosterior(
+        law=ConjugateLaw(fam, np.asarray(params, np.float64)),
         theta_names=fam.theta_names,
         method="reference",
         diagnostics=ReleaseDiagnostics(released=np.zeros(0), release={}),
@@ -71,7 +77,7 @@ def conjugate(fam, params):
 
 
 def exact_posterior(model, x, **family_options):
-    """The non-private conjugate posterior given the true statistic, as a ConjugatePosterior."""
+    """The non-private conjugate posterior given the true statistic, as a closed-form posterior."""
     fam = family(model, x.shape[-1], **family_options)
     with jax.enable_x64(True):
         latent = np.asarray(fam.statistic(jnp.asarray(x)))
@@ -192,7 +198,7 @@ def test_nothing_after_the_release_reads_the_data():
     a = noise_aware_posteriors(release, [0], GibbsSettings(**SHORT))[0]  # N = 100: the program of the ε → 0 test
     b = noise_aware_posteriors(by_hand, [0], GibbsSettings(**SHORT))[0]
     np.testing.assert_array_equal(a.chains, b.chains)
-    np.testing.assert_array_equal(naive_posteriors(release)[0].params, naive_posteriors(by_hand)[0].params)
+    np.testing.assert_array_equal(naive_posteriors(release)[0].law.params, naive_posteriors(by_hand)[0].law.params)
 
 
 # ---------------------------------------------------------------- T8 the truncated moments and the transforms
@@ -397,7 +403,7 @@ def test_problem_m_depends_on_keys_m_alone(m3):
     np.testing.assert_array_equal(one.diagnostics.released, posts[1].diagnostics.released)
     np.testing.assert_array_equal(naive[1].diagnostics.released, posts[1].diagnostics.released)
     np.testing.assert_array_equal(
-        bernstein_sheldon_naive("M3", {"x": x[1]}, key=k[1], epsilon=0.3).params, naive[1].params
+        bernstein_sheldon_naive("M3", {"x": x[1]}, key=k[1], epsilon=0.3).law.params, naive[1].law.params
     )
     other = bs2018_batch(
         "M3",
@@ -417,7 +423,7 @@ def test_methods_release_at_the_batch_privacy_level(m3):
     for post in posts + naive:
         assert isinstance(post, Posterior)
         assert post.sample(jax.random.key(1), 300).shape == (300, 2)
-    assert isinstance(posts[0], GibbsPosterior) and isinstance(naive[0], ConjugatePosterior)
+    assert (posts[0].kind, naive[0].kind) == (GIBBS, CONJUGATE) and isinstance(naive[0].law, ConjugateLaw)
     assert (posts[0].method, naive[0].method) == ("bs2018", "bs2018-naive")
     diagnostics = posts[0].diagnostics
     assert isinstance(diagnostics, GibbsDiagnostics) and diagnostics["max_rhat"] == diagnostics.max_rhat
@@ -435,8 +441,10 @@ def test_methods_release_at_the_batch_privacy_level(m3):
     shared = fit_problems(
         BS2018_NAIVE, dataclasses.replace(batch, data={"x": x[:1]}, shared_data=True), k, BS2018_NAIVE.make_options()
     )
-    assert len(shared) == 3 and not np.array_equal(shared[1].params, shared[2].params)
-    np.testing.assert_array_equal(shared[1].params, bernstein_sheldon_naive("M3", x[0], key=k[1], epsilon=0.3).params)
+    assert len(shared) == 3 and not np.array_equal(shared[1].law.params, shared[2].law.params)
+    np.testing.assert_array_equal(
+        shared[1].law.params, bernstein_sheldon_naive("M3", x[0], key=k[1], epsilon=0.3).law.params
+    )
     # a run given by σ: the ε it stands for as the option, or a clear error
     by_sigma = dataclasses.replace(batch, epsilon=None)
     given = fit_problems(BS2018_NAIVE, by_sigma, k, BS2018_NAIVE.make_options(epsilon=0.3))
@@ -505,7 +513,7 @@ def test_gibbs_posterior_intervals_summary_and_file(m3, tmp_path):
         theta = tree["posterior"]["theta"]
         assert theta.dims == ("chain", "draw", "theta_dim") and list(theta["theta_dim"].values) == ["p[0]", "p[1]"]
         np.testing.assert_array_equal(theta.values, post.chains)
-        assert tree.attrs["method"] == "bs2018" and tree.attrs["kind"] == "GibbsPosterior"
+        assert tree.attrs["method"] == "bs2018" and tree.attrs["kind"] == GIBBS
         assert json.loads(tree.attrs["diagnostics"])["release"]["epsilon"] == 0.3
     with pytest.raises(ValueError, match=r"\.nc"):
         post.save(tmp_path / "bs2018.json")
@@ -523,8 +531,8 @@ def test_naive_posterior_summary_and_file(m3, tmp_path):
     with xr.open_datatree(tmp_path / "naive.nc", engine="h5netcdf") as tree:
         theta = tree["posterior"]["theta"].values
         np.testing.assert_array_equal(theta, post.sample(3, 4000)[None])
-        np.testing.assert_allclose(json.loads(tree.attrs["parameters"])["params"], post.params)
-        assert tree.attrs["kind"] == "ConjugatePosterior" and tree.attrs["description"] == post.kind
+        np.testing.assert_allclose(json.loads(tree.attrs["parameters"])["params"], post.law.params)
+        assert tree.attrs["kind"] == post.kind == CONJUGATE
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -619,7 +627,7 @@ def test_bad_inputs_raise_clear_errors():
         bernstein_sheldon_naive("M2", {"y": x[0]}, key=0, epsilon=1.0)
     with pytest.raises(TypeError, match="key"):
         bernstein_sheldon_naive("M2", x[0], epsilon=1.0)  # a key is required: the release is random
-    assert isinstance(bernstein_sheldon_naive("M2", {"x": x[0]}, key=0, epsilon=1.0), ConjugatePosterior)
+    assert isinstance(bernstein_sheldon_naive("M2", {"x": x[0]}, key=0, epsilon=1.0), ClosedFormPosterior)
 
 
 def test_a_non_finite_draw_is_returned_as_the_problems_failure():

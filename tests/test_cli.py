@@ -597,7 +597,7 @@ def test_plots_write_their_files_and_check_the_truth_and_the_key(tmp_path):
         n_examples=100,
         learning_rate=1e-3,
     )
-    spread = na.NoiseAwarePosterior(
+    spread = na.MixturePosterior(
         optimum_chains=params[None, -50:],
         hessian_chains=None,
         extra_noise_chains=None,

@@ -10,7 +10,7 @@ import noiseaware as na
 from noiseaware.baselines.dpvim import DPVImDiagnostics, convergence_start, dpvim_posterior
 from noiseaware.baselines.naive import naive_posterior
 from noiseaware.methods import DPVImOptions
-from noiseaware.posteriors import DPVImPosterior, NaivePosterior
+from noiseaware.posteriors.mixture import DPVIM, NAIVE
 from noiseaware.trace import Trace
 
 STEPS, RAMP_END = 10_000, 2000
@@ -113,7 +113,7 @@ def test_d2_constant_trace_has_zero_variance_and_draws_exactly_the_naive_last_it
     np.testing.assert_array_equal(post.optimum_draws, np.broadcast_to(trace.final_iterate(), (500, 4)))
     # the component index differs (K = 500 vs 1) but every component is φ_T and the η draws share the key
     naive = naive_posterior(trace)
-    assert isinstance(naive, NaivePosterior) and str(naive.summary(key=0)).startswith(NaivePosterior.kind)
+    assert naive.kind == NAIVE and str(naive.summary(key=0)).startswith(NAIVE)
     for key in (0, jax.random.key(7)):
         np.testing.assert_array_equal(post.sample(key, 1000), naive.sample(key, 1000))
 
@@ -137,10 +137,10 @@ def test_d3_tail_variance_is_the_stationary_variance_and_the_draws_have_it():
     np.testing.assert_array_less(np.abs(phi.var(axis=0) / v - 1), 4 * np.sqrt(2 / draws))
     assert post.method == "dpvim" and post.hessian_draws is None and post.diagnostics["centre"] == "last"
     assert post.optimum_chains.shape == (1, draws, 4) and post.optimum_chains.dtype == np.float64
-    # typed: a DPVImPosterior with DPVImDiagnostics, read as attributes or as a mapping alike
-    assert isinstance(post, DPVImPosterior) and isinstance(post.diagnostics, DPVImDiagnostics)
+    # typed: a DPVIm posterior with DPVImDiagnostics, read as attributes or as a mapping alike
+    assert post.kind == DPVIM and isinstance(post.diagnostics, DPVImDiagnostics)
     np.testing.assert_array_equal(post.diagnostics.tail_variance, post.diagnostics["tail_variance"])
-    assert str(post.summary(key=0)).startswith(DPVImPosterior.kind)
+    assert str(post.summary(key=0)).startswith(DPVIM)
 
 
 def test_average_centre_shifts_the_same_draws_to_the_tail_mean():
@@ -176,7 +176,7 @@ def test_the_registered_method_is_dpvim_posterior_with_its_typed_options():
         trace, "dpvim", key=5, options=DPVImOptions(draws=300, centre="average", threshold=0.1, windows=8)
     )
     for post in (by_keywords, by_options):
-        assert isinstance(post, DPVImPosterior)
+        assert post.kind == DPVIM
         np.testing.assert_array_equal(post.optimum_draws, direct.optimum_draws)
         np.testing.assert_array_equal(post.diagnostics.converged_from, direct.diagnostics.converged_from)
     assert DPVImOptions() == DPVImOptions(draws=4000, centre="last", threshold=0.05, windows=10)

@@ -47,7 +47,7 @@ def test_a_returned_or_raised_failure_is_counted_and_anything_else_propagates(tr
     returned = na.Method("returned", lambda b, k, o: [failure, na.naive_posterior(b.traces[1])])
     raised = na.Method("raised", lambda b, k, o: (_ for _ in ()).throw(failure))
     outcomes = fit_problems(returned, batch, keys, na.methods.NoOptions())
-    assert outcomes[0] is failure and isinstance(outcomes[1], na.NaivePosterior)
+    assert outcomes[0] is failure and outcomes[1].kind == "naive posterior"
     assert fit_problems(raised, batch, keys, na.methods.NoOptions()) == [failure, failure]
 
     untyped = na.Method("untyped", lambda b, k, o: [ValueError("a bug's message")] * 2)
@@ -71,7 +71,7 @@ def test_fit_raises_the_failure_and_fit_batch_names_the_trace_or_skips_it(traces
     assert raised.value.__cause__ == FitFailure(NO_OPTIMUM, "no mode")  # chained to the method's own failure
     with pytest.warns(UserWarning, match="1 of 2 fits failed"):
         skipped = na.fit_batch(traces, method, key=0, diagnostics="off", on_error="skip")
-    assert skipped[0] is None and isinstance(skipped[1], na.NaivePosterior)
+    assert skipped[0] is None and skipped[1].kind == "naive posterior"
 
 
 def _bug(problem, key, options):

@@ -17,7 +17,7 @@ from scipy import stats
 
 import noiseaware as na
 from noiseaware.inference.exact import GRID_DEFAULTS, exact_cdf, exact_grid
-from noiseaware.posteriors.mixture import NoiseAwarePosterior
+from noiseaware.posteriors.mixture import MixturePosterior
 from noiseaware.recording.dpvi import build_recorder, record_dpvi, step_keys
 from noiseaware.trace import Trace, TraceError
 from noiseaware.trace.families import FULL_RANK, MEAN_FIELD, FamilyError, family_for, variational_family
@@ -247,7 +247,7 @@ def test_mixture_moments_intervals_and_draws_equal_their_closed_forms(factor):
     rng = np.random.default_rng(8)
     optimum = rng.normal(size=(2, 300, family.n_params)) * [0.3, 0.2, 0.2, 0.1, 0.3] + [1.0, -1.0, -1.0, -0.5, 0.4]
     names = family.param_names(["a", "b"])
-    posterior = NoiseAwarePosterior(optimum, None, None, "test", names, family=FULL_RANK, factor=factor)
+    posterior = MixturePosterior(optimum, None, None, "test", names, family=FULL_RANK, factor=factor)
     draws = optimum.reshape(-1, family.n_params).copy()
     if factor == "mean":  # the components take ℓ at its posterior mean ℓ̄
         draws[:, 4:] = draws[:, 4:].mean(axis=0)

@@ -77,14 +77,14 @@ def test_paper_prior_does_not_switch_the_laplace_algorithm(traces):
 
 
 def test_posteriors_say_what_they_are(traces, tmp_path):
-    kinds = {"exact": na.NoiseAwarePosterior, "naive": na.NaivePosterior, "dpvim": na.DPVImPosterior}
+    kinds = {"exact": "noise-aware posterior", "naive": "naive posterior", "dpvim": "DPVIm posterior"}
     for method, kind in kinds.items():
         post = na.fit(traces[0], method, key=1)
-        assert type(post) is kind and isinstance(post, Posterior)
-        assert str(post.summary(key=0)).startswith(kind.kind)
+        assert post.kind == kind and isinstance(post, Posterior)
+        assert str(post.summary(key=0)).startswith(kind)
         post.save(tmp_path / f"{method}.nc", key=2)
         loaded = na.load_posterior(tmp_path / f"{method}.nc")
-        assert type(loaded) is kind and type(loaded.diagnostics) is type(post.diagnostics)
+        assert loaded.kind == kind and type(loaded.diagnostics) is type(post.diagnostics)
     assert "noise-aware" not in str(na.naive_posterior(traces[0]).summary(key=0))
 
 

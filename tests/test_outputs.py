@@ -10,7 +10,7 @@ import pytest
 
 import noiseaware as na
 from noiseaware import plots
-from noiseaware.baselines.sampled import GibbsDiagnostics, GibbsPosterior, chain_mixing
+from noiseaware.baselines.sampled import GIBBS, GibbsDiagnostics, chain_mixing
 from noiseaware.evaluation.calibration_result import METRICS, CalibrationResult
 from noiseaware.evaluation.result import CoverageResult
 from noiseaware.posteriors.draws import DrawsPosterior, save_draws
@@ -73,12 +73,12 @@ def calibration_result() -> CalibrationResult:
     )
 
 
-def gibbs_posterior() -> GibbsPosterior:
+def gibbs_posterior() -> DrawsPosterior:
     chains = np.random.default_rng(1).normal(size=(2, 50, 2))
     diagnostics = GibbsDiagnostics(
         **chain_mixing(chains), released=np.zeros(2), release={"epsilon": 1.0}, fallbacks=0, redraws=0, sweeps=50
     )
-    return GibbsPosterior(chains=chains, theta_names=("a", "b"), diagnostics=diagnostics, method="bs2018")
+    return DrawsPosterior(chains, "bs2018", names=("a", "b"), diagnostics=diagnostics, kind=GIBBS)
 
 
 TRACE = small_trace()
@@ -90,7 +90,7 @@ WRITERS = {
     "Trace.save .npz": (".npz", lambda path, **kw: TRACE.save(path, **kw)),
     "MixturePosterior.save": (".nc", lambda path, **kw: NAIVE.save(path, key=0, **kw)),
     "DrawsPosterior.save": (".nc", lambda path, **kw: DRAWS.save(path, **kw)),
-    "BaselinePosterior.save": (".nc", lambda path, **kw: gibbs_posterior().save(path, **kw)),
+    "DrawsPosterior.save (Gibbs)": (".nc", lambda path, **kw: gibbs_posterior().save(path, **kw)),
     "save_draws": (".nc", lambda path, **kw: save_draws(path, np.zeros((1, 3, 1)), ["x"], {}, **kw)),
     "CoverageResult.to_json": (".json", lambda path, **kw: coverage_result().to_json(path, **kw)),
     "CoverageResult.to_csv": (".csv", lambda path, **kw: coverage_result().to_csv(path, **kw)),

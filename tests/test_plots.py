@@ -40,8 +40,8 @@ def make_trace(d: int, sites=None, steps: int = 200) -> na.Trace:
     )
 
 
-def spread_posterior(trace: na.Trace) -> na.NoiseAwarePosterior:
-    return na.NoiseAwarePosterior(
+def spread_posterior(trace: na.Trace) -> na.MixturePosterior:
+    return na.MixturePosterior(
         optimum_chains=trace.params[None, -50:],
         hessian_chains=None,
         extra_noise_chains=None,

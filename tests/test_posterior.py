@@ -1,4 +1,4 @@
-"""NoiseAwarePosterior: the θ mixture against its closed forms, files, ArviZ export; fit's errors and warnings."""
+"""MixturePosterior: the θ mixture against its closed forms, files, ArviZ export; fit's errors and warnings."""
 
 import dataclasses
 import warnings
@@ -10,7 +10,7 @@ from ou import CLIP, SIGMA, N, Q, ou_trace
 from scipy import stats
 
 import noiseaware as na
-from noiseaware.posteriors.mixture import mixture_quantile
+from noiseaware.posteriors.mixture import DPVIM, NAIVE, NOISE_AWARE, mixture_quantile
 from noiseaware.posteriors.summary import comparison_table
 from noiseaware.trace.sites import SiteSpec
 from noiseaware.util.diagnostics import Diagnostics, NoDiagnostics
@@ -28,7 +28,7 @@ def posterior(seed=0, k=500, d=2, sites=None):
     rng = np.random.default_rng(seed)
     optimum = np.concatenate([rng.normal(1.0, 0.5, (1, k, d)), rng.normal(-1.0, 0.3, (1, k, d))], axis=-1)
     names = tuple(f"mu:t[{i}]" for i in range(d)) + tuple(f"rho:t[{i}]" for i in range(d))
-    return na.NoiseAwarePosterior(
+    return na.MixturePosterior(
         optimum,
         rng.uniform(1, 2, optimum.shape),
         rng.uniform(0, 1, optimum.shape),
@@ -91,7 +91,7 @@ def test_save_load_round_trip_and_arviz_groups(tmp_path):
     assert loaded.sites == sites and loaded.method == "test" and loaded.param_names == post.param_names
     assert loaded.prior == post.prior and loaded.info == post.info
     # the typed record comes back as its own type, its array as an array
-    assert type(loaded.diagnostics) is ToyDiagnostics and type(loaded) is na.NoiseAwarePosterior
+    assert type(loaded.diagnostics) is ToyDiagnostics and loaded.kind == post.kind
     assert loaded.diagnostics.max_rhat == 1.002 and loaded.diagnostics["max_rhat"] == 1.002
     np.testing.assert_array_equal(loaded.diagnostics["ess"], [10.0, 20.0])
     assert isinstance(loaded.diagnostics.ess, np.ndarray) and set(loaded.diagnostics) == {"max_rhat", "ess"}
@@ -129,22 +129,26 @@ def test_bad_files_and_paths_give_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="needs the model's site map"):
         post.constrained_sample(0, 5)
     with pytest.raises(ValueError, match="non-finite"):
-        na.NoiseAwarePosterior(np.full((1, 3, 2), np.nan), None, None, "x", ("mu:a", "rho:a"))
+        na.MixturePosterior(np.full((1, 3, 2), np.nan), None, None, "x", ("mu:a", "rho:a"))
     with pytest.raises(TypeError, match="Diagnostics record"):  # a plain dict is not a diagnostics record
-        na.NoiseAwarePosterior(np.zeros((1, 3, 2)), None, None, "x", ("mu:a", "rho:a"), diagnostics={"a": 1.0})
+        na.MixturePosterior(np.zeros((1, 3, 2)), None, None, "x", ("mu:a", "rho:a"), diagnostics={"a": 1.0})
 
 
-def test_the_types_say_what_they_are():
-    """Each mixture posterior's summary opens with its own kind; without diagnostics a posterior has NoDiagnostics."""
+def test_the_kinds_say_what_they_are(tmp_path):
+    """One mixture type told apart by its kind: each summary opens with its kind, the diagnostics give the
+    description's details, and a saved file keeps both; without diagnostics a posterior has NoDiagnostics."""
     trace = ou_trace(steps=200)
-    optimum = np.zeros((1, 3, 4))
-    names = trace.param_names
-    for kind in (na.NoiseAwarePosterior, na.NaivePosterior, na.DPVImPosterior):
-        post = kind(optimum, None, None, "x", names)
-        assert isinstance(post, na.Posterior) and post.diagnostics == NoDiagnostics()
-        assert str(post.summary(key=0)).startswith(post.describe()) and post.describe().startswith(kind.kind + ": ")
-    assert len({na.NoiseAwarePosterior.kind, na.NaivePosterior.kind, na.DPVImPosterior.kind}) == 3
-    assert str(na.naive_posterior(trace).summary(key=0)).startswith(na.NaivePosterior.kind)
+    posts = [
+        na.MixturePosterior(np.zeros((1, 3, 4)), None, None, "x", trace.param_names),
+        na.naive_posterior(trace),
+        na.dpvim_posterior(trace, key=0, draws=50),
+    ]
+    assert [post.kind for post in posts] == [NOISE_AWARE, NAIVE, DPVIM] and posts[0].diagnostics == NoDiagnostics()
+    assert "ignores the DP noise" in posts[1].describe() and "50 draws of φ: the last iterate" in posts[2].describe()
+    for m, post in enumerate(posts):
+        assert isinstance(post, na.Posterior) and str(post.summary(key=0)).startswith(post.describe())
+        post.save(tmp_path / f"{m}.nc", key=0)
+        assert na.load_posterior(tmp_path / f"{m}.nc").describe() == post.describe()
 
 
 def test_fit_rejects_short_traces_and_unknown_methods():

@@ -16,14 +16,14 @@ import pytest
 from scipy import optimize, stats
 
 import noiseaware as na
-from noiseaware.baselines.bernstein_sheldon import ConjugatePosterior
-from noiseaware.baselines.bernstein_sheldon_regression import NIGPosterior
+from noiseaware.baselines.bernstein_sheldon import ConjugateLaw
+from noiseaware.baselines.bernstein_sheldon_regression import NIGLaw
 from noiseaware.baselines.dpvim import dpvim_posterior
 from noiseaware.baselines.expfam import family
 from noiseaware.baselines.regression_gibbs import theta_names as regression_names
 from noiseaware.baselines.regression_gibbs import theta_sites
-from noiseaware.baselines.sampled import ReleaseDiagnostics, gibbs_posterior
-from noiseaware.methods.reference import NonPrivatePosterior
+from noiseaware.baselines.sampled import ClosedFormPosterior, ReleaseDiagnostics, gibbs_posterior
+from noiseaware.methods.reference import NONPRIVATE_KIND
 from noiseaware.posteriors.base import SUMMARY_DRAWS
 from noiseaware.posteriors.draws import DrawsPosterior
 from noiseaware.posteriors.summary import comparison_table
@@ -59,7 +59,7 @@ def mixture(sites=(SiteSpec("scale", (), "exp"),), k=400, seed=1):
     d = sum(site.size for site in sites)
     optimum = np.concatenate([rng.normal(M, 0.3, (1, k, d)), rng.normal(-1.5, 0.3, (1, k, d))], axis=-1)
     names = tuple(f"mu:{n}" for n in range(d)) + tuple(f"rho:{n}" for n in range(d))
-    return na.NoiseAwarePosterior(optimum, None, None, "exact", names, sites=sites, prior="default")
+    return na.MixturePosterior(optimum, None, None, "exact", names, sites=sites, prior="default")
 
 
 def lognormal_hdi(level):
@@ -131,7 +131,7 @@ def test_unconstrained_view_on_request_is_theta_exactly():
 
 def test_without_a_site_map_theta_is_shown_and_labelled_unconstrained():
     optimum = np.array([[[0.2, -1.0]]])
-    post = na.NaivePosterior(optimum, None, None, "naive", ("mu:a", "rho:a"))
+    post = na.MixturePosterior(optimum, None, None, "naive", ("mu:a", "rho:a"), kind="naive posterior")
     table = post.summary(key=0)
     assert table.index.name == "θ (unconstrained)" and "no site map" in str(table)
     with pytest.raises(ValueError, match="needs the model's site map"):
@@ -184,9 +184,8 @@ def test_m1_conjugate_posterior_summary_is_the_gamma_of_the_rate():
     interval exactly Gamma's quantiles; the unconstrained view keeps the exact integrated moments."""
     fam = family("gamma-exponential", 50)
     shape, rate = 52.0, 30.0
-    post = ConjugatePosterior(
-        family=fam,
-        params=np.array([shape, rate]),
+    post = ClosedFormPosterior(
+        law=ConjugateLaw(fam, np.array([shape, rate])),
         theta_names=fam.theta_names,
         sites=fam.sites,
         method="bs2018-naive",
@@ -250,7 +249,7 @@ def every_posterior():
         na.naive_posterior(trace),
         dpvim_posterior(trace, key=0, draws=50),
         DrawsPosterior(rng.normal(size=(2, 100, 1)), "ref", sites=sites),
-        NonPrivatePosterior(rng.normal(size=(1, 100, 1)), "nonprivate", sites=sites),
+        DrawsPosterior(rng.normal(size=(1, 100, 1)), "nonprivate", sites=sites, kind=NONPRIVATE_KIND),
         gibbs_posterior(
             rng.normal(size=(2, 100, 1)),
             method="bs2018",
@@ -262,19 +261,15 @@ def every_posterior():
             released=np.zeros(2),
             release=RELEASE,
         ),
-        ConjugatePosterior(
-            family=fam,
-            params=np.array([52.0, 30.0]),
+        ClosedFormPosterior(
+            law=ConjugateLaw(fam, np.array([52.0, 30.0])),
             theta_names=fam.theta_names,
             sites=fam.sites,
             method="bs2018-naive",
             diagnostics=release,
         ),
-        NIGPosterior(
-            mu=np.array([0.5, -0.2]),
-            chol=np.eye(2) * 10.0,
-            a_n=20.0,
-            b_n=5.0,
+        ClosedFormPosterior(
+            law=NIGLaw(np.array([0.5, -0.2]), np.eye(2) * 10.0, 20.0, 5.0),
             theta_names=regression_names(1),
             sites=theta_sites(1),
             method="bs2019-naive",

@@ -20,12 +20,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, Literal, get_args
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..posteriors.draws import DrawsPosterior
 from ..util.checks import choice, positive_int
 from ..util.errors import FitFailure
 from ..util.keys import as_key
@@ -33,11 +34,11 @@ from .expfam import Family
 from .expfam_release import Release, ReleaseSettings, release_statistics
 from .mechanisms import Mechanism, Neighbouring, keys_for, problem_keys
 from .primitives import condition_gaussian, mixing_variance
-from .sampled import ClosedFormPosterior, GibbsPosterior, Marginal, ReleaseDiagnostics, gibbs_posterior, single
+from .sampled import ClosedFormPosterior, Marginal, ReleaseDiagnostics, gibbs_posterior, single
 
 __all__ = [
     "INITS",
-    "ConjugatePosterior",
+    "ConjugateLaw",
     "GibbsSettings",
     "Init",
     "Release",
@@ -88,11 +89,11 @@ class GibbsSettings:
 
 def noise_aware_posteriors(
     release: Release, keys, settings: GibbsSettings = GibbsSettings()
-) -> list[GibbsPosterior | FitFailure]:
+) -> list[DrawsPosterior | FitFailure]:
     """B&S's Gibbs sampler on every released z of `release`: one compiled program for all M × chains.
 
     keys (M,): the sampler key of each data set (its chains start from split(split(keys[m])[0], chains) and
-    run on split(split(keys[m])[1], chains)). Returns one GibbsPosterior per data set, or the
+    run on split(split(keys[m])[1], chains)). Returns one DrawsPosterior per data set, or the
     FitFailure of a data set whose draws are not finite. Diagnostics (`GibbsDiagnostics`): mixing,
     fallbacks (projections after R failed redraws) and redraws (extra support draws) over all sweeps,
     the released z and the release's facts with the settings.
@@ -175,9 +176,9 @@ def _start_draws(fam: Family, params, keys):
 # ---------------------------------------------------------------- naive counterpart
 
 
-@dataclasses.dataclass(frozen=True, eq=False, kw_only=True, repr=False)
-class ConjugatePosterior(ClosedFormPosterior):
-    """The noise-naive SSP posterior: the conjugate update with the projected z as the statistic (§1.4).
+@dataclasses.dataclass(frozen=True, eq=False)
+class ConjugateLaw:
+    """The noise-naive SSP posterior's law: the conjugate update with the projected z as the statistic (§1.4).
 
     params (P,): the conjugate posterior's parameters (M1 Gamma (shape, rate), M2 Beta (a, b), M3 Dirichlet α).
     """
@@ -185,9 +186,7 @@ class ConjugatePosterior(ClosedFormPosterior):
     family: Family
     params: np.ndarray
 
-    kind: ClassVar[str] = "noise-naive sufficient-statistic posterior (conjugate update of the released z)"
-
-    def _sample(self, key, n: int) -> np.ndarray:
+    def draw(self, key, n: int) -> np.ndarray:
         """n exact draws of θ (n, d) from the conjugate posterior."""
         with jax.enable_x64(True):
             return np.asarray(
@@ -201,22 +200,25 @@ class ConjugatePosterior(ClosedFormPosterior):
         return {"family": self.family.name, "n_examples": self.family.n, "params": self.params}
 
 
+CONJUGATE = "noise-naive sufficient-statistic posterior (conjugate update of the released z)"
+
+
 @functools.partial(jax.jit, static_argnames=("fam",))
 def _conjugate_draws(fam: Family, params, keys):
     """θ draws (n, d) from one conjugate posterior: params (P,), keys (n,)."""
     return jax.vmap(lambda k: fam.draw(k, params))(keys)
 
 
-def naive_posteriors(release: Release) -> list[ConjugatePosterior]:
+def naive_posteriors(release: Release) -> list[ClosedFormPosterior]:
     """The naive posterior of every released z (no sampler: an exact conjugate update, no key)."""
     fam = release.family
     with jax.enable_x64(True):
         params = np.asarray(jax.vmap(fam.naive_params)(jnp.asarray(release.z, jnp.float64)))
     facts = release.facts()
     return [
-        ConjugatePosterior(
-            family=fam,
-            params=p,
+        ClosedFormPosterior(
+            law=ConjugateLaw(fam, p),
+            kind=CONJUGATE,
             theta_names=fam.theta_names,
             sites=fam.sites,
             method=NAIVE_METHOD,
@@ -238,7 +240,7 @@ def bs2018_batch(
     delta: float | None,
     release: ReleaseSettings = ReleaseSettings(),
     gibbs: GibbsSettings = GibbsSettings(),
-) -> list[GibbsPosterior | FitFailure]:
+) -> list[DrawsPosterior | FitFailure]:
     """B&S 2018 for M data sets x (M, N) of `model`: data set m is released at (ε, δ) with the first half of
     split(keys[m]) and sampled with the second (keys (M,)), all in one compiled sampler."""
     release_keys, sampler_keys = problem_keys(keys, np.shape(x)[0])
@@ -248,7 +250,7 @@ def bs2018_batch(
 
 def bs2018_naive_batch(
     model: str, x, *, keys, epsilon: float, delta: float | None, release: ReleaseSettings = ReleaseSettings()
-) -> list[ConjugatePosterior]:
+) -> list[ClosedFormPosterior]:
     """The naive SSP counterpart for x (M, N): the release `bs2018_batch` makes with the same keys, then
     the conjugate update of each z."""
     release_keys, _ = problem_keys(keys, np.shape(x)[0])
@@ -268,7 +270,7 @@ def bernstein_sheldon_posterior(
     neighbouring: Neighbouring = "add-remove",
     bound: float | None = None,
     **settings,
-) -> GibbsPosterior:
+) -> DrawsPosterior:
     """B&S 2018 for one data set: release Σ t(x) at (ε, δ), then the Gibbs sampler on the released z.
 
     data: the records x (N,) or a mapping with key 'x'. settings: GibbsSettings (chains, warmup, draws,
@@ -298,7 +300,7 @@ def bernstein_sheldon_naive(
     mechanism: Mechanism = "laplace",
     neighbouring: Neighbouring = "add-remove",
     bound: float | None = None,
-) -> ConjugatePosterior:
+) -> ClosedFormPosterior:
     """The naive SSP counterpart for one data set: the same release (same key → same z), conjugate update."""
     return bs2018_naive_batch(
         model,

@@ -7,9 +7,9 @@ Specification: docs/baselines.md §2 (provenance tags there); the model is linre
   z (D,) (and, under Gibbs-SS-Noisy, the design's fourth moments) with Laplace or analytic-Gaussian noise;
 * `regression_moments`: the statistic's layout, the design moments and the CLT s | w, σ² ≈ N(N·E[t], N·Cov[t]);
 * `regression_gibbs`: the Gibbs sampler over (s, w, σ², ω²) and the normal–inverse-gamma (NIG) update;
-* here, the entry points: bs2019 (the sampler's draws as a `GibbsPosterior`) and the noise-naive SS
+* here, the entry points: bs2019 (the sampler's draws as a `DrawsPosterior`) and the noise-naive SS
   bs2019-naive (§2.6: the NIG update applied to z itself at the full ε, Ĝ(z) PSD-projected, an exact
-  `NIGPosterior`).
+  `ClosedFormPosterior`).
 
 Problem m of a batch uses keys[m] alone: split into its release key and its sampler key (`problem_keys`).
 """
@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy import linalg, stats
 
+from ..posteriors.draws import DrawsPosterior
 from ..util.checks import positive_int
 from ..util.errors import NON_FINITE, FitFailure
 from ..util.keys import as_key
@@ -47,7 +48,6 @@ from .regression_release import RegressionRelease, Released, release_facts, rele
 from .sampled import (
     ClosedFormPosterior,
     GibbsDiagnostics,
-    GibbsPosterior,
     Marginal,
     ReleaseDiagnostics,
     gibbs_posterior,
@@ -57,7 +57,7 @@ from .sampled import (
 __all__ = [
     "CHUNK",
     "MODEL",
-    "NIGPosterior",
+    "NIGLaw",
     "RegressionGibbsDiagnostics",
     "bs2019_batch",
     "bs2019_naive_batch",
@@ -79,9 +79,9 @@ class RegressionGibbsDiagnostics(GibbsDiagnostics):
     warmup_fallbacks: int
 
 
-@dataclasses.dataclass(frozen=True, eq=False, kw_only=True, repr=False)
-class NIGPosterior(ClosedFormPosterior):
-    """An exact NIG posterior σ² ~ InvGamma(a_n, b_n), w | σ² ~ N(μ_n, σ²Λ_n⁻¹), Λ_n = chol cholᵀ, over the
+@dataclasses.dataclass(frozen=True, eq=False)
+class NIGLaw:
+    """An exact NIG law σ² ~ InvGamma(a_n, b_n), w | σ² ~ N(μ_n, σ²Λ_n⁻¹), Λ_n = chol cholᵀ, over the
     unconstrained θ = (w, softplus⁻¹(σ²)): mu (d+1,), chol (d+1, d+1) lower, a_n, b_n."""
 
     mu: np.ndarray
@@ -89,23 +89,11 @@ class NIGPosterior(ClosedFormPosterior):
     a_n: float
     b_n: float
 
-    kind: ClassVar[str] = "noise-naive sufficient-statistic posterior (NIG update of the released Gram matrix)"
-
-    def _sample(self, key, n: int) -> np.ndarray:
+    def draw(self, key, n: int) -> np.ndarray:
         """n exact draws (n, d+2) of θ = (w, softplus⁻¹(σ²))."""
         with jax.enable_x64(True):
-            return np.asarray(
-                theta_of(
-                    *nig_draw(
-                        key,
-                        jnp.asarray(self.mu),
-                        jnp.asarray(self.chol),
-                        jnp.asarray(self.a_n),
-                        jnp.asarray(self.b_n),
-                        (n,),
-                    )
-                )
-            )
+            parameters = (jnp.asarray(value) for value in (self.mu, self.chol, self.a_n, self.b_n))
+            return np.asarray(theta_of(*nig_draw(key, *parameters, (n,))))
 
     def marginals(self) -> list[Marginal]:
         """w_j ~ Student-t_{2a_n}(μ_j, √(b_n/a_n · (Λ_n⁻¹)_jj)); σ² ~ InvGamma(a_n, b_n), mapped by softplus⁻¹."""
@@ -116,6 +104,9 @@ class NIGPosterior(ClosedFormPosterior):
 
     def parameters(self) -> dict[str, Any]:
         return {"mu": self.mu, "precision_cholesky": self.chol, "a_n": self.a_n, "b_n": self.b_n}
+
+
+NIG = "noise-naive sufficient-statistic posterior (NIG update of the released Gram matrix)"
 
 
 def bs2019_batch(
@@ -129,11 +120,11 @@ def bs2019_batch(
     gibbs: RegressionGibbs = RegressionGibbs(),
     prior: NIGPrior = NIGPrior(),
     chunk: int = CHUNK,
-) -> list[GibbsPosterior | FitFailure]:
+) -> list[DrawsPosterior | FitFailure]:
     """B&S 2019 Gibbs-SS-Noisy (or -Known) for M data sets X (M, N, d+1) bias last, y (M, N), keys (M,): data set
     m is released at (ε, δ) with the first half of split(keys[m]) and sampled with the second; the sampler runs
     `chunk` data sets at a time in one compiled program (the last chunk padded to the same shape). Returns a
-    GibbsPosterior per data set, or its FitFailure where a draw is not finite."""
+    DrawsPosterior per data set, or its FitFailure where a draw is not finite."""
     chunk = positive_int("chunk", chunk)
     count, d = np.shape(X)[0], np.shape(X)[-1] - 1
     release_keys, sampler_keys = problem_keys(keys, count)
@@ -144,7 +135,7 @@ def bs2019_batch(
         "draws": gibbs.draws,
         "thin": gibbs.thin,
     }
-    out: list[GibbsPosterior | FitFailure] = []
+    out: list[DrawsPosterior | FitFailure] = []
     for first in range(0, count, chunk):
         index = np.arange(first, first + chunk) % count if count > chunk else np.arange(count)
         thetas, counts = gibbs_sample(
@@ -183,7 +174,7 @@ def bs2019_naive_batch(
     delta: float | None,
     release: RegressionRelease = RegressionRelease(),
     prior: NIGPrior = NIGPrior(),
-) -> list[NIGPosterior | FitFailure]:
+) -> list[ClosedFormPosterior | FitFailure]:
     """Noise-naive SS (§2.6) for M data sets: z at the full (ε, δ) (release.moments is not used: nothing spends on
     moments) with the release key `bs2019_batch` uses, then the NIG update of the PSD-projected Ĝ(z) as if exact."""
     count, d = np.shape(X)[0], np.shape(X)[-1] - 1
@@ -195,7 +186,7 @@ def bs2019_naive_batch(
         update = jax.vmap(lambda z, n: nig_parameters(project_psd(gram(z, n, d)), n, prior))
         mu, chol, a_n, b_n = (np.asarray(a) for a in update(jnp.asarray(released.z), jnp.asarray(released.n)))
     facts = release_facts(release, epsilon, delta, d) | {"moments": "none"}
-    out: list[NIGPosterior | FitFailure] = []
+    out: list[ClosedFormPosterior | FitFailure] = []
     for m in range(count):
         if not (np.all(np.isfinite(mu[m])) and np.all(np.isfinite(chol[m])) and b_n[m] > 0):
             out.append(
@@ -203,11 +194,9 @@ def bs2019_naive_batch(
             )
             continue
         out.append(
-            NIGPosterior(
-                mu=mu[m],
-                chol=chol[m],
-                a_n=float(a_n[m]),
-                b_n=float(b_n[m]),
+            ClosedFormPosterior(
+                law=NIGLaw(mu[m], chol[m], float(a_n[m]), float(b_n[m])),
+                kind=NIG,
                 theta_names=theta_names(d),
                 sites=theta_sites(d),
                 method=NAIVE_METHOD,
@@ -217,7 +206,7 @@ def bs2019_naive_batch(
     return out
 
 
-def bs2019_posterior(X, y, *, key, epsilon: float, delta: float = 1e-5, **options) -> GibbsPosterior:
+def bs2019_posterior(X, y, *, key, epsilon: float, delta: float = 1e-5, **options) -> DrawsPosterior:
     """B&S 2019 for one data set X (N, d+1) bias last, y (N,): problem m of `bs2019_batch` when keys[m] = key.
 
     options: RegressionRelease fields (bound_x, bound_y, mechanism, neighbouring, moments), RegressionGibbs
@@ -239,7 +228,7 @@ def bs2019_posterior(X, y, *, key, epsilon: float, delta: float = 1e-5, **option
     )
 
 
-def naive_ss_posterior(X, y, *, key, epsilon: float, delta: float = 1e-5, **options) -> NIGPosterior:
+def naive_ss_posterior(X, y, *, key, epsilon: float, delta: float = 1e-5, **options) -> ClosedFormPosterior:
     """The noise-naive SS posterior of one data set (`bs2019_naive_batch` with keys [key]).
 
     options: RegressionRelease fields (moments unused) and NIGPrior fields (the posterior is exact: no sampler)."""

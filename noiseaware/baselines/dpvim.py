@@ -9,7 +9,7 @@ post-processing of the same trace that the noise-aware fit uses (§3.3). With th
             |slope| < κ;   if none passes, t0_j = ⌊T/2⌋ and the coordinate is flagged not converged,
     φ̄_j   = mean_{t ≥ t0_j} φ_{t,j},     v_j = population variance of φ_{t,j} over t ≥ t0_j,
     φ^(k) = c + sqrt(v) ⊙ ξ_k,  ξ_k ~ N(0, I_P),   c = φ_T ("last") or φ̄ ("average"),
-    θ^(k) = μ^(k) + softplus(ρ^(k)) ⊙ η_k,  η_k ~ N(0, I_d)  (done by NoiseAwarePosterior.sample).
+    θ^(k) = μ^(k) + softplus(ρ^(k)) ⊙ η_k,  η_k ~ N(0, I_d)  (done by MixturePosterior.sample).
 
 The convergence test, the tail mean and the tail variance mirror DPVIm's released code [C]; the formula
 that turns (c, v) into a posterior is an inference of the spec, marked [I] there: DPVIm documents none.
@@ -23,16 +23,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..posteriors.mixture import DPVImPosterior
+from ..posteriors.mixture import DPVIM, MixturePosterior
 from ..trace import Trace
 from ..util.defaults import DRAWS
 from ..util.diagnostics import Diagnostics
 from ..util.errors import DIVERGED, FitFailure
 from ..util.keys import as_key, standard_normal
 
-__all__ = ["dpvim_posterior", "convergence_start", "CENTRES"]
+__all__ = ["CENTRES", "convergence_start", "dpvim_posterior"]
 
-CENTRES = ("last", "average", "empirical")
+_CENTRES = {
+    "last": "the last iterate φ_T spread by the variance of the converged trace tail",
+    "average": "the tail average φ̄ spread by the variance of the converged trace tail",
+    "empirical": "iterates drawn from the converged trace tail",
+}
+CENTRES = tuple(_CENTRES)
 """The choices of the centre c: φ_T, the tail mean φ̄, or rows drawn from the converged tail."""
 
 
@@ -55,6 +60,14 @@ class DPVImDiagnostics(Diagnostics):
         """How many fits had a coordinate whose trace never passed the convergence test."""
         return {"simulations_not_converged": int(sum(bool(r.any_not_converged) for r in records))} if records else {}
 
+    def describe(self, posterior) -> list[str]:
+        draws = posterior.optimum_chains.shape[0] * posterior.optimum_chains.shape[1]
+        parts = [f"{draws} draws of φ: " + _CENTRES.get(self.centre, f"centre {self.centre}")]
+        not_converged = np.asarray(self.not_converged, bool)
+        if not_converged.any():
+            parts.append(f"{int(not_converged.sum())} of {not_converged.size} coordinates not converged")
+        return parts
+
 
 def dpvim_posterior(
     trace: Trace,
@@ -64,7 +77,7 @@ def dpvim_posterior(
     centre: str = "last",
     threshold: float = 0.05,
     windows: int = 10,
-) -> DPVImPosterior:
+) -> MixturePosterior:
     """The DPVIm posterior of a trace: `draws` draws of φ (1, draws, P) around the centre, diagonal spread v.
 
     trace: T steps of φ (T, P), with φ_T from `trace.final_iterate()`; the trace needs
@@ -75,7 +88,7 @@ def dpvim_posterior(
                   per coordinate and with no Gaussian noise added: the tail's own spread is the spread.
     threshold κ > 0 bounds |fitted total drift| over a converged tail; windows ≥ 2 sets Δw = ⌊(T+1)/windows⌋.
 
-    Returns a DPVImPosterior with method "dpvim", no Hessian, and diagnostics converged_from (P,)
+    Returns a MixturePosterior of kind DPVIM with method "dpvim", no Hessian, and diagnostics converged_from (P,)
     int t0, not_converged (P,) bool, any_not_converged, tail_mean φ̄ (P,), tail_variance v (P,), centre,
     threshold, windows. Its `sample` draws θ from the mixture (1/K) Σ_k N(μ^(k), diag softplus(ρ^(k))²).
     """
@@ -93,10 +106,11 @@ def dpvim_posterior(
     else:
         centre_point = rows[-1] if centre == "last" else tail_mean
         phi = centre_point + np.sqrt(tail_variance) * standard_normal(key, (draws, rows.shape[1]))
-    return DPVImPosterior.from_trace(
+    return MixturePosterior.from_trace(
         trace,
         phi[None],
         method="dpvim",
+        kind=DPVIM,
         diagnostics=DPVImDiagnostics(
             converged_from=t0,
             not_converged=not_converged,

@@ -25,20 +25,19 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
-from ..posteriors.draws import StoredDraws
+from ..posteriors.draws import DrawsPosterior
 from ..util.checks import choice, positive_int, probability
 from .expfam import BetaBernoulli, DirichletCategorical, Family, GammaExponential, family
 from .mechanisms import NEIGHBOURING, Neighbouring, check_epsilon, keys_for
-from .sampled import BaselinePosterior, ReleaseDiagnostics
+from .sampled import ReleaseDiagnostics
 
-__all__ = ["OPSPosterior", "OPSSettings", "Region", "ops_batch", "region", "temperature"]
+__all__ = ["OPSDiagnostics", "OPSSettings", "Region", "ops_batch", "region", "temperature"]
 
 MECHANISM = "one posterior sample (exponential mechanism)"
 
@@ -96,33 +95,23 @@ def temperature(epsilon: float, draws: int, reg: Region, neighbouring: str) -> f
     return min(1.0, epsilon / (draws * factor * reg.log_likelihood_range))
 
 
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class OPSPosterior(StoredDraws, BaselinePosterior):
-    """The k released OPS draws of θ, chains (1, k, d): their empirical distribution."""
+@dataclasses.dataclass(frozen=True)
+class OPSDiagnostics(ReleaseDiagnostics):
+    """The release of OPS: its k draws θ (k, d) are the released values, with the temperature among the facts."""
 
-    chains: np.ndarray
-    diagnostics: ReleaseDiagnostics
+    def describe(self, posterior) -> list[str]:
+        draws = posterior.chains.shape[1]
+        return super().describe(posterior) + [f"{draws} draws at temperature t = {self.release['temperature']:.3g}"]
 
-    kind: ClassVar[str] = "one posterior sample (OPS) release"
 
-    def __post_init__(self):
-        super().__post_init__()
-        object.__setattr__(self, "chains", np.asarray(self.chains, np.float64))
-
-    def saved_draws(self, key=None) -> np.ndarray:
-        """The released draws (no key)."""
-        return self.chains
-
-    def _details(self) -> list[str]:
-        release = self.diagnostics.release
-        return [f"{self.chains.shape[1]} draws at temperature t = {release['temperature']:.3g}"]
+OPS = "one posterior sample (OPS) release"
 
 
 def ops_batch(
     model: str, x, *, keys, epsilon: float, delta: float | None = None, settings: OPSSettings = OPSSettings()
-) -> list[OPSPosterior]:
+) -> list[DrawsPosterior]:
     """OPS for M data sets x (M, N) of `model` (M1–M3) at ε (pure DP: δ unused): data set m's k draws use
-    keys[m]. Returns one OPSPosterior per data set."""
+    keys[m]. Returns one posterior per data set: its k released draws (1, k, d), their empirical distribution."""
     epsilon = check_epsilon(epsilon)
     x = np.asarray(x)
     fam = family(model, x.shape[1])
@@ -145,12 +134,13 @@ def ops_batch(
         "bound": reg.record_bound,
     }
     return [
-        OPSPosterior(
-            chains=d[None],
-            theta_names=fam.theta_names,
+        DrawsPosterior(
+            d[None],
+            "ops",
+            names=fam.theta_names,
             sites=fam.sites,
-            method="ops",
-            diagnostics=ReleaseDiagnostics(released=d, release=facts),
+            diagnostics=OPSDiagnostics(released=d, release=facts),
+            kind=OPS,
         )
         for d in draws
     ]

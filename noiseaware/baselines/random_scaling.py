@@ -28,13 +28,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..posteriors.mixture import RandomScalingPosterior
+from ..posteriors.mixture import RANDOM_SCALING, MixturePosterior
 from ..trace import BURN_IN, Trace, kept_steps
 from ..util.defaults import DRAWS
 from ..util.diagnostics import Diagnostics
 from ..util.keys import as_key
 
-__all__ = ["GRID", "RandomScalingDiagnostics", "pivot_bank", "random_scaling_posterior", "random_scaling_variance"]
+__all__ = [
+    "GRID",
+    "RandomScalingDiagnostics",
+    "pivot_bank",
+    "random_scaling_posterior",
+    "random_scaling_variance",
+]
 
 GRID = 1000
 """Steps of the simulated Brownian paths (the pivot's quantiles within 1 % of their limits)."""
@@ -52,6 +58,10 @@ class RandomScalingDiagnostics(Diagnostics):
     scaling: np.ndarray
     iterates: int
 
+    def describe(self, posterior) -> list[str]:
+        draws = posterior.optimum_chains.shape[0] * posterior.optimum_chains.shape[1]
+        return [f"{draws} draws of φ* from the pivot of {self.iterates} iterates"]
+
 
 def random_scaling_variance(params: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """φ̄ (P,) and V (P,) of iterates params (n, P) (module doc)."""
@@ -62,9 +72,7 @@ def random_scaling_variance(params: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return average, np.sum(deviations**2, axis=0) / n**2
 
 
-def random_scaling_posterior(
-    trace: Trace, *, key, draws: int = DRAWS, burn_in: float = BURN_IN
-) -> RandomScalingPosterior:
+def random_scaling_posterior(trace: Trace, *, key, draws: int = DRAWS, burn_in: float = BURN_IN) -> MixturePosterior:
     """The random-scaling posterior of a trace: `draws` draws of φ* (1, draws, P) from the pivot (module doc),
     over the iterates after the first ⌊burn_in·T⌋ steps."""
     start = trace.steps - kept_steps(trace, burn_in)
@@ -77,10 +85,11 @@ def random_scaling_posterior(
         pick = jax.random.randint(k_pick, (draws, size), 0, bank.shape[0])
         signs = jax.random.rademacher(k_sign, (draws, size), jnp.float64)
         phi = np.asarray(jnp.asarray(average) - signs * bank[pick] * jnp.sqrt(jnp.asarray(variance) / n), np.float64)
-    return RandomScalingPosterior.from_trace(
+    return MixturePosterior.from_trace(
         trace,
         phi[None],
         method="random-scaling",
+        kind=RANDOM_SCALING,
         diagnostics=RandomScalingDiagnostics(average=average, scaling=variance, iterates=n),
         info={"burn_in": burn_in},
     )

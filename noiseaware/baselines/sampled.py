@@ -1,52 +1,53 @@
 """The posteriors of the sufficient-statistic baselines (docs/baselines.md §1, §2), behind the `Posterior` protocol.
 
-Both kinds are posteriors over the model's unconstrained θ (d,), with the model's sites (`sites`) where known:
+Both are posteriors over the model's unconstrained θ (d,), with the model's sites (`sites`) where known:
 
-* `GibbsPosterior` (bs2018, bs2019): the noise-aware sampler's draws θ (chains, draws, d); its mean, sd
-  and central intervals are those of the stored draws, so they need no key.
-* `ClosedFormPosterior` (the noise-naive bs2018-naive, bs2019-naive): marginals θ_j = g_j(X_j) with X_j a
-  one-dimensional law and g_j increasing, so the central interval is exact, g_j(F_j⁻¹(α/2)), g_j(F_j⁻¹(1 − α/2)),
-  and E[θ_j], sd[θ_j] are 1-D integrals; draws (and so summaries on the sites' scale, and the draws a saved
-  file holds) need a key.
+* the noise-aware Gibbs samplers (bs2018, bs2019) give their draws θ (chains, draws, d) as a `DrawsPosterior` of
+  kind GIBBS (`gibbs_posterior`): mean, sd and central intervals are those of the stored draws, with no key;
+* `ClosedFormPosterior` (the noise-naive bs2018-naive, bs2019-naive) holds a `ClosedForm` law whose marginals are
+  θ_j = g_j(X_j) with X_j a one-dimensional law and g_j increasing, so the central interval is exact,
+  g_j(F_j⁻¹(α/2)), g_j(F_j⁻¹(1 − α/2)), and E[θ_j], sd[θ_j] are 1-D integrals; draws (and so summaries on the
+  sites' scale, and the draws a saved file holds) need a key.
 
-`BaselinePosterior` holds what they share: the one-line description and `save`, which writes an ArviZ-style
-netCDF file (`save_draws`); sampling, summaries and the repr are `PosteriorBase`'s. Their diagnostics are
-typed: `ReleaseDiagnostics` (the released statistic and the privacy facts) and `GibbsDiagnostics` (those, the
-mixing and the support fallbacks), each with the `summarise` a coverage study reports.
+Their diagnostics are typed: `ReleaseDiagnostics` (the released statistic and the privacy facts) and
+`GibbsDiagnostics` (those, the mixing and the support fallbacks), each with the `summarise` a coverage study
+reports and the `describe` a posterior's one-line description shows.
 """
 
 from __future__ import annotations
 
-import abc
 import dataclasses
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, Protocol
 
+import jax
 import numpy as np
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 
 from ..posteriors.base import PosteriorBase, tail_probability
-from ..posteriors.draws import BASELINE_SCHEMA, DRAWS_SCHEMA_VERSION, StoredDraws, save_draws
+from ..posteriors.draws import DrawsPosterior, draws_attrs, save_draws
 from ..posteriors.mixture import DEFAULT_THETA_DRAWS
 from ..trace.sites import SiteMap, SiteSpec
 from ..util.diagnostics import Diagnostics, MixingDiagnostics
 from ..util.errors import DIVERGED, FitFailure
 from ..util.files import plain
+from ..util.notes import Note
 
 __all__ = [
+    "GIBBS",
     "RELEASE_FACTS",
-    "BaselinePosterior",
+    "ClosedForm",
     "ClosedFormPosterior",
     "GibbsDiagnostics",
-    "GibbsPosterior",
     "ReleaseDiagnostics",
     "chain_mixing",
     "gibbs_posterior",
     "single",
 ]
 
+GIBBS = "Bernstein–Sheldon noise-aware posterior (Gibbs)"
 TAIL = 1e-15
 """Probability left out of each tail when a closed form's moments are integrated."""
 
@@ -96,6 +97,11 @@ class ReleaseDiagnostics(Diagnostics):
         facts = records[0].release
         return {"release": {name: plain(facts[name]) for name in RELEASE_FACTS if name in facts}}
 
+    def describe(self, posterior) -> list[str]:
+        """The release: ε, the mechanism and the δ it spent."""
+        facts = self.release
+        return [f"ε = {facts['epsilon']:g} ({facts['mechanism']}, δ spent {facts['delta']:g})"]
+
 
 @dataclasses.dataclass(frozen=True)
 class GibbsDiagnostics(MixingDiagnostics, ReleaseDiagnostics):
@@ -127,6 +133,16 @@ class GibbsDiagnostics(MixingDiagnostics, ReleaseDiagnostics):
             | ReleaseDiagnostics.summarise(records)
         )
 
+    def describe(self, posterior) -> list[str]:
+        """The release, then the draws and their mixing."""
+        chains, draws = posterior.chains.shape[:2]
+        return super().describe(posterior) + [
+            f"{chains} × {draws} draws",
+            f"max R-hat {self.max_rhat:.4g}",
+            f"min ESS {self.min_ess:.4g}",
+            f"{self.fallbacks} support fallbacks",
+        ]
+
 
 def chain_mixing(chains: np.ndarray) -> dict[str, Any]:
     """Split R-hat, ESS and IAT = chains·draws/ESS per coordinate (d,), their extremes; draws (chains, draws, d)."""
@@ -138,106 +154,6 @@ def chain_mixing(chains: np.ndarray) -> dict[str, Any]:
         "min_ess": float(np.min(ess)),
         "iat": chains.shape[0] * chains.shape[1] / ess,
     }
-
-
-# ---------------------------------------------------------------- the shared base
-
-
-@dataclasses.dataclass(frozen=True, eq=False, kw_only=True, repr=False)
-class BaselinePosterior(PosteriorBase, abc.ABC):
-    """A posterior over θ (d,) with labels theta_names (d,), the registered method that made it, its
-    diagnostics (a `ReleaseDiagnostics`, so it knows its release) and the model's sites (None when unknown)."""
-
-    theta_names: tuple[str, ...]
-    diagnostics: ReleaseDiagnostics
-    method: str
-    sites: tuple[SiteSpec, ...] | None = None
-
-    kind: ClassVar[str]
-
-    def __post_init__(self):
-        if not isinstance(self.diagnostics, ReleaseDiagnostics):
-            raise TypeError(f"diagnostics must be a ReleaseDiagnostics record; got {type(self.diagnostics).__name__}")
-        object.__setattr__(self, "theta_names", tuple(self.theta_names))
-        if self.sites is not None:
-            object.__setattr__(self, "sites", tuple(self.sites))
-            if SiteMap(self.sites).dim != len(self.theta_names):
-                raise ValueError(f"the sites describe d = {SiteMap(self.sites).dim}, θ has d = {len(self.theta_names)}")
-
-    @abc.abstractmethod
-    def _sample(self, key, n: int) -> np.ndarray:
-        """n ≥ 1 draws of θ, (n, d); key a jax PRNG key."""
-
-    @abc.abstractmethod
-    def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
-        """The central `level` credible interval of each θ_j, (d,) ends."""
-
-    @abc.abstractmethod
-    def saved_draws(self, key=None) -> np.ndarray:
-        """The θ draws (chains, draws, d) a saved file holds."""
-
-    @abc.abstractmethod
-    def _details(self) -> list[str]:
-        """The parts of the one-line description that belong to the kind of posterior."""
-
-    def describe(self) -> str:
-        """One line: what it is, the method, the release and the kind's own facts."""
-        facts = self.diagnostics.release
-        release = f"ε = {facts['epsilon']:g} ({facts['mechanism']}, δ spent {facts['delta']:g})"
-        return f"{self.kind}: " + ", ".join([f"method {self.method}", release, *self._details()])
-
-    def save(self, path: str | os.PathLike, key=None, *, overwrite: bool = False) -> None:
-        """Write `saved_draws(key)` and the diagnostics to a netCDF file, atomically (`save_draws`); an existing
-        file is replaced only with `overwrite=True`."""
-        save_draws(path, self.saved_draws(key), self.theta_names, self._attrs(), sites=self.sites, overwrite=overwrite)
-
-    def _attrs(self) -> dict[str, Any]:
-        return {
-            "schema": BASELINE_SCHEMA,
-            "schema_version": DRAWS_SCHEMA_VERSION,
-            "kind": type(self).__name__,
-            "description": self.kind,
-            "method": self.method,
-            "diagnostics_type": type(self.diagnostics).__name__,
-            "diagnostics": json.dumps(plain(dict(self.diagnostics))),
-        }
-
-
-# ---------------------------------------------------------------- Gibbs draws
-
-
-@dataclasses.dataclass(frozen=True, eq=False, kw_only=True, repr=False)
-class GibbsPosterior(StoredDraws, BaselinePosterior):
-    """The Gibbs draws θ (chains, draws, d) of a noise-aware sufficient-statistic sampler (bs2018, bs2019)."""
-
-    chains: np.ndarray
-    diagnostics: GibbsDiagnostics
-
-    kind: ClassVar[str] = "Bernstein–Sheldon noise-aware posterior (Gibbs)"
-
-    def __post_init__(self):
-        super().__post_init__()
-        chains = np.asarray(self.chains, np.float64)
-        if chains.ndim != 3 or chains.shape[-1] != len(self.theta_names):
-            raise ValueError(
-                f"chains must be (chains, draws, d) with d = {len(self.theta_names)} theta_names; "
-                f"got shape {chains.shape}"
-            )
-        object.__setattr__(self, "chains", chains)
-
-    def saved_draws(self, key=None) -> np.ndarray:
-        """The stored chains (no key)."""
-        return self.chains
-
-    def _details(self) -> list[str]:
-        chains, draws = self.chains.shape[:2]
-        d = self.diagnostics
-        return [
-            f"{chains} × {draws} draws",
-            f"max R-hat {d.max_rhat:.4g}",
-            f"min ESS {d.min_ess:.4g}",
-            f"{d.fallbacks} support fallbacks",
-        ]
 
 
 def single(outcomes: Sequence) -> Any:
@@ -256,21 +172,22 @@ def gibbs_posterior(
     sites: Sequence[SiteSpec] | None = None,
     diagnostics: type[GibbsDiagnostics] = GibbsDiagnostics,
     **facts,
-) -> GibbsPosterior | FitFailure:
-    """One problem's GibbsPosterior from its draws θ (chains, draws, d) of the model with these `sites`, with their
-    mixing facts and `facts` (the other fields of `diagnostics`); its FitFailure (DIVERGED) when a draw
-    is not finite."""
+) -> DrawsPosterior | FitFailure:
+    """One problem's posterior (a `DrawsPosterior` of kind GIBBS) from its draws θ (chains, draws, d) of the model
+    with these `sites`, with their mixing facts and `facts` (the other fields of `diagnostics`); its FitFailure
+    (DIVERGED) when a draw is not finite."""
     if not np.all(np.isfinite(chains)):
         return FitFailure(
             DIVERGED,
             f"{method}: the Gibbs sampler produced non-finite draws of θ (a numerical failure of this problem's fit)",
         )
-    return GibbsPosterior(
-        chains=chains,
-        theta_names=theta_names,
-        method=method,
+    return DrawsPosterior(
+        chains,
+        method,
+        names=tuple(theta_names),
         sites=sites,
         diagnostics=diagnostics(**chain_mixing(chains), **facts),
+        kind=GIBBS,
     )
 
 
@@ -280,29 +197,57 @@ Marginal = tuple[Any, Callable[[np.ndarray], np.ndarray]]
 """(X_j, g_j): a frozen scipy.stats law and an increasing map with θ_j = g_j(X_j)."""
 
 
-@dataclasses.dataclass(frozen=True, eq=False, kw_only=True, repr=False)
-class ClosedFormPosterior(BaselinePosterior):
-    """A posterior known in closed form whose marginals are increasing maps of 1-D laws (`marginals`)."""
+class ClosedForm(Protocol):
+    """A law of θ (d,) known in closed form: exact draws, marginals θ_j = g_j(X_j), and its parameters."""
 
-    kind: ClassVar[str] = "noise-naive sufficient-statistic posterior"
+    def draw(self, key: jax.Array, n: int) -> np.ndarray:
+        """n exact draws of θ, (n, d)."""
+        ...
 
-    @abc.abstractmethod
     def marginals(self) -> list[Marginal]:
         """(X_j, g_j) for j = 1..d."""
+        ...
 
-    @abc.abstractmethod
     def parameters(self) -> dict[str, Any]:
         """The closed form's parameters (written to saved files)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True, repr=False)
+class ClosedFormPosterior(PosteriorBase):
+    """A posterior over θ (d,) known in closed form (`law`, a `ClosedForm`): the noise-naive bs2018-naive and
+    bs2019-naive. theta_names (d,); method; diagnostics (a `ReleaseDiagnostics`: it knows its release); the model's
+    sites (None when unknown); kind: what it is, in words; notes: the fit's remarks."""
+
+    law: ClosedForm
+    theta_names: tuple[str, ...]
+    method: str
+    diagnostics: ReleaseDiagnostics
+    sites: tuple[SiteSpec, ...] | None = None
+    kind: str = "noise-naive sufficient-statistic posterior"
+    notes: tuple[Note, ...] = ()
+
+    def __post_init__(self):
+        if not isinstance(self.diagnostics, ReleaseDiagnostics):
+            raise TypeError(f"diagnostics must be a ReleaseDiagnostics record; got {type(self.diagnostics).__name__}")
+        object.__setattr__(self, "theta_names", tuple(self.theta_names))
+        if self.sites is not None:
+            object.__setattr__(self, "sites", tuple(self.sites))
+            if SiteMap(self.sites).dim != len(self.theta_names):
+                raise ValueError(f"the sites describe d = {SiteMap(self.sites).dim}, θ has d = {len(self.theta_names)}")
+
+    def _sample(self, key, n: int) -> np.ndarray:
+        return self.law.draw(key, n)
 
     def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
         """Exact: g_j(F_j⁻¹(α/2)) and g_j(F_j⁻¹(1 − α/2)), (d,) each (no key)."""
         alpha = tail_probability(level)
-        ends = np.array([[g(law.ppf(p)) for law, g in self.marginals()] for p in (alpha, 1.0 - alpha)], np.float64)
+        ends = np.array([[g(law.ppf(p)) for law, g in self.law.marginals()] for p in (alpha, 1.0 - alpha)], np.float64)
         return ends[0], ends[1]
 
     def moments(self) -> tuple[np.ndarray, np.ndarray]:
         """E[g_j(X_j)] and sd[g_j(X_j)] by adaptive quadrature between the 1e-15 and 1 − 1e-15 quantiles, (d,) each."""
-        mean, sd = np.array([_transformed_moments(law, g) for law, g in self.marginals()], np.float64).T
+        mean, sd = np.array([_transformed_moments(law, g) for law, g in self.law.marginals()], np.float64).T
         return mean, sd
 
     def _exact_moments(self) -> tuple[np.ndarray, np.ndarray]:
@@ -311,17 +256,19 @@ class ClosedFormPosterior(BaselinePosterior):
     def _exact_interval(self, level: float) -> tuple[np.ndarray, np.ndarray]:
         return self.interval(level)
 
-    def saved_draws(self, key=None) -> np.ndarray:
-        """DEFAULT_THETA_DRAWS exact draws as one chain, (1, draws, d): the key is required."""
+    def describe(self) -> str:
+        """One line: the kind, the method, the release and "exact closed form"."""
+        details = [f"method {self.method}", *self.diagnostics.describe(self), "exact closed form"]
+        return f"{self.kind}: " + ", ".join(details)
+
+    def save(self, path: str | os.PathLike, key=None, *, overwrite: bool = False) -> None:
+        """Write DEFAULT_THETA_DRAWS exact draws (one chain; the key is required), the parameters and the diagnostics
+        to a netCDF file, atomically (`save_draws`); an existing file is replaced only with `overwrite=True`."""
         if key is None:
             raise ValueError(f"a {self.kind} is saved with draws of θ from its closed form: pass key=… to save")
-        return self.sample(key, DEFAULT_THETA_DRAWS)[None]
-
-    def _details(self) -> list[str]:
-        return ["exact closed form"]
-
-    def _attrs(self) -> dict[str, Any]:
-        return super()._attrs() | {"parameters": json.dumps(plain(self.parameters()))}
+        attrs = draws_attrs(self, parameters=json.dumps(plain(self.law.parameters())))
+        theta = self.sample(key, DEFAULT_THETA_DRAWS)[None]
+        save_draws(path, theta, self.theta_names, attrs, sites=self.sites, overwrite=overwrite)
 
 
 def _transformed_moments(law, g) -> tuple[float, float]:

@@ -15,7 +15,7 @@ import jax
 from .. import models
 from ..checks import diagnose_if_long_enough
 from ..methods.fit import fit
-from ..posteriors.mixture import NoiseAwarePosterior
+from ..posteriors.mixture import MixturePosterior
 from ..trace import Trace
 from ..util.keys import as_key
 from ..util.notes import gather
@@ -86,7 +86,7 @@ def route_options(args) -> dict:
     return given | {"progress": True}
 
 
-def fit_reporting_warnings(trace: Trace, method: str, **options) -> NoiseAwarePosterior:
+def fit_reporting_warnings(trace: Trace, method: str, **options) -> MixturePosterior:
     """`fit(trace, method, **options)`, its warnings printed as `warning: …` lines on stderr, each once."""
     with reporting_warnings():
         return fit(trace, method, **options)

@@ -17,7 +17,7 @@ import numpy as np
 from .. import models
 from ..baselines.naive import naive_posterior
 from ..models.builtin import GAMMA_PRIOR
-from ..posteriors.mixture import NoiseAwarePosterior
+from ..posteriors.mixture import MixturePosterior
 from ..posteriors.summary import comparison_table
 from ..recording.dpvi import record_dpvi
 from ..recording.settings import SettingsHint
@@ -146,9 +146,7 @@ def is_demo_folder(directory: str | Path) -> bool:
         return False
 
 
-def _m1_comparison(
-    posteriors: Mapping[str, NoiseAwarePosterior], theta: float, x: np.ndarray, epsilon: float, key
-) -> str:
+def _m1_comparison(posteriors: Mapping[str, MixturePosterior], theta: float, x: np.ndarray, epsilon: float, key) -> str:
     """True λ, the exact non-private posterior, the DPVI last iterate and the noise-aware posterior (mean, sd
     and central interval of λ)."""
     prior_shape, prior_rate = GAMMA_PRIOR

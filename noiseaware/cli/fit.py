@@ -20,7 +20,7 @@ from ..methods.registry import DEFAULT_REGISTRY
 from ..models.benchmark import BenchmarkModel
 from ..plots.trace_panels import coordinate_names
 from ..posteriors.figure import coordinate_sites, site_elements
-from ..posteriors.mixture import NoiseAwarePosterior
+from ..posteriors.mixture import MixturePosterior
 from ..posteriors.summary import comparison_table
 from ..trace import Trace, TraceError
 from ..util.figures import select_columns
@@ -246,7 +246,7 @@ def _plot_path(outputs: Outputs, name: str) -> Path:
     return outputs.file(name, "--plot", PLOT_SUFFIXES, f"a plot file ends in {', '.join(PLOT_SUFFIXES)}")
 
 
-def _naive_column(trace: Trace) -> dict[str, NoiseAwarePosterior]:
+def _naive_column(trace: Trace) -> dict[str, MixturePosterior]:
     """{"naive": the last-iterate posterior}, or nothing (with a note) when the trace cannot give φ_T."""
     try:
         return {"naive": naive_posterior(trace)}
@@ -255,7 +255,7 @@ def _naive_column(trace: Trace) -> dict[str, NoiseAwarePosterior]:
         return {}
 
 
-def _diagnostics_lines(post: NoiseAwarePosterior, method: str) -> list[str]:
+def _diagnostics_lines(post: MixturePosterior, method: str) -> list[str]:
     """The route's scalar record in two lines, each only when it has entries: `options:` the settings it ran
     with (fields of the method's options class), `diagnostics:` what it found (R-hat, ESS, divergences first);
     a field at its record's default (e.g. scale_model "linear", unless a repair changed it) is left out."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..baselines.pvi import combine, prior_gaussian, split_clients
 from ..models.benchmark import BenchmarkModel
-from ..posteriors.mixture import PVIPosterior
+from ..posteriors.mixture import PVI, MixturePosterior
 from ..recording.dpvi import record_dpvi_batch
 from ..trace import Trace
 from ..trace.families import MEAN_FIELD
@@ -62,6 +62,11 @@ class PVIDiagnostics(Diagnostics):
     dropped: int
     client_steps: int
 
+    def describe(self, posterior) -> list[str]:
+        draws = posterior.optimum_chains.shape[0] * posterior.optimum_chains.shape[1]
+        text = f"{self.clients} clients' factors combined, {draws} component(s)"
+        return [text + (f"; {self.dropped} joint draws without a positive precision dropped" if self.dropped else "")]
+
 
 def client_traces(bm: BenchmarkModel, data, keys, *, clients: int, epsilon: float, delta: float) -> list[Trace]:
     """The P·M clients' DPVI traces (problem p's client m at p·M + m) of P data sets (P, N, …), keys (P,)."""
@@ -97,10 +102,11 @@ def _run(method: Method, batch: Batch, keys, opts: PVIOptions, combine_clients) 
     return [combine_clients(traces[p * m : (p + 1) * m], split[p][1], prior) for p in range(len(batch))]
 
 
-def _posterior(traces, combined: np.ndarray, method: str, dropped: int) -> PVIPosterior:
+def _posterior(traces, combined: np.ndarray, method: str, dropped: int) -> MixturePosterior:
     """The mixture over combined φ = (mean, softplus⁻¹(sd)) (K, 2d), labelled by the first client's trace."""
     first = traces[0]
-    return PVIPosterior(
+    return MixturePosterior(
+        kind=PVI,
         optimum_chains=combined[None],
         hessian_chains=None,
         extra_noise_chains=None,

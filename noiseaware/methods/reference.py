@@ -13,7 +13,7 @@ from ..util.defaults import DRAWS, WARMUP
 from ..util.keys import as_key
 from .base import Problem, per_problem
 
-__all__ = ["NONPRIVATE", "NonPrivateOptions", "NonPrivatePosterior", "nonprivate_posterior"]
+__all__ = ["NONPRIVATE", "NONPRIVATE_KIND", "NonPrivateOptions", "nonprivate_posterior"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,14 +30,11 @@ class NonPrivateOptions:
         flag("progress", self.progress)
 
 
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class NonPrivatePosterior(DrawsPosterior):
-    """The posterior given the data itself: NUTS draws of θ, no privacy (a reference, never a release)."""
-
-    kind = "non-private posterior (NUTS on the data)"
+NONPRIVATE_KIND = "non-private posterior (NUTS on the data)"
+"""The posterior given the data itself: NUTS draws of θ, no privacy (a reference, never a release)."""
 
 
-def nonprivate_posterior(problem: Problem, key, options: NonPrivateOptions) -> NonPrivatePosterior:
+def nonprivate_posterior(problem: Problem, key, options: NonPrivateOptions) -> DrawsPosterior:
     """θ (1, draws, d) from the non-private posterior of the logistic regression on the problem's data:
     numpyro NUTS with a dense mass matrix (the one-hot blocks and the bias are collinear), one chain."""
     mcmc = MCMC(
@@ -48,7 +45,7 @@ def nonprivate_posterior(problem: Problem, key, options: NonPrivateOptions) -> N
     )
     mcmc.run(as_key(key), **problem.data)
     theta = np.asarray(mcmc.get_samples()["theta"], np.float64)
-    return NonPrivatePosterior(theta[None], "nonprivate", sites=problem.model.site_map.sites)
+    return DrawsPosterior(theta[None], "nonprivate", sites=problem.model.site_map.sites, kind=NONPRIVATE_KIND)
 
 
 NONPRIVATE = per_problem(

@@ -1,7 +1,7 @@
 """The gradient model's three routes as methods: exact quadrature, Laplace and NUTS (docs/method.md §2).
 
 Each fits the same Bayesian linear gradient model to every trace of a batch in one vmapped computation
-and returns `NoiseAwarePosterior`s. Their options share the gradient-model settings (prior, burn-in, K
+and returns noise-aware `MixturePosterior`s. Their options share the gradient-model settings (prior, burn-in, K
 draws of φ*) and add the route's own. Warnings that concern the model (weakly identified slopes) or the
 route (grid edges, mixing) are `Note`s kept on each posterior (`post.notes`); `fit` issues them as warnings,
 the studies and the tuner count them.
@@ -28,7 +28,7 @@ from ..inference.gradient_model import (
     select_rows,
     slope_estimates,
 )
-from ..posteriors.mixture import NoiseAwarePosterior
+from ..posteriors.mixture import MixturePosterior
 from ..trace import BURN_IN, Trace, kept_steps
 from ..util.checks import choice, flag, fraction, positive_int, probability
 from ..util.defaults import DRAWS, WARMUP
@@ -273,8 +273,8 @@ def _gradient_model(trace: Trace, prior: Prior, burn_in: float, model_prior=None
 
 def _posterior(
     trace: Trace, result: Draws, method: str, prior: str, burn_in: float, model_prior: bool, notes: tuple[Note, ...]
-) -> NoiseAwarePosterior:
-    return NoiseAwarePosterior.from_trace(
+) -> MixturePosterior:
+    return MixturePosterior.from_trace(
         trace,
         result.optimum,
         method=method,

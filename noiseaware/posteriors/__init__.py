@@ -1,17 +1,15 @@
-"""Posteriors over θ: the noise-aware mixture over the VI optimum and the baselines' posteriors, behind one protocol."""
+"""Posteriors over θ behind one protocol: mixtures over the VI optimum (the noise-aware posterior and the trace
+baselines, told apart by their `kind`) and posteriors known by their draws."""
 
 from .base import Posterior
 from .draws import DrawsPosterior
 from .files import load_posterior
-from .mixture import DPVImPosterior, MixturePosterior, NaivePosterior, NoiseAwarePosterior
+from .mixture import MixturePosterior
 from .summary import PosteriorSummary
 
 __all__ = [
-    "DPVImPosterior",
     "DrawsPosterior",
     "MixturePosterior",
-    "NaivePosterior",
-    "NoiseAwarePosterior",
     "Posterior",
     "PosteriorSummary",
     "load_posterior",

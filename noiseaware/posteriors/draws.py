@@ -1,5 +1,5 @@
-"""Posteriors known by stored draws of θ (MCMC chains): the shared resampling, interval and file logic, and
-`DrawsPosterior`, the plain such posterior (e.g. the non-private reference).
+"""Posteriors known by stored draws of θ (MCMC chains, released draws): `DrawsPosterior`, its resampling,
+intervals and file.
 
 θ draws (C, K, d) in the model's unconstrained space. `resample` draws from the stored draws (without
 replacement while n ≤ C·K); intervals are empirical quantiles; summaries are those of the stored draws (no
@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import numpy as np
@@ -24,14 +24,16 @@ from ..trace.sites import SiteSpec
 from ..util.diagnostics import Diagnostics, NoDiagnostics, diagnostics_type
 from ..util.files import atomic_write, plain
 from ..util.keys import as_key
+from ..util.notes import Note
 from .base import PosteriorBase, tail_probability
 
 __all__ = [
     "BASELINE_SCHEMA",
     "DRAWS_SCHEMA",
     "DRAWS_SCHEMA_VERSION",
+    "DRAWS_KIND",
     "DrawsPosterior",
-    "StoredDraws",
+    "draws_attrs",
     "draws_interval",
     "read_draws",
     "resample",
@@ -42,9 +44,13 @@ __all__ = [
 
 DRAWS_SCHEMA = "noiseaware-draws-posterior"
 BASELINE_SCHEMA = "noiseaware-baseline-posterior"
-"""The schema of a data baseline's saved draws (`baselines.sampled`): read back like any file of draws."""
+"""The schema of the data baselines' files of draws written before every file of draws had one schema: read back
+like any file of draws."""
 DRAWS_SCHEMA_VERSION = 1
 DRAWS_GROUP = "posterior"
+DRAWS_KIND = "posterior known by its draws"
+OLDER_CLASSES = ("DrawsPosterior",)
+"""What older files of draws wrote as their `kind`: a class name, not a kind."""
 
 
 def resample(draws: np.ndarray, key, n: int) -> np.ndarray:
@@ -131,19 +137,58 @@ def read_draws(tree: xr.DataTree, path: Path) -> DrawsPosterior:
     diagnostics = diagnostics_type(str(attrs.get("diagnostics_type", ""))).from_mapping(
         json.loads(attrs.get("diagnostics", "{}"))
     )
+    kind = str(attrs.get("description", attrs.get("kind", DRAWS_KIND)))  # older baseline files: "description"
     return DrawsPosterior(
         theta.values,
         str(attrs.get("method", "unknown")),
         tuple(str(name) for name in theta["theta_dim"].values),
         diagnostics,
         sites_from_attrs(attrs),
+        kind=DRAWS_KIND if kind in OLDER_CLASSES else kind,
+        notes=tuple(Note(**note) for note in json.loads(attrs.get("notes", "[]"))),
     )
 
 
-class StoredDraws(PosteriorBase):
-    """What a posterior known by its draws `chains` (C, K, d) computes from them (mixed into such classes)."""
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class DrawsPosterior(PosteriorBase):
+    """A posterior known by its draws θ (chains, draws, d): the non-private reference, DP-SGLD, the bootstrap,
+    the Bernstein–Sheldon Gibbs samplers, OPS.
+
+    method: the registered method that made it; names: θ's coordinate names (default: the site map's, else
+    'theta[j]'); diagnostics: its typed record (whose `describe` gives the description's details); sites: the
+    model's sites (None when unknown); kind: what it is, in words; notes: the fit's remarks (`Note`s). Draws,
+    intervals and summaries come from the stored draws: no key is needed.
+    """
 
     chains: np.ndarray
+    method: str
+    names: tuple[str, ...] | None = None
+    diagnostics: Diagnostics = NoDiagnostics()
+    sites: tuple[SiteSpec, ...] | None = None
+    kind: str = DRAWS_KIND
+    notes: tuple[Note, ...] = ()
+
+    def __post_init__(self):
+        chains = np.asarray(self.chains, np.float64)
+        if chains.ndim != 3 or chains.shape[0] * chains.shape[1] < 1:
+            raise ValueError(f"chains must be (chains, draws, d) with at least one draw; got shape {chains.shape}")
+        object.__setattr__(self, "chains", chains)
+        if self.names is not None:
+            object.__setattr__(self, "names", tuple(self.names))
+            if len(self.names) != chains.shape[-1]:
+                raise ValueError(f"names has {len(self.names)} labels for d = {chains.shape[-1]}")
+        if self.sites is not None:
+            object.__setattr__(self, "sites", tuple(self.sites))
+            if self.site_map.dim != chains.shape[-1]:
+                raise ValueError(f"the sites describe d = {self.site_map.dim}, the draws d = {chains.shape[-1]}")
+
+    @property
+    def theta_names(self) -> tuple[str, ...]:
+        if self.names is not None:
+            return self.names
+        if self.sites is not None:
+            return self.site_map.theta_names()
+        return tuple(f"theta[{j}]" for j in range(self.chains.shape[-1]))
 
     @property
     def draws(self) -> np.ndarray:
@@ -162,57 +207,24 @@ class StoredDraws(PosteriorBase):
         """Quantiles α/2 and 1 − α/2 of the stored draws, (d,) each (no key: nothing is drawn)."""
         return draws_interval(self.draws, level)
 
-
-@dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class DrawsPosterior(StoredDraws):
-    """θ draws (chains, draws, d), with the method that made them, coordinate names (default: the site map's,
-    else 'theta[j]'), diagnostics and the model's sites (None when unknown)."""
-
-    chains: np.ndarray
-    method: str
-    names: tuple[str, ...] | None = None
-    diagnostics: Diagnostics = NoDiagnostics()
-    sites: tuple[SiteSpec, ...] | None = None
-
-    kind: ClassVar[str] = "posterior known by its draws"
-
-    def __post_init__(self):
-        chains = np.asarray(self.chains, np.float64)
-        if chains.ndim != 3 or chains.shape[0] * chains.shape[1] < 1:
-            raise ValueError(f"chains must be (chains, draws, d) with at least one draw; got shape {chains.shape}")
-        object.__setattr__(self, "chains", chains)
-        if self.names is not None and len(self.names) != chains.shape[-1]:
-            raise ValueError(f"names has {len(self.names)} labels for d = {chains.shape[-1]}")
-        if self.sites is not None:
-            object.__setattr__(self, "sites", tuple(self.sites))
-        if self.sites is not None and self.site_map.dim != chains.shape[-1]:
-            raise ValueError(f"the sites describe d = {self.site_map.dim}, the draws d = {chains.shape[-1]}")
-
-    @property
-    def theta_names(self) -> tuple[str, ...]:
-        if self.names is not None:
-            return tuple(self.names)
-        if self.sites is not None:
-            return self.site_map.theta_names()
-        return tuple(f"theta[{j}]" for j in range(self.chains.shape[-1]))
-
     def describe(self) -> str:
+        """One line: the kind, the method and the diagnostics' details (default: the number of draws)."""
         chains, draws = self.chains.shape[:2]
-        return f"{self.kind}: method {self.method}, {chains} × {draws} draws of θ"
+        details = self.diagnostics.describe(self) or [f"{chains} × {draws} draws of θ"]
+        return f"{self.kind}: " + ", ".join([f"method {self.method}", *details])
 
     def save(self, path: str | os.PathLike, key=None, *, overwrite: bool = False) -> None:
         """Write the draws to a netCDF file (.nc) atomically (no key: the draws are stored as they are); an
         existing file is replaced only with `overwrite=True`."""
-        save_draws(
-            path,
-            self.chains,
-            self.theta_names,
-            {
-                "kind": type(self).__name__,
-                "method": self.method,
-                "diagnostics_type": type(self.diagnostics).__name__,
-                "diagnostics": json.dumps(plain(dict(self.diagnostics))),
-            },
-            sites=self.sites,
-            overwrite=overwrite,
-        )
+        save_draws(path, self.chains, self.theta_names, draws_attrs(self), sites=self.sites, overwrite=overwrite)
+
+
+def draws_attrs(post, **more) -> dict[str, Any]:
+    """The root attributes of a file of a posterior's draws: its kind, method, diagnostics and notes (and `more`)."""
+    return {
+        "kind": post.kind,
+        "method": post.method,
+        "diagnostics_type": type(post.diagnostics).__name__,
+        "diagnostics": json.dumps(plain(dict(post.diagnostics))),
+        "notes": json.dumps([plain(dataclasses.asdict(note)) for note in post.notes]),
+    } | more

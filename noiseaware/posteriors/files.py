@@ -23,35 +23,39 @@ from ..util.diagnostics import diagnostics_type
 from ..util.notes import Note
 from .draws import BASELINE_SCHEMA, DRAWS_GROUP, DRAWS_SCHEMA, DrawsPosterior, read_draws, sites_from_attrs
 from .mixture import (
+    DPVIM,
     GROUP,
     ITERATES,
+    NAIVE,
+    NOISE_AWARE,
+    PVI,
+    RANDOM_SCALING,
     SCHEMA,
     SCHEMA_VERSION,
-    DPVImPosterior,
     MixturePosterior,
-    NaivePosterior,
-    NoiseAwarePosterior,
-    PVIPosterior,
-    RandomScalingPosterior,
 )
 
-__all__ = ["KINDS", "load_posterior"]
+__all__ = ["load_posterior"]
 
 DRAWS_SCHEMAS = (DRAWS_SCHEMA, BASELINE_SCHEMA)
 """The schemas of files of θ draws: `save_draws`'s own, and the data baselines'."""
 
 
-KINDS = {
-    cls.__name__: cls
-    for cls in (NoiseAwarePosterior, NaivePosterior, DPVImPosterior, RandomScalingPosterior, PVIPosterior)
+OLDER_KINDS = {
+    "NoiseAwarePosterior": NOISE_AWARE,
+    "NaivePosterior": NAIVE,
+    "DPVImPosterior": DPVIM,
+    "RandomScalingPosterior": RANDOM_SCALING,
+    "PVIPosterior": PVI,
 }
-"""The mixture posteriors by class name, as saved in a posterior file's `kind` attribute."""
-_KIND_OF_METHOD = {"naive": "NaivePosterior", "dpvim": "DPVImPosterior", "random-scaling": "RandomScalingPosterior"}
+"""The kinds of files written when each kind had its own class (their `kind` attribute named the class)."""
+OLDEST_KINDS = {"naive": "NaivePosterior", "dpvim": "DPVImPosterior", "random-scaling": "RandomScalingPosterior"}
+"""The class of files written before they named it, by their method."""
 
 
 def load_posterior(path: str | os.PathLike) -> MixturePosterior | DrawsPosterior:
     """Read a posterior file, validating its schema: what `MixturePosterior.save` writes (noise-aware, naive,
-    DPVIm, …) as the type it was saved from, and what a posterior known by its draws writes (`save_draws`: the
+    DPVIm, …) as a `MixturePosterior` of its kind, and what a posterior known by its draws writes (`save_draws`: the
     non-private reference, DP-SGLD, the bootstrap and the data baselines) as a `DrawsPosterior`."""
     path = Path(path)
     if not path.is_file():
@@ -76,12 +80,13 @@ def load_posterior(path: str | os.PathLike) -> MixturePosterior | DrawsPosterior
         sites = sites_from_attrs(attrs)
         iterates = _read_iterates(tree[ITERATES].to_dataset(), sites) if ITERATES in tree.children else None
         method = str(attrs["method"])
-        kind = KINDS[str(attrs.get("kind", _KIND_OF_METHOD.get(method, "NoiseAwarePosterior")))]
+        kind = str(attrs.get("kind", OLDEST_KINDS.get(method, "NoiseAwarePosterior")))
         diagnostics = diagnostics_type(str(attrs.get("diagnostics_type", ""))).from_mapping(
             json.loads(attrs["diagnostics"])
         )
         checks = json.loads(attrs.get("checks", "null"))  # older files: no trace checks
-        return kind(
+        return MixturePosterior(
+            kind=OLDER_KINDS.get(kind, kind),
             optimum_chains=model["optimum"].values,
             hessian_chains=model["hessian"].values if "hessian" in model else None,
             extra_noise_chains=model["extra_noise"].values if "extra_noise" in model else None,

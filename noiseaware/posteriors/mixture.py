@@ -6,14 +6,15 @@ With draws φ*_k, k = 1..K, the posterior over the unconstrained θ (d,) is
 
 Σ(φ) the variational family's covariance (`trace.families`: diag(softplus(ρ)²) for mean-field, L Lᵀ for
 full-rank, diag(softplus(ρ)²) + B Bᵀ for low-rank), so E[θ] = E[μ*] and Var[θ_j] = Var[μ*_j] + E[Σ_jj(φ*)];
-the marginals (intervals, quantiles) are mixtures of normals with sds sqrt(Σ_jj(φ*_k)). `NoiseAwarePosterior`
-draws φ* from the gradient model; `NaivePosterior` is the last iterate (K = 1, no Hessian); `DPVImPosterior`
-spreads φ* by the converged tail of the trace; `RandomScalingPosterior` by the random-scaling pivot. Each keeps
-the trace's iterates μ_t (DP-released) for plots and ArviZ.
-One file format holds all three (`save`, `to_arviz`); `posteriors.files.load_posterior` returns the right type.
+the marginals (intervals, quantiles) are mixtures of normals with sds sqrt(Σ_jj(φ*_k)). One type holds them
+all, told apart by their `kind` and their diagnostics: the noise-aware posterior draws φ* from the gradient
+model; the naive one is the last iterate (K = 1, no Hessian); DPVIm spreads φ* by the converged tail of the
+trace, random scaling by its pivot, partitioned VI combines clients' factors. Each keeps the trace's iterates
+μ_t (DP-released) for plots and ArviZ. One file format holds them all (`save`, `to_arviz`;
+`posteriors.files.load_posterior`).
 
 Why this module is long: the mixture's components (any variational family), draws, exact marginals, summaries
-and its ArviZ form are the methods of one frozen object that the three posteriors share.
+and its ArviZ form are the methods of one frozen object that every posterior over the VI optimum shares.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -48,12 +49,12 @@ from .draws import site_attrs
 from .summary import UNCONSTRAINED, constrain
 
 __all__ = [
-    "DPVImPosterior",
+    "DPVIM",
     "MixturePosterior",
-    "NaivePosterior",
-    "NoiseAwarePosterior",
-    "PVIPosterior",
-    "RandomScalingPosterior",
+    "NAIVE",
+    "NOISE_AWARE",
+    "PVI",
+    "RANDOM_SCALING",
     "trace_facts",
     "trace_iterates",
 ]
@@ -64,6 +65,12 @@ GROUP = "gradient_model"
 ITERATES = "dpvi"
 """The file's and `to_arviz`'s group of the trace's iterates μ_t."""
 DEFAULT_THETA_DRAWS = DRAWS
+NOISE_AWARE = "noise-aware posterior"
+NAIVE = "naive posterior"
+DPVIM = "DPVIm posterior"
+RANDOM_SCALING = "random-scaling posterior (frequentist, from the iterates)"
+PVI = "partitioned-VI posterior (clients' factors combined)"
+"""The kinds of posterior over the VI optimum: the gradient model's, and the trace baselines'."""
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -80,7 +87,9 @@ class MixturePosterior(PosteriorBase):
     (ε, δ, σ, steps, burn-in); iterates (T, d): the trace's μ_t, t = 0..T−1 (`trace_iterates`; DP-released
     values), or None. checks: the trace's `TraceDiagnosis` (set by `fit`), whose `theta_verdicts()` say which
     θ coordinates the trace checks trust; None when the checks were off. notes: the fit's remarks (`Note`s: weak
-    identification, grid edges, mixing, the checks' findings) as data, issued as warnings by `fit`.
+    identification, grid edges, mixing, the repair) as data, issued as warnings by `fit`. kind: what it is, in
+    words (NOISE_AWARE, "naive posterior", "DPVIm posterior", …); the one-line description takes its details
+    from the diagnostics where they have their own (`Diagnostics.describe`).
     """
 
     optimum_chains: np.ndarray
@@ -97,8 +106,7 @@ class MixturePosterior(PosteriorBase):
     family: str = MEAN_FIELD
     factor: str = "mean"
     notes: tuple[Note, ...] = ()
-
-    kind: ClassVar[str] = "posterior over the VI optimum"
+    kind: str = NOISE_AWARE
 
     def __post_init__(self):
         if not isinstance(self.diagnostics, Diagnostics):
@@ -270,8 +278,9 @@ class MixturePosterior(PosteriorBase):
         )
 
     def describe(self) -> str:
-        """One line: what the posterior is, how it was made and its main diagnostics."""
-        return f"{self.kind}: " + ", ".join(self._details())
+        """One line: what the posterior is, how it was made and its main diagnostics (the diagnostics' own words
+        where they have them, `Diagnostics.describe`)."""
+        return f"{self.kind}: " + ", ".join(self.diagnostics.describe(self) or self._details())
 
     def _details(self) -> list[str]:
         """The parts of the one-line description after the kind: method, prior, draws, main diagnostics."""
@@ -361,7 +370,7 @@ class MixturePosterior(PosteriorBase):
         return {
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
-            "kind": type(self).__name__,
+            "kind": self.kind,
             "method": self.method,
             "variational_family": self.family,
             "factor": self.factor,
@@ -386,71 +395,6 @@ class MixturePosterior(PosteriorBase):
         atomic_write(
             path, lambda temporary: self.to_arviz(key).to_netcdf(temporary, engine="h5netcdf"), overwrite=overwrite
         )
-
-
-@dataclasses.dataclass(frozen=True, repr=False)
-class NoiseAwarePosterior(MixturePosterior):
-    """The noise-aware posterior: K draws of φ* (and A, u) from the gradient model fitted to a trace."""
-
-    kind: ClassVar[str] = "noise-aware posterior"
-
-
-@dataclasses.dataclass(frozen=True, repr=False)
-class NaivePosterior(MixturePosterior):
-    """The naive baseline: the last iterate's q_{φ_T} (K = 1, no Hessian), unaware of the DP noise."""
-
-    kind: ClassVar[str] = "naive posterior"
-
-    def _details(self) -> list[str]:
-        return ["the DPVI last iterate φ_T, ignores the DP noise"]
-
-
-_DPVIM_CENTRES = {
-    "last": "the last iterate φ_T spread by the variance of the converged trace tail",
-    "average": "the tail average φ̄ spread by the variance of the converged trace tail",
-    "empirical": "iterates drawn from the converged trace tail",
-}
-
-
-@dataclasses.dataclass(frozen=True, repr=False)
-class DPVImPosterior(MixturePosterior):
-    """The DPVIm-style baseline: φ spread around a centre by the variance of the converged trace tail."""
-
-    kind: ClassVar[str] = "DPVIm posterior"
-
-    def _details(self) -> list[str]:
-        draws = self.optimum_chains.shape[0] * self.optimum_chains.shape[1]
-        centre = self.diagnostics.get("centre")
-        parts = [f"{draws} draws of φ: " + _DPVIM_CENTRES.get(centre, f"centre {centre}")]
-        not_converged = np.asarray(self.diagnostics.get("not_converged", ()), bool)
-        if not_converged.any():
-            parts.append(f"{int(not_converged.sum())} of {self.n_params} coordinates not converged")
-        return parts
-
-
-@dataclasses.dataclass(frozen=True, repr=False)
-class RandomScalingPosterior(MixturePosterior):
-    """φ* drawn from the random-scaling pivot of the iterate average (`baselines.random_scaling`): frequentist."""
-
-    kind: ClassVar[str] = "random-scaling posterior (frequentist, from the iterates)"
-
-    def _details(self) -> list[str]:
-        draws = self.optimum_chains.shape[0] * self.optimum_chains.shape[1]
-        return [f"{draws} draws of φ* from the pivot of {self.diagnostics.get('iterates')} iterates"]
-
-
-@dataclasses.dataclass(frozen=True, repr=False)
-class PVIPosterior(MixturePosterior):
-    """Partitioned VI over clients: φ of q = p Π_m (q_m / p), one component per joint draw of the clients' factors
-    (`baselines.pvi`; one component, the clients' last iterates combined, for plain DP-PVI)."""
-
-    kind: ClassVar[str] = "partitioned-VI posterior (clients' factors combined)"
-
-    def _details(self) -> list[str]:
-        clients, dropped = self.diagnostics.get("clients"), self.diagnostics.get("dropped", 0)
-        draws = self.optimum_chains.shape[0] * self.optimum_chains.shape[1]
-        text = f"{clients} clients' factors combined, {draws} component(s)"
-        return [text + (f"; {dropped} joint draws without a positive precision dropped" if dropped else "")]
 
 
 def trace_facts(trace: Trace, **more) -> dict[str, Any]:

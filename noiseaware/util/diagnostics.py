@@ -55,6 +55,11 @@ class Diagnostics(Mapping[str, Any]):
         """The facts of many fits of one method that a study reports (none by default)."""
         return {}
 
+    def describe(self, posterior) -> list[str]:
+        """The parts of `posterior`'s one-line description (after its kind) that these facts give, e.g. ["method
+        dpvim", "1000 draws of φ: …"]; [] (the default) leaves the description to the posterior."""
+        return []
+
 
 @dataclasses.dataclass(frozen=True)
 class NoDiagnostics(Diagnostics):
