@@ -1,5 +1,5 @@
-"""The `noiseaware` command line: `account`, `tune`, `preflight`, `record`, `fit`, `coverage`, `calibrate`, `report`,
-`demo`.
+"""The `noiseaware` command line: `account`, `tune`, `preflight`, `record`, `fit`, `coverage`, `calibrate`, `study`,
+`report`, `demo`.
 
     noiseaware account --epsilon 0.1 0.3 1.0          # σ for each ε (PLD accountant)
     noiseaware account --noise-multiplier 37.81       # ε spent by a given σ
@@ -12,6 +12,7 @@
     noiseaware fit m1.nc --method exact --out m1-posterior.nc --plot m1.png
     noiseaware coverage --model M1 --epsilon 0.1 1 --methods exact,nuts,naive --simulations 500 --out cov/
     noiseaware coverage --model M1 --epsilon 0.1 1 --out cov/ --workers 2    # the same study, resumed on 2 workers
+    noiseaware study privacy-utility --model M1 --epsilons 0.3 1 3 --out pu/   # any kind of study, by its design
     noiseaware report cov/                            # a study's progress and tables, from its directory
     noiseaware calibrate --dataset adult --epsilon 0.1 1 --methods exact,nuts,laplace,naive,dpvim --runs 20 \\
         --out cal/
@@ -54,7 +55,7 @@ from .. import __version__
 from ..util.compilation import use_compilation_cache
 from ..util.errors import FitFailure, UserError
 from ..util.hints import speaking_cli
-from . import account, calibrate, coverage, demo, fit, record, report, tune
+from . import account, calibrate, coverage, demo, fit, record, report, study, tune
 from .data import DataError, load_data
 
 __all__ = ["DataError", "build_parser", "is_user_error", "load_data", "main"]
@@ -67,7 +68,7 @@ REPORT = (
     "this is a bug in noiseaware (or in plug-in code it ran), not in what you typed: please report it on "
     "noiseaware's issue tracker with the command line and the traceback above"
 )
-COMMANDS = (account, tune, record, fit, coverage, calibrate, report, demo)
+COMMANDS = (account, tune, record, fit, coverage, calibrate, study, report, demo)
 """The command modules, in the order of `noiseaware --help`: each has add_parser(subparsers) and run(args)."""
 
 

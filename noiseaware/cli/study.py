@@ -1,4 +1,11 @@
-"""What `coverage` and `calibrate` share as studies: --out DIR holds the study, run where asked.
+"""`noiseaware study KIND`, and what it, `coverage` and `calibrate` share as studies: --out DIR holds the study,
+run where asked.
+
+    noiseaware study privacy-utility --model M1 --epsilons 0.3 1 3 --out pu/ --workers 2
+
+`study` runs any registered kind that has a design (`StudyKind.design`, a frozen dataclass): its flags are the
+design's fields (--field-name, typed by the field's annotation, with its default and the help in its metadata),
+so a new kind of study needs no code here.
 
     --workers N            N local worker processes (a Dask LocalCluster, or spawned processes with
                            --engine processes), each pinned to its share of the cores
@@ -15,10 +22,13 @@ are rebuilt from the tasks). Each finished part is printed and saved through its
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+import types
+import typing
 from pathlib import Path
 
-from ..studies import Plan, StudyDirectory, get_kind, open_executor, run_study
+from ..studies import KINDS, Plan, StudyDirectory, StudyKind, get_kind, open_executor, run_study
 from .options import positive_int
 from .outputs import Outputs
 
@@ -91,3 +101,63 @@ def run_cli_study(args, plan: Plan) -> int:
             kind.save(summary, result, Path(out), outputs.force)
             print(f"wrote {', '.join(str(Path(out) / name) for name in kind.files(summary))}")
     return 0
+
+
+def add_parser(subparsers) -> None:
+    """`noiseaware study KIND …` for every registered kind with a design."""
+    designed = [kind for kind in KINDS.values() if kind.design is not None]
+    parser = subparsers.add_parser(
+        "study",
+        help="run a kind of study from its design: " + ", ".join(kind.name for kind in designed),
+        description="Run a kind of study in --out DIR as tasks, resumably (docs/studies.md); "
+        "`noiseaware study KIND --help` lists the kind's settings.",
+    )
+    chosen = parser.add_subparsers(title="kinds of study", dest="kind", required=True)
+    for kind in designed:
+        sub = chosen.add_parser(kind.name, help=kind.description, description=kind.description)
+        settings = sub.add_argument_group("the study's settings (its design)")
+        hints = typing.get_type_hints(kind.design)
+        for field in dataclasses.fields(kind.design):
+            _add_field(settings, field, hints[field.name])
+        sub.add_argument("--out", required=True, metavar="DIR", help="the study's folder (created when missing)")
+        sub.add_argument("--force", action="store_true", help="replace the study's summary files where they exist")
+        add_workers(sub, "the study lives in --out DIR: finished tasks are kept there, and the same command resumes it")
+        sub.add_argument(
+            "--resume",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="resume a directory that holds this study (default); --no-resume refuses it",
+        )
+        sub.set_defaults(run=run, study_kind=kind)
+
+
+def run(args) -> int:
+    kind: StudyKind = args.study_kind
+    values = {field.name: getattr(args, field.name) for field in dataclasses.fields(kind.design)}
+    design = kind.design(**{name: tuple(v) if isinstance(v, list) else v for name, v in values.items()})
+    return run_cli_study(args, kind.plan(design))
+
+
+def _add_field(group, field: dataclasses.Field, annotation) -> None:
+    """--field-name for one field of a design: its type from the annotation (int, float, str, bool, a tuple of one
+    of those: one or more values; X | None: optional), its default, and its help from field.metadata["help"]."""
+    flag = "--" + field.name.replace("_", "-")
+    required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+    default = (
+        None if required else (field.default if field.default is not dataclasses.MISSING else field.default_factory())
+    )
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else ()
+    if options:  # X | None
+        annotation = next(option for option in options if option is not type(None))
+    text = field.metadata.get("help", "")
+    shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
+    text += "" if required or default is None else f" (default: {shown})"
+    if annotation is bool:
+        group.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=text)
+    elif typing.get_origin(annotation) is tuple:
+        element = typing.get_args(annotation)[0]
+        group.add_argument(flag, type=element, nargs="+", default=default, required=required, help=text)
+    else:
+        group.add_argument(
+            flag, type=annotation, default=default, required=required, help=text, metavar=field.name.upper()
+        )

@@ -1,12 +1,17 @@
-"""Studies that outgrow one process: coverage and calibration as tasks with durable, verified results (data,
-never pickles) in a study directory, run on any `concurrent.futures` executor (in-process, spawned processes,
-Dask), resumable, merged exactly; kinds of study declared by one contract (`StudyKind`, docs/studies.md)."""
+"""Studies that outgrow one process: coverage, calibration and the other kinds as tasks with durable, verified
+results (data, never pickles) in a study directory, run on any `concurrent.futures` executor (in-process, spawned
+processes, Dask), resumable, merged exactly; kinds of study declared by one contract (`StudyKind`,
+docs/studies.md), one module each in `studies/kinds/`, all imported here."""
 
-from .calibration import CALIBRATION, calibration_plan, calibration_study
-from .coverage import COVERAGE, coverage_plan, coverage_study
+import importlib
+import pkgutil
+
+from . import kinds
 from .directory import PlanMismatch, StudyDirectory, StudyLocked
 from .executors import InProcessExecutor, dask_scheduler, local_cluster, open_executor, pin_threads, process_pool
-from .kinds import KINDS, StudyKind, get_kind, register_kind
+from .kind import KINDS, StudyKind, get_kind, register_kind
+from .kinds.calibration import CALIBRATION, calibration_plan, calibration_study
+from .kinds.coverage import COVERAGE, coverage_plan, coverage_study
 from .plan import Plan, kind_plan, merge_record
 from .runner import StudyError, StudyRun, TaskError, WorkersLost, run_plan, run_study
 from .tasks import Task, make_task
@@ -43,3 +48,7 @@ __all__ = [
     "run_plan",
     "run_study",
 ]
+
+for _module in pkgutil.iter_modules(kinds.__path__):  # each kind registers itself on import
+    importlib.import_module(f"{kinds.__name__}.{_module.name}")
+del _module

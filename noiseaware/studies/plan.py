@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..util.fingerprint import canonical, fingerprint
-from .kinds import get_kind
+from .kind import get_kind
 from .tasks import VERSIONS, Task, make_task
 
 __all__ = ["FORMAT", "Plan", "differences", "kind_plan", "merge_record"]

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from ..util.errors import UserError
 from .directory import StudyDirectory, StudyError
 from .executors import InProcessExecutor
-from .kinds import KINDS
+from .kind import KINDS
 from .plan import Plan, merge_record
 from .tasks import Task, execute, pack
 

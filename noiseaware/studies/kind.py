@@ -11,10 +11,15 @@ A kind is a small record of pure functions, in the spirit of optax's `GradientTr
     render(summary, Result)  → (text, [warning lines])   the tables a command prints
     files(summary)           → [names]    the summary files `save` writes, checked before any work
     save(summary, Result, directory, overwrite)           writes them
+    design, plan(design) → Plan           optional: the kind's settings as a frozen dataclass (defaults and
+                                          help in its fields) and its plan; `noiseaware study KIND` builds its
+                                          flags from the design's fields
 
 A spec is a frozen dataclass whose `canonical` data (`util.fingerprint`) determines its results: it names the
 tasks, and plan.json keeps it beside the summary, so a study folder is reported from data alone. A new kind is
-one module that builds a `StudyKind` and one `register_kind` call.
+one module in `noiseaware/studies/kinds/` that builds a `StudyKind` and calls `register_kind`: `noiseaware.studies`
+imports every module there, so the kind runs from Python (`run_study(kind.plan(design), out)`), from the command
+line (`noiseaware study KIND`) and in `noiseaware report` with nothing else to edit.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ def _as_is(entries: list[Entry]) -> list[Entry]:
 
 
 class StudyKind(NamedTuple):
-    """One kind of study (module doc); unit: what a part counts ("simulations", "runs")."""
+    """One kind of study (module doc); unit: what a part counts ("simulations", "runs"); description: one line
+    for `noiseaware study --help`."""
 
     name: str
     unit: str
@@ -45,6 +51,9 @@ class StudyKind(NamedTuple):
     files: Callable[[Mapping[str, Any]], list[str]]
     save: Callable[[Mapping[str, Any], Any, Path, bool], None]
     collect: Callable[[list[Entry]], list[Entry]] = _as_is
+    design: type | None = None
+    plan: Callable[[Any], Any] | None = None
+    description: str = ""
 
 
 KINDS: dict[str, StudyKind] = {}
@@ -55,6 +64,8 @@ def register_kind(kind: StudyKind) -> StudyKind:
     """Add `kind` to the registry (a kind of the same name is replaced: a plug-in may refine a built-in)."""
     if not isinstance(kind, StudyKind):
         raise TypeError(f"register_kind takes a StudyKind; got {type(kind).__name__}")
+    if (kind.design is None) != (kind.plan is None):
+        raise TypeError(f"kind {kind.name!r}: a design and its plan come together (give both, or neither)")
     KINDS[kind.name] = kind
     return kind
 

@@ -16,23 +16,23 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
-from ..datasets import Dataset
-from ..evaluation.calibration_experiment import (
+from ...datasets import Dataset
+from ...evaluation.calibration_experiment import (
     CalibrationSpec,
     calibration_part,
     calibration_spec,
     calibration_summary,
     merge_calibration,
 )
-from ..evaluation.calibration_result import CalibrationResult
-from ..evaluation.experiment import warning_lines
-from ..methods.base import Method
-from ..plots import plot_calibration
-from ..util.keys import key_repr, key_text
-from .kinds import Entry, StudyKind, register_kind
-from .levels import Level, as_level, epsilon_text, level_tag, level_text
-from .plan import Plan, kind_plan
-from .runner import run_study
+from ...evaluation.calibration_result import CalibrationResult
+from ...evaluation.experiment import warning_lines
+from ...methods.base import Method
+from ...plots import plot_calibration
+from ...util.keys import key_repr, key_text
+from ..kind import Entry, StudyKind, register_kind
+from ..levels import Level, as_level, epsilon_text, level_tag, level_text
+from ..plan import Plan, kind_plan
+from ..runner import run_study
 
 __all__ = ["CALIBRATION", "REFERENCE", "calibration_plan", "calibration_study"]
 

@@ -16,16 +16,16 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.coverage import CoverageSpec, coverage_part, coverage_spec, coverage_summary, merge_coverage
-from ..evaluation.experiment import warning_lines
-from ..evaluation.result import CoverageResult
-from ..models.benchmark import BenchmarkModel
-from ..plots import plot_coverage, plot_coverage_width
-from ..util.keys import key_repr, key_text
-from .kinds import StudyKind, register_kind
-from .levels import Level, as_level, epsilon_text, level_tag, level_text
-from .plan import Plan, kind_plan
-from .runner import run_study
+from ...evaluation.coverage import CoverageSpec, coverage_part, coverage_spec, coverage_summary, merge_coverage
+from ...evaluation.experiment import warning_lines
+from ...evaluation.result import CoverageResult
+from ...models.benchmark import BenchmarkModel
+from ...plots import plot_coverage, plot_coverage_width
+from ...util.keys import key_repr, key_text
+from ..kind import StudyKind, register_kind
+from ..levels import Level, as_level, epsilon_text, level_tag, level_text
+from ..plan import Plan, kind_plan
+from ..runner import run_study
 
 __all__ = ["COVERAGE", "coverage_plan", "coverage_study"]
 
