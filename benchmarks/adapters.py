@@ -136,7 +136,7 @@ def traces(library: str, data, keys, *, sigma, steps, padded=B) -> list[na.Trace
 def covered(runs: list[na.Trace], optimum: np.ndarray, key, model=None) -> np.ndarray:
     """(M, P) booleans: whether run m's exact-route 90 % interval for coordinate j of φ* covers φ̂_mj (fitted with
     the model's own prior where `model` is given)."""
-    posts = na.fit_batch(runs, method="exact", key=key, diagnostics="off", on_error="skip", model=model)
+    posts = na.fit_batch(runs, method="exact", key=key, checks="off", on_error="skip", model=model)
     inside = []
     for post, phi_hat in zip(posts, optimum):
         if post is None:  # a failed fit counts as not covering

@@ -116,7 +116,7 @@ def linreg_section(traces: int, seed: int) -> dict:
         runs = sims.batch.traces
         verdicts = np.array([na.diagnose(t).theta_verdicts() for t in runs]) != "ok"
         names = runs[0].param_names[: runs[0].dim]
-        posts = na.fit_batch(runs, "exact", key=seed, diagnostics="off")
+        posts = na.fit_batch(runs, "exact", key=seed, checks="off")
         covered = np.array([abs(pit(p, truth)[-1] - 0.5) < 0.45 for p, truth in zip(posts, sims.truth)])
         flagged = verdicts[:, -1]
         out[str(epsilon)] = {

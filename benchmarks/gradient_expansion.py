@@ -51,7 +51,7 @@ def _route(traces) -> tuple[list, np.ndarray, int]:
     """The exact route as users call it (default prior, repair on): its diagnostics, draws of φ* and repairs."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        posts = na.fit_batch(traces, "exact", key=0, draws=2000, diagnostics="off")
+        posts = na.fit_batch(traces, "exact", key=0, draws=2000, checks="off")
     draws = np.stack([p.optimum_chains[0] for p in posts])
     return [p.diagnostics for p in posts], draws, sum("repaired" in p.prior for p in posts)
 

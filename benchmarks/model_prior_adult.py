@@ -31,7 +31,7 @@ RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
 
 def calibration_rmse(traces, data, **fit) -> list[float]:
     """The calibration RMSE of each trace's exact-route posterior predictive on the test rows."""
-    posts = na.fit_batch(traces, "exact", key=0, diagnostics="off", **fit)
+    posts = na.fit_batch(traces, "exact", key=0, checks="off", **fit)
     return [
         calibration_metrics(data.y_test, predictive_probabilities(np.asarray(post.sample(jax.random.key(r), 4000)),
                                                                   data.X_test)).calibration_rmse

@@ -44,7 +44,7 @@ from noiseaware.baselines.sampled import (
 )
 from noiseaware.evaluation.experiment import summarise_diagnostics
 from noiseaware.methods.base import Batch, fit_problems
-from noiseaware.methods.mechanisms import BS2018, BS2018_NAIVE, BS2018NaiveOptions, BS2018Options
+from noiseaware.methods.data_baselines import BS2018, BS2018_NAIVE, BS2018NaiveOptions, BS2018Options
 from noiseaware.models.builtin import get
 from noiseaware.posteriors.base import Posterior
 from noiseaware.util.errors import DIVERGED, FitFailure

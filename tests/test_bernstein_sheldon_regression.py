@@ -25,7 +25,7 @@ from noiseaware.baselines.mechanisms import analytic_gaussian_sigma
 from noiseaware.baselines.regression_gibbs import NIGPrior, RegressionGibbs, theta_names
 from noiseaware.evaluation.experiment import summarise_diagnostics
 from noiseaware.methods.base import Batch, fit_problems
-from noiseaware.methods.mechanisms import BS2019, BS2019_NAIVE, BS2019NaiveOptions, BS2019Options
+from noiseaware.methods.data_baselines import BS2019, BS2019_NAIVE, BS2019NaiveOptions, BS2019Options
 from noiseaware.models.builtin import get
 from noiseaware.posteriors.base import Posterior
 

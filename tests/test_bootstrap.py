@@ -43,12 +43,12 @@ def test_bootstrap_intervals_cover_the_truth_at_about_the_nominal_rate(model):
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        posts = na.fit_batch(traces, "bootstrap", key=0, diagnostics="off", model=model, replicates=40)
+        posts = na.fit_batch(traces, "bootstrap", key=0, checks="off", model=model, replicates=40)
     low, high = np.stack([p.interval(0.9)[0] for p in posts]), np.stack([p.interval(0.9)[1] for p in posts])
     covered = np.mean((np.asarray(theta) > low) & (np.asarray(theta) < high))
     assert abs(covered - 0.9) < 3.5 * np.sqrt(0.09 / 60), covered
     assert posts[0].draws.shape == (40, 1) and posts[0].diagnostics["replicates"] == 40
     with pytest.raises(ValueError, match="simulates data from the model: pass it"):
-        na.fit(traces[0], "bootstrap", key=0, diagnostics="off")
+        na.fit(traces[0], "bootstrap", key=0, checks="off")
     with pytest.raises(ValueError, match="replicates"):
-        na.fit(traces[0], "bootstrap", key=0, diagnostics="off", model=model, replicates=5)
+        na.fit(traces[0], "bootstrap", key=0, checks="off", model=model, replicates=5)

@@ -120,13 +120,13 @@ def fit_frozen(folder):
         sampling_rate=trace.sampling_rate,
         n_examples=trace.n_examples,
     )
-    na.fit(frozen, "exact", key=0, burn_in=0.1, diagnostics="off")
+    na.fit(frozen, "exact", key=0, burn_in=0.1, checks="off")
 
 
 def fit_untyped_plug_in(folder):
     """A plug-in that returns a plain ValueError for its failed fit: a bug, named, not a counted failure."""
     method = na.per_trace("plain", lambda t, k, o: ValueError("no fit"))
-    na.fit(na.Trace.load(folder / "t.nc"), method, key=0, diagnostics="off")
+    na.fit(na.Trace.load(folder / "t.nc"), method, key=0, checks="off")
 
 
 def save_over(folder):

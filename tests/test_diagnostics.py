@@ -224,12 +224,12 @@ def test_fit_warns_by_default_raises_when_asked_and_can_skip(doubled):
         post = na.fit(doubled, "naive", key=0)
     assert post.checks.fired == ("noise",)
     with pytest.raises(TraceCheckError, match="gradient noise below the DP noise"):
-        na.fit(doubled, "exact", key=0, diagnostics="raise")
+        na.fit(doubled, "exact", key=0, checks="raise")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert na.fit(doubled, "naive", key=0, diagnostics="off").checks is None
-    with pytest.raises(ValueError, match="diagnostics must be one of"):
-        na.fit(doubled, "naive", key=0, diagnostics="loud")
+        assert na.fit(doubled, "naive", key=0, checks="off").checks is None
+    with pytest.raises(ValueError, match="checks must be one of"):
+        na.fit(doubled, "naive", key=0, checks="loud")
 
 
 def test_a_good_trace_fits_without_a_check_warning_and_batches_gather_findings(doubled):
@@ -242,7 +242,7 @@ def test_a_good_trace_fits_without_a_check_warning_and_batches_gather_findings(d
         posts = na.fit_batch([doubled, ou_trace(seed=1), doubled], "naive", key=0)
     assert [p.checks.ok for p in posts] == [False, True, False]
     with pytest.raises(TraceCheckError, match="trace 0: "):
-        na.fit_batch([doubled, ou_trace(seed=1)], "naive", key=0, diagnostics="raise")
+        na.fit_batch([doubled, ou_trace(seed=1)], "naive", key=0, checks="raise")
 
 
 def test_the_report_travels_with_the_posterior(doubled, tmp_path):
@@ -296,10 +296,10 @@ def test_cli_fit_prints_the_verdict_and_raises_on_request(doubled, tmp_path, cap
     assert main(["fit", str(tmp_path / "t.npz"), "--method", "laplace"]) == 0
     out = capsys.readouterr().out
     assert "trace checks: 1 of 9 fired on 4 of 4 parameters (gradient noise below the DP noise)" in out
-    assert main(["fit", str(tmp_path / "t.npz"), "--diagnostics", "raise"]) == 2
+    assert main(["fit", str(tmp_path / "t.npz"), "--checks", "raise"]) == 2
     err = capsys.readouterr().err
-    assert "error: the trace checks fired (above); pass --diagnostics warn to fit anyway" in err
-    assert main(["fit", str(tmp_path / "t.npz"), "--method", "laplace", "--diagnostics", "off"]) == 0
+    assert "error: the trace checks fired (above); pass --checks warn to fit anyway" in err
+    assert main(["fit", str(tmp_path / "t.npz"), "--method", "laplace", "--checks", "off"]) == 0
     assert "trace checks" not in capsys.readouterr().out
 
 
@@ -336,5 +336,5 @@ def test_a_study_table_cell_counts_the_flagged_traces():
 
 def test_raise_mode_fits_a_trace_too_short_to_check_with_a_warning():
     with pytest.warns(UserWarning, match="trace checks skipped: fewer than 50 steps"):
-        post = na.fit(ou_trace(steps=60), "naive", key=0, diagnostics="raise")
+        post = na.fit(ou_trace(steps=60), "naive", key=0, checks="raise")
     assert post.checks is None

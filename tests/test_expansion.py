@@ -83,7 +83,7 @@ def test_prior_terms_are_validated_and_other_routes_refuse_them():
     with pytest.raises(ValueError, match="term sets"):
         Prior(terms="coupled")
     with pytest.raises(ValueError, match="exact route only"):
-        na.fit(ou_trace(seed=6), "laplace", key=0, prior="expanded", diagnostics="off")
+        na.fit(ou_trace(seed=6), "laplace", key=0, prior="expanded", checks="off")
 
 
 def _coverage(traces, prior):
@@ -119,10 +119,10 @@ def test_the_posterior_reports_its_terms():
     trace = ou_traces(
         1, steps=4000, hessian=np.array([[400.0, 360, 0, 0], [360, 400, 0, 0], [0, 0, 20, 0], [0, 0, 0, 5]]), seed=8
     )[0]
-    post = na.fit(trace, "exact", key=0, prior="expanded", diagnostics="off", draws=500)
+    post = na.fit(trace, "exact", key=0, prior="expanded", checks="off", draws=500)
     table = post.gradient_terms()
     assert list(table.columns) == ["diagonal", "curved", "coupled", "second-order"]
     np.testing.assert_allclose(table.sum(axis=1), 1.0, rtol=1e-9)
     assert "gradient terms beyond the diagonal" in post.describe()
-    assert na.fit(trace, "exact", key=0, diagnostics="off", draws=500).gradient_terms() is None
+    assert na.fit(trace, "exact", key=0, checks="off", draws=500).gradient_terms() is None
     assert jnp.all(jnp.isfinite(post.optimum_chains))

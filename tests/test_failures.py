@@ -64,13 +64,13 @@ def test_fit_raises_the_failure_and_fit_batch_names_the_trace_or_skips_it(traces
 
     method = na.per_trace("fail-first", fail_first)
     with pytest.raises(FitFailure, match="^no mode$") as raised:
-        na.fit(traces[0], method, key=0, diagnostics="off")
+        na.fit(traces[0], method, key=0, checks="off")
     assert raised.value.reason == NO_OPTIMUM
     with pytest.raises(FitFailure, match="^trace 0: no mode$") as raised:
-        na.fit_batch(traces, method, key=0, diagnostics="off")
+        na.fit_batch(traces, method, key=0, checks="off")
     assert raised.value.__cause__ == FitFailure(NO_OPTIMUM, "no mode")  # chained to the method's own failure
     with pytest.warns(UserWarning, match="1 of 2 fits failed"):
-        skipped = na.fit_batch(traces, method, key=0, diagnostics="off", on_error="skip")
+        skipped = na.fit_batch(traces, method, key=0, checks="off", on_error="skip")
     assert skipped[0] is None and skipped[1].kind == "naive posterior"
 
 

@@ -270,7 +270,7 @@ def test_full_rank_fit_summary_arviz_and_file_round_trip(tmp_path):
     data = correlated_data(400, seed=3)
     trace = record_dpvi(correlated_model, data, key=3, steps=1500, sampling_rate=0.2, clip=5.0, noise_multiplier=1.0,
                         family="full-rank", grad_scale=(1.0, 20.0), lr_multiplier=1.0, init=(0.0, -2.0))  # fmt: skip
-    posterior = na.fit(trace, method="exact", key=1, diagnostics="off")
+    posterior = na.fit(trace, method="exact", key=1, checks="off")
     verdicts = na.diagnose(trace).theta_verdicts()  # one per θ coordinate, over its μ, ρ and row of L
     assert len(verdicts) == 4 and set(na.diagnose(trace).rows) == set(range(4))
     names = [f"theta[{j}]" for j in range(4)]
@@ -288,7 +288,7 @@ def test_full_rank_fit_summary_arviz_and_file_round_trip(tmp_path):
     assert loaded.family == FULL_RANK
     np.testing.assert_array_equal(loaded.optimum_chains, posterior.optimum_chains)
     np.testing.assert_allclose(loaded.sample(jax.random.key(4), 10), posterior.sample(jax.random.key(4), 10))
-    naive = na.fit(trace, method="naive", key=0, diagnostics="off")
+    naive = na.fit(trace, method="naive", key=0, checks="off")
     np.testing.assert_allclose(naive.theta_sd, trace.family.marginal_sd(np.float64(trace.final_params)), rtol=1e-6)
 
 
@@ -360,7 +360,7 @@ def test_the_paper_laplace_style_is_refused_for_a_full_rank_trace():
     optimum, hessian = (0.5, -1.0, -3.0, -2.0, 0.3), (40.0, 400.0, 20.0, 5.0, 300.0)
     (trace,) = ou_traces(1, steps=600, optimum=optimum, hessian=hessian, scale=np.ones(5), family=FULL_RANK)
     with pytest.raises(ValueError, match=r"style='paper' is the research code's Laplace for mean-field traces"):
-        na.fit(trace, "laplace", key=0, style="paper", diagnostics="off")
+        na.fit(trace, "laplace", key=0, style="paper", checks="off")
 
 
 def test_a_coverage_study_runs_unchanged_with_a_low_rank_family():

@@ -236,7 +236,7 @@ def test_a_fit_keeps_its_notes_as_data_and_the_fit_loop_warns_nothing(tmp_path):
     outcomes[0].save(tmp_path / "p.nc", key=0)
     assert na.load_posterior(tmp_path / "p.nc").notes == outcomes[0].notes
     with pytest.warns(FitWarning, match=r"weak identification \(mu:theta\["):
-        na.fit(traces[0], "exact", key=split_keys(0, 2)[0], draws=50, diagnostics="off")
+        na.fit(traces[0], "exact", key=split_keys(0, 2)[0], draws=50, checks="off")
 
 
 def test_a_study_keeps_one_line_per_distinct_warning_with_its_count():

@@ -77,7 +77,7 @@ def test_a_silent_trace_gives_back_the_models_prior(silent_trace):
     prior_low, prior_high = np.quantile(prior, [0.05, 0.95])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        post = na.fit(trace, "exact", key=0, model=bm, diagnostics="off")
+        post = na.fit(trace, "exact", key=0, model=bm, checks="off")
     low, high = (float(x[0]) for x in post.interval(0.9, key=0))
     # close to the prior's own 90 % interval, never a narrow one wherever the iterates sat
     assert high - low > 0.8 * (prior_high - prior_low)
@@ -90,7 +90,7 @@ def test_without_the_model_the_warning_says_the_prior_is_the_traces(silent_trace
     _, trace = silent_trace
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        post = na.fit(trace, "exact", key=0, diagnostics="off")
+        post = na.fit(trace, "exact", key=0, checks="off")
     assert post.info["optimum_prior"] == "trace"
     assert any("centred on the trace's own mean" in str(w.message) for w in caught)
 
@@ -119,14 +119,14 @@ def test_cli_fit_with_the_model_gives_back_the_prior(silent_trace, tmp_path, cap
     _, trace = silent_trace
     path = tmp_path / "silent.nc"
     trace.save(path)
-    status = main(["fit", str(path), "--model", "M1", "--diagnostics", "off"])
+    status = main(["fit", str(path), "--model", "M1", "--checks", "off"])
     out = capsys.readouterr().out
     assert status == 0
     row = next(line for line in out.splitlines() if line.startswith("rate"))
     low, high = (float(x) for x in re.findall(r"\[([-0-9.e+]+), ([-0-9.e+]+)\]", row)[0])
     assert low < 3.1 and high > 4.8
     assert "φ*'s prior from the model" in out
-    assert main(["fit", str(path), "--model", "M2", "--diagnostics", "off"]) == 2
+    assert main(["fit", str(path), "--model", "M2", "--checks", "off"]) == 2
     assert "latent sites" in capsys.readouterr().err
 
 

@@ -32,7 +32,7 @@ def test_random_scaling_intervals_cover_the_optimum_of_ou_traces_at_the_nominal_
     """200 OU traces with known φ* (each coordinate's relaxation time ≤ 60 steps, 3200 kept iterates): the 90 %
     intervals of φ* cover within 3.5 binomial se of 0.9 per coordinate, and the method needs no gradient model."""
     traces = ou_traces(200, lr=4e-3, seed=1)
-    posts = na.fit_batch(traces, "random-scaling", key=0, diagnostics="off")
+    posts = na.fit_batch(traces, "random-scaling", key=0, checks="off")
     draws = np.stack([p.optimum_chains[0] for p in posts])
     low, high = np.quantile(draws, [0.05, 0.95], axis=1)
     coverage = ((np.asarray(OPTIMUM) > low) & (np.asarray(OPTIMUM) < high)).mean(axis=0)

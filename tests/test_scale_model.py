@@ -63,7 +63,7 @@ def test_scale_model_is_validated():
     with pytest.raises(ValueError, match="does not combine"):
         Prior(scale_model="variance", terms=("diagonal", "coupled"))
     with pytest.raises(ValueError, match="exact route only"):
-        na.fit(ou_trace(seed=1), "nuts", key=0, prior="variance", diagnostics="off")
+        na.fit(ou_trace(seed=1), "nuts", key=0, prior="variance", checks="off")
 
 
 def test_the_exact_route_repairs_curved_scale_rows_and_says_so():
@@ -73,8 +73,8 @@ def test_the_exact_route_repairs_curved_scale_rows_and_says_so():
     nothing is repaired and the fit is bit for bit that without repair."""
     traces, optimum = scale_traces(100, seed=0)
     with pytest.warns(UserWarning, match="curvature repaired"):
-        posts = na.fit_batch(traces, "exact", key=0, draws=2000, diagnostics="off")
-    unrepaired = na.fit_batch(traces, "exact", key=0, draws=2000, diagnostics="off", repair=False)
+        posts = na.fit_batch(traces, "exact", key=0, draws=2000, checks="off")
+    unrepaired = na.fit_batch(traces, "exact", key=0, draws=2000, checks="off", repair=False)
     limit = 3.5 * np.sqrt(0.09 / 100)
 
     def coverage(posteriors):
@@ -87,8 +87,8 @@ def test_the_exact_route_repairs_curved_scale_rows_and_says_so():
     assert sum("repaired" in p.prior for p in posts) > 50
     plain = ou_traces(5, seed=2)
     for a, b in zip(
-        na.fit_batch(plain, "exact", key=1, diagnostics="off"),
-        na.fit_batch(plain, "exact", key=1, diagnostics="off", repair=False),
+        na.fit_batch(plain, "exact", key=1, checks="off"),
+        na.fit_batch(plain, "exact", key=1, checks="off", repair=False),
     ):
         np.testing.assert_array_equal(a.optimum_chains, b.optimum_chains)
         assert a.prior == b.prior == "default"
@@ -110,11 +110,11 @@ def test_a_trace_whose_variance_model_fails_keeps_the_paper_model_in_a_batch(mon
         return real(trace, prior, burn_in, model_prior)
 
     with pytest.warns(UserWarning, match="curvature repaired"):
-        repaired = na.fit_batch(traces, "exact", key=0, diagnostics="off")
-    expected = [repaired[0], na.fit_batch(traces, "exact", key=0, diagnostics="off", repair=False)[1], repaired[2]]
+        repaired = na.fit_batch(traces, "exact", key=0, checks="off")
+    expected = [repaired[0], na.fit_batch(traces, "exact", key=0, checks="off", repair=False)[1], repaired[2]]
     monkeypatch.setattr(routes, "_gradient_model", failing)
     with pytest.warns(UserWarning, match="curvature repaired"):
-        posts = na.fit_batch(traces, "exact", key=0, diagnostics="off")
+        posts = na.fit_batch(traces, "exact", key=0, checks="off")
     for post, alone in zip(posts, expected):
         np.testing.assert_allclose(post.optimum_chains, alone.optimum_chains, rtol=1e-6)
     assert "repaired" in posts[0].prior and "repaired" not in posts[1].prior

@@ -19,7 +19,7 @@ from noiseaware.tuning import PreflightWarning, SearchSpace, SettingsFileError, 
 from noiseaware.tuning.constraints import PRUNE
 from noiseaware.tuning.facts import SimulationFacts, simulate, simulation_facts
 from noiseaware.tuning.predict import predict
-from noiseaware.tuning.report import PreflightReport, rmse_limit
+from noiseaware.tuning.preflight_report import PreflightReport, rmse_limit
 from noiseaware.tuning.score import WINSOR_VARIANCE, bias_p_values, pooled_p_values
 from noiseaware.tuning.search import streams
 from noiseaware.tuning.tuned import model_layout

@@ -131,7 +131,7 @@ CHECKS = {
 
 
 class TraceCheckError(ValueError):
-    """A trace failed the checks of `diagnose` and `fit(..., diagnostics="raise")` was asked for."""
+    """A trace failed the checks of `diagnose` and `fit(..., checks="raise")` was asked for."""
 
 
 @dataclasses.dataclass(frozen=True)

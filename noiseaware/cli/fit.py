@@ -125,7 +125,7 @@ def add_parser(subparsers) -> None:
         "(default: every coordinate up to 16 panels; the figure says what it left out)",
     )
     parser.add_argument(
-        "--diagnostics",
+        "--checks",
         choices=("warn", "raise", "off"),
         default="warn",
         help="the trace checks run before the fit (noiseaware.diagnose): warn prints their verdict and findings "
@@ -167,13 +167,13 @@ def run(args) -> int:
         f"trace {args.trace}: {epsilon}, σ = {trace.noise_multiplier:.4g}, T = {trace.steps} steps; fitting "
         f"steps {start}…{trace.steps - 1} (burn-in {args.burn_in:g}) by {args.method}"
     )
-    report = None if args.diagnostics == "off" else diagnose_if_long_enough(trace, args.burn_in)
-    if args.diagnostics != "off" and report is None:
+    report = None if args.checks == "off" else diagnose_if_long_enough(trace, args.burn_in)
+    if args.checks != "off" and report is None:
         print(f"trace checks: skipped (fewer than {MIN_STEPS} steps after the burn-in)")
     if report is not None:
         print(str(report))
-        if args.diagnostics == "raise" and not report.ok:
-            raise TraceCheckError("the trace checks fired (above); pass --diagnostics warn to fit anyway")
+        if args.checks == "raise" and not report.ok:
+            raise TraceCheckError("the trace checks fired (above); pass --checks warn to fit anyway")
     post = fit_reporting_warnings(
         trace,
         args.method,
@@ -182,7 +182,7 @@ def run(args) -> int:
         burn_in=args.burn_in,
         key=args.seed,
         draws=args.draws,
-        diagnostics="off",
+        checks="off",
         **options,
     )
     post = dataclasses.replace(post, checks=report)

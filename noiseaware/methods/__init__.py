@@ -8,8 +8,8 @@ na.FitFailure("no finite optimum", "…")        # what fit_one returns (or rais
 """
 
 from .base import Batch, FitFailure, Method, NoOptions, Outcome, Problem, Registry, per_problem, per_trace
+from .data_baselines import BS2018NaiveOptions, BS2018Options, BS2019NaiveOptions, BS2019Options
 from .fit import fit, fit_batch
-from .mechanisms import BS2018NaiveOptions, BS2018Options, BS2019NaiveOptions, BS2019Options
 from .reference import NonPrivateOptions
 from .registry import DEFAULT_REGISTRY
 from .routes import ExactOptions, GradientModelOptions, LaplaceOptions, NutsOptions

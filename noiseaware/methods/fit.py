@@ -41,7 +41,7 @@ def fit(
     *,
     key,
     options: Any = None,
-    diagnostics: Checks = "warn",
+    checks: Checks = "warn",
     model: BenchmarkModel | None = None,
     registry: Registry = DEFAULT_REGISTRY,
     **option_values,
@@ -52,7 +52,7 @@ def fit(
     object (e.g. `na.methods.ExactOptions(prior="paper")`) or a mapping; keyword options override it, e.g.
     fit(trace, "nuts", key=0, chains=4, warmup=500). A fit that fails for a statistical reason raises its
     `FitFailure` (a ValueError with a `reason`); anything else raised is a bug and propagates.
-    diagnostics: the trace checks (`na.diagnose`, at the method's burn-in) run first; "warn" (default) warns
+    checks: the trace checks (`na.diagnose`, at the method's burn-in) run first; "warn" (default) warns
     with each finding, "raise" raises `TraceCheckError` before any fitting, "off" skips them. The report is
     kept on the posterior (`post.checks`). model: the `BenchmarkModel` the trace was recorded with (e.g.
     `na.models.get("M1")`, or `na.models.from_numpyro(...)` of your own); under the default prior its prior on θ
@@ -67,7 +67,7 @@ def fit(
         options,
         registry,
         "raise",
-        diagnostics,
+        checks,
         option_values,
         stacklevel=3,
         model=model,
@@ -81,7 +81,7 @@ def fit_batch(
     key,
     options: Any = None,
     on_error: OnError = "raise",
-    diagnostics: Checks = "warn",
+    checks: Checks = "warn",
     model: BenchmarkModel | None = None,
     registry: Registry = DEFAULT_REGISTRY,
     **option_values,
@@ -91,7 +91,7 @@ def fit_batch(
     Trace m uses jax.random.split(key, M)[m], so the result equals M `fit` calls with those keys.
     on_error="raise" raises the first failed fit's `FitFailure` (naming the trace); "skip" puts None in its
     place and warns with the count. Warnings are gathered: one per kind, with the number of traces.
-    diagnostics: as in `fit`, per trace ("raise" names the first trace that fails); model: as in `fit`, the model
+    checks: as in `fit`, per trace ("raise" names the first trace that fails); model: as in `fit`, the model
     every trace was recorded with.
     """
     if on_error not in ("raise", "skip"):
@@ -100,9 +100,7 @@ def fit_batch(
     if not traces:
         raise ValueError("fit_batch needs at least one trace")
     keys = split_keys(key, len(traces))
-    return _fit(
-        traces, method, keys, options, registry, on_error, diagnostics, option_values, stacklevel=3, model=model
-    )
+    return _fit(traces, method, keys, options, registry, on_error, checks, option_values, stacklevel=3, model=model)
 
 
 def _fit(
@@ -127,7 +125,7 @@ def _fit(
         if not isinstance(trace, Trace):
             raise TypeError(f"fit needs a noiseaware.Trace, got {type(trace).__name__}: load one with Trace.load(path)")
     if checks not in CHECK_MODES:
-        raise ValueError(f"diagnostics must be one of {', '.join(map(repr, CHECK_MODES))}; got {checks!r}")
+        raise ValueError(f"checks must be one of {', '.join(map(repr, CHECK_MODES))}; got {checks!r}")
     if model is not None:
         if not isinstance(model, BenchmarkModel):
             raise TypeError(
@@ -194,7 +192,7 @@ def _diagnose(traces: list[Trace], burn_in: float, checks: Checks) -> list[Trace
     if checks == "raise" and failing:
         where = "" if len(traces) == 1 else f"trace {failing[0]}: "
         raise TraceCheckError(
-            f"{where}{reports[failing[0]]}\n(fit with diagnostics='warn' to fit anyway, or 'off' to skip the checks)"
+            f"{where}{reports[failing[0]]}\n(fit with checks='warn' to fit anyway, or 'off' to skip the checks)"
         )
     return reports
 

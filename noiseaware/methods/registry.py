@@ -12,8 +12,8 @@ fitted once on shared data): nonprivate (adult-logistic).
 from __future__ import annotations
 
 from .base import Registry
+from .data_baselines import BS2018, BS2018_NAIVE, BS2019, BS2019_NAIVE, DPSGLD, OPS
 from .federated import DP_PVI, NA_DP_PVI
-from .mechanisms import BS2018, BS2018_NAIVE, BS2019, BS2019_NAIVE, DPSGLD, OPS
 from .reference import NONPRIVATE
 from .routes import EXACT, LAPLACE, NUTS
 from .trace_baselines import BOOTSTRAP, DPVIM, NAIVE, RANDOM_SCALING

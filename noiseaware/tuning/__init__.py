@@ -2,8 +2,8 @@
 
 from .curve import PrivacyUtilityCurve, privacy_utility
 from .preflight import preflight
+from .preflight_report import PreflightReport, PreflightWarning
 from .presets import tuned_epsilons, tuned_model, tuned_preset
-from .report import PreflightReport, PreflightWarning
 from .search import tune
 from .space import SearchSpace
 from .tuned import SettingsFileError, TunedSettings

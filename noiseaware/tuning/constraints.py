@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from .predict import Prediction
-from .report import LIMITS
+from .preflight_report import LIMITS
 from .score import Score
 
 __all__ = ["MECHANICS", "PRUNE", "constraints", "doomed", "hopeless", "predicted_constraints"]

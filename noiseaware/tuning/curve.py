@@ -28,7 +28,7 @@ from .design import TUNING
 from .facts import facts_for_settings
 from .figures import privacy_utility_figure
 from .preflight import REFERENCES, check_settings, record_settings
-from .report import PreflightReport
+from .preflight_report import PreflightReport
 
 __all__ = ["PrivacyUtilityCurve", "privacy_utility"]
 

@@ -31,7 +31,7 @@ from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
 from .design import TUNING
 from .facts import SimulationFacts, facts_for_settings
-from .report import LIMITS, PreflightReport, PreflightWarning, rmse_limit
+from .preflight_report import LIMITS, PreflightReport, PreflightWarning, rmse_limit
 from .score import Score, score_traces
 from .tuned import TunedSettings
 

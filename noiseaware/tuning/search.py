@@ -52,7 +52,7 @@ from .facts import simulate, simulation_facts
 from .parallel import optimize_in_parallel, sampler_for
 from .predict import predict
 from .preflight import fresh_check
-from .report import PreflightWarning
+from .preflight_report import PreflightWarning
 from .score import Score, score_settings
 from .space import Candidate, SearchSpace, settings_for
 from .tuned import TunedSettings, model_layout

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..models.benchmark import BenchmarkModel
 from ..util.files import plain, write_json
-from .report import PreflightReport
+from .preflight_report import PreflightReport
 
 __all__ = ["SettingsFileError", "TunedSettings", "model_layout"]
 

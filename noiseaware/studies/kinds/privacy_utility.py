@@ -25,8 +25,8 @@ from ...recording.settings import DEFAULT_DELTA
 from ...tuning.curve import PrivacyUtilityCurve, privacy_utility
 from ...tuning.design import TUNING
 from ...tuning.preflight import REFERENCES, record_settings
+from ...tuning.preflight_report import PreflightReport
 from ...tuning.presets import tuned_model
-from ...tuning.report import PreflightReport
 from ...util.checks import positive_float, positive_int
 from ...util.codec import data_type
 from ..kind import StudyKind, register_kind
