@@ -1,5 +1,6 @@
-"""The method contract: the registry, typed options, the batch-key convention, posterior types, and the
-worked plug-in example of docs/methods.md run as written in fit, coverage and calibration."""
+"""The method contract's machinery: the registry, typed options, keys, posterior kinds, and the worked plug-in
+example of docs/methods.md run as written in fit, coverage and calibration (the contract over every registered
+trace method is tests/test_method_contract.py)."""
 
 import dataclasses
 
@@ -51,22 +52,6 @@ def test_fit_needs_a_key(traces):
         na.fit(traces[0], "exact", key=None)
     with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'key'"):
         na.fit(traces[0], "exact")
-
-
-@pytest.mark.parametrize("method", ["exact", "laplace", "dpvim"])
-def test_fit_batch_equals_fit_with_the_split_keys(traces, method):
-    batch = na.fit_batch(traces, method, key=7, draws=300)
-    keys = jax.random.split(jax.random.key(7), len(traces))
-    for trace, key, posterior in zip(traces, keys, batch):
-        single = na.fit(trace, method, key=key, draws=300)
-        np.testing.assert_allclose(posterior.optimum_chains, single.optimum_chains, rtol=1e-12, atol=1e-12)
-    # a batch of one uses its key itself: fit_batch([t], key=k) is fit(t, key=k)
-    np.testing.assert_allclose(
-        na.fit_batch(traces[:1], method, key=5, draws=300)[0].optimum_chains,
-        na.fit(traces[0], method, key=5, draws=300).optimum_chains,
-        rtol=1e-12,
-        atol=1e-12,
-    )
 
 
 def test_paper_prior_does_not_switch_the_laplace_algorithm(traces):
