@@ -1,7 +1,7 @@
 """Figures show what they say they show (issue 14, defects 9 and 10): densities on each site's own scale and
 labelled so, μ_t labelled unconstrained, every coordinate up to a readable limit (what is left out is said
-in the title and warned), titles and legends inside the figure, `plot_trace` / `post.plot` /
-`result.plot` returning Figures, and PNG, PDF and SVG files by the suffix."""
+in the title and warned), titles and legends inside the figure, every `plots.plot_*`
+function returning its Figure, and PNG, PDF and SVG files by the suffix."""
 
 import dataclasses
 import warnings
@@ -14,8 +14,8 @@ from matplotlib.figure import Figure
 import noiseaware as na
 from noiseaware import plots
 from noiseaware.evaluation.calibration_result import CalibrationResult
-from noiseaware.evaluation.figures import coverage_width_figure
 from noiseaware.evaluation.result import CoverageResult
+from noiseaware.plots.studies import coverage_width_figure
 from noiseaware.trace.sites import SiteMap, SiteSpec
 
 SITES = (SiteSpec("scale", (), "softplus"), SiteSpec("p", (3,), "alr"), SiteSpec("w", (2,), "identity"))
@@ -130,13 +130,13 @@ def test_unconstrained_view_on_request_and_without_a_site_map(trace, posteriors,
     labels = [axis.get_xlabel() for axis in panels(drawn[0])]
     assert labels == [f"{name} (unconstrained)" for name in COORDINATES]
     bare = make_trace(3)
-    figure = spread_posterior(bare).plot(key=0)
+    figure = plots.plot_posteriors(spread_posterior(bare), key=0)
     assert all(axis.get_xlabel().endswith("(unconstrained)") for axis in panels(figure))
     assert "no site map" in title(figure)
     with pytest.raises(ValueError, match="site map"):
-        spread_posterior(bare).plot(key=0, scale="constrained")
+        plots.plot_posteriors(spread_posterior(bare), key=0, scale="constrained")
     with pytest.raises(ValueError, match="unknown scale 'model'"):
-        posteriors["spread"].plot(key=0, scale="model")
+        plots.plot_posteriors(posteriors["spread"], key=0, scale="model")
 
 
 # ---------------------------------------------------------------- what is shown (defect 10)
@@ -168,7 +168,7 @@ def test_panels_left_out_are_named_in_the_title_and_warned():
 
 
 def test_a_site_name_chooses_all_its_elements(posteriors):
-    figure = posteriors["spread"].plot(key=0, coordinates="p")
+    figure = plots.plot_posteriors(posteriors["spread"], key=0, coordinates="p")
     assert [axis.get_xlabel() for axis in panels(figure)] == [
         "p[0] (constrained)",
         "p[1] (constrained)",
@@ -224,7 +224,7 @@ def calibration_result() -> CalibrationResult:
 
 
 def test_coverage_figure_holds_its_title_and_legend():
-    figure = coverage_result(1).plot()
+    figure = plots.plot_coverage(coverage_result(1))
     assert "gamma-exponential: TARP coverage" in title(figure)
     assert len(figure.legends) == 1 and len(panels(figure)) == 1
     assert_inside(figure)
@@ -233,8 +233,8 @@ def test_coverage_figure_holds_its_title_and_legend():
 def test_coverage_width_figure_has_a_point_per_method_and_level(tmp_path):
     """issue 28: coverage RMSE against the median interval width, one point per method and privacy level."""
     results = [coverage_result(2), dataclasses.replace(coverage_result(2), settings={"model": "m", "epsilon": 0.1})]
-    path = plots.plot_coverage_width(results, tmp_path / "width.png")
-    assert path.exists()
+    plots.plot_coverage_width(results, tmp_path / "width.png")
+    assert (tmp_path / "width.png").exists()
     figure = coverage_width_figure(results)
     (axis,) = panels(figure)
     offsets = [line.get_xydata() for line in axis.lines if len(line.get_xydata()) == 2 and line.get_marker() == "o"]
@@ -244,36 +244,45 @@ def test_coverage_width_figure_has_a_point_per_method_and_level(tmp_path):
 
 
 def test_coverage_figure_shows_every_marginal_or_says_what_it_left_out():
-    assert len(panels(coverage_result(12).plot())) == 1 + 12
+    assert len(panels(plots.plot_coverage(coverage_result(12)))) == 1 + 12
     with pytest.warns(UserWarning, match="16 of 20"):
-        figure = coverage_result(20).plot()
+        figure = plots.plot_coverage(coverage_result(20))
     assert len(panels(figure)) == 1 + 16 and "showing 16 of 20 marginal coordinates" in title(figure)
     assert_inside(figure)
-    assert len(panels(coverage_result(20).plot(coordinates=[2, "theta[7]"]))) == 1 + 2
+    assert len(panels(plots.plot_coverage(coverage_result(20), coordinates=[2, "theta[7]"]))) == 1 + 2
 
 
 def test_every_figure_holds_its_texts(trace, posteriors, tmp_path, drawn):
     plots.plot_trace(trace, tmp_path / "fit.png", posteriors=posteriors, key=0, title="a " + "long title " * 20)
-    for figure in [*drawn, plots.plot_trace(trace), posteriors["spread"].plot(key=0), calibration_result().plot()]:
+    for figure in [
+        *drawn,
+        plots.plot_trace(trace),
+        plots.plot_posteriors(posteriors["spread"], key=0),
+        plots.plot_calibration(calibration_result()),
+    ]:
         assert_inside(figure)
 
 
 # ---------------------------------------------------------------- the methods and the files
 
 
-def test_plot_methods_return_figures_and_write_png_pdf_svg(trace, posteriors, tmp_path):
+def test_plot_functions_return_figures_and_write_png_pdf_svg(trace, posteriors, tmp_path):
     written = {
         "trace.svg": lambda path: plots.plot_trace(trace, path),
         "fit.png": lambda path: plots.plot_trace(trace, path, posteriors=posteriors, key=0),
-        "post.pdf": lambda path: posteriors["spread"].plot(path, key=0),
-        "coverage.png": coverage_result(2).plot,
-        "calibration.svg": calibration_result().plot,
+        "post.pdf": lambda path: plots.plot_posteriors(posteriors["spread"], path, key=0),
+        "coverage.png": lambda path: plots.plot_coverage(coverage_result(2), path),
+        "calibration.svg": lambda path: plots.plot_calibration(calibration_result(), path),
     }
     for name, plot in written.items():
         assert isinstance(plot(tmp_path / name), Figure)
         assert (tmp_path / name).read_bytes().startswith(MAGIC[(tmp_path / name).suffix])
-    assert plots.plot_posteriors(posteriors, tmp_path / "both.pdf", key=0).read_bytes().startswith(MAGIC[".pdf"])
-    assert len(panels(plots.plot_trace(trace))) == 5 and len(panels(posteriors["naive"].plot(key=0))) == 6
+    plots.plot_posteriors(posteriors, tmp_path / "both.pdf", key=0)
+    assert (tmp_path / "both.pdf").read_bytes().startswith(MAGIC[".pdf"])
+    assert (
+        len(panels(plots.plot_trace(trace))) == 5
+        and len(panels(plots.plot_posteriors(posteriors["naive"], key=0))) == 6
+    )
     with_densities = plots.plot_trace(trace, posteriors=posteriors, key=0)  # drawn, not saved, without a path
     assert [len(panels(column)) for column in with_densities.subfigs] == [5, 6]
 
@@ -282,12 +291,12 @@ def test_plot_files_are_checked_before_drawing_and_never_replaced_silently(trace
     existing = tmp_path / "post.png"
     existing.write_bytes(b"keep me")
     with pytest.raises(FileExistsError, match="overwrite=True"):
-        posteriors["spread"].plot(existing, key=0)
+        plots.plot_posteriors(posteriors["spread"], existing, key=0)
     assert existing.read_bytes() == b"keep me"
-    posteriors["spread"].plot(existing, key=0, overwrite=True)
+    plots.plot_posteriors(posteriors["spread"], existing, key=0, overwrite=True)
     assert existing.read_bytes().startswith(MAGIC[".png"])
     with pytest.raises(ValueError, match=r"a plot file ends in \.png, \.pdf, \.svg"):
         plots.plot_trace(trace, tmp_path / "trace.jpg")
     with pytest.raises(ValueError, match="does not exist"):
-        coverage_result(1).plot(tmp_path / "missing" / "c.png")
+        plots.plot_coverage(coverage_result(1), tmp_path / "missing" / "c.png")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["post.png"]

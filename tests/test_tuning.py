@@ -14,6 +14,7 @@ from toy_models import normal_mean
 
 import noiseaware as na
 from noiseaware.cli import main
+from noiseaware.plots import plot_privacy_utility
 from noiseaware.recording.settings import SettingsHint
 from noiseaware.tuning import PreflightWarning, SearchSpace, SettingsFileError, TunedSettings
 from noiseaware.tuning.constraints import PRUNE
@@ -433,7 +434,7 @@ def test_privacy_utility_curve_narrows_with_epsilon_and_plots(tmp_path, tiny, qu
         (r.noise_multiplier for r in curve.reports), reverse=True
     )
     assert "privacy–utility of normal_mean" in curve.table()
-    curve.plot(tmp_path / "pu.png")
+    plot_privacy_utility(curve, tmp_path / "pu.png")
     assert (tmp_path / "pu.png").stat().st_size > 0
 
 

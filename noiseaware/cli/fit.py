@@ -18,12 +18,12 @@ from ..methods import GradientModelOptions, NutsOptions
 from ..methods.model_prior import check_model_matches
 from ..methods.registry import DEFAULT_REGISTRY
 from ..models.benchmark import BenchmarkModel
+from ..plots.base import select_columns
+from ..plots.densities import coordinate_sites, site_elements
 from ..plots.trace_panels import coordinate_names
-from ..posteriors.figure import coordinate_sites, site_elements
 from ..posteriors.mixture import MixturePosterior
 from ..posteriors.summary import comparison_table
 from ..trace import Trace, TraceError
-from ..util.figures import select_columns
 from ..util.keys import as_key
 from .common import (
     LEVEL,

@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 
 from .. import models
+from ..plots import plot_check, plot_privacy_utility
 from ..tuning import PreflightWarning, TunedSettings, preflight, privacy_utility, tune
 from ..tuning.design import TuningDesign
 from ..util.defaults import field_default
@@ -180,8 +181,8 @@ def run_tune(args) -> int:
     print(curve.table())
     with outputs.writing():
         tuned.save(out, overwrite=args.force)
-        tuned.check.plot(figures[0], overwrite=args.force)
-        curve.plot(figures[1], overwrite=args.force)
+        plot_check(tuned.check, figures[0], overwrite=args.force)
+        plot_privacy_utility(curve, figures[1], overwrite=args.force)
     _print_findings(caught)
     print(f"\nsettings saved to {out}; figures {figures[0]}, {figures[1]}")
     return 0
@@ -212,7 +213,7 @@ def run_preflight(args) -> int:
     print(report.table())
     if plot is not None:
         with outputs.writing():
-            report.plot(plot, overwrite=args.force)
+            plot_check(report, plot, overwrite=args.force)
         print(f"\ncoverage curve saved to {plot}")
     _print_findings(caught)
     return 0

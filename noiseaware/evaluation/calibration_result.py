@@ -8,13 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
-from ..util.figures import draw_and_save
 from ..util.files import write_json
 from ..util.tables import text_table
 from .experiment import checks_cell
-from .figures import calibration_figure
 
 __all__ = ["GRID", "METRICS", "CalibrationResult"]
 
@@ -159,12 +156,6 @@ class CalibrationResult:
             entry["diagnostics"] = dict(self.diagnostics.get(method, {}))
             out[method] = entry
         return out
-
-    def plot(self, path=None, *, title: str | None = None, overwrite: bool = False) -> Figure:
-        """The reliability diagram: per method the mean over the repeats of `reliability` and mean ± 1.96 sd,
-        with the diagonal, above the mean histogram of the predictions p̂; saved to `path` (.png, .pdf or .svg)
-        when given; an existing file is replaced only with `overwrite=True`."""
-        return draw_and_save(lambda: calibration_figure(self, GRID, BAND, title=title), path, overwrite=overwrite)
 
     def to_json(self, path, *, overwrite: bool = False) -> None:
         """Settings, seconds, summary, per-repeat metrics and the mean reliability curves, written atomically;

@@ -10,13 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
-from ..util.figures import draw_and_save
 from ..util.files import atomic_write, write_json
 from ..util.tables import text_table
 from .experiment import checks_cell
-from .figures import coverage_figure
 from .tarp import coverage_rmse
 
 __all__ = ["REFERENCE_RULES", "CoverageResult"]
@@ -140,17 +137,6 @@ class CoverageResult:
     def dim(self) -> int:
         """d, the dimension of θ."""
         return len(self.theta_names)
-
-    def plot(
-        self, path=None, *, rule: str = "research", coordinates=None, title: str | None = None, overwrite: bool = False
-    ) -> Figure:
-        """A figure of the ECP curves under `rule`: per method the mean over the R reference draws and the
-        min–max band, with the diagonal, and each chosen dimension's marginal curves when d > 1 (coordinates:
-        θ names or indices; default all, up to 16, the title saying what is left out); saved to `path` (.png,
-        .pdf or .svg) when given; an existing file is replaced only with `overwrite=True`."""
-        return draw_and_save(
-            lambda: coverage_figure(self, rule=rule, coordinates=coordinates, title=title), path, overwrite=overwrite
-        )
 
     def to_json(self, path, *, overwrite: bool = False) -> None:
         """Settings, summary, per-stage seconds and the mean/sd ECP curves, written atomically; an existing

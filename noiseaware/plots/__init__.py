@@ -1,17 +1,18 @@
-"""Figures of traces, posteriors and studies, written as PNG, PDF or SVG files by the path's suffix.
+"""Every figure of the package: traces, posteriors, studies and tuning, as matplotlib Figures, saved as PNG, PDF or
+SVG files by the path's suffix when given one. No other layer imports matplotlib (an import-linter contract).
 
     posteriors = {"noise-aware": na.fit(trace, "exact", key=0), "naive": na.naive_posterior(trace)}
     plot_trace(trace, "trace.png")                                              # μ_t, burn-in, checks' marks
     plot_trace(trace, "fit.png", posteriors=posteriors, truth=theta, key=1)     # μ_t, μ*, densities
     plot_posteriors(posteriors, "posterior.pdf", truth=theta, key=1)           # the densities alone
+    plot_posteriors(post, "post.png", key=1)                                    # one posterior's
     plot_coverage(result, "coverage.svg"); plot_calibration(result, "reliability.png")
     plot_coverage_width(results, "width.png")      # coverage RMSE against interval width, per method and ε
+    plot_check(report, "check.png"); plot_privacy_utility(curve, "curve.png")   # the tuner's
 
-`plot_trace` returns the matplotlib Figure and saves it when given a path; the other functions write the file
-and return its path. The same figures, returned as Figures (and saved when given a path), are
-`post.plot(key=…)`, `CoverageResult.plot()` and `CalibrationResult.plot()`. The trace's μ_t panels are drawn
-here (`trace_panels`), the posteriors' by `posteriors.figure` and the results' by `evaluation.figures`;
-shared pieces live in `util.figures`.
+Each function returns the Figure (it shows itself in a notebook) and writes it when given a path. The trace's
+μ_t panels are drawn in `trace_panels`, the posteriors' densities in `densities`, the studies' curves in
+`studies`, the tuner's in `tuning`; what they share (an Agg canvas, the choice of panels, safe saving) in `base`.
 
 Densities show each site on its own (constrained) scale, labelled so (scale="unconstrained": θ itself);
 μ_t is the variational mean of the unconstrained θ and is labelled unconstrained. A figure shows every
@@ -25,17 +26,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from ..evaluation.calibration_result import CalibrationResult
-from ..evaluation.figures import coverage_width_figure
+from ..evaluation.calibration_result import BAND, GRID, CalibrationResult
 from ..evaluation.result import CoverageResult
 from ..posteriors.base import Posterior
-from ..posteriors.figure import coordinate_sites, density_figure, draw_density_panels, posterior_densities
 from ..trace import BURN_IN, Trace
-from ..util.figures import (
+from ..tuning.curve import PrivacyUtilityCurve
+from ..tuning.preflight_report import PreflightReport
+from .base import (
     MAX_PANELS,
     PLOT_SUFFIXES,
     checked_truth,
@@ -45,15 +45,20 @@ from ..util.figures import (
     new_figure,
     select_columns,
 )
+from .densities import coordinate_sites, density_figure, draw_density_panels, posterior_densities
+from .studies import calibration_figure, coverage_figure, coverage_width_figure
 from .trace_panels import ROW_HEIGHT, coordinate_names, draw_mu_panels, trace_figure, trace_title
+from .tuning import check_figure, privacy_utility_figure
 
 __all__ = [
     "MAX_PANELS",
     "PLOT_SUFFIXES",
     "plot_calibration",
+    "plot_check",
     "plot_coverage",
     "plot_coverage_width",
     "plot_posteriors",
+    "plot_privacy_utility",
     "plot_trace",
 ]
 
@@ -131,26 +136,30 @@ def _column_notes(mu: str | None, densities: str | None) -> list[str | None]:
 
 
 def plot_posteriors(
-    posteriors: Mapping[str, Posterior],
-    path: str | os.PathLike,
+    posteriors: Posterior | Mapping[str, Posterior],
+    path: str | os.PathLike | None = None,
     *,
-    truth=None,
     key,
+    truth=None,
     scale: str | None = None,
     coordinates=None,
     title: str | None = None,
     overwrite: bool = False,
-) -> Path:
-    """Write a figure of the posteriors' densities, one panel per quantity; return the path.
+) -> Figure:
+    """The posteriors' densities, one panel per quantity; saved to `path` when given.
 
     posteriors: {label: posterior} (e.g. the noise-aware mixture and the naive Gaussian), all over the same
-    θ. scale: "constrained" (each site on its own scale; the default when every posterior has a site map)
-    or "unconstrained" (θ). Each curve is a Gaussian kernel density estimate from 20000 draws. truth: the
-    true θ (d,), unconstrained, drawn on the shown scale. coordinates: names, site names or indices.
+    θ, or one posterior (labelled by its method). scale: "constrained" (each site on its own scale; the default
+    when every posterior has a site map) or "unconstrained" (θ). Each curve is a Gaussian kernel density
+    estimate from 20000 draws (key required). truth: the true θ (d,), unconstrained, drawn on the shown scale.
+    coordinates: names, site names or indices (default: all, up to MAX_PANELS; the title says what is left out).
     """
+    single = isinstance(posteriors, Posterior)
+    subject = f"{posteriors.kind}, method {posteriors.method}" if single else None
+    posteriors = {posteriors.method: posteriors} if single else dict(posteriors)
     if not posteriors:
         raise ValueError("plot_posteriors needs at least one posterior: pass {label: posterior}")
-    draw_and_save(
+    return draw_and_save(
         lambda: density_figure(
             posteriors,
             key=key,
@@ -158,40 +167,62 @@ def plot_posteriors(
             scale=scale,
             coordinates=coordinates,
             title=title,
+            subject=subject,
             figure="plot_posteriors",
         ),
         path,
         overwrite=overwrite,
     )
-    return Path(path)
 
 
 def plot_coverage(
     result: CoverageResult,
-    path: str | os.PathLike,
+    path: str | os.PathLike | None = None,
     *,
     rule: str = "research",
     coordinates=None,
+    title: str | None = None,
     overwrite: bool = False,
-) -> Path:
-    """Write `result.plot`'s figure: TARP coverage curves per method (mean over the R reference draws,
-    min–max band) with the diagonal, and the marginal curves of the chosen dimensions when d > 1."""
-    result.plot(path, rule=rule, coordinates=coordinates, overwrite=overwrite)
-    return Path(path)
+) -> Figure:
+    """The ECP curves of a coverage study under `rule`: per method the mean over the R reference draws and the
+    min–max band, with the diagonal, and each chosen dimension's marginal curves when d > 1 (coordinates: θ
+    names or indices; default all, up to MAX_PANELS, the title saying what is left out)."""
+    return draw_and_save(
+        lambda: coverage_figure(result, rule=rule, coordinates=coordinates, title=title), path, overwrite=overwrite
+    )
 
 
 def plot_coverage_width(
-    results: CoverageResult | Sequence[CoverageResult], path: str | os.PathLike, *, overwrite: bool = False
-) -> Path:
-    """Write the coverage-against-width scatter (`evaluation.figures.coverage_width_figure`) of one or several
-    CoverageResults (e.g. one per ε of a study): the price of honesty, interval width, beside coverage."""
+    results: CoverageResult | Sequence[CoverageResult],
+    path: str | os.PathLike | None = None,
+    *,
+    overwrite: bool = False,
+) -> Figure:
+    """Coverage against width of one or several CoverageResults (e.g. one per ε of a study): per method and
+    level the coverage RMSE against the median 90 % interval width over the non-private posterior's."""
     results = [results] if isinstance(results, CoverageResult) else list(results)
-    draw_and_save(lambda: coverage_width_figure(results), path, overwrite=overwrite)
-    return Path(path)
+    return draw_and_save(lambda: coverage_width_figure(results), path, overwrite=overwrite)
 
 
-def plot_calibration(result: CalibrationResult, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Write `result.plot`'s figure: the reliability diagram per method (mean and mean ± 1.96 sd over the
-    repeats) with the diagonal, above the histogram of the predictions p̂."""
-    result.plot(path, overwrite=overwrite)
-    return Path(path)
+def plot_calibration(
+    result: CalibrationResult,
+    path: str | os.PathLike | None = None,
+    *,
+    title: str | None = None,
+    overwrite: bool = False,
+) -> Figure:
+    """The reliability diagram of a calibration study: per method the mean over the repeats and mean ± 1.96 sd,
+    with the diagonal, above the mean histogram of the predictions p̂."""
+    return draw_and_save(lambda: calibration_figure(result, GRID, BAND, title=title), path, overwrite=overwrite)
+
+
+def plot_check(report: PreflightReport, path: str | os.PathLike | None = None, *, overwrite: bool = False) -> Figure:
+    """A settings check's TARP coverage curve (`na.preflight`, the tuner's check)."""
+    return draw_and_save(lambda: check_figure(report), path, overwrite=overwrite)
+
+
+def plot_privacy_utility(
+    curve: PrivacyUtilityCurve, path: str | os.PathLike | None = None, *, overwrite: bool = False
+) -> Figure:
+    """Posterior sd over the VI sd and coverage RMSE against ε (`na.tuning.privacy_utility`)."""
+    return draw_and_save(lambda: privacy_utility_figure(curve), path, overwrite=overwrite)

@@ -21,10 +21,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure, SubFigure
 
 from ..checks import TraceDiagnosis, diagnose
-from ..posteriors.figure import coordinate_sites
 from ..trace import BURN_IN
 from ..util.checks import fraction, probability
-from ..util.figures import TRUTH_STYLE, checked_truth, figure_legend, finish, new_figure, padded, select
+from .base import TRUTH_STYLE, checked_truth, figure_legend, finish, new_figure, padded, select
+from .densities import coordinate_sites
 
 if TYPE_CHECKING:
     from ..trace.data import TraceData

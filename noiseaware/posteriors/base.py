@@ -19,15 +19,12 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 import jax
 import numpy as np
-from matplotlib.figure import Figure
 
 from ..trace.sites import SiteMap
 from ..util.checks import choice, positive_int
 from ..util.diagnostics import Diagnostics
-from ..util.figures import draw_and_save
 from ..util.keys import as_key
 from ..util.notes import Note
-from .figure import density_figure
 from .summary import (
     CONSTRAINED,
     UNCONSTRAINED,
@@ -192,36 +189,6 @@ class PosteriorBase:
             description=self.describe(),
             independent=independent,
             central=central,
-        )
-
-    def plot(
-        self,
-        path: str | os.PathLike | None = None,
-        *,
-        key,
-        truth=None,
-        scale: str | None = None,
-        coordinates=None,
-        title: str | None = None,
-        overwrite: bool = False,
-    ) -> Figure:
-        """A figure of the posterior's densities, one panel per site element on its own (constrained) scale
-        (scale="unconstrained", or no site map: per coordinate of θ), from 20000 draws (key required); saved
-        to `path` (.png, .pdf or .svg) when given. truth: the true θ (d,), unconstrained. coordinates: names,
-        site names or indices (default: all, up to 16; the title says what is left out)."""
-        return draw_and_save(
-            lambda: density_figure(
-                {self.method: self},
-                key=key,
-                truth=truth,
-                scale=scale,
-                coordinates=coordinates,
-                title=title,
-                subject=f"{self.kind}, method {self.method}",
-                figure="post.plot",
-            ),
-            path,
-            overwrite=overwrite,
         )
 
     def __repr__(self) -> str:

@@ -14,19 +14,16 @@ from dataclasses import dataclass
 
 import jax
 import numpy as np
-from matplotlib.figure import Figure
 
 from ..models.benchmark import BenchmarkModel
 from ..recording.settings import DEFAULT_DELTA, check_delta
 from ..util.checks import positive_float, positive_int
-from ..util.figures import draw_and_save
 from ..util.files import plain, write_json
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
 from ..util.tables import text_table
 from .design import TUNING
 from .facts import facts_for_settings
-from .figures import privacy_utility_figure
 from .preflight import REFERENCES, check_settings, record_settings
 from .preflight_report import PreflightReport
 
@@ -77,10 +74,6 @@ class PrivacyUtilityCurve:
 
     def to_json(self, path, *, overwrite: bool = False) -> None:
         write_json(path, self.to_dict(), overwrite=overwrite)
-
-    def plot(self, path=None, *, overwrite: bool = False) -> Figure:
-        """Posterior sd / VI sd and coverage RMSE against ε (log axis); saved to `path` when given."""
-        return draw_and_save(lambda: privacy_utility_figure(self), path, overwrite=overwrite)
 
 
 def privacy_utility(

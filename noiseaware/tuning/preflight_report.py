@@ -8,12 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
 
-from ..util.figures import draw_and_save
 from ..util.files import plain
 from ..util.tables import text_table
-from .figures import check_figure
 
 __all__ = ["LIMITS", "PreflightReport", "PreflightWarning", "rmse_limit"]
 
@@ -136,10 +133,6 @@ class PreflightReport:
             f"PreflightReport({self.model}, ε = {self.epsilon:g}, {self.simulations} simulations, coverage RMSE "
             f"{self.coverage_rmse[0]:.3f}, sd / VI sd {self.mean_sd_ratio:.2f}: {self.verdict})"
         )
-
-    def plot(self, path=None, *, overwrite: bool = False) -> Figure:
-        """The check's TARP coverage curve; saved to `path` when given."""
-        return draw_and_save(lambda: check_figure(self), path, overwrite=overwrite)
 
     def to_dict(self) -> dict[str, Any]:
         return plain({name: getattr(self, name) for name in self.__dataclass_fields__})

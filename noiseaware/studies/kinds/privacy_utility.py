@@ -21,6 +21,7 @@ from typing import Any
 
 from ... import models
 from ...models.benchmark import BenchmarkModel
+from ...plots import plot_privacy_utility
 from ...recording.settings import DEFAULT_DELTA
 from ...tuning.curve import PrivacyUtilityCurve, privacy_utility
 from ...tuning.design import TUNING
@@ -132,7 +133,7 @@ def _stem(summary: Mapping[str, Any]) -> str:
 def _save(summary: Mapping[str, Any], curve: PrivacyUtilityCurve, directory: Path, overwrite: bool) -> None:
     stem = directory / _stem(summary)
     curve.to_json(stem.with_name(stem.name + ".json"), overwrite=overwrite)
-    curve.plot(stem.with_name(stem.name + ".png"), overwrite=overwrite)
+    plot_privacy_utility(curve, stem.with_name(stem.name + ".png"), overwrite=overwrite)
 
 
 PRIVACY_UTILITY = register_kind(

@@ -1,4 +1,4 @@
-"""The figures of a study's results (`CoverageResult.plot`, `CalibrationResult.plot`; `noiseaware.plots`).
+"""The figures of a study's results (`plot_coverage`, `plot_coverage_width`, `plot_calibration` in `noiseaware.plots`).
 
 Coverage: TARP's expected coverage probability against the credibility level per method, the mean over the
 R reference draws with their min–max band, beside the diagonal; below, each dimension's marginal curves
@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ..util.checks import choice
-from ..util.figures import figure_legend, finish, new_figure, select
+from .base import figure_legend, finish, new_figure, select
 
 __all__ = ["calibration_figure", "coverage_figure", "coverage_width_figure"]
 

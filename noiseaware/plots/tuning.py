@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..util.figures import finish, new_figure
+from .base import finish, new_figure
 
 __all__ = ["check_figure", "privacy_utility_figure"]
 

@@ -23,8 +23,8 @@ from scipy.ndimage import gaussian_filter1d
 
 from ..trace.sites import SiteMap
 from ..util.checks import choice
-from ..util.figures import TRUTH_STYLE, checked_truth, figure_legend, finish, new_figure, padded, select
 from ..util.keys import as_key
+from .base import TRUTH_STYLE, checked_truth, figure_legend, finish, new_figure, padded, select
 
 __all__ = [
     "DENSITY_DRAWS",

@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure, SubFigure
 
-from .files import atomic_write, check_output
+from ..util.files import atomic_write, check_output
 
 __all__ = [
     "DPI",
