@@ -37,7 +37,7 @@ def test_the_table_names_every_registered_trace_method():
 def traces():
     _, data = jax.vmap(M1.simulate)(jax.random.split(jax.random.key(0), 2))
     return na.record_dpvi_batch(
-        M1.model, data, keys=jax.random.split(jax.random.key(1), 2), epsilon=1.0, **M1.dpvi_settings | {"steps": 2000}
+        M1.model, data, keys=jax.random.split(jax.random.key(1), 2), epsilon=1.0, **M1.dpvi_settings | {"steps": 600}
     )
 
 
