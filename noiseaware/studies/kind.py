@@ -9,8 +9,8 @@ A kind is a small record of pure functions, in the spirit of optax's `GradientTr
     collect([(summary, Result | None)])   the results a study reports (e.g. a shared reference joined to each)
     label(summary)           → str        "M1, ε = 1" (tasks, progress, messages)
     render(summary, Result)  → (text, [warning lines])   the tables a command prints
-    files(summary)           → [names]    the summary files `save` writes, checked before any work
-    save(summary, Result, directory, overwrite)           writes them
+    stem(summary)            → str        the summary files' common name, e.g. "coverage-M1-eps-1"
+    outputs                  {suffix: write(Result, path, overwrite)}   the summary files and their writers
     design, plan(design) → Plan           optional: the kind's settings as a frozen dataclass (defaults and
                                           help in its fields) and its plan; `noiseaware study KIND` builds its
                                           flags from the design's fields
@@ -48,12 +48,21 @@ class StudyKind(NamedTuple):
     merge: Callable[[Mapping[str, Any], Sequence[Any]], Any]
     label: Callable[[Mapping[str, Any]], str]
     render: Callable[[Mapping[str, Any], Any], tuple[str, list[str]]]
-    files: Callable[[Mapping[str, Any]], list[str]]
-    save: Callable[[Mapping[str, Any], Any, Path, bool], None]
+    stem: Callable[[Mapping[str, Any]], str]
+    outputs: Mapping[str, Callable[[Any, Path, bool], Any]]
     collect: Callable[[list[Entry]], list[Entry]] = _as_is
     design: type | None = None
     plan: Callable[[Any], Any] | None = None
     description: str = ""
+
+    def files(self, summary: Mapping[str, Any]) -> list[str]:
+        """The names of the summary files of one spec, checked before any work."""
+        return [self.stem(summary) + suffix for suffix in self.outputs]
+
+    def save(self, summary: Mapping[str, Any], result: Any, directory: Path, overwrite: bool) -> None:
+        """Write one spec's summary files into `directory`."""
+        for name, write in zip(self.files(summary), self.outputs.values()):
+            write(result, Path(directory) / name, overwrite)
 
 
 KINDS: dict[str, StudyKind] = {}

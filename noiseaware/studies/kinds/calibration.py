@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
-from pathlib import Path
 from typing import Any
 
 from ...datasets import Dataset
@@ -38,8 +37,6 @@ __all__ = ["CALIBRATION", "REFERENCE", "calibration_plan", "calibration_study"]
 
 REFERENCE = "nonprivate"
 """The non-private reference: fitted once for all levels."""
-SUFFIXES = (".json", ".png")
-"""The files of one privacy level: DIR/calibration-DATASET-eps-E plus each suffix."""
 
 
 def _label(summary: Mapping[str, Any]) -> str:
@@ -76,13 +73,6 @@ def _render(summary: Mapping[str, Any], result: CalibrationResult) -> tuple[str,
     return f"{heading}\n{result.table()}", warning_lines(result.diagnostics)
 
 
-def _save(summary: Mapping[str, Any], result: CalibrationResult, directory: Path, overwrite: bool) -> None:
-    """One level's .json and .png."""
-    stem = directory / _stem(summary)
-    result.to_json(stem.with_name(stem.name + ".json"), overwrite=overwrite)
-    plot_calibration(result, stem.with_name(stem.name + ".png"), overwrite=overwrite)
-
-
 CALIBRATION = register_kind(
     StudyKind(
         name="calibration",
@@ -92,8 +82,11 @@ CALIBRATION = register_kind(
         merge=merge_calibration,
         label=_label,
         render=_render,
-        files=lambda summary: [_stem(summary) + suffix for suffix in SUFFIXES],
-        save=_save,
+        stem=_stem,
+        outputs={
+            ".json": lambda result, path, overwrite: result.to_json(path, overwrite=overwrite),
+            ".png": lambda result, path, overwrite: plot_calibration(result, path, overwrite=overwrite),
+        },
         collect=_collect,
     )
 )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
-from pathlib import Path
 from typing import Any
 
 from ...evaluation.coverage import CoverageSpec, coverage_part, coverage_spec, coverage_summary, merge_coverage
@@ -28,10 +27,6 @@ from ..plan import Plan, kind_plan
 from ..runner import run_study
 
 __all__ = ["COVERAGE", "coverage_plan", "coverage_study"]
-
-SUFFIXES = (".json", ".csv", ".png", "-width.png")
-"""The files of one privacy level: DIR/coverage-MODEL-eps-E plus each suffix (the last: coverage against
-interval width, one point per method)."""
 
 
 def _label(summary: Mapping[str, Any]) -> str:
@@ -53,15 +48,6 @@ def _render(summary: Mapping[str, Any], result: CoverageResult) -> tuple[str, li
     return f"{heading}\n{result.table()}", warning_lines(result.diagnostics)
 
 
-def _save(summary: Mapping[str, Any], result: CoverageResult, directory: Path, overwrite: bool) -> None:
-    """One level's .json, .csv, .png and -width.png."""
-    stem = directory / _stem(summary)
-    result.to_json(stem.with_name(stem.name + ".json"), overwrite=overwrite)
-    result.to_csv(stem.with_name(stem.name + ".csv"), overwrite=overwrite)
-    plot_coverage(result, stem.with_name(stem.name + ".png"), overwrite=overwrite)
-    plot_coverage_width(result, stem.with_name(stem.name + "-width.png"), overwrite=overwrite)
-
-
 COVERAGE = register_kind(
     StudyKind(
         name="coverage",
@@ -71,8 +57,14 @@ COVERAGE = register_kind(
         merge=merge_coverage,
         label=_label,
         render=_render,
-        files=lambda summary: [_stem(summary) + suffix for suffix in SUFFIXES],
-        save=_save,
+        stem=_stem,
+        outputs={
+            ".json": lambda result, path, overwrite: result.to_json(path, overwrite=overwrite),
+            ".csv": lambda result, path, overwrite: result.to_csv(path, overwrite=overwrite),
+            ".png": lambda result, path, overwrite: plot_coverage(result, path, overwrite=overwrite),
+            # coverage against interval width, one point per method
+            "-width.png": lambda result, path, overwrite: plot_coverage_width(result, path, overwrite=overwrite),
+        },
     )
 )
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from ... import models
@@ -130,12 +129,6 @@ def _stem(summary: Mapping[str, Any]) -> str:
     return f"privacy-utility-{summary['model']}"
 
 
-def _save(summary: Mapping[str, Any], curve: PrivacyUtilityCurve, directory: Path, overwrite: bool) -> None:
-    stem = directory / _stem(summary)
-    curve.to_json(stem.with_name(stem.name + ".json"), overwrite=overwrite)
-    plot_privacy_utility(curve, stem.with_name(stem.name + ".png"), overwrite=overwrite)
-
-
 PRIVACY_UTILITY = register_kind(
     StudyKind(
         name="privacy-utility",
@@ -145,8 +138,11 @@ PRIVACY_UTILITY = register_kind(
         merge=_merge,
         label=lambda summary: f"{summary['model']} privacy–utility",
         render=lambda summary, curve: (curve.table(), []),
-        files=lambda summary: [_stem(summary) + suffix for suffix in (".json", ".png")],
-        save=_save,
+        stem=_stem,
+        outputs={
+            ".json": lambda curve, path, overwrite: curve.to_json(path, overwrite=overwrite),
+            ".png": lambda curve, path, overwrite: plot_privacy_utility(curve, path, overwrite=overwrite),
+        },
         design=PrivacyUtilityDesign,
         plan=_plan,
         description="the privacy–utility curve of a built-in model's settings: posterior width and coverage "
