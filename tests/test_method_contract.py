@@ -27,6 +27,9 @@ SMALL = {
 NEEDS_MOVEMENT = {"exact", "laplace", "nuts"}
 """The methods that fit the gradients' response to the iterates: a trace whose iterates never moved fails them."""
 TRACE_METHODS = na.DEFAULT_REGISTRY.names("trace")
+HEAVY = {"nuts", "bootstrap"}
+"""Methods whose fits take seconds each (NUTS chains, the bootstrap's DP-SGD re-runs): make test-fast skips them."""
+CASES = [pytest.param(name, marks=pytest.mark.slow) if name in HEAVY else name for name in TRACE_METHODS]
 
 
 def test_the_table_names_every_registered_trace_method():
@@ -46,7 +49,7 @@ def draws_of(post) -> np.ndarray:
     return np.asarray(post.optimum_chains if hasattr(post, "optimum_chains") else post.chains)
 
 
-@pytest.mark.parametrize("name", TRACE_METHODS)
+@pytest.mark.parametrize("name", CASES)
 def test_a_batch_is_its_traces_fitted_one_by_one_with_the_split_keys(traces, name):
     """fit_batch(traces, key=k)[m] is fit(traces[m], key=split(k, M)[m]); a batch of one is fit with k itself; the
     posterior is a Posterior that says its kind and keeps its trace checks."""
@@ -74,7 +77,7 @@ def test_options_round_trip_and_unknown_ones_are_refused(name):
         method.make_options(colour="red")
 
 
-@pytest.mark.parametrize("name", TRACE_METHODS)
+@pytest.mark.parametrize("name", CASES)
 def test_a_failure_is_a_value_in_its_place(traces, name):
     """A trace whose iterates never moved cannot be fitted by the gradient model's routes: that problem's outcome
     is its FitFailure, in its place, and its neighbour is fitted; the baselines, which read the iterates alone,

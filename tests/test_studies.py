@@ -64,6 +64,7 @@ def test_a_study_gives_na_coverage_s_numbers_bit_for_bit(in_process):
     assert result.settings["chunk"] == 2 and result.settings["simulations"] == 6
 
 
+@pytest.mark.slow  # a Dask LocalCluster of two spawned workers: ~15 s
 def test_a_2_worker_local_cluster_gives_the_in_process_numbers_bit_for_bit(in_process, tmp_path):
     result, _ = in_process
     with local_cluster(2) as (executor, slots):

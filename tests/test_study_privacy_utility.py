@@ -11,6 +11,8 @@ from noiseaware.cli import main
 from noiseaware.studies import KINDS, run_study
 from noiseaware.studies.kinds.privacy_utility import PRIVACY_UTILITY, PrivacyUtilityDesign
 
+pytestmark = pytest.mark.slow  # a study's tasks and the curve in process: compiled DP-SGD and fits, ~30 s
+
 SMALL = dict(epsilons=(0.3, 1.0), simulations=4, references=2, seed=3)
 
 
