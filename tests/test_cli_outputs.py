@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from test_cli import run, saved, sgd_trace, single_error
-from test_outputs import coverage_result
+from cli_helpers import run, saved, sgd_trace, single_error
+from toy_results import coverage_result
 
 import noiseaware as na
 from noiseaware.evaluation.calibration_result import METRICS, CalibrationResult

@@ -1,4 +1,4 @@
-"""The Laplace route against brute force: scipy's optimiser, finite differences and 2-D quadrature."""
+"""The Laplace route against brute force: scipy's optimiser, finite differences and 3-D quadrature."""
 
 import dataclasses
 
@@ -11,7 +11,7 @@ from scipy import optimize
 from scipy import stats as scipy_stats
 from solvers import fit_one
 
-from noiseaware.inference.gradient_model import Prior, gradient_model, integrate_optimum
+from noiseaware.inference.gradient_model import Prior, gradient_model, log_likelihood
 from noiseaware.inference.laplace import fit_laplace_batch, laplace_approximation, unconstrained_log_density
 from noiseaware.methods import LaplaceOptions
 
@@ -107,29 +107,44 @@ def test_the_covariance_is_the_inverse_of_a_finite_difference_hessian(trace):
 
 
 def quadrature_moments(model):
-    """φ*'s posterior mean and sd per coordinate by brute force, and the largest weight on the grid's edge.
+    """φ*'s posterior mean and sd per coordinate by brute force, and the largest weight on the grid's edge: a
+    trapezoid grid over all three unknowns, φ*, ã (±8 prior sds) and u, of the pointwise log-likelihood
+    (`log_likelihood`) times the priors, with nothing integrated in closed form.
 
-    φ* is integrated out in closed form, then a fine trapezoid grid over ã (±8 prior sds) and u (the u prior
-    is ∝ exp(−u²/2σ_u²) on u ≥ 0 for both the half-normal and the folded normal) up to the smaller of 4 σ_u
-    and u² = 20 sampling sds of a variance estimate from T' steps, v·sqrt(2/T').
+    u's prior is ∝ exp(−u²/2σ_u²) on u ≥ 0 for both the half-normal and the folded normal; its grid reaches the
+    smaller of 4 σ_u and u² = 20 sampling sds of a variance estimate from T' steps, v·sqrt(2/T'). φ*'s grid is
+    placed three times: ±60 standard errors of the slope-free mean around φ̄ first, then twice ±25 sds around the
+    mean the last grid found.
     """
     stats = model.stats
-    a = model.hessian_loc + model.hessian_sd * np.linspace(-8.0, 8.0, 401)[:, None, None]
-    u = 0.0
+    a = model.hessian_loc + model.hessian_sd * np.linspace(-8.0, 8.0, 121)[:, None, None, None]
+    u = np.zeros((1, 1, 1, 1))
     if model.extra_noise != "none":
         top = np.minimum(4.0 * model.extra_sd, np.sqrt(20.0 * stats.noise_var * np.sqrt(2.0 / stats.count)))
-        u = top * np.linspace(0.0, 1.0, 401)[None, :, None]
-    given = integrate_optimum(model, a, u**2)
-    log_weight = np.asarray(given.log_marginal) + scipy_stats.norm.logpdf(a, model.hessian_loc, model.hessian_sd)
+        u = top * np.linspace(0.0, 1.0, 61)[None, :, None, None]
+    log_prior = scipy_stats.norm.logpdf(a, model.hessian_loc, model.hessian_sd)
     if model.extra_noise != "none":
-        log_weight = log_weight - 0.5 * (u / model.extra_sd) ** 2
-    weight = np.exp(log_weight - log_weight.max(axis=(0, 1)))
-    weight /= weight.sum(axis=(0, 1))
-    mean_given, sd_given = np.asarray(given.mean), np.asarray(given.sd)
-    mean = np.sum(weight * mean_given, axis=(0, 1))
-    sd = np.sqrt(np.sum(weight * (sd_given**2 + (mean_given - mean) ** 2), axis=(0, 1)))
-    edge = weight[[0, -1]].max() if model.extra_noise == "none" else max(weight[[0, -1]].max(), weight[:, -1].max())
-    return mean, sd, edge
+        log_prior = log_prior - 0.5 * (u / model.extra_sd) ** 2
+    hessian = np.asarray(model.hessian(jnp.asarray(a)))
+    spread = 60.0 * np.sqrt(stats.noise_var / stats.count) / (stats.sampling_rate * hessian.min(axis=(0, 1, 2)))
+
+    def on_grid(centre, width):
+        """φ*'s posterior weights on a grid of 301 values per coordinate over centre ± width, with their mean and sd."""
+        optimum = centre + width * np.linspace(-1.0, 1.0, 301)[:, None]
+        log_weight = np.asarray(log_likelihood(stats, optimum, hessian, u**2)) + log_prior
+        log_weight = log_weight + scipy_stats.norm.logpdf(optimum, model.optimum_loc, model.optimum_sd)
+        weight = np.exp(log_weight - log_weight.max(axis=(0, 1, 2)))
+        weight /= weight.sum(axis=(0, 1, 2))
+        mean = np.sum(weight * optimum, axis=(0, 1, 2))
+        return weight, mean, np.sqrt(np.sum(weight * (optimum - mean) ** 2, axis=(0, 1, 2)))
+
+    weight, mean, sd = on_grid(np.asarray(stats.centre), spread)
+    for _ in range(2):  # each grid placed where the last found the mass: ±25 of its sds (φ*'s tail where a → 0)
+        weight, mean, sd = on_grid(mean, 25.0 * sd)
+    on_edge = [weight[[0, -1]].max(), weight[:, :, [0, -1]].max()]
+    if model.extra_noise != "none":
+        on_edge.append(weight[:, -1].max())
+    return mean, sd, max(on_edge)
 
 
 @pytest.mark.parametrize("prior", PRIORS)

@@ -1,5 +1,5 @@
 """The README's command-line tour runs as written: every `noiseaware …` line of its ```sh blocks, in order,
-through the command line in a scratch directory (study sizes shrunk by tests/test_readme.py's SHRINK).
+through the command line in a scratch directory (study sizes shrunk by tests/readme_tour.py's SHRINK).
 
 A file of its own, so that the two tours run on different test workers."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from markdown_examples import blocks
-from test_readme import commands, shrunk_readme
+from readme_tour import commands, shrunk_readme
 
 from noiseaware.cli import main
 
