@@ -13,7 +13,7 @@ from noiseaware.studies.kinds.privacy_utility import PRIVACY_UTILITY, PrivacyUti
 
 pytestmark = pytest.mark.slow  # a study's tasks and the curve in process: compiled DP-SGD and fits, ~30 s
 
-SMALL = dict(epsilons=(0.3, 1.0), simulations=4, references=2, seed=3)
+SMALL = dict(epsilons=(0.3, 1.0), simulations=2, references=2, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def study(tmp_path_factory):
 def test_the_study_gives_privacy_utilitys_curve_report_for_report(study):
     curve, _ = study
     direct = na.tuning.privacy_utility(
-        na.models.get("M1"), epsilons=SMALL["epsilons"], simulations=4, references=2, key=SMALL["seed"]
+        na.models.get("M1"), epsilons=SMALL["epsilons"], simulations=2, references=2, key=SMALL["seed"]
     )
     assert curve.epsilons == direct.epsilons and len(curve.reports) == 2
     for mine, theirs in zip(curve.reports, direct.reports):
@@ -38,7 +38,7 @@ def test_the_study_gives_privacy_utilitys_curve_report_for_report(study):
 def test_the_command_line_reads_the_design_and_report_reads_the_folder(study, tmp_path, capsys):
     _, out = study
     assert KINDS["privacy-utility"].design is PrivacyUtilityDesign
-    arguments = ["--model", "M1", "--epsilons", "0.3", "1", "--simulations", "4", "--references", "2", "--seed", "3"]
+    arguments = ["--model", "M1", "--epsilons", "0.3", "1", "--simulations", "2", "--references", "2", "--seed", "3"]
     assert main(["study", "privacy-utility", *arguments, "--out", str(out)]) == 0  # resumed: nothing to run
     printed = capsys.readouterr().out
     assert "privacy–utility of gamma-exponential" in printed and "sd / VI sd" in printed
