@@ -230,6 +230,8 @@ def test_fit_warns_by_default_raises_when_asked_and_can_skip(doubled):
         assert na.fit(doubled, "naive", key=0, checks="off").checks is None
     with pytest.raises(ValueError, match="checks must be one of"):
         na.fit(doubled, "naive", key=0, checks="loud")
+    with pytest.raises(ValueError, match="fit's diagnostics= is now checks="):
+        na.fit(doubled, "naive", key=0, diagnostics="off")
 
 
 def test_a_good_trace_fits_without_a_check_warning_and_batches_gather_findings(doubled):

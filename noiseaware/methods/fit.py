@@ -116,6 +116,11 @@ def _fit(
     model: BenchmarkModel | None = None,
 ) -> list[Posterior | None]:
     (chosen,) = registry.resolve([method])
+    if "diagnostics" in option_values and "diagnostics" not in {f.name for f in dataclasses.fields(chosen.options)}:
+        raise ValueError(
+            "fit's diagnostics= is now checks=: 'warn', 'raise' or 'off', the trace checks (post.diagnostics is the "
+            "fit's own record)"
+        )
     if chosen.reads != "trace":
         raise ValueError(
             f"method {chosen.name!r} reads the data, not a trace: run it in na.coverage or call its "
