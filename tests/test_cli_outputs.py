@@ -18,7 +18,7 @@ from toy_results import coverage_result
 
 import noiseaware as na
 from noiseaware.evaluation.calibration_result import METRICS, CalibrationResult
-from noiseaware.studies import Plan
+from noiseaware.studies import COVERAGE, Plan
 
 DATASETS = importlib.import_module("noiseaware.datasets")
 COVERAGE_FILES = [
@@ -257,7 +257,7 @@ def test_a_level_whose_files_fail_leaves_nothing_behind(capsys, tmp_path, studie
     def failing_plot(*args, **kwargs):
         raise OSError("cannot write the plot")
 
-    monkeypatch.setattr("noiseaware.studies.kinds.coverage.plot_coverage", failing_plot)
+    monkeypatch.setitem(COVERAGE.outputs, ".png", failing_plot)
     line = single_error(capsys, *COVERAGE_ARGS, "--out", tmp_path / "new" / "out")
     assert line == "error: cannot write the plot"
     assert studies == [5.0, 10.0] and listing(tmp_path) == []  # the study ran; the failed level's files are gone

@@ -61,7 +61,7 @@ class DPVImDiagnostics(Diagnostics):
         return {"simulations_not_converged": int(sum(bool(r.any_not_converged) for r in records))} if records else {}
 
     def describe(self, posterior) -> list[str]:
-        draws = posterior.optimum_chains.shape[0] * posterior.optimum_chains.shape[1]
+        draws = len(posterior.optimum_draws)
         parts = [f"{draws} draws of φ: " + _CENTRES.get(self.centre, f"centre {self.centre}")]
         not_converged = np.asarray(self.not_converged, bool)
         if not_converged.any():

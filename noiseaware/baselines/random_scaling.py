@@ -59,7 +59,7 @@ class RandomScalingDiagnostics(Diagnostics):
     iterates: int
 
     def describe(self, posterior) -> list[str]:
-        draws = posterior.optimum_chains.shape[0] * posterior.optimum_chains.shape[1]
+        draws = len(posterior.optimum_draws)
         return [f"{draws} draws of φ* from the pivot of {self.iterates} iterates"]
 
 

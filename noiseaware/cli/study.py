@@ -33,14 +33,15 @@ from .options import positive_int
 from .outputs import Outputs
 
 
-def add_study_options(parser, chunk: int, unit: str) -> None:
-    """--workers, --scheduler, --engine, --chunk and --resume/--no-resume."""
+def add_study_options(parser, chunk: int | None = None, unit: str = "") -> None:
+    """--workers, --scheduler, --engine, --chunk (where the command has a chunk size) and --resume/--no-resume."""
     group = add_workers(
         parser, "the study lives in --out DIR: finished tasks are kept there, and the same command resumes it"
     )
-    group.add_argument(
-        "--chunk", type=positive_int, default=chunk, metavar="N", help=f"{unit} per task (default: %(default)d)"
-    )
+    if chunk is not None:
+        group.add_argument(
+            "--chunk", type=positive_int, default=chunk, metavar="N", help=f"{unit} per task (default: %(default)d)"
+        )
     group.add_argument(
         "--resume",
         action=argparse.BooleanOptionalAction,
@@ -121,13 +122,7 @@ def add_parser(subparsers) -> None:
             _add_field(settings, field, hints[field.name])
         sub.add_argument("--out", required=True, metavar="DIR", help="the study's folder (created when missing)")
         sub.add_argument("--force", action="store_true", help="replace the study's summary files where they exist")
-        add_workers(sub, "the study lives in --out DIR: finished tasks are kept there, and the same command resumes it")
-        sub.add_argument(
-            "--resume",
-            action=argparse.BooleanOptionalAction,
-            default=True,
-            help="resume a directory that holds this study (default); --no-resume refuses it",
-        )
+        add_study_options(sub)
         sub.set_defaults(run=run, study_kind=kind)
 
 

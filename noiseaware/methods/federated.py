@@ -63,7 +63,7 @@ class PVIDiagnostics(Diagnostics):
     client_steps: int
 
     def describe(self, posterior) -> list[str]:
-        draws = posterior.optimum_chains.shape[0] * posterior.optimum_chains.shape[1]
+        draws = len(posterior.optimum_draws)
         text = f"{self.clients} clients' factors combined, {draws} component(s)"
         return [text + (f"; {self.dropped} joint draws without a positive precision dropped" if self.dropped else "")]
 

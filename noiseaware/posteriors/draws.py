@@ -24,7 +24,7 @@ from ..trace.sites import SiteSpec
 from ..util.diagnostics import Diagnostics, NoDiagnostics, diagnostics_type
 from ..util.files import atomic_write, plain
 from ..util.keys import as_key
-from ..util.notes import Note
+from ..util.notes import Note, notes_from_json, notes_json
 from .base import PosteriorBase, tail_probability
 
 __all__ = [
@@ -145,7 +145,7 @@ def read_draws(tree: xr.DataTree, path: Path) -> DrawsPosterior:
         diagnostics,
         sites_from_attrs(attrs),
         kind=DRAWS_KIND if kind in OLDER_CLASSES else kind,
-        notes=tuple(Note(**note) for note in json.loads(attrs.get("notes", "[]"))),
+        notes=notes_from_json(attrs.get("notes")),
     )
 
 
@@ -226,5 +226,5 @@ def draws_attrs(post, **more) -> dict[str, Any]:
         "method": post.method,
         "diagnostics_type": type(post.diagnostics).__name__,
         "diagnostics": json.dumps(plain(dict(post.diagnostics))),
-        "notes": json.dumps([plain(dataclasses.asdict(note)) for note in post.notes]),
+        "notes": notes_json(post.notes),
     } | more

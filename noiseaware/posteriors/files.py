@@ -20,7 +20,7 @@ from ..checks import TraceDiagnosis
 from ..trace.families import MEAN_FIELD
 from ..trace.sites import SiteSpec
 from ..util.diagnostics import diagnostics_type
-from ..util.notes import Note
+from ..util.notes import notes_from_json
 from .draws import BASELINE_SCHEMA, DRAWS_GROUP, DRAWS_SCHEMA, DrawsPosterior, read_draws, sites_from_attrs
 from .mixture import (
     DPVIM,
@@ -100,7 +100,7 @@ def load_posterior(path: str | os.PathLike) -> MixturePosterior | DrawsPosterior
             checks=None if checks is None else TraceDiagnosis.from_dict(checks),
             family=str(attrs.get("variational_family", MEAN_FIELD)),  # older files: mean-field
             factor=str(attrs.get("factor", "mean")),
-            notes=tuple(Note(**note) for note in json.loads(attrs.get("notes", "[]"))),  # older files: none
+            notes=notes_from_json(attrs.get("notes")),
         )
 
 

@@ -43,7 +43,7 @@ from ..util.diagnostics import Diagnostics, NoDiagnostics
 from ..util.errors import NON_FINITE, FitFailure
 from ..util.files import atomic_write, plain
 from ..util.keys import as_key, standard_normal
-from ..util.notes import Note
+from ..util.notes import Note, notes_json
 from .base import SUMMARY_DRAWS, PosteriorBase, tail_probability
 from .draws import site_attrs
 from .summary import UNCONSTRAINED, constrain
@@ -381,7 +381,7 @@ class MixturePosterior(PosteriorBase):
             **site_attrs(self.sites),
             "checks": "null" if self.checks is None else json.dumps(plain(self.checks.to_dict())),
             "theta_verdicts": "null" if self.checks is None else json.dumps(list(self.checks.theta_verdicts())),
-            "notes": json.dumps([plain(dataclasses.asdict(note)) for note in self.notes]),
+            "notes": notes_json(self.notes),
         }
 
     def save(self, path: str | os.PathLike, key, *, overwrite: bool = False) -> None:

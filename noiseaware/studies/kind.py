@@ -10,7 +10,7 @@ A kind is a small record of pure functions, in the spirit of optax's `GradientTr
     label(summary)           → str        "M1, ε = 1" (tasks, progress, messages)
     render(summary, Result)  → (text, [warning lines])   the tables a command prints
     stem(summary)            → str        the summary files' common name, e.g. "coverage-M1-eps-1"
-    outputs                  {suffix: write(Result, path, overwrite)}   the summary files and their writers
+    outputs                  {suffix: write(Result, path, *, overwrite)}  the summary files and their writers
     design, plan(design) → Plan           optional: the kind's settings as a frozen dataclass (defaults and
                                           help in its fields) and its plan; `noiseaware study KIND` builds its
                                           flags from the design's fields
@@ -49,7 +49,7 @@ class StudyKind(NamedTuple):
     label: Callable[[Mapping[str, Any]], str]
     render: Callable[[Mapping[str, Any], Any], tuple[str, list[str]]]
     stem: Callable[[Mapping[str, Any]], str]
-    outputs: Mapping[str, Callable[[Any, Path, bool], Any]]
+    outputs: Mapping[str, Callable[..., Any]]
     collect: Callable[[list[Entry]], list[Entry]] = _as_is
     design: type | None = None
     plan: Callable[[Any], Any] | None = None
@@ -62,7 +62,7 @@ class StudyKind(NamedTuple):
     def save(self, summary: Mapping[str, Any], result: Any, directory: Path, overwrite: bool) -> None:
         """Write one spec's summary files into `directory`."""
         for name, write in zip(self.files(summary), self.outputs.values()):
-            write(result, Path(directory) / name, overwrite)
+            write(result, Path(directory) / name, overwrite=overwrite)
 
 
 KINDS: dict[str, StudyKind] = {}

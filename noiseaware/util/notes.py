@@ -19,11 +19,14 @@ by zero) says where it arose, since it means an intermediate value went non-fini
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-__all__ = ["FitWarning", "Note", "gather", "issue", "notes_of", "tally"]
+from .files import plain
+
+__all__ = ["FitWarning", "Note", "gather", "issue", "notes_from_json", "notes_json", "notes_of", "tally"]
 
 Combine = Literal["sum", "max"]
 MAX_NAMED = 10
@@ -63,6 +66,16 @@ class FitWarning(UserWarning):
     def __init__(self, note: Note | str):
         self.note = note if isinstance(note, Note) else None
         super().__init__(str(note))
+
+
+def notes_json(notes: Sequence[Note]) -> str:
+    """The notes as a JSON list of their fields (a posterior file's `notes` attribute)."""
+    return json.dumps([plain(dataclasses.asdict(note)) for note in notes])
+
+
+def notes_from_json(text: str | None) -> tuple[Note, ...]:
+    """The notes `notes_json` wrote (None, a file written before notes were kept: none)."""
+    return tuple(Note(**fields) for fields in json.loads(text or "[]"))
 
 
 def notes_of(outcome) -> tuple[Note, ...]:

@@ -83,10 +83,7 @@ CALIBRATION = register_kind(
         label=_label,
         render=_render,
         stem=_stem,
-        outputs={
-            ".json": lambda result, path, overwrite: result.to_json(path, overwrite=overwrite),
-            ".png": lambda result, path, overwrite: plot_calibration(result, path, overwrite=overwrite),
-        },
+        outputs={".json": CalibrationResult.to_json, ".png": plot_calibration},
         collect=_collect,
     )
 )

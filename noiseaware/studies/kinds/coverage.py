@@ -59,11 +59,10 @@ COVERAGE = register_kind(
         render=_render,
         stem=_stem,
         outputs={
-            ".json": lambda result, path, overwrite: result.to_json(path, overwrite=overwrite),
-            ".csv": lambda result, path, overwrite: result.to_csv(path, overwrite=overwrite),
-            ".png": lambda result, path, overwrite: plot_coverage(result, path, overwrite=overwrite),
-            # coverage against interval width, one point per method
-            "-width.png": lambda result, path, overwrite: plot_coverage_width(result, path, overwrite=overwrite),
+            ".json": CoverageResult.to_json,
+            ".csv": CoverageResult.to_csv,
+            ".png": plot_coverage,
+            "-width.png": plot_coverage_width,  # coverage against interval width, one point per method
         },
     )
 )

@@ -139,10 +139,7 @@ PRIVACY_UTILITY = register_kind(
         label=lambda summary: f"{summary['model']} privacy–utility",
         render=lambda summary, curve: (curve.table(), []),
         stem=_stem,
-        outputs={
-            ".json": lambda curve, path, overwrite: curve.to_json(path, overwrite=overwrite),
-            ".png": lambda curve, path, overwrite: plot_privacy_utility(curve, path, overwrite=overwrite),
-        },
+        outputs={".json": PrivacyUtilityCurve.to_json, ".png": plot_privacy_utility},
         design=PrivacyUtilityDesign,
         plan=_plan,
         description="the privacy–utility curve of a built-in model's settings: posterior width and coverage "
