@@ -38,8 +38,10 @@ def keys(seed: int) -> tuple[jax.Array, jax.Array]:
 
 
 def builtin(name: str, *, preset: bool = True) -> models.BenchmarkModel:
+    """Built-in model `name` with its research preset (the commands choose between presets by ε with
+    `presets.preset_models`), or as a user writes it (preset=False)."""
     try:
-        return models.get(name, preset=preset)
+        return models.get(name, preset="research" if preset else False)
     except KeyError as error:
         raise ValueError(error.args[0]) from None
 

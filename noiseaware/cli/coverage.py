@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import models
 from ..evaluation.coverage import CoverageDesign
+from ..methods.base import research_transforms
 from ..methods.registry import DEFAULT_REGISTRY
 from .common import builtin, import_attribute
 from .options import (
@@ -94,9 +95,7 @@ def run(args) -> int:
     by_level = {level: bm for level in levels}
     if ":" not in args.model:
         epsilons = [value for name, value in levels if name == "epsilon"] or None
-        fixed = [m.name for m in DEFAULT_REGISTRY.resolve(args.methods) if m.transforms == "research"]
-        verb = "draws" if len(fixed) == 1 else "draw"
-        obstacle = f"{', '.join(fixed)} {verb} θ under the research transforms" if fixed else None
+        obstacle = research_transforms(DEFAULT_REGISTRY.resolve(args.methods))
         by_epsilon = preset_models(bm, args.preset, epsilons, obstacle)
         by_level = {(name, value): by_epsilon[value if name == "epsilon" else None] for name, value in levels}
     else:

@@ -21,11 +21,6 @@ class Summary(NamedTuple):
     high: float
 
 
-def rate(theta: float) -> float:
-    """λ = softplus(θ): the rate of the exponential at the unconstrained θ."""
-    return np.logaddexp(0.0, theta)
-
-
 def exact_posterior(x: np.ndarray, prior: tuple[float, float]):
     """Gamma(a + N, b + Σx) (shape, rate): the exact posterior of λ given exponential data x (N values) under the
     Gamma(a, b) prior `prior`, as a frozen scipy distribution."""

@@ -1,19 +1,20 @@
 """--preset for a built-in model: the tuned preset at the requested ε where one is shipped, else the paper's.
 
-`record`, `preflight` and `coverage` use the tuned preset (`noiseaware.tuning.presets`: settings found by
-`na.tune` and checked on 200 fresh simulations) when it applies — a built-in model, a privacy level given as ε,
-a tuned preset shipped at every requested ε, the N and transforms it was tuned for — and otherwise the
-research preset, saying which and why on stderr. `--preset tuned` insists (an error where it does not apply);
-`--preset research` reproduces the paper.
+`record`, `preflight` and `coverage` choose as Python does (`noiseaware.models.presets.preset_at`): the tuned
+preset (`noiseaware.tuning.presets`: settings found by `na.tune` and checked on 200 fresh simulations) when it
+applies — a built-in model, a privacy level given as ε, a tuned preset shipped at every requested ε, the N and
+transforms it was tuned for — and otherwise the research preset, saying which and why on stderr. `--preset
+tuned` insists (an error where it does not apply); `--preset research` reproduces the paper.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Sequence
 
 from ..models.benchmark import BenchmarkModel
-from ..tuning.presets import PRESETS, tuned_epsilons, tuned_model, tuned_preset
+from ..models.presets import PRESETS, preset_at
 
 __all__ = ["add_preset", "no_preset", "preset_models"]
 
@@ -22,8 +23,9 @@ def add_preset(parser) -> None:
     parser.add_argument(
         "--preset",
         choices=PRESETS,
-        help="settings of a built-in model: tuned (found on simulations and checked at the requested ε; the "
-        "default where one is shipped) or research (the paper's; the default elsewhere)",
+        help="settings of a built-in model: auto (the default: tuned at the requested ε where one is shipped, "
+        "research elsewhere), tuned (found on simulations and checked at the requested ε), or research (the "
+        "paper's)",
     )
 
 
@@ -38,37 +40,18 @@ def preset_models(
 ) -> dict[float | None, BenchmarkModel]:
     """A built-in model per requested ε (key None when the levels are not given as ε) with its preset.
 
-    research: the built-in with its research preset (as the command sized it); preset: "tuned", "research" or
-    None (tuned where it applies); obstacle: why the tuned preset cannot apply here (e.g. an N other than the
-    one it was tuned for), or None. Prints the preset used, and why, on stderr.
+    research: the built-in with its research preset (as the command sized it); preset: "auto" (None), "tuned"
+    or "research"; obstacle: why the tuned preset cannot apply here (e.g. an N other than the one it was tuned
+    for), or None. The research preset at every ε unless a tuned one applies at all of them. Prints the preset
+    used, and why, on stderr.
     """
-    name = research.name
-    if preset == "research":
-        return {eps: research for eps in epsilons or (None,)}
-    if obstacle is None and epsilons is None:
-        obstacle = "the privacy level is not given as ε"
-    if obstacle is None:
-        missing = [eps for eps in epsilons if eps not in tuned_epsilons(name)]
-        if missing and preset == "tuned":
-            tuned_preset(name, missing[0])  # raises, naming the shipped levels and how to tune
-        if missing:
-            shipped = ", ".join(f"{e:g}" for e in tuned_epsilons(name)) or "none"
-            obstacle = f"none is shipped at ε = {', '.join(f'{e:g}' for e in missing)} (shipped at: {shipped})"
-    if obstacle is not None:
-        if preset == "tuned":
-            raise ValueError(f"--preset tuned: {obstacle}; drop --preset, or use --preset research")
-        print(
-            f"preset: research (the paper's settings; no tuned preset applies: {obstacle}); check them with "
-            f"`noiseaware preflight --model {name} --epsilon …`",
-            file=sys.stderr,
-        )
-        return {eps: research for eps in epsilons or (None,)}
-    models = {eps: tuned_model(name, eps) for eps in epsilons}
-    for eps in epsilons:
-        check = tuned_preset(name, eps).check
-        print(
-            f"preset: tuned at ε = {eps:g} (checked on {check.simulations} simulations: coverage RMSE "
-            f"{check.coverage_rmse[0]:.3f}, {check.verdict}; --preset research for the paper's settings)",
-            file=sys.stderr,
-        )
-    return models
+    bm = dataclasses.replace(research, preset="research", by_epsilon=preset != "research")
+    choices = {eps: preset_at(bm, eps, obstacle=obstacle, insist=preset == "tuned") for eps in epsilons or (None,)}
+    if any(choice.preset != "tuned" for choice in choices.values()):
+        why = next(choice.why for choice in choices.values() if choice.preset != "tuned")
+        hint = "" if preset == "research" else f"; check them with `noiseaware preflight --model {bm.name} --epsilon …`"
+        print(f"preset: research ({why}){hint}", file=sys.stderr)
+        return {eps: dataclasses.replace(research, preset="research") for eps in choices}
+    for choice in choices.values():
+        print(f"preset: {choice.why}; --preset research for the paper's settings", file=sys.stderr)
+    return {eps: choice.model for eps, choice in choices.items()}

@@ -173,6 +173,11 @@ def run_tune(args) -> int:
             progress=True,
         )
     print(best_trials(tuned))
+    if not tuned.check.findings and not any(trial["feasible"] for trial in tuned.trials):
+        print(
+            f"no trial met every constraint on the {tuned.provenance['simulations']} search simulations, but the "
+            f"chosen one passed its fresh check on {tuned.check.simulations}: that check is the verdict"
+        )
     print()
     print(tuned.table())
     print()

@@ -24,9 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..methods.base import Method, Outcome, Registry, check_transforms
+from ..methods.base import Method, Outcome, Registry, check_transforms, research_transforms
 from ..methods.registry import DEFAULT_REGISTRY
 from ..models.benchmark import BenchmarkModel
+from ..models.presets import preset_at
 from ..privacy import noise_multiplier as calibrate
 from ..recording.settings import DEFAULT_DELTA, check_delta
 from ..trace import BURN_IN
@@ -144,11 +145,15 @@ def coverage_spec(
 ) -> CoverageSpec:
     """The CoverageSpec of a `coverage` call, every argument checked before any work (σ from ε by the PLD
     accountant). arguments: fields of `CoverageDesign` (methods, simulations, …) and DPVI settings that replace
-    the model's preset (steps, …)."""
+    the model's preset (steps, …). A built-in from `na.models.get(name)` runs with the preset it brings to ε
+    (`noiseaware.models.presets.preset_at`: tuned where one is shipped and no method needs the research
+    transforms), as `noiseaware coverage` does."""
     if (epsilon is None) == (noise_multiplier is None):
         raise ValueError("give exactly one of epsilon and noise_multiplier")
     design, overrides = split_design(CoverageDesign, arguments)
     resolved, options = check_methods(design.methods, registry, bm.name, epsilon, design.method_options)
+    obstacle = "transforms= replaces the ones it was tuned with" if "transforms" in overrides else None
+    bm = preset_at(bm, epsilon, obstacle=obstacle or research_transforms(resolved)).model
     for method in resolved:
         check_transforms(method, bm)
     check_delta(design.delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))

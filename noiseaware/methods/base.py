@@ -47,6 +47,7 @@ __all__ = [
     "outcome_of",
     "per_problem",
     "per_trace",
+    "research_transforms",
     "split_keys",
 ]
 
@@ -209,8 +210,17 @@ def check_transforms(method: Method, bm: BenchmarkModel) -> None:
         raise ValueError(
             f"method {method.name!r} draws θ under the research transforms ({shown}), and this run's θ uses "
             f"{mine} (e.g. a tuned preset): run it with the research preset "
-            f"({hint('na.models.get(name)', '--preset research')})"
+            f"({hint('na.models.get(name, preset=' + repr('research') + ')', '--preset research')})"
         )
+
+
+def research_transforms(methods: Sequence[Method]) -> str | None:
+    """Why a tuned preset (numpyro's transforms) cannot serve these methods: the ones that draw θ under the
+    research transforms, named; None when there are none."""
+    fixed = [method.name for method in methods if method.transforms == "research"]
+    if not fixed:
+        return None
+    return f"{', '.join(fixed)} {'draws' if len(fixed) == 1 else 'draw'} θ under the research transforms"
 
 
 def fit_problems(method: Method, batch: Batch, keys, options) -> list[Outcome]:

@@ -69,7 +69,9 @@ class BenchmarkModel:
     non-modelled inputs (None when there are none); site_map: θ ⇄ named latent sites, with their labels
     (e.g. adult-logistic's feature names); observed: observed site names; dpvi_settings: keyword arguments
     of `record_dpvi` except the privacy level (steps, sampling_rate, clip, grad_scale, lr_multiplier, init,
-    mc_draws, transforms, sites, and labels when the sites have them).
+    mc_draws, transforms, sites, and labels when the sites have them); preset: where those settings come from,
+    "yours" for a model of the user's own, else a built-in's "tuned" or "research" preset; by_epsilon: whether
+    a built-in takes the preset that applies at the ε where it is used (`noiseaware.models.presets`).
     """
 
     name: str
@@ -80,6 +82,8 @@ class BenchmarkModel:
     dpvi_settings: Mapping = field(default_factory=dict)
     covariates: Covariates | None = None
     description: str = ""
+    preset: str = "yours"
+    by_epsilon: bool = False
 
     @property
     def dim(self) -> int:

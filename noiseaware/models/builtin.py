@@ -8,6 +8,7 @@ init (μ₀, ρ₀).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -18,6 +19,7 @@ import numpyro.distributions as dist
 
 from .adult import ADULT_CATEGORIES, ADULT_FEATURE_NAMES, ADULT_N
 from .benchmark import BenchmarkModel, from_numpyro
+from .presets import PRESETS, preset_at
 
 __all__ = ["RESEARCH_COMMON", "get", "names"]
 
@@ -212,14 +214,29 @@ def names() -> tuple[str, ...]:
     return _NAMES
 
 
-def get(name: str, *, preset: bool = True) -> BenchmarkModel:
-    """The built-in benchmark model `name` (also 'M1', 'M2', 'M3') with its research preset, or with
-    preset=False as a user would write it: numpyro's default transforms (exp, stick-breaking) and no DPVI
-    settings (find them with `na.tune`)."""
+def get(name: str, *, preset: str | bool = "auto", epsilon: float | None = None) -> BenchmarkModel:
+    """The built-in benchmark model `name` (also 'M1', 'M2', 'M3').
+
+    preset: "auto" (the default) carries the research preset until the model is used at an ε (`na.coverage`,
+    `na.preflight`, a coverage study, or `epsilon` here), where it takes the tuned preset shipped at that ε if
+    one applies, as the command line does (`noiseaware.models.presets`; `bm.preset` says which it carries);
+    "research" keeps the paper's settings at every ε; "tuned" insists on the tuned preset at `epsilon` (an error where none is shipped); False is the
+    model as a user would write it: numpyro's default transforms (exp, stick-breaking) and no DPVI settings
+    (find them with `na.tune`). epsilon: choose the preset for this ε now, e.g. for
+    `record_dpvi(bm.model, data, epsilon=ε, **bm.dpvi_settings)`.
+    """
     key = _ALIASES.get(name.lower(), name.lower())
     if key not in _NAMES:
         raise KeyError(f"unknown model {name!r}: choose one of {', '.join(_NAMES)} (or M1, M2, M3)")
-    return _built(key, preset)
+    if preset is not False and preset not in PRESETS:
+        raise ValueError(f"preset={preset!r}: choose one of {', '.join(map(repr, PRESETS))}, or False")
+    if preset == "tuned" and epsilon is None:
+        raise ValueError("preset='tuned' is chosen at a privacy level: pass epsilon=…")
+    bm = _built(key, preset is not False)
+    if preset is False:
+        return bm
+    bm = dataclasses.replace(bm, preset="research", by_epsilon=preset != "research")
+    return bm if epsilon is None else preset_at(bm, epsilon, insist=preset == "tuned").model
 
 
 @functools.cache

@@ -20,6 +20,7 @@ from ..evaluation.coverage import CoverageDesign, Simulations, evaluate
 from ..evaluation.experiment import check_overrides
 from ..methods.base import Batch
 from ..models.benchmark import BenchmarkModel
+from ..models.presets import preset_at
 from ..privacy import noise_multiplier as calibrate
 from ..recording.config import required_settings
 from ..recording.dpvi import record_dpvi_batch
@@ -74,8 +75,12 @@ def preflight(
 ) -> PreflightReport:
     """Check `settings` (TunedSettings or record_dpvi keywords over the model's preset) on `simulations` fresh
     simulations at (ε, δ): the report, and one PreflightWarning per finding (for TunedSettings, whose settings
-    the tuner already chose, the advice is to tune again rather than to let the tuner choose)."""
+    the tuner already chose, the advice is to tune again rather than to let the tuner choose). A built-in from
+    `na.models.get(name)` brings the preset `noiseaware preflight` would use at ε (`na.models.preset_at`)."""
     tuned = isinstance(settings, TunedSettings)
+    if not tuned:
+        obstacle = "transforms= replaces the ones it was tuned with" if "transforms" in (settings or {}) else None
+        bm = preset_at(bm, epsilon, obstacle=obstacle).model
     settings = record_settings(bm, settings)
     epsilon = positive_float("epsilon", epsilon)
     check_delta(delta, bm.n_examples)

@@ -10,6 +10,8 @@ check on 200 simulations had no findings. `benchmarks/tuning.py --ship` writes t
     tuned_model(name, ε)    the model with those settings as its preset: what `record`, `preflight` and
                             `coverage` use for a built-in model unless told `--preset research`
     tuned_epsilons(name)    the levels with a shipped preset
+    choose_preset(bm, ε, …) what `na.models.preset_at` asks of this module (registered on import): the tuned
+                            model at ε with the line that names it, or the research one and why
 """
 
 from __future__ import annotations
@@ -22,13 +24,12 @@ from types import MappingProxyType
 
 from .. import models
 from ..models.benchmark import BenchmarkModel
+from ..models.presets import PresetChoice, use_preset_source
 from ..util.hints import hint
 from .tuned import SettingsFileError, TunedSettings
 
-__all__ = ["PRESETS", "PRESET_DIR", "preset_path", "tuned_epsilons", "tuned_model", "tuned_preset"]
+__all__ = ["PRESET_DIR", "preset_path", "choose_preset", "tuned_epsilons", "tuned_model", "tuned_preset"]
 
-PRESETS = ("tuned", "research")
-"""The presets of a built-in model: settings tuned on simulations at the requested ε, or the paper's."""
 PRESET_DIR = Path(__file__).parent / "presets"
 
 
@@ -45,19 +46,24 @@ def tuned_epsilons(name: str) -> tuple[float, ...]:
     return tuple(sorted(levels))
 
 
+def shipped_level(name: str, epsilon: float) -> float | None:
+    """The level of a tuned preset of built-in model `name` shipped at ε (equal up to rounding, 1e-9), or None."""
+    return next((level for level in tuned_epsilons(name) if math.isclose(level, epsilon, rel_tol=1e-9)), None)
+
+
 def tuned_preset(name: str, epsilon: float) -> TunedSettings:
     """The shipped TunedSettings of built-in model `name` at ε (checked against the model, fingerprint verified)."""
     shipped = tuned_epsilons(name)
-    match = [level for level in shipped if math.isclose(level, epsilon, rel_tol=1e-9)]
-    if not match:
+    level = shipped_level(name, epsilon)
+    if level is None:
         tune_command = f"noiseaware tune --model {name} --epsilon {epsilon:g} --out FILE, then --settings FILE"
-        levels = ", ".join(f"{level:g}" for level in shipped) or "none"
         raise SettingsFileError(
-            f"no tuned preset of {models.get(name).name} is shipped at ε = {epsilon:g} (shipped at: {levels}): "
+            f"no tuned preset of {models.get(name).name} is shipped at ε = {epsilon!r} (shipped at: "
+            f"{_levels(shipped)}): "
             f"tune it ({hint(f'na.tune(model, epsilon={epsilon:g}, key=…)', tune_command)}), or use the paper's "
             f"settings ({hint(f'na.models.get({name!r})', '--preset research')})"
         )
-    return _load(name, match[0])
+    return _load(name, level)
 
 
 @functools.cache
@@ -70,4 +76,31 @@ def tuned_model(name: str, epsilon: float) -> BenchmarkModel:
     check's fingerprint, so recording with it raises no SettingsHint)."""
     bm = models.get(name, preset=False)
     settings = dict(bm.dpvi_settings) | dict(tuned_preset(name, epsilon))
-    return dataclasses.replace(bm, dpvi_settings=MappingProxyType(settings))
+    return dataclasses.replace(bm, dpvi_settings=MappingProxyType(settings), preset="tuned")
+
+
+def choose_preset(bm: BenchmarkModel, epsilon: float | None, obstacle: str | None) -> PresetChoice:
+    """Built-in `bm` at ε: its tuned preset shipped at ε, with the line that names it (the check behind it);
+    else its research preset with the reason: `obstacle`, none shipped at ε, or an N other than the tuned one."""
+    level = None if obstacle is not None or epsilon is None else shipped_level(bm.name, epsilon)
+    reason = obstacle
+    if reason is None and level is None:
+        reason = f"none is shipped at ε = {epsilon!r} (shipped at: {_levels(tuned_epsilons(bm.name))})"
+    if reason is None and bm.n_examples != tuned_preset(bm.name, level).n_examples:
+        reason = f"it was tuned for N = {tuned_preset(bm.name, level).n_examples} examples, not N = {bm.n_examples}"
+    if reason is not None:
+        research = bm if bm.preset == "research" else models.get(bm.name)
+        return PresetChoice(research, "research", f"the paper's settings; no tuned preset applies: {reason}", reason)
+    check = tuned_preset(bm.name, level).check
+    why = (
+        f"tuned at ε = {level:g} (checked on {check.simulations} simulations: coverage RMSE "
+        f"{check.coverage_rmse[0]:.3f}, {check.verdict})"
+    )
+    return PresetChoice(dataclasses.replace(tuned_model(bm.name, level), by_epsilon=True), "tuned", why)
+
+
+def _levels(levels) -> str:
+    return ", ".join(f"{level:g}" for level in levels) or "none"
+
+
+use_preset_source(choose_preset)

@@ -11,8 +11,8 @@
              width); a trial far beyond a constraint there, or predicted far wider than the best feasible
              trial so far, is pruned without recording (`PRUNE`). Otherwise it is pruned after its first half of
              the simulations when that half is hopeless.
-    choose:  the trials ranked: feasible ones by width; when none is feasible (with a warning), those whose
-             clipping and traces pass by calibration, then the rest by their summed violation.
+    choose:  the trials ranked: feasible ones by width; when none is feasible (a warning if its check fails too),
+             those whose clipping and traces pass by calibration, then the rest by their summed violation.
     check:   the first-ranked settings on fresh simulations with disjoint keys (`preflight.check_settings`);
              where that check has findings, the next-ranked, up to `candidates` checks: the tuner returns the
              first choice that passes its own check, else the checked one with the fewest findings (warned).
@@ -89,7 +89,7 @@ def tune(
     mc_draws: int | None = None,
     start: Mapping[str, float] | None = None,
     timeout: float | None = None,
-    progress: Progress = False,
+    progress: Progress = True,
     executor: Executor | None = None,
     slots: int = 1,
     storage: str | os.PathLike | None = None,
@@ -106,7 +106,8 @@ def tune(
     (any concurrent.futures executor, e.g. a Dask client's) runs `slots` trials at once; storage, a journal
     file (Optuna's JournalFileBackend) that keeps every finished trial, so that the same call resumes the
     search; with either, the trials' order, hence the choice, depends on timing (without, a key gives the
-    same settings). Every argument is checked before any simulation.
+    same settings). progress: a bar per stage on stderr (the default: a search takes minutes), a callable
+    progress(done, total), or False. Every argument is checked before any simulation.
     """
     epsilon = positive_float("epsilon", epsilon)
     check_delta(delta, bm.n_examples)
@@ -212,7 +213,7 @@ def tune(
             PreflightWarning,
             stacklevel=2,
         )
-    if not best.user_attrs["feasible"]:
+    if not best.user_attrs["feasible"] and check.findings:  # a passed fresh check outweighs the search's noise
         warnings.warn(
             f"no trial met every constraint in {trials} trials; the settings are the least infeasible trial's: "
             f"run more trials ({hint('trials=', '--trials')}), widen the SearchSpace, or consider another "
