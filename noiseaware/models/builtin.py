@@ -220,9 +220,9 @@ def get(name: str, *, preset: str | bool = "auto", epsilon: float | None = None)
     preset: "auto" (the default) carries the research preset until the model is used at an ε (`na.coverage`,
     `na.preflight`, a coverage study, or `epsilon` here), where it takes the tuned preset shipped at that ε if
     one applies, as the command line does (`noiseaware.models.presets`; `bm.preset` says which it carries);
-    "research" keeps the paper's settings at every ε; "tuned" insists on the tuned preset at `epsilon` (an error where none is shipped); False is the
-    model as a user would write it: numpyro's default transforms (exp, stick-breaking) and no DPVI settings
-    (find them with `na.tune`). epsilon: choose the preset for this ε now, e.g. for
+    "research" keeps the paper's settings at every ε; "tuned" insists on the tuned preset at `epsilon` (an error
+    where none is shipped); False is the model as a user would write it: numpyro's default transforms (exp,
+    stick-breaking) and no DPVI settings (find them with `na.tune`). epsilon: choose the preset for this ε now, e.g. for
     `record_dpvi(bm.model, data, epsilon=ε, **bm.dpvi_settings)`.
     """
     key = _ALIASES.get(name.lower(), name.lower())
