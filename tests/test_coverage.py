@@ -20,7 +20,7 @@ from noiseaware.util.diagnostics import NoDiagnostics
 from noiseaware.util.keys import as_key
 
 SMALL = {"simulations": 12, "references": 2, "samples": 400, "steps": 1000, "chunk": 12}
-M1 = na.models.get("gamma-exponential")
+M1 = na.models.get("gamma-exponential", preset="research")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from noiseaware.tuning.preflight import findings
 from noiseaware.tuning.score import Score
 from noiseaware.util.errors import DIVERGED, NO_OPTIMUM, FitFailure
 
-M1 = na.models.get("gamma-exponential")
+M1 = na.models.get("gamma-exponential", preset="research")
 TINY = {"simulations": 2, "references": 2, "samples": 100, "steps": 100, "chunk": 2}
 
 

@@ -13,7 +13,7 @@ from noiseaware.methods.base import Batch, fit_problems, split_keys
 from noiseaware.posteriors.base import Posterior
 from noiseaware.util.errors import FitFailure
 
-M1 = na.models.get("gamma-exponential")
+M1 = na.models.get("gamma-exponential", preset="research")
 SMALL = {
     "exact": {"draws": 200},
     "laplace": {"draws": 200},

@@ -12,7 +12,7 @@ import noiseaware as na
 from noiseaware.methods import ExactOptions, LaplaceOptions
 from noiseaware.posteriors.base import Posterior
 
-M1 = na.models.get("gamma-exponential")
+M1 = na.models.get("gamma-exponential", preset="research")
 
 
 @pytest.fixture(scope="module")

@@ -362,3 +362,64 @@ def test_record_dpvi_smoke_with_the_preset(name):
     # the κ step is tiny at this σ: the iterates move, but only a little
     assert np.any(trace.params[-1] != trace.params[0])
     np.testing.assert_allclose(trace.noise_sd, 37.81 * PRESETS[name][1] / np.asarray(trace.grad_scale))
+
+
+# ---------------------------------------------------------------- one default, chosen by ε (issue 40)
+
+
+def test_a_builtin_takes_the_preset_the_command_line_would_at_each_epsilon(capsys):
+    """na.models.get(name) chooses its preset where it is used, through the function `--preset` uses: the tuned
+    preset at a shipped ε (also 1.0000000001, equal up to rounding), the research one elsewhere, and again at
+    every other ε; preset="research" never changes; preset="tuned" insists."""
+    from noiseaware.cli.presets import preset_models
+
+    bm = get("M1")
+    assert bm.preset == "research" and bm.by_epsilon  # the research settings until used at an ε
+    for epsilon in (1.0, 1.0000000001, 0.3):
+        chosen = noiseaware.models.preset_at(bm, epsilon)
+        (cli,) = preset_models(get("M1", preset="research"), None, [epsilon]).values()
+        assert chosen.preset == "tuned" and chosen.model.dpvi_settings == cli.dpvi_settings
+        assert chosen.model.dpvi_settings["clip"] == noiseaware.tuning.tuned_preset("M1", epsilon)["clip"]
+    at_one = get("M1", epsilon=1.0)
+    elsewhere = noiseaware.models.preset_at(at_one, 0.5)
+    assert elsewhere.preset == "research" and elsewhere.model.dpvi_settings["clip"] == 2.0
+    assert "none is shipped at ε = 0.5 (shipped at: 0.1, 0.3, 1)" in elsewhere.why
+    assert noiseaware.models.preset_at(at_one, 0.1).model.dpvi_settings == get("M1", epsilon=0.1).dpvi_settings
+    research = get("M1", preset="research")
+    assert noiseaware.models.preset_at(research, 1.0).model is research
+    assert noiseaware.models.preset_at(bm, None).preset == "research"  # a level given as σ
+    with pytest.raises(ValueError, match=r"preset='tuned'.*none is shipped at ε = 0.5"):
+        get("M1", preset="tuned", epsilon=0.5)
+    with pytest.raises(ValueError, match="pass epsilon"):
+        get("M1", preset="tuned")
+    with pytest.raises(ValueError, match="choose one of 'auto', 'tuned', 'research'"):
+        get("M1", preset="paper")
+    own = from_numpyro(waiting_times, n_examples=50, steps=10, sampling_rate=0.5, clip=1.0)
+    assert noiseaware.models.preset_at(own, 1.0).model is own
+
+
+def test_coverage_and_preflight_use_the_preset_chosen_by_epsilon(monkeypatch):
+    """na.coverage and na.preflight run a built-in at ε with the preset `noiseaware coverage`/`preflight` would;
+    a method that draws θ under the research transforms keeps the research preset."""
+    import sys
+
+    from noiseaware.evaluation.coverage import coverage_spec
+
+    preflight_module = sys.modules["noiseaware.tuning.preflight"]  # the package's `preflight` is the function
+
+    class Checked(Exception):
+        pass
+
+    def capture(bm, settings, **_):
+        raise Checked(bm.preset, settings["clip"])
+
+    monkeypatch.setattr(preflight_module, "fresh_check", capture)
+
+    tuned = noiseaware.tuning.tuned_preset("M3", 1.0)
+    spec = coverage_spec(get("M3"), key=0, epsilon=1.0, methods=("exact",), simulations=2)
+    assert spec.settings["clip"] == tuned["clip"] and spec.model.preset == "tuned"
+    spec = coverage_spec(get("M3"), key=0, epsilon=1.0, methods=("exact", "bs2018"), simulations=2)
+    assert spec.model.preset == "research"
+    with pytest.raises(Checked) as checked:
+        noiseaware.preflight(get("M2"), epsilon=0.3, simulations=2, key=0)
+    assert checked.value.args == ("tuned", noiseaware.tuning.tuned_preset("M2", 0.3)["clip"])

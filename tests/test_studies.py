@@ -33,7 +33,7 @@ from noiseaware.studies.files import CorruptResult, read_result, write_result
 from noiseaware.util.fingerprint import Unfingerprintable, canonical, fingerprint
 from noiseaware.util.notes import Note
 
-M2 = na.models.get("beta-bernoulli")
+M2 = na.models.get("beta-bernoulli", preset="research")
 SMALL = dict(methods=("exact", "naive"), simulations=6, references=3, samples=400, steps=300, chunk=2)
 LEVELS = [("noise_multiplier", 20.0)]
 

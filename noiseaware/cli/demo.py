@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -20,6 +21,7 @@ from ..models.builtin import GAMMA_PRIOR
 from ..posteriors.mixture import MixturePosterior
 from ..recording.dpvi import record_dpvi
 from ..recording.settings import SettingsHint
+from ..trace import Trace
 from ..util.files import atomic_write
 from ..util.keys import as_key
 from ..util.tables import text_table
@@ -76,22 +78,46 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
+class DemoRun(NamedTuple):
+    """One run of the demo: the model with its preset, the simulated θ (unconstrained, (d,)) and data, the trace
+    and its noise-aware posterior."""
+
+    model: models.BenchmarkModel
+    theta: jax.Array
+    data: dict
+    trace: Trace
+    posterior: MixturePosterior
+
+
+def demo_run(
+    bm: models.BenchmarkModel, epsilon: float, seed: int, *, steps: int | None, method: str, options, quiet: bool
+) -> DemoRun:
+    """Simulate `bm` with --seed's simulation key, record DPVI at ε with its DPVI key, print the trace's report
+    (and its checks) unless `quiet`, and fit `method` with the model's prior on the VI optimum under the key
+    fold_in(seed, FIT_STREAM). `benchmarks/demo_width.py` runs the same over many seeds."""
+    key_simulation, key_dpvi = keys(seed)
+    theta, data = bm.simulate(key_simulation)
+    settings = dict(bm.dpvi_settings, **({} if steps is None else {"steps": steps}))
+    with warnings.catch_warnings():  # simulated data: no preflight hint for a built-in's preset here
+        warnings.simplefilter("ignore", SettingsHint)
+        trace = record_dpvi(bm.model, data, epsilon=epsilon, key=key_dpvi, progress=not quiet, **settings)
+    if not quiet:
+        print(trace_report(trace), end="\n\n")
+    key_fit = jax.random.fold_in(as_key(seed), FIT_STREAM)
+    post = fit_reporting_warnings(trace, method, key=key_fit, model=bm, **options)
+    return DemoRun(bm, theta, data, trace, post)
+
+
 def run(args) -> int:
     (bm,) = preset_models(models.get(DEMO_MODEL), None, [args.epsilon]).values()
     replace = args.force or is_demo_folder(args.out)
     outputs = Outputs(force=replace)
     out = outputs.directory(args.out, "--out", (DEMO_TRACE, DEMO_POSTERIOR, DEMO_PLOT, DEMO_MARKER))
     options = route_options(args)
-    key_simulation, key_dpvi = keys(args.seed)
+    _, theta, data, trace, post = demo_run(
+        bm, args.epsilon, args.seed, steps=args.steps, method=args.method, options=options, quiet=False
+    )
     key_fit = jax.random.fold_in(as_key(args.seed), FIT_STREAM)
-    theta, data = bm.simulate(key_simulation)
-    settings = dict(bm.dpvi_settings, **({} if args.steps is None else {"steps": args.steps}))
-    with warnings.catch_warnings():  # simulated data: the research preset needs no preflight hint here
-        warnings.simplefilter("ignore", SettingsHint)
-        trace = record_dpvi(bm.model, data, epsilon=args.epsilon, key=key_dpvi, progress=True, **settings)
-    print(trace_report(trace))
-    print()
-    post = fit_reporting_warnings(trace, args.method, key=key_fit, model=bm, **options)
     key_theta = jax.random.fold_in(key_fit, THETA_STREAM)
     posteriors = {"noise-aware": post, "naive": naive_posterior(trace)}
     truth = np.asarray(theta, np.float64)
