@@ -65,8 +65,11 @@ def main() -> None:
         for seed in range(args.seeds):
             rows.append(one_seed(bm, epsilon, seed, args.method))
             row = rows[-1]
-            print(f"ε = {epsilon:g} seed {seed:2d}: noise-aware sd {row['noise_aware_sd']:.4f}, exact "
-                  f"{row['exact_sd']:.4f}, ratio {row['ratio']:.3f}", flush=True)  # fmt: skip
+            print(
+                f"ε = {epsilon:g} seed {seed:2d}: noise-aware sd {row['noise_aware_sd']:.4f}, exact "
+                f"{row['exact_sd']:.4f}, ratio {row['ratio']:.3f}",
+                flush=True,
+            )
         ratios = np.array([row["ratio"] for row in rows])
         summary = {
             "median_ratio": float(np.median(ratios)),
@@ -74,8 +77,10 @@ def main() -> None:
             "share_below_1": float(np.mean(ratios < 1)),
             "demo_seed_ratio": rows[0]["ratio"],
         }
-        print(f"ε = {epsilon:g}: median ratio {summary['median_ratio']:.3f}, min {summary['min_ratio']:.3f}, "
-              f"{100 * summary['share_below_1']:.0f} % below 1; the demo's seed 0: {summary['demo_seed_ratio']:.3f}")  # fmt: skip
+        print(
+            f"ε = {epsilon:g}: median ratio {summary['median_ratio']:.3f}, min {summary['min_ratio']:.3f}, "
+            f"{100 * summary['share_below_1']:.0f} % below 1; the demo's seed 0: {summary['demo_seed_ratio']:.3f}"
+        )
         merge_results(
             RESULTS,
             {
