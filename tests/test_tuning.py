@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 import textwrap
 import warnings
 from pathlib import Path
@@ -436,6 +437,17 @@ def test_privacy_utility_curve_narrows_with_epsilon_and_plots(tmp_path, tiny, qu
     assert "privacy–utility of normal_mean" in curve.table()
     plot_privacy_utility(curve, tmp_path / "pu.png")
     assert (tmp_path / "pu.png").stat().st_size > 0
+
+
+def test_privacy_utility_at_the_tuned_epsilon_is_the_settings_own_check(tiny, quick):
+    """issue 40: the curve at the ε the settings were tuned for shows their own check (its simulations and
+    verdict), so `noiseaware tune` cannot print "no findings" and a finding at the same ε; elsewhere it checks on
+    its own simulations, and the table says how many each row used."""
+    curve = na.tuning.privacy_utility(tiny, quick, epsilons=(0.5, 1.0), simulations=4, references=2, key=1)
+    assert curve.reports[1] is quick.check and curve.reports[0].simulations == 4
+    assert quick.check.simulations == 6
+    rows = curve.table().splitlines()
+    assert re.search(r"^1\s+6\s", next(r for r in rows if r.startswith("1 "))) and "simulations:" in curve.table()
 
 
 def test_cli_refuses_bad_tuning_input_before_any_work(tmp_path, monkeypatch, capsys, quick):
