@@ -157,7 +157,9 @@ def coverage_spec(
     for method in resolved:
         check_transforms(method, bm)
     check_delta(design.delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
-    for name in ("simulations", "references", "samples", "chunk"):
+    many = "coverage is a fraction over simulations; 50 or more tell methods apart"
+    positive_int("simulations", design.simulations, minimum=2, hint=many)
+    for name in ("references", "samples", "chunk"):
         positive_int(name, getattr(design, name))
     settings = dict(bm.dpvi_settings) | overrides
     sigma = (

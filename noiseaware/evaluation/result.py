@@ -14,7 +14,7 @@ import numpy as np
 from ..util.files import atomic_write, write_json
 from ..util.tables import text_table
 from .experiment import checks_cell
-from .tarp import coverage_rmse
+from .tarp import chance_rmse, coverage_rmse
 
 __all__ = ["REFERENCE_RULES", "CoverageResult"]
 
@@ -105,7 +105,8 @@ class CoverageResult:
         header = ["method", *(f"RMSE ({rule} ref.)" for rule in rules), "width ×", "failures", "fit s", "trace checks"]
         legend = [
             f"RMSE: sqrt(mean over the {len(self.levels)} levels of (ECP − level)²), 0 when calibrated; mean ± sd "
-            "over the reference draws",
+            "over the reference draws; a calibrated method scores about sqrt(1/(6M)) by chance, "
+            f"{chance_rmse(self.settings['simulations']):.3f} for these M = {self.settings['simulations']} simulations",
             "ref.: the rule that draws TARP's reference points θ_ref = centre + U ⊙ half-width, U ~ U(−1, 1)^d:",
             *(f"  {rule}: {REFERENCE_RULES[rule]}" for rule in rules),
             "width ×: the central 90 % interval's width over the non-private posterior's (Laplace at the MAP of "

@@ -19,6 +19,7 @@ import numpy as np
 
 __all__ = [
     "LEVELS",
+    "chance_rmse",
     "coverage_rmse",
     "ecp_from_fractions",
     "marginal_ecp",
@@ -151,6 +152,12 @@ def coverage_rmse(levels, ecp) -> float | np.ndarray:
     deviation = ecp - levels.reshape((-1,) + (1,) * (ecp.ndim - 1))
     rmse = np.sqrt(np.mean(deviation**2, axis=0))
     return float(rmse) if rmse.ndim == 0 else rmse
+
+
+def chance_rmse(simulations: int) -> float:
+    """sqrt(1/(6M)): the coverage RMSE a calibrated method scores by chance on M simulations (the ECP at level α
+    has variance α(1 − α)/M, whose mean over α in [0, 1] is 1/6)."""
+    return (6 * simulations) ** -0.5
 
 
 def reference_box(key, centre, half_width, repeats: int):

@@ -69,7 +69,7 @@ def preset_at(
     choice = _SOURCE[0](bm, epsilon, obstacle)
     if insist and choice.preset != "tuned":
         insisted = hint("preset='tuned'", "--preset tuned")
-        other = hint("preset='research' (or 'auto')", "--preset research (or drop --preset)")
+        other = hint("preset='research'", "--preset research")
         raise ValueError(
             f"{insisted}: the tuned preset of {bm.name} does not apply here: {choice.obstacle}; use {other}"
         )

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..evaluation.tarp import chance_rmse
 from ..util.files import plain
 from ..util.tables import text_table
 
@@ -27,9 +28,9 @@ coordinates) and the TARP coverage RMSE (raised to `rmse_limit(M)` where M simul
 
 
 def rmse_limit(simulations: int) -> float:
-    """The coverage RMSE the check tolerates on M simulations: 0.05, or 1.5 × sqrt(1/(6M)), the RMSE a
-    calibrated method scores by chance (ECP at level α has variance α(1 − α)/M; its mean over [0, 1] is 1/6)."""
-    return max(LIMITS["coverage_rmse"], 1.5 * (6 * simulations) ** -0.5)
+    """The coverage RMSE the check tolerates on M simulations: 0.05, or 1.5 × `chance_rmse(M)`, the RMSE a
+    calibrated method scores by chance."""
+    return max(LIMITS["coverage_rmse"], 1.5 * chance_rmse(simulations))
 
 
 @dataclass(frozen=True)

@@ -58,10 +58,10 @@ def tuned_preset(name: str, epsilon: float) -> TunedSettings:
     if level is None:
         tune_command = f"noiseaware tune --model {name} --epsilon {epsilon:g} --out FILE, then --settings FILE"
         raise SettingsFileError(
-            f"no tuned preset of {models.get(name).name} is shipped at ε = {epsilon!r} (shipped at: "
+            f"no tuned preset of {models.get(name).name} is shipped at ε = {epsilon:.12g} (shipped at: "
             f"{_levels(shipped)}): "
             f"tune it ({hint(f'na.tune(model, epsilon={epsilon:g}, key=…)', tune_command)}), or use the paper's "
-            f"settings ({hint(f'na.models.get({name!r})', '--preset research')})"
+            f"settings ({hint(f'na.models.get({name!r}, preset={"research"!r})', '--preset research')})"
         )
     return _load(name, level)
 
@@ -85,7 +85,7 @@ def choose_preset(bm: BenchmarkModel, epsilon: float | None, obstacle: str | Non
     level = None if obstacle is not None or epsilon is None else shipped_level(bm.name, epsilon)
     reason = obstacle
     if reason is None and level is None:
-        reason = f"none is shipped at ε = {epsilon!r} (shipped at: {_levels(tuned_epsilons(bm.name))})"
+        reason = f"none is shipped at ε = {epsilon:.12g} (shipped at: {_levels(tuned_epsilons(bm.name))})"
     if reason is None and bm.n_examples != tuned_preset(bm.name, level).n_examples:
         reason = f"it was tuned for N = {tuned_preset(bm.name, level).n_examples} examples, not N = {bm.n_examples}"
     if reason is not None:
