@@ -55,6 +55,7 @@ def test_small_study_scores_every_method_under_both_rules(result):
     # issue 26: the columns are explained where they are printed, each reference rule in full
     legend = result.table().splitlines()[3:]
     assert legend[0].startswith("RMSE: sqrt(mean over the 21 levels")
+    assert legend[0].endswith(f"{(6 * 12) ** -0.5:.3f} for these M = 12 simulations")  # sqrt(1/(6M)), issue 40
     assert [f"  {rule}: {REFERENCE_RULES[rule]}" for rule in ("research", "trace")] == legend[2:4]
 
 
@@ -238,8 +239,10 @@ def test_bad_requests_raise():
         coverage(M1, methods=("exact", "magic"), epsilon=1.0, key=0)
     with pytest.raises(ValueError, match="exactly one of epsilon and noise_multiplier"):
         coverage(M1, methods=("exact",), key=0)
-    with pytest.raises(ValueError, match="simulations must be a positive int"):
+    with pytest.raises(ValueError, match="simulations must be an integer ≥ 2"):
         coverage(M1, methods=("exact",), epsilon=1.0, simulations=0, key=0)
+    with pytest.raises(ValueError, match="coverage is a fraction over simulations"):
+        coverage(M1, methods=("exact",), epsilon=1.0, simulations=1, key=0)
     with pytest.raises(ValueError, match="references must be a positive int"):
         coverage(M1, methods=("exact",), epsilon=1.0, references=0, key=0)
     with pytest.raises(TypeError, match="key"):  # the numbers depend on the key: there is no default
