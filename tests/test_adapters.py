@@ -75,7 +75,8 @@ class _Tensor:
 
 
 class _DPOptimizer:
-    """Opacus's DPOptimizer.pre_step order, reimplemented in numpy: clip_and_accumulate (each per-sample gradient
+    """Opacus's DPOptimizer.pre_step order, reimplemented in numpy (zero_grad folded into the end of step):
+    clip_and_accumulate (each per-sample gradient
     clipped to C by its joint norm over parameters, then summed), add_noise (N(0, σ²C²)), scale_grad (÷
     expected_batch_size × accumulated_iterations when loss_reduction="mean"), step_hook(self), then the wrapped SGD.
     `used` logs the (σ, C) each add_noise drew with."""
@@ -83,13 +84,17 @@ class _DPOptimizer:
     def __init__(self, params, *, lr, loss_reduction="mean", expected_batch_size=10):
         self.param_groups = [{"params": params}]
         self.noise_multiplier, self.max_grad_norm = SIGMA, CLIP
-        self.expected_batch_size, self.loss_reduction, self.accumulated_iterations = (
-            expected_batch_size,
-            loss_reduction,
-            1,
-        )
-        self.lr, self.step_hook, self.hook_calls, self.used = lr, None, 0, []
+        self.expected_batch_size, self.loss_reduction = expected_batch_size, loss_reduction
+        self.lr, self.step_hook, self.hook_calls, self.used, self.grad_samples = lr, None, 0, [], None
         self.rng = np.random.default_rng(0)
+
+    @property
+    def accumulated_iterations(self):
+        """As Opacus's: counted from the per-sample gradients, an error while there are none (before the first
+        step, after zero_grad)."""
+        if self.grad_samples is None:
+            raise ValueError("Unexpected grad_sample type: <class 'NoneType'>")
+        return 1
 
     @property
     def params(self):
@@ -115,6 +120,7 @@ class _DPOptimizer:
     def step(self, per_sample):
         """per_sample: one (B, *shape) array per parameter; returns (the clipped sum, the released p.grad) per
         parameter."""
+        self.grad_samples = per_sample
         self.clip_and_accumulate(per_sample)
         self.add_noise()
         self.scale_grad()
@@ -123,6 +129,7 @@ class _DPOptimizer:
             self.step_hook(self)
         for p in self.params:
             p.data = p.data - self.lr * p.grad
+        self.grad_samples = None  # zero_grad
         return released
 
 
@@ -323,7 +330,7 @@ def test_opacus_adaptive_clipping_is_recorded_per_step_accounted_and_refused_by_
     with pytest.raises(na.methods.FitFailure, match="the clip norm C_t of this trace varies from step to step"):
         na.fit(trace, "exact", key=0, checks="off")
     with pytest.raises(TraceError, match="varies from step to step"):
-        trace.noise_sd
+        _ = trace.noise_sd
     from noiseaware.baselines.bootstrap import replay_settings
 
     with pytest.raises(na.methods.FitFailure, match="the bootstrap replays the run with one σ, C and s"):
@@ -365,7 +372,7 @@ def test_opacus_noise_schedules_need_to_be_public_and_moved_clip_norms_need_thei
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"expected_batch_size": None}, r"expected_batch_size is None .* loss_reduction='mean'"),
+        ({"expected_batch_size": None}, r"expected_batch_size is None; with loss_reduction='mean'"),
         ({"expected_batch_size": 0}, r"expected_batch_size is 0"),
         ({"loss_reduction": "avg"}, r"loss_reduction is 'avg'; Opacus takes 'mean' or 'sum'"),
     ],
@@ -384,8 +391,10 @@ def test_opacus_trace_errors_name_opacus_settings():
     _quadratic_run(optimizer, params, 3, between=lambda t: setattr(optimizer, "max_grad_norm", math.nan))
     with pytest.raises(ValueError, match=r"max_grad_norm was nan at step 1"):
         recorder.trace(n_examples=400)
-    recorder.settings = [(SIGMA, CLIP, math.nan)] * 3
-    with pytest.raises(ValueError, match=r"expected batch size 20 .* exceeds n_examples = 10: .*len\(data_loader"):
+    recorder.settings = [(SIGMA, CLIP, math.nan, 1.0)] * 3
+    with pytest.raises(
+        ValueError, match=r"expected batch size 20 .* is not in \(0, n_examples = 10\]: .*len\(data_loader"
+    ):
         recorder.trace(n_examples=10)
     with pytest.raises(ValueError, match=r"grad_scale has shape \(3,\), but the run has P = 2 parameters"):
         recorder.trace(n_examples=400, grad_scale=[1.0, 2.0, 3.0])

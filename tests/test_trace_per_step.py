@@ -33,7 +33,7 @@ def test_per_step_settings_are_kept_only_when_they_vary():
     start = 12
     np.testing.assert_allclose(varying.mean_noise_sd(start), np.full(P, np.sqrt(np.mean((sigma * clip)[start:] ** 2))))
     with pytest.raises(TraceError, match="the noise multiplier σ_t and the clip norm C_t of this trace vary"):
-        varying.noise_sd
+        _ = varying.noise_sd
 
 
 def test_a_scale_per_step_divides_the_noise_sd_per_coordinate():

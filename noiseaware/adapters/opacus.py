@@ -9,10 +9,11 @@ only, never `summed_grad`, `grad_sample` or per-sample norms.
 
 The settings are read as each step's noise is drawn (the recorder wraps `add_noise`): σ_t = noise_multiplier and
 C_t = max_grad_norm. They change from step to step under adaptive clipping (`make_private(..., clipping="adaptive")`,
-`AdaClipDPOptimizer`, which moves C after the noise and before the hook, so the hook alone would see C_{t+1}) and
-under a noise or clip scheduler (`opacus.schedulers`); the trace keeps them per step. Adaptive clipping also releases
-each step a noisy count of the examples left unclipped, noise sd `fraction_std` (read when the optimizer has it, or
-given as count_noise_multiplier): `trace(delta=δ)` accounts it with the gradient (`privacy.combined_noise_multiplier`).
+`AdaClipDPOptimizer`, which in recent releases moves C after the noise and before the hook, so the hook alone would
+see C_{t+1}) and under a noise or clip scheduler (`opacus.schedulers`); the trace keeps them per step. Adaptive
+clipping also releases each step a noisy count of the examples left unclipped, noise sd `fraction_std`
+(`unclipped_num_std` in older releases; read when the optimizer has it, or given as count_noise_multiplier):
+`trace(delta=δ)` accounts it with the gradient (`privacy.combined_noise_multiplier`).
 
     recorder = OpacusRecorder(optimizer)       # after make_private
     ... train ...
@@ -35,6 +36,8 @@ from .recorder import producer, unscaled
 __all__ = ["OpacusRecorder", "as_numpy"]
 
 LOSS_REDUCTIONS = ("mean", "sum")
+COUNT_NOISE = ("fraction_std", "unclipped_num_std")
+"""AdaClipDPOptimizer's noise sd of the unclipped count, by its name in newer and in older Opacus releases."""
 
 
 def as_numpy(value) -> np.ndarray:
@@ -58,7 +61,8 @@ class OpacusRecorder:
     clipping) of every step of an Opacus `DPOptimizer` (module doc).
 
     The parameters are those of its param groups that require gradients, flattened in order. The optimizer's
-    loss_reduction, expected_batch_size and accumulated_iterations are checked now and read when the trace is made.
+    loss_reduction and expected_batch_size are checked now; accumulated_iterations is read at each step (Opacus
+    knows it only while the per-sample gradients exist).
     """
 
     def __init__(self, optimizer: Any):
@@ -68,13 +72,13 @@ class OpacusRecorder:
                     f"{type(optimizer).__name__} has no {name!r}: pass the DPOptimizer that "
                     "PrivacyEngine.make_private returned"
                 )
-        _divisor(optimizer)  # an unusable expected_batch_size or loss_reduction fails before training
+        _divisor(optimizer, 1.0)  # an unusable expected_batch_size or loss_reduction fails before training
         self.optimizer = optimizer
         self.previous: Callable | None = getattr(optimizer, "step_hook", None)
         self.params: list[np.ndarray] = []
         self.grads: list[np.ndarray] = []
-        self.settings: list[tuple[float, float, float]] = []
-        self._drawn: tuple[float, float, float] | None = None
+        self.settings: list[tuple[float, float, float, float]] = []
+        self._drawn: tuple[float, float, float, float] | None = None
         optimizer.step_hook = self._hook
         if callable(getattr(optimizer, "add_noise", None)):
             add_noise = optimizer.add_noise
@@ -83,11 +87,15 @@ class OpacusRecorder:
     def _parameters(self) -> list:
         return [p for group in self.optimizer.param_groups for p in group["params"] if p.requires_grad]
 
-    def _now(self) -> tuple[float, float, float]:
-        """(σ, C, the clipped count's noise sd or nan) as the optimizer holds them now."""
+    def _now(self) -> tuple[float, float, float, float]:
+        """(σ, C, the clipped count's noise sd or nan, accumulated_iterations) as the optimizer holds them now."""
         optimizer = self.optimizer
-        count = getattr(optimizer, "fraction_std", None)
-        return _number(optimizer.noise_multiplier), _number(optimizer.max_grad_norm), _number(count)
+        count = next((getattr(optimizer, name) for name in COUNT_NOISE if hasattr(optimizer, name)), None)
+        try:
+            accumulated = _number(getattr(optimizer, "accumulated_iterations", 1))
+        except (AttributeError, TypeError, ValueError):  # Opacus's property fails without per-sample gradients
+            accumulated = math.nan
+        return _number(optimizer.noise_multiplier), _number(optimizer.max_grad_norm), _number(count), accumulated
 
     def _before_noise(self, add_noise: Callable, *args, **kwargs):
         self._drawn = self._now()
@@ -109,11 +117,21 @@ class OpacusRecorder:
         self.settings.append(self._drawn if self._drawn is not None else self._now())
         self._drawn = None
 
+    def _accumulated(self) -> float:
+        """accumulated_iterations of the recorded steps (1 before any); a ValueError when it changed or is unknown."""
+        values = {setting[3] for setting in self.settings} or {1.0}
+        if len(values) > 1 or not all(math.isfinite(value) and value >= 1 for value in values):
+            raise ValueError(
+                f"the optimizer's accumulated_iterations was {sorted(values)} over the recorded steps; the trace needs "
+                "one number of accumulated batches per step for the whole run"
+            )
+        return values.pop()
+
     def convention(self) -> Convention:
         """ "expected-batch" with Opacus's divisor (expected_batch_size × accumulated_iterations) for
         loss_reduction="mean"; "sum" otherwise."""
         version = producer("opacus")
-        divisor = _divisor(self.optimizer)
+        divisor = _divisor(self.optimizer, self._accumulated())
         if divisor is not None:
             return Convention(normaliser="expected-batch", batch_divisor=divisor, producer=version)
         return Convention(producer=version)
@@ -146,7 +164,7 @@ class OpacusRecorder:
         n_examples = positive_int(
             "n_examples", n_examples, hint="the size of the training set, len(data_loader.dataset)"
         )
-        sigma, clip, count = (np.array(column) for column in zip(*self.settings))
+        sigma, clip, count, _ = (np.array(column) for column in zip(*self.settings))
         _check_settings(sigma, clip)
         if np.unique(sigma).size > 1 and not public_noise_schedule:
             raise ValueError(
@@ -164,12 +182,13 @@ class OpacusRecorder:
                     f"({sigma.size})"
                 )
             count = np.broadcast_to(count, sigma.shape)
-        rate = sampling_rate if sampling_rate is not None else _expected_size(self.optimizer) / n_examples
-        if sampling_rate is None and rate > 1:
+        expected = _number(self.optimizer.expected_batch_size) * self._accumulated()
+        rate = sampling_rate if sampling_rate is not None else expected / n_examples
+        if sampling_rate is None and not 0 < rate <= 1:
             raise ValueError(
-                f"the expected batch size {_expected_size(self.optimizer):g} (expected_batch_size × "
-                f"accumulated_iterations) exceeds n_examples = {n_examples}: n_examples is the size of the training "
-                "set, len(data_loader.dataset)"
+                f"the expected batch size {expected:g} (expected_batch_size × accumulated_iterations) is not in "
+                f"(0, n_examples = {n_examples}]: n_examples is the size of the training set, len(data_loader.dataset)"
+                "; or pass sampling_rate="
             )
         if "epsilon" not in fields and fields.get("delta") is not None:
             fields |= {"epsilon": _accounted_epsilon(sigma, clip, count, fields["delta"], rate), "accountant": "pld"}
@@ -189,7 +208,7 @@ class OpacusRecorder:
         )
 
 
-def _divisor(optimizer) -> float | None:
+def _divisor(optimizer, accumulated: float) -> float | None:
     """Opacus's divisor expected_batch_size × accumulated_iterations for loss_reduction="mean", None for "sum"; a
     ValueError in Opacus's words when either is unusable."""
     reduction = optimizer.loss_reduction
@@ -197,20 +216,14 @@ def _divisor(optimizer) -> float | None:
         raise ValueError(f"the optimizer's loss_reduction is {reduction!r}; Opacus takes 'mean' or 'sum'")
     if reduction == "sum":
         return None
-    size = _expected_size(optimizer)
+    size = _number(optimizer.expected_batch_size)
     if not (math.isfinite(size) and size > 0):
         raise ValueError(
-            f"the optimizer's expected_batch_size is {optimizer.expected_batch_size!r} (× accumulated_iterations "
-            f"{getattr(optimizer, 'accumulated_iterations', 1)!r}); with loss_reduction='mean' Opacus divides the "
-            "noisy sum by it: pass make_private a data loader with a batch size ≥ 1, or expected_batch_size to the "
-            "DPOptimizer"
+            f"the optimizer's expected_batch_size is {optimizer.expected_batch_size!r}; with loss_reduction='mean' "
+            "Opacus divides the noisy sum by it (× accumulated_iterations): pass make_private a data loader with a "
+            "batch size ≥ 1, or expected_batch_size to the DPOptimizer"
         )
-    return size
-
-
-def _expected_size(optimizer) -> float:
-    """expected_batch_size × accumulated_iterations (nan when either is not a number)."""
-    return _number(optimizer.expected_batch_size) * _number(getattr(optimizer, "accumulated_iterations", 1))
+    return size * accumulated
 
 
 def _check_settings(sigma: np.ndarray, clip: np.ndarray) -> None:
@@ -234,7 +247,8 @@ def _accounted_epsilon(sigma: np.ndarray, clip: np.ndarray, count: np.ndarray, d
         raise ValueError(
             "the clip norm max_grad_norm changed between steps (adaptive clipping), so every step also released "
             "the noisy count of unclipped examples that moved it; pass count_noise_multiplier= its noise sd "
-            "(AdaClipDPOptimizer's fraction_std; batch_size / 20 for PrivacyEngineAdaptiveClipping) to account "
+            "(AdaClipDPOptimizer's fraction_std, unclipped_num_std in older Opacus; batch_size / 20 for "
+            "PrivacyEngineAdaptiveClipping) to account "
             "it, or epsilon= from your own accountant"
         )
     return epsilon_spent_per_step(sigma, delta, rate)

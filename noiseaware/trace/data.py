@@ -148,11 +148,11 @@ def varying_settings_reason(trace: TraceData, needs: str) -> str:
     says what it needs, e.g. "the gradient model needs one noise sd σC/s per coordinate"."""
     names = {"noise_multiplier": "the noise multiplier σ_t", "clip": "the clip norm C_t", "grad_scale": "the scale s_t"}
     varying = " and ".join(names[name] for name in trace.varying_settings)
+    verb = "vary" if len(trace.varying_settings) > 1 else "varies"
     return (
-        f"{varying} of this trace {'vary' if len(trace.varying_settings) > 1 else 'varies'} from step to step (adaptive clipping, a noise schedule, or a per-step scale "
-        f"before clipping), and {needs} for the whole run; fit it "
-        "with a method that does not model the noise (naive, dpvim, random-scaling), or re-run with a fixed clip "
-        "norm, noise multiplier and scale"
+        f"{varying} of this trace {verb} from step to step (adaptive clipping, a noise schedule, or a per-step scale "
+        f"before clipping), and {needs} for the whole run; fit it with a method that does not model the noise "
+        "(naive, dpvim, random-scaling), or re-run with a fixed clip norm, noise multiplier and scale"
     )
 
 
