@@ -53,7 +53,8 @@ def test_an_opacus_run_with_adaptive_clipping_is_recorded_per_step_accounted_and
     module, optimizer, loader = engine.make_private(
         module=module, optimizer=torch.optim.SGD(module.parameters(), lr=LR), data_loader=loader,
         noise_multiplier=sigma, max_grad_norm=CLIP, clipping="adaptive", target_unclipped_quantile=0.5,
-        clipbound_learning_rate=0.2, max_clipbound=10.0, min_clipbound=0.05, **{count_name: count_sd},
+        clipbound_learning_rate=0.2, max_clipbound=10.0, min_clipbound=0.05, grad_sample_mode="functorch",
+        **{count_name: count_sd},
     )  # fmt: skip
     assert isinstance(optimizer, adaclip.AdaClipDPOptimizer)
     recorder = OpacusRecorder(optimizer)
