@@ -88,7 +88,7 @@ def _per_step(name: str, value, constant, params: np.ndarray) -> np.ndarray | No
     field = f"step_{name}s"
     meaning, trailing, words = STEP_MEANINGS[name]
     _check_positive_steps(field, value, meaning)
-    array = _float_array(field, value, ndim=1 + len(trailing), first_axis="step")
+    array = _float_array(field, value, ndim=np.ndim(value))  # the shape is checked below, against T (and P)
     expected = params.shape[:1] + (params.shape[1:] if trailing else ())
     if array.shape != expected:
         raise TraceError(f"{field} has shape {array.shape}; it must have shape {expected} {words}, as params has")
@@ -134,12 +134,11 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def _float_array(name: str, value, ndim: int, first_axis: str = "") -> np.ndarray:
+def _float_array(name: str, value, ndim: int) -> np.ndarray:
     """A read-only copy of `value` with `ndim` dimensions, all finite, float32 or float64 as given.
 
     An array (anything with a dtype: numpy, jax, a file's variable) must already be float32 or float64;
-    Python numbers, which have no width, become float64. first_axis: what a 1-D array's index counts ("step" for
-    per-step settings; parameters otherwise).
+    Python numbers, which have no width, become float64.
     """
     try:
         array = np.array(value)
@@ -154,23 +153,17 @@ def _float_array(name: str, value, ndim: int, first_axis: str = "") -> np.ndarra
             f"{name} has dtype {array.dtype}; a trace holds float32 or float64: convert with .astype(np.float64)"
         )
     if array.ndim != ndim:
-        expected = (
-            "(T, P): one row per step"
-            if ndim == 2
-            else f"({'T' if first_axis else 'P'},): one entry per {first_axis or 'parameter'}"
-        )
+        expected = "(T, P): one row per step" if ndim == 2 else "(P,): one entry per parameter"
         raise TraceError(f"{name} has shape {array.shape}; it must have shape {expected}")
-    _check_finite(name, array, first_axis)
+    _check_finite(name, array)
     return _read_only(array)
 
 
-def _check_finite(name: str, array: np.ndarray, first_axis: str = "") -> None:
+def _check_finite(name: str, array: np.ndarray) -> None:
     bad = np.argwhere(~np.isfinite(array))
     if bad.size:
         index = tuple(int(i) for i in bad[0])
-        where = (
-            f"step {index[0]}, parameter {index[1]}" if array.ndim == 2 else f"{first_axis or 'parameter'} {index[0]}"
-        )
+        where = f"step {index[0]}, parameter {index[1]}" if array.ndim == 2 else f"parameter {index[0]}"
         raise TraceError(
             f"{name} holds {array[index]} at {where} (the first non-finite value); a trace must be finite: "
             "a diverged or corrupted run must be re-recorded (e.g. with a smaller learning rate)"
