@@ -12,7 +12,13 @@ The PLD is discretised on a grid of spacing ≈ 1e-4·ε; the library default of
 Wutschitz 2021) to ~4 digits. The Gaussian-DP central limit theorem (Bu, Dong, Long & Su 2020;
 Dong, Roth & Su 2022) only sizes the first grid and gives the starting point of the σ search.
 
-All arguments and results are Python scalars. Cost: ~0.05–0.5 s per ε on one CPU core, more for
+A run whose noise multiplier changes from step to step (a noise schedule, Opacus's adaptive clipping) composes
+its steps grouped by σ: `epsilon_spent_per_step` self-composes each group and composes the groups. Adaptive
+clipping also releases, every step, a noisy count of the examples left unclipped (Andrew, Thakkar, McMahan &
+Ramaswamy 2021); released with the gradient on the same subsample, the pair is one Gaussian mechanism of noise
+multiplier (σ_t⁻² + σ_b,t⁻²)^(−1/2), σ_b,t the count's noise sd over its sensitivity 1 (`combined_noise_multiplier`).
+
+The scalar functions take and return Python scalars. Cost: ~0.05–0.5 s per ε on one CPU core, more for
 σ < 1 with q ≪ 1 (long privacy-loss tails) or T ≳ 10⁶ (the library's self-composition slows down). Each PLD
 evaluation is remembered for the process (`_pld_epsilon`), so a run, a study or a tuner that asks again for the
 same (σ, δ, q, T) pays nothing.
@@ -25,13 +31,14 @@ import math
 from collections.abc import Callable
 
 import dp_accounting
+import numpy as np
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from .util.checks import positive_float, positive_int, probability
 
-__all__ = ["noise_multiplier", "epsilon_spent"]
+__all__ = ["combined_noise_multiplier", "epsilon_spent", "epsilon_spent_per_step", "noise_multiplier"]
 
 _RELATIVE_INTERVAL = 1e-4  # PLD grid spacing relative to ε
 _COARSE_RELATIVE_INTERVAL = 1e-3  # first pass: grid spacing relative to a rough magnitude of ε
@@ -41,6 +48,9 @@ _MAX_INTERVAL = 100.0  # coarsest grid spacing: the library evaluates expm1(spac
 _BRACKET_STEP = 1.02  # first bracket factor around the guess; squared at every expansion
 _SIGMA_MIN = 1e-2  # the bracket search gives up below this σ ...
 _SIGMA_MAX = 1e7  # ... and above this one
+MAX_GROUPS = 16
+"""The most distinct noise multipliers `epsilon_spent_per_step` composes one by one (each costs about a second);
+beyond it σ_t is rounded down onto MAX_GROUPS levels, an upper bound on ε."""
 
 
 def epsilon_spent(noise_multiplier: float, delta: float, sampling_rate: float, steps: int) -> float:
@@ -65,15 +75,78 @@ def epsilon_spent(noise_multiplier: float, delta: float, sampling_rate: float, s
     delta, sampling_rate, steps = _checked_run(delta, sampling_rate, steps)
     if noise_multiplier == 0:
         return math.inf
-    scale = _epsilon_scale(noise_multiplier, delta, sampling_rate, steps)
+    return _refined_epsilon(((noise_multiplier, steps),), delta, sampling_rate)
+
+
+def epsilon_spent_per_step(noise_multipliers, delta: float, sampling_rate: float) -> float:
+    """ε of T Poisson-subsampled Gaussian steps at rate q with noise multiplier σ_t at step t (add/remove-one).
+
+    noise_multipliers (T,): σ_t ≥ 0 (a step with σ_t = 0 gives ∞); for Opacus's adaptive clipping pass
+    `combined_noise_multiplier(σ_t, σ_b,t)`, which accounts the clipped-count release too. Steps with equal σ are
+    self-composed as one group and the groups composed (PLD, grid ≈ 1e-4·ε as in `epsilon_spent`), so equal σ_t
+    give `epsilon_spent(σ, δ, q, T)` exactly. Beyond MAX_GROUPS distinct values each σ_t is rounded down onto
+    MAX_GROUPS geometric levels between the smallest and the largest: less noise, so an upper bound on ε.
+    """
+    values = _checked_sigmas(noise_multipliers)
+    delta = probability("delta", delta, hint="use e.g. delta=1e-5 (below 1/N for N examples)")
+    sampling_rate = _checked_rate(sampling_rate)
+    if values.min() == 0:
+        return math.inf
+    return _refined_epsilon(_groups(values), delta, sampling_rate)
+
+
+def combined_noise_multiplier(noise_multiplier, count_noise_multiplier):
+    """(σ⁻² + σ_b⁻²)^(−1/2): the noise multiplier of one Gaussian mechanism equivalent to releasing, on the same
+    subsample, the noisy clipped sum (noise sd σ·C, sensitivity C) and a noisy count (noise sd σ_b, sensitivity 1)
+    of the examples left unclipped; scalars or arrays (σ_t, σ_b,t), broadcast."""
+    sigma, count = np.asarray(noise_multiplier, np.float64), np.asarray(count_noise_multiplier, np.float64)
+    if np.any(~np.isfinite(count) | (count <= 0)):
+        raise ValueError(
+            f"count_noise_multiplier must be positive and finite, got {count_noise_multiplier!r}: the noise sd of "
+            "the unclipped count (AdaClipDPOptimizer's fraction_std)"
+        )
+    return 1.0 / np.sqrt(sigma**-2.0 + count**-2.0)
+
+
+def _checked_sigmas(noise_multipliers) -> np.ndarray:
+    """σ_t (T,) as float64, each finite and ≥ 0, T ≥ 1; a ValueError otherwise."""
+    try:
+        values = np.asarray(noise_multipliers, np.float64)
+    except (TypeError, ValueError):
+        values = np.array([math.nan])
+    if values.ndim != 1 or values.size == 0:
+        raise ValueError(f"noise_multipliers must be a 1-D array of σ_t, one per step, got shape {values.shape}")
+    bad = np.flatnonzero(~(np.isfinite(values) & (values >= 0)))
+    if bad.size:
+        raise ValueError(
+            f"noise_multipliers must be finite and ≥ 0 at every step, got {values[bad[0]]} at step {bad[0]}; pass "
+            "the noise multiplier σ_t each step used"
+        )
+    return values
+
+
+def _groups(values: np.ndarray) -> tuple[tuple[float, int], ...]:
+    """((σ, number of steps at σ), …) sorted by σ; beyond MAX_GROUPS distinct σ, each rounded down onto MAX_GROUPS
+    geometric levels from the smallest to the largest."""
+    levels, counts = np.unique(values, return_counts=True)
+    if levels.size > MAX_GROUPS:
+        grid = np.geomspace(levels[0], levels[-1], MAX_GROUPS)
+        index = np.clip(np.searchsorted(grid, values, side="right") - 1, 0, MAX_GROUPS - 1)
+        levels, counts = np.unique(grid[index], return_counts=True)
+    return tuple((float(sigma), int(count)) for sigma, count in zip(levels, counts))
+
+
+def _refined_epsilon(groups: tuple[tuple[float, int], ...], delta: float, sampling_rate: float) -> float:
+    """The PLD ε of the composed groups ((σ, steps), …), on a grid refined to ≈ 1e-4·ε (`epsilon_spent`)."""
+    scale = _epsilon_scale(groups, delta, sampling_rate)
     interval = _interval(_COARSE_RELATIVE_INTERVAL * scale)
-    epsilon = _pld_epsilon(noise_multiplier, delta, sampling_rate, steps, interval)
+    epsilon = _pld_epsilon(groups, delta, sampling_rate, interval)
     while 0 < epsilon < math.inf:
         fine = _interval(_RELATIVE_INTERVAL * epsilon)
         if interval <= _INTERVAL_SLACK * fine:
             return epsilon
         interval = fine
-        epsilon = _pld_epsilon(noise_multiplier, delta, sampling_rate, steps, interval)
+        epsilon = _pld_epsilon(groups, delta, sampling_rate, interval)
     return epsilon
 
 
@@ -146,13 +219,16 @@ def _gdp_delta(mu: float, epsilon: float) -> float:
     return ndtr(-epsilon / mu + mu / 2) - math.exp(epsilon + log_ndtr(-epsilon / mu - mu / 2))
 
 
-def _epsilon_scale(sigma: float, delta: float, q: float, steps: int) -> float:
+def _epsilon_scale(groups: tuple[tuple[float, int], ...], delta: float, q: float) -> float:
     """Closed-form magnitude of ε, used only to size the first PLD grid.
 
     μ²/2 + μ·sqrt(2·log(1/δ)) with μ = _gdp_mu bounds the ε of μ-GDP from above; unlike the exact
-    GDP ε it is never 0, so the first grid is never needlessly fine.
+    GDP ε it is never 0, so the first grid is never needlessly fine. Groups ((σ, steps), …) compose as μ² adds.
     """
-    mu = _gdp_mu(sigma, q, steps)
+    if len(groups) == 1:
+        mu = _gdp_mu(groups[0][0], q, groups[0][1])
+    else:
+        mu = math.sqrt(sum(_gdp_mu(sigma, q, steps) ** 2 for sigma, steps in groups))
     return mu * mu / 2 + mu * math.sqrt(2 * math.log(1 / delta))
 
 
@@ -173,15 +249,21 @@ def _sigma_guess(epsilon: float, delta: float, q: float, steps: int) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _pld_epsilon(sigma: float, delta: float, q: float, steps: int, interval: float) -> float:
-    """Pessimistic PLD ε of the T-fold Poisson-subsampled Gaussian at grid spacing ``interval`` (a pure function of
-    its scalars, so remembered: `record_dpvi` at a given σ accounts once per process, not once per run)."""
+def _pld_epsilon(groups: tuple[tuple[float, int], ...], delta: float, q: float, interval: float) -> float:
+    """Pessimistic PLD ε of the Poisson-subsampled Gaussian steps ((σ, number of steps), …) at grid spacing
+    ``interval`` (a pure function of its scalars, so remembered: `record_dpvi` at a given σ accounts once per
+    process, not once per run)."""
     accountant = PLDAccountant(
         neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
         value_discretization_interval=interval,
     )
-    step = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma))
-    accountant.compose(dp_accounting.SelfComposedDpEvent(step, steps))
+    events = [
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
+        )
+        for sigma, steps in groups
+    ]
+    accountant.compose(events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events))
     return float(accountant.get_epsilon(delta))
 
 
@@ -193,11 +275,16 @@ def _checked_run(delta, sampling_rate, steps) -> tuple[float, float, int]:
     """(δ, q, T) checked: δ in (0, 1), q in (0, 1], T a positive integer."""
     return (
         probability("delta", delta, hint="use e.g. delta=1e-5 (below 1/N for N examples)"),
-        positive_float(
-            "sampling_rate",
-            sampling_rate,
-            maximum=1.0,
-            hint="pass the expected batch size divided by the number of examples",
-        ),
+        _checked_rate(sampling_rate),
         positive_int("steps", steps, hint="pass the number of DP-SGD steps as an int, e.g. steps=10_000"),
+    )
+
+
+def _checked_rate(sampling_rate) -> float:
+    """q in (0, 1]."""
+    return positive_float(
+        "sampling_rate",
+        sampling_rate,
+        maximum=1.0,
+        hint="pass the expected batch size divided by the number of examples",
     )

@@ -872,6 +872,7 @@ TRACE_FIELDS = {
     "params", "grads", "noise_multiplier", "clip", "sampling_rate", "n_examples", "grad_scale", "learning_rate",
     "final_params", "epsilon", "delta", "accountant", "mc_draws", "optimizer", "variational_family",
     "param_names", "sites", "convention", "batch_sizes",
+    "step_noise_multipliers", "step_clips", "step_grad_scales",  # settings that vary per step: None here
 }  # fmt: skip
 NPZ_FIELDS = {
     "schema", "schema_version", "params", "grads", "noise_multiplier", "clip", "sampling_rate", "n_examples",

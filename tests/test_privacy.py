@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import dp_accounting
+import numpy as np
 import pytest
 from dp_accounting.rdp import RdpAccountant
 from hypothesis import example, given, settings
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
-from noiseaware.privacy import epsilon_spent, noise_multiplier
+from noiseaware.privacy import combined_noise_multiplier, epsilon_spent, epsilon_spent_per_step, noise_multiplier
 
 DELTA, Q, T = 1e-5, 0.1, 10_000  # the paper's setting (experiments.md)
 
@@ -142,3 +143,62 @@ def test_epsilon_spent_rejects_bad_input(name, value):
     kwargs = {"noise_multiplier": 1.0, **GOOD, name: value}
     with pytest.raises(ValueError, match=rf"^{name} must .* got {name}="):
         epsilon_spent(**kwargs)
+
+
+Q_STEPS, T_STEPS = 0.05, 200  # short runs: each distinct σ costs one PLD composition
+
+
+def test_equal_noise_multipliers_per_step_give_the_constant_epsilon_exactly():
+    assert epsilon_spent_per_step([1.2] * T_STEPS, DELTA, Q_STEPS) == epsilon_spent(1.2, DELTA, Q_STEPS, T_STEPS)
+
+
+def test_per_step_epsilon_composes_groups_and_falls_as_any_sigma_rises():
+    """Two groups: between the constant runs at either σ, independent of the order of the steps, below the RDP bound
+    of the same composition, and lower when the smaller σ is raised."""
+    sigmas = np.r_[np.full(T_STEPS // 2, 1.0), np.full(T_STEPS // 2, 1.5)]
+    mixed = epsilon_spent_per_step(sigmas, DELTA, Q_STEPS)
+    assert epsilon_spent(1.5, DELTA, Q_STEPS, T_STEPS) < mixed < epsilon_spent(1.0, DELTA, Q_STEPS, T_STEPS)
+    assert epsilon_spent_per_step(np.random.default_rng(0).permutation(sigmas), DELTA, Q_STEPS) == mixed
+    assert epsilon_spent_per_step(np.maximum(sigmas, 1.2), DELTA, Q_STEPS) < mixed
+    events = [
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(Q_STEPS, dp_accounting.GaussianDpEvent(s)), T_STEPS // 2
+        )
+        for s in (1.0, 1.5)
+    ]
+    rdp = RdpAccountant().compose(dp_accounting.ComposedDpEvent(events)).get_epsilon(DELTA)
+    assert mixed <= rdp <= 1.5 * mixed
+
+
+@pytest.mark.slow
+def test_many_distinct_sigmas_are_rounded_down_to_an_upper_bound():
+    """40 distinct σ_t in [1, 1.3]: rounded down onto MAX_GROUPS levels, ε lies above the exact ε of the same steps
+    rounded up onto two levels (more noise) and below the run at the smallest σ throughout."""
+    sigmas = np.linspace(1.0, 1.3, 40).repeat(5)
+    bound = epsilon_spent_per_step(sigmas, DELTA, Q_STEPS)
+    rounded_up = np.where(sigmas <= 1.15, 1.15, 1.3)
+    assert epsilon_spent_per_step(rounded_up, DELTA, Q_STEPS) < bound < epsilon_spent(1.0, DELTA, Q_STEPS, T_STEPS)
+
+
+def test_the_clipped_count_combines_with_the_gradient_as_one_gaussian():
+    """(σ⁻² + σ_b⁻²)^(−1/2); with Andrew et al.'s recentred count (noise 2σ_b) Opacus's lowered σ recovers the σ it
+    started from, which our sensitivity-1 count does not assume."""
+    assert combined_noise_multiplier(2.0, 4.0) == pytest.approx((0.25 + 1 / 16) ** -0.5, rel=1e-14)
+    lowered = (2.0**-2 - (2 * 4.0) ** -2) ** -0.5
+    assert combined_noise_multiplier(lowered, 2 * 4.0) == pytest.approx(2.0, rel=1e-14)
+    with pytest.raises(ValueError, match="count_noise_multiplier must be positive and finite"):
+        combined_noise_multiplier(1.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("sigmas", "message"),
+    [([], r"1-D array of σ_t, one per step, got shape \(0,\)"), ([[1.0]], r"got shape \(1, 1\)"),
+     ([1.0, math.nan], r"finite and ≥ 0 at every step, got nan at step 1"), ([1.0, -2.0], r"got -2.0 at step 1")],
+)  # fmt: skip
+def test_per_step_epsilon_rejects_bad_noise_multipliers(sigmas, message):
+    with pytest.raises(ValueError, match=message):
+        epsilon_spent_per_step(sigmas, DELTA, Q_STEPS)
+
+
+def test_a_step_without_noise_spends_infinite_epsilon():
+    assert epsilon_spent_per_step([1.0, 0.0], DELTA, Q_STEPS) == math.inf

@@ -23,6 +23,7 @@ import numpy as np
 import optax
 
 from ..trace import Convention, Trace
+from ..util.checks import positive_float
 from .recorder import producer, recorded_trace, recording
 
 __all__ = ["CorrelatedNoiseError", "check_noising_matrix", "recording_privatizer", "trace_of"]
@@ -69,6 +70,7 @@ def recording_privatizer(
     outputs unchanged). noising_matrix: refused unless the identity (`check_noising_matrix`), before anything is
     built. normalize_by: the n given to `clipped_grad`, recorded as each step's divisor."""
     check_noising_matrix(noising_matrix)
+    _check_noise(stddev, normalize_by)
     from jax_privacy import noise_addition  # an optional dependency: the error names it
 
     inner = noise_addition.gaussian_privatizer(stddev=stddev, prng_key=prng_key)
@@ -87,14 +89,31 @@ def trace_of(
     neighbouring: str = "add-remove",
     final_params=None,
     grad_scale=None,
+    scales=None,
     **fields,
 ) -> Trace:
     """The trace of the run recorded in `opt_state`: σ = normalize_by·stddev/C, convention "realised-batch" with
-    B_t = normalize_by (module doc); grad_scale: as in `adapters.optax.trace_of`; fields: any other
-    `Trace.from_arrays` keyword."""
-    convention = Convention(
-        normaliser="realised-batch", neighbouring=neighbouring, sampling=sampling, producer=producer("jax-privacy")
-    )
+    B_t = normalize_by (module doc; a normalize_by that is not a whole number, such as an expected batch size q·N,
+    is recorded as the constant divisor it is: "expected-batch" with batch_divisor n); grad_scale: as in
+    `adapters.optax.trace_of`; scales s_t (T, P): the scale `scale_then_privatize` (jax-privacy ≥ 2.2) applied to
+    the per-example gradients before clipping at each step, 1 / (√v_(t−1) + eps) from the adaptive optimizer's
+    state, when the recorded privatizer saw the scaled gradients (the trace holds G_t ⊘ s_t and s_t per step; the
+    gradient model refuses a scale that varies); fields: any other `Trace.from_arrays` keyword."""
+    _check_noise(stddev, normalize_by)
+    positive_float("clip", clip, hint="the l2_clip_norm given to clipped_grad")
+    version = producer("jax-privacy")
+    if float(normalize_by).is_integer():
+        convention = Convention(
+            normaliser="realised-batch", neighbouring=neighbouring, sampling=sampling, producer=version
+        )
+    else:
+        convention = Convention(
+            normaliser="expected-batch",
+            batch_divisor=float(normalize_by),
+            neighbouring=neighbouring,
+            sampling=sampling,
+            producer=version,
+        )
     return recorded_trace(
         opt_state,
         convention=convention,
@@ -104,5 +123,12 @@ def trace_of(
         n_examples=n_examples,
         final_params=final_params,
         grad_scale=grad_scale,
+        step_scales=scales,
         **fields,
     )
+
+
+def _check_noise(stddev, normalize_by) -> None:
+    """stddev ≥ 0 and normalize_by > 0, finite, in jax-privacy's words."""
+    positive_float("stddev", stddev, allow_zero=True, hint="the gaussian_privatizer's noise sd (0 for no noise)")
+    positive_float("normalize_by", normalize_by, hint="the n clipped_grad divided the clipped sum by (1 for the sum)")

@@ -20,6 +20,7 @@ import optax
 from optax.contrib import differentially_private_aggregate
 
 from ..trace import Convention, Trace
+from ..util.checks import positive_float
 from .recorder import recorded_trace, recording
 
 __all__ = ["recording_aggregate", "trace_of"]
@@ -30,6 +31,8 @@ def recording_aggregate(
 ) -> optax.GradientTransformation:
     """optax's `differentially_private_aggregate(l2_norm_clip, noise_multiplier, key)`, recording up to `steps`
     updates: its outputs are unchanged, bit for bit."""
+    positive_float("l2_norm_clip", l2_norm_clip, hint="the clip norm C of each per-example gradient")
+    positive_float("noise_multiplier", noise_multiplier, allow_zero=True, hint="σ: the noise sd over l2_norm_clip")
     inner = differentially_private_aggregate(l2_norm_clip, noise_multiplier, key)
     return recording(inner, steps=steps, divisor=lambda updates: jax.tree.leaves(updates)[0].shape[0])
 

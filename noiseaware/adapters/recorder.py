@@ -20,6 +20,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 
 from ..trace import Convention, Trace
+from ..util.checks import positive_int
 
 __all__ = [
     "RecordingState",
@@ -96,6 +97,7 @@ def recording(
 ) -> optax.GradientTransformation:
     """`inner` with every update recorded: (φ_t = the params passed to update, raveled; G̃_t = inner's output,
     raveled; D_t = divisor(updates)), for up to `steps` updates. update needs params (φ_t is what it records)."""
+    steps = positive_int("steps", steps, hint="the number of updates to record, e.g. steps=T, the run's length")
 
     def init_fn(params):
         flat, _ = ravel_pytree(params)
@@ -132,28 +134,62 @@ def unscaled(params: np.ndarray, released: np.ndarray, final_params, grad_scale)
     grad_scale None: as recorded."""
     if grad_scale is None:
         return params, released, final_params
-    scale = np.broadcast_to(np.asarray(grad_scale, params.dtype), params.shape[1:])
+    scale = np.asarray(grad_scale, params.dtype)
+    if scale.shape not in ((), params.shape[1:]):
+        raise ValueError(
+            f"grad_scale has shape {scale.shape}, but the run has P = {params.shape[1]} parameters (its flattened "
+            f"parameters, in order): give one scale per parameter, shape ({params.shape[1]},), or one number"
+        )
+    if not np.all(np.isfinite(scale) & (scale > 0)):
+        raise ValueError(f"grad_scale must be positive and finite everywhere, got {grad_scale!r}")
+    scale = np.broadcast_to(scale, params.shape[1:])
     final = None if final_params is None else final_params * scale
     return params * scale, released / scale, final
 
 
-def recorded_trace(opt_state, *, convention: Convention, final_params=None, grad_scale=None, **fields) -> Trace:
+def recorded_trace(
+    opt_state, *, convention: Convention, final_params=None, grad_scale=None, step_scales=None, **fields
+) -> Trace:
     """The trace of the run recorded in `opt_state` (the state of a chain holding one `recording`): φ_t, the released
-    G̃_t with their divisors as batch_sizes, under `convention`; final_params φ_T as a pytree (or flat); grad_scale:
-    see `unscaled`; fields: the other `Trace.from_arrays` keywords (σ, C, q, N, learning_rate, sites …)."""
+    G̃_t with their divisors as batch_sizes when the convention divides by the batch size, under `convention`;
+    final_params φ_T as a pytree (or flat); grad_scale: see `unscaled`; step_scales s_t (T, P): a scale applied to
+    each step's per-example gradients before clipping and not undone in what was recorded (jax-privacy's
+    scale_then_privatize), undone here, G̃_t ⊘ s_t, and kept as the trace's per-step grad_scale; fields: the other
+    `Trace.from_arrays` keywords (σ, C, q, N, learning_rate, sites …)."""
     params, released, divisors = to_arrays(recording_state(opt_state).buffer)
     if final_params is not None:
         final_params = np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(final_params)]).astype(params.dtype)
     params, released, final_params = unscaled(params, released, final_params, grad_scale)
+    scale = 1.0 if grad_scale is None else np.asarray(grad_scale, params.dtype)
+    if step_scales is not None:
+        steps = _step_scales(step_scales, params.shape)
+        released, scale = released / steps, steps * scale
     return Trace.from_arrays(
         params,
         released,
         convention=convention,
-        batch_sizes=np.rint(divisors).astype(np.int64),
+        batch_sizes=np.rint(divisors).astype(np.int64) if convention.needs_batch_sizes() else None,
         final_params=final_params,
-        grad_scale=1.0 if grad_scale is None else grad_scale,
+        grad_scale=scale,
         **fields,
     )
+
+
+def _step_scales(step_scales, shape: tuple[int, int]) -> np.ndarray:
+    """The per-step scales s_t (T, P), checked against the recorded steps (T, P): positive and finite."""
+    scales = np.asarray(step_scales)
+    if scales.shape != shape:
+        raise ValueError(
+            f"scales has shape {scales.shape}, but the recorder holds {shape[0]} steps of {shape[1]} parameters: give "
+            f"the scale each step applied before clipping, shape {shape}"
+        )
+    bad = np.argwhere(~(np.isfinite(scales) & (scales > 0)))
+    if bad.size:
+        step, j = (int(i) for i in bad[0])
+        raise ValueError(
+            f"scales is {scales[step, j]} at step {step}, parameter {j}; a scale must be positive and finite"
+        )
+    return scales
 
 
 def producer(package: str) -> str:

@@ -10,6 +10,7 @@ TensorFlow is not a dependency: the arithmetic is tested against a reimplementat
 from __future__ import annotations
 
 from ..trace import Convention, Trace
+from ..util.checks import positive_float, positive_int
 
 __all__ = ["from_tf_privacy"]
 
@@ -21,13 +22,30 @@ def from_tf_privacy(
     noise_multiplier: float,
     l2_norm_clip: float,
     batch_size: int,
-    num_microbatches: int,
+    num_microbatches: int | None,
     n_examples: int,
     **fields,
 ) -> Trace:
-    """params, grads (T, P) as released; batch_size B and num_microbatches (B/b) as given to the optimizer."""
+    """params, grads (T, P) as released; batch_size B and num_microbatches (B/b) as given to the optimizer (None, TF
+    Privacy's default: one microbatch per example); n_examples N ≥ B, the size of the training set."""
+    batch_size = positive_int("batch_size", batch_size, hint="the examples per batch fed to the optimizer")
+    if num_microbatches is None:
+        num_microbatches = batch_size
+    num_microbatches = positive_int(
+        "num_microbatches", num_microbatches, hint="as given to the optimizer (None: one per example)"
+    )
     if batch_size % num_microbatches:
-        raise ValueError(f"batch_size {batch_size} is not a multiple of num_microbatches {num_microbatches}")
+        raise ValueError(
+            f"batch_size {batch_size} is not a multiple of num_microbatches {num_microbatches}: TF Privacy splits "
+            "each batch into num_microbatches equal microbatches"
+        )
+    positive_float("l2_norm_clip", l2_norm_clip, hint="the clip norm C of each microbatch's mean gradient")
+    positive_float("noise_multiplier", noise_multiplier, allow_zero=True, hint="σ: the noise sd over l2_norm_clip")
+    n_examples = positive_int("n_examples", n_examples, hint="the size of the training set")
+    if batch_size > n_examples:
+        raise ValueError(
+            f"batch_size {batch_size} exceeds n_examples {n_examples}: n_examples is the size of the training set"
+        )
     convention = Convention(
         normaliser="microbatches",
         clipping="microbatch",

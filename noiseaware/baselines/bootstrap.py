@@ -20,8 +20,9 @@ from ..models.benchmark import BenchmarkModel
 from ..posteriors.draws import DrawsPosterior
 from ..recording.dpvi import record_dpvi_batch
 from ..trace import BURN_IN, Trace, kept_steps
+from ..trace.data import varying_settings_reason
 from ..util.diagnostics import Diagnostics
-from ..util.errors import FitFailure
+from ..util.errors import VARYING_SETTINGS, FitFailure
 from ..util.keys import as_key
 
 __all__ = ["BootstrapDiagnostics", "bootstrap_posterior", "estimate", "replay_settings"]
@@ -42,6 +43,10 @@ def replay_settings(trace: Trace) -> dict:
     trace records); a FitFailure for a run it cannot replay (an optimizer other than SGD)."""
     if trace.optimizer != "sgd":
         raise FitFailure(UNSUPPORTED, f"the bootstrap replays SGD runs; this trace used {trace.optimizer!r}")
+    if trace.varying_settings:
+        raise FitFailure(
+            VARYING_SETTINGS, varying_settings_reason(trace, "the bootstrap replays the run with one σ, C and s")
+        )
     privacy = {"non_private": True} if trace.noise_multiplier == 0 else {"noise_multiplier": trace.noise_multiplier}
     return privacy | {
         "delta": trace.delta,

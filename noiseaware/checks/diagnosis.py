@@ -335,7 +335,7 @@ def _statistics(trace: TraceData, start: int) -> CheckStatistics:
         trace.params,
         trace.grads,
         start=start,
-        noise_sd=np.broadcast_to(trace.noise_sd, (trace.n_params,)),
+        noise_sd=trace.mean_noise_sd(start),
         learning_rate=np.broadcast_to(trace.learning_rate, (trace.n_params,)) if sgd else None,
     )
 

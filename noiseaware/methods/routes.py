@@ -30,10 +30,11 @@ from ..inference.gradient_model import (
 )
 from ..posteriors.mixture import MixturePosterior
 from ..trace import BURN_IN, Trace, kept_steps
+from ..trace.data import varying_settings_reason
 from ..util.checks import choice, flag, fraction, positive_int, probability
 from ..util.defaults import DRAWS, WARMUP
 from ..util.diagnostics import MAX_RHAT
-from ..util.errors import FitFailure
+from ..util.errors import VARYING_SETTINGS, FitFailure
 from ..util.notes import Note
 from ..util.progress import Progress
 from .base import Batch, Method, Outcome, outcome_of
@@ -262,6 +263,13 @@ def _take_rows(linear: Draws, curved: Draws, scale: np.ndarray, better: np.ndarr
 
 
 def _gradient_model(trace: Trace, prior: Prior, burn_in: float, model_prior=None) -> GradientModel:
+    if trace.varying_settings:
+        raise FitFailure(
+            VARYING_SETTINGS,
+            varying_settings_reason(
+                trace, "the gradient model needs one noise sd σC/s per coordinate and one clipping geometry"
+            ),
+        )
     kept = kept_steps(trace, burn_in)
     if kept < MIN_STEPS:
         raise ValueError(

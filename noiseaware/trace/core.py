@@ -20,6 +20,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from .convention import Convention, to_sum
 from .data import TraceData
 from .files import read_trace, write_trace
@@ -61,8 +63,8 @@ class Trace(TraceData):
         params,
         grads,
         *,
-        noise_multiplier: float,
-        clip: float,
+        noise_multiplier,
+        clip,
         sampling_rate: float,
         n_examples: int,
         grad_scale=1.0,
@@ -97,8 +99,21 @@ class Trace(TraceData):
         "full-rank-normal-softplus" with params (μ, ρ, ℓ) (docs/trace-format.md lays out each family). labels
         {site name: one label per element} name the elements of `sites` (e.g. {"theta": feature_names}); they
         are the data schema, released with the trace.
+        noise_multiplier σ and clip C take a scalar, or one value per step (T,) when the run changed them (adaptive
+        clipping, a noise schedule); grad_scale takes a scalar, (P,), or (T, P) for a scale that changed every step
+        (jax-privacy's scale_then_privatize). Per-step values that are all equal are kept as the scalar; values that
+        vary are kept as step_noise_multipliers, step_clips, step_grad_scales (and the gradient model refuses them).
         """
         convention = _convention(reduction, convention)
+        steps = np.shape(params)[0] if np.ndim(params) == 2 else None
+        noise_multiplier, step_noise_multipliers = _per_step("noise_multiplier", noise_multiplier, 1, steps)
+        clip, step_clips = _per_step("clip", clip, 1, steps)
+        grad_scale, step_grad_scales = _per_step("grad_scale", grad_scale, 2, steps)
+        if step_grad_scales is not None and step_grad_scales.shape[1:] != np.shape(params)[1:]:
+            raise TraceError(
+                f"grad_scale has shape {step_grad_scales.shape}; a scale per step needs shape (T, P) = "
+                f"{np.shape(params)}, one row per step"
+            )
         if learning_rate is not None and optimizer is None:
             optimizer = "sgd"
         if labels is not None:
@@ -123,11 +138,30 @@ class Trace(TraceData):
             sites=sites,
             convention=convention,
             batch_sizes=batch_sizes,
+            step_noise_multipliers=step_noise_multipliers,
+            step_clips=step_clips,
+            step_grad_scales=step_grad_scales,
         )
         if convention.normaliser == "sum" and convention.clip_factor == 1:
             return trace
         sums = to_sum(trace.grads, convention, trace.batch_sizes, trace.sampling_rate, trace.n_examples)
         return replace(trace, grads=sums)
+
+
+def _per_step(name: str, value, ndim: int, steps: int | None) -> tuple:
+    """(the first step's value, the per-step values or None) of a setting given as a constant or per step (an array
+    with `ndim` dimensions whose first counts the steps); TraceError for per-step values that are not one per step."""
+    if value is None or np.ndim(value) != ndim:
+        return value, None
+    values = np.asarray(value) if hasattr(value, "dtype") else np.asarray(value, np.float64)
+    if steps is not None and values.shape[0] != steps:
+        raise TraceError(
+            f"{name} has {values.shape[0]} per-step values but the trace has T = {steps} steps; give one per step "
+            f"(or a single {name} for the whole run)"
+        )
+    if values.shape[0] == 0:
+        raise TraceError(f"{name} has no per-step values; give one per step, or a single {name} for the whole run")
+    return values[0], values
 
 
 def _convention(reduction: str | None, convention: Convention | None) -> Convention:

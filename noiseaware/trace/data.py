@@ -14,7 +14,7 @@ from .families import VariationalFamily, family_for
 from .sites import SiteMap, SiteSpec
 from .validation import VARIATIONAL_FAMILIES, TraceError, validate
 
-__all__ = ["BURN_IN", "TraceData", "kept_steps"]
+__all__ = ["BURN_IN", "TraceData", "kept_steps", "varying_settings_reason"]
 
 BURN_IN = 0.2
 """Fraction of the steps treated as burn-in by default (`Trace.summary`, `na.diagnose`, the fits)."""
@@ -31,7 +31,11 @@ class TraceData:
     grad_scale (P,) s and learning_rate (P,) λ accept a scalar, which is broadcast.
     param_names (P,) default to the site map's labels, else 'mu:theta[j]' / 'rho:theta[j]'.
     convention: how the producer normalised what it released (`convention`; grads here are always the noisy
-    sums), with batch_sizes (T,) B_t when its divisor is the batch size. Every array is stored as a read-only copy,
+    sums), with batch_sizes (T,) B_t when its divisor is the batch size.
+    step_noise_multipliers (T,) σ_t, step_clips (T,) C_t and step_grad_scales (T, P) s_t: the settings of each step,
+    present only when they vary from step to step (Opacus's adaptive clipping, a noise schedule, jax-privacy's
+    scale_then_privatize); noise_multiplier, clip and grad_scale then hold the first step's values. Every array is
+    stored as a read-only copy,
     float32 or float64 as given (other dtypes are refused;
     Python numbers become float64);
     a non-private run has noise_multiplier 0 and epsilon math.inf. Equality is identity.
@@ -56,6 +60,9 @@ class TraceData:
     sites: tuple[SiteSpec, ...] | None = None
     convention: Convention = Convention()
     batch_sizes: np.ndarray | None = None
+    step_noise_multipliers: np.ndarray | None = None
+    step_clips: np.ndarray | None = None
+    step_grad_scales: np.ndarray | None = None
 
     def __post_init__(self):
         given = {field.name: getattr(self, field.name) for field in fields(self)}
@@ -88,10 +95,39 @@ class TraceData:
         return None if self.sites is None else SiteMap(self.sites)
 
     @property
+    def varying_settings(self) -> tuple[str, ...]:
+        """The settings that change from step to step, by their trace names ("noise_multiplier", "clip",
+        "grad_scale"); empty for a run with one σ, C and s."""
+        steps = {
+            "noise_multiplier": self.step_noise_multipliers,
+            "clip": self.step_clips,
+            "grad_scale": self.step_grad_scales,
+        }
+        return tuple(name for name, values in steps.items() if values is not None)
+
+    @property
     def noise_sd(self) -> np.ndarray:
         """σ·b·C/s, shape (P,): the standard deviation of the DP noise in G_t per coordinate (b = 1 unless
-        microbatches of b examples were clipped as one)."""
+        microbatches of b examples were clipped as one). A TraceError when σ, C or s vary from step to step
+        (`varying_settings`): the per-step values are `step_noise_sd`."""
+        if self.varying_settings:
+            raise TraceError(varying_settings_reason(self, "one noise sd per coordinate needs one σ, C and s"))
         return self.noise_multiplier * self.convention.clip_factor * self.clip / self.grad_scale
+
+    @property
+    def step_noise_sd(self) -> np.ndarray:
+        """σ_t·b·C_t/s_t, shape (T, P): the DP noise sd of G_t at each step (every row equal for constant settings)."""
+        sigma = self.noise_multiplier if self.step_noise_multipliers is None else self.step_noise_multipliers[:, None]
+        clip = self.clip if self.step_clips is None else self.step_clips[:, None]
+        scale = self.grad_scale if self.step_grad_scales is None else self.step_grad_scales
+        return np.broadcast_to(sigma * self.convention.clip_factor * clip / scale, self.params.shape)
+
+    def mean_noise_sd(self, start: int = 0) -> np.ndarray:
+        """√(mean over steps t ≥ start of (σ_t·b·C_t/s_t)²), shape (P,): the DP noise sd a residual of G over those
+        steps shows on average (independent noise); `noise_sd` itself for constant settings."""
+        if not self.varying_settings:
+            return np.broadcast_to(self.noise_sd, (self.n_params,))
+        return np.sqrt(np.mean(np.square(self.step_noise_sd[start:], dtype=np.float64), axis=0))
 
     def final_iterate(self) -> np.ndarray:
         """φ_T (P,): final_params, else φ_{T−1} − λ ⊙ G_{T−1} for a plain-SGD trace with known λ."""
@@ -105,6 +141,19 @@ class TraceData:
                 "learning_rate with optimizer='sgd' if the run was plain SGD"
             )
         return self.params[-1] - self.learning_rate * self.grads[-1]
+
+
+def varying_settings_reason(trace: TraceData, needs: str) -> str:
+    """Why a computation refuses `trace`, whose σ, C or s vary from step to step, and what to do instead; `needs`
+    says what it needs, e.g. "the gradient model needs one noise sd σC/s per coordinate"."""
+    names = {"noise_multiplier": "the noise multiplier σ_t", "clip": "the clip norm C_t", "grad_scale": "the scale s_t"}
+    varying = " and ".join(names[name] for name in trace.varying_settings)
+    verb = "vary" if len(trace.varying_settings) > 1 else "varies"
+    return (
+        f"{varying} of this trace {verb} from step to step (adaptive clipping, a noise schedule, or a per-step scale "
+        f"before clipping), and {needs} for the whole run; fit it with a method that does not model the noise "
+        "(naive, dpvim, random-scaling), or re-run with a fixed clip norm, noise multiplier and scale"
+    )
 
 
 def kept_steps(trace: TraceData, burn_in: float) -> int:

@@ -36,15 +36,19 @@ from .validation import TraceError
 if TYPE_CHECKING:
     from .data import TraceData
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "read_trace", "write_trace"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "read_trace", "write_trace", "written_version"]
 
 SCHEMA = "noiseaware.trace"
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 """Version 1: mean-field traces only, no param_layout. Version 2 adds the full-rank and low-rank families. Version 3
 adds the producer's convention (normaliser, clipping unit, neighbouring relation, sampling, noise structure,
 producer) and batch_sizes; files of versions 1 and 2 read with the default convention (noisy sums, per-example
-clipping, add/remove, Poisson, i.i.d., producer unknown)."""
+clipping, add/remove, Poisson, i.i.d., producer unknown). Version 4 adds the settings that vary per step
+(step_noise_multipliers, step_clips, step_grad_scales); a trace without them is written as version 3, which
+noiseaware before version 4 reads (`written_version`)."""
+STEP_FIELDS = ("step_noise_multipliers", "step_clips", "step_grad_scales")
+"""The per-step settings (version 4), present only when they vary."""
 CONVENTION_FIELDS = tuple(field.name for field in dataclasses.fields(Convention))
 """The convention's fields, stored as convention_<name> (absent: the field's default)."""
 REQUIRED_FIELDS = ("params", "grads", "noise_multiplier", "clip", "sampling_rate", "n_examples")
@@ -69,8 +73,9 @@ OPTIONAL_FIELDS = (
     "site_labels",
     "batch_sizes",
     *(f"convention_{f}" for f in CONVENTION_FIELDS),
+    *STEP_FIELDS,
 )
-_ARRAY_FIELDS = ("params", "grads", "final_params", "grad_scale", "learning_rate", "batch_sizes")
+_ARRAY_FIELDS = ("params", "grads", "final_params", "grad_scale", "learning_rate", "batch_sizes", *STEP_FIELDS)
 _SITE_FIELDS = ("site_names", "site_shapes", "site_transforms")
 _NC_DIMS = {
     "params": ("step", "param"),
@@ -79,6 +84,9 @@ _NC_DIMS = {
     "grad_scale": ("param",),
     "learning_rate": ("param",),
     "batch_sizes": ("step",),
+    "step_noise_multipliers": ("step",),
+    "step_clips": ("step",),
+    "step_grad_scales": ("step", "param"),
     "param_names": ("param",),
     "site_names": ("site",),
     "site_shapes": ("site",),
@@ -126,33 +134,42 @@ def _to_fields(trace: TraceData) -> dict[str, np.ndarray]:
     """Every schema field that `trace` holds, as numpy arrays: 0-d for scalars, fixed-width unicode
     for strings; absent optionals are omitted."""
     sites = trace.sites or ()
-    values = {
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "params": trace.params,
-        "grads": trace.grads,
-        "noise_multiplier": trace.noise_multiplier,
-        "clip": trace.clip,
-        "sampling_rate": trace.sampling_rate,
-        "n_examples": trace.n_examples,
-        "final_params": trace.final_params,
-        "grad_scale": trace.grad_scale,
-        "learning_rate": trace.learning_rate,
-        "epsilon": trace.epsilon,
-        "delta": trace.delta,
-        "accountant": trace.accountant,
-        "mc_draws": trace.mc_draws,
-        "optimizer": trace.optimizer,
-        "variational_family": trace.variational_family,
-        "param_layout": json.dumps(trace.family.layout()),
-        "param_names": list(trace.param_names),
-        "site_names": [site.name for site in sites] or None,
-        "site_shapes": [json.dumps(list(site.shape)) for site in sites] or None,
-        "site_transforms": [site.transform for site in sites] or None,
-        "site_labels": _site_labels(sites),
-        "batch_sizes": trace.batch_sizes,
-    } | {f"convention_{name}": getattr(trace.convention, name) for name in CONVENTION_FIELDS}
+    values = (
+        {
+            "schema": SCHEMA,
+            "schema_version": written_version(trace),
+            "params": trace.params,
+            "grads": trace.grads,
+            "noise_multiplier": trace.noise_multiplier,
+            "clip": trace.clip,
+            "sampling_rate": trace.sampling_rate,
+            "n_examples": trace.n_examples,
+            "final_params": trace.final_params,
+            "grad_scale": trace.grad_scale,
+            "learning_rate": trace.learning_rate,
+            "epsilon": trace.epsilon,
+            "delta": trace.delta,
+            "accountant": trace.accountant,
+            "mc_draws": trace.mc_draws,
+            "optimizer": trace.optimizer,
+            "variational_family": trace.variational_family,
+            "param_layout": json.dumps(trace.family.layout()),
+            "param_names": list(trace.param_names),
+            "site_names": [site.name for site in sites] or None,
+            "site_shapes": [json.dumps(list(site.shape)) for site in sites] or None,
+            "site_transforms": [site.transform for site in sites] or None,
+            "site_labels": _site_labels(sites),
+            "batch_sizes": trace.batch_sizes,
+        }
+        | {name: getattr(trace, name) for name in STEP_FIELDS}
+        | {f"convention_{name}": getattr(trace.convention, name) for name in CONVENTION_FIELDS}
+    )
     return {name: np.asarray(value) for name, value in values.items() if value is not None}
+
+
+def written_version(trace: TraceData) -> int:
+    """The schema version `trace` is written in: 4 when its settings vary per step, else 3."""
+    return SCHEMA_VERSION if any(getattr(trace, name) is not None for name in STEP_FIELDS) else 3
 
 
 def _site_labels(sites: tuple[SiteSpec, ...]) -> list[str] | None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..util.tables import text_table
 from .data import BURN_IN
-from .files import SCHEMA, SCHEMA_VERSION
+from .files import SCHEMA, written_version
 from .validation import TraceError
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def short_description(trace: TraceData) -> str:
     privacy = "non-private" if trace.epsilon == math.inf else f"ε = {_fmt(trace.epsilon)}"
     sites = ", ".join(s.name if s.shape == () else f"{s.name}{list(s.shape)}" for s in trace.sites or ()) or "unknown"
     return (
-        f"Trace(T = {trace.steps} steps, d = {trace.dim}, {privacy}, σ = {_fmt(trace.noise_multiplier)}, "
+        f"Trace(T = {trace.steps} steps, d = {trace.dim}, {privacy}, σ = {_sigma(trace)}, "
         f"N = {trace.n_examples}, sites: {sites})"
     )
 
@@ -42,11 +42,18 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def _range(values: np.ndarray | None) -> str:
+def _range(values: np.ndarray | None, constant=None) -> str:
+    """min … max of `values`, "per step" when they are a setting's per-step values; `constant` when they are None."""
     if values is None:
-        return "unknown"
+        return "unknown" if constant is None else _range(np.asarray(constant))
     low, high = float(values.min()), float(values.max())
-    return _fmt(low) if low == high else f"{_fmt(low)} … {_fmt(high)}"
+    shown = _fmt(low) if low == high else f"{_fmt(low)} … {_fmt(high)}"
+    return shown if constant is None else f"{shown} (varies per step)"
+
+
+def _sigma(trace: TraceData) -> str:
+    """σ, or the range of σ_t when it varies per step."""
+    return _range(trace.step_noise_multipliers, trace.noise_multiplier)
 
 
 def _settings_lines(trace: TraceData) -> list[str]:
@@ -54,15 +61,15 @@ def _settings_lines(trace: TraceData) -> list[str]:
     sites = trace.sites or ()
     rows = [
         ("privacy", f"{privacy}, δ = {_fmt(trace.delta)}, accountant {_fmt(trace.accountant)}"),
-        ("DP-SGD", f"σ = {_fmt(trace.noise_multiplier)}, C = {_fmt(trace.clip)}, q = {_fmt(trace.sampling_rate)}"),
+        ("DP-SGD", f"σ = {_sigma(trace)}, C = {_range(trace.step_clips, trace.clip)}, q = {_fmt(trace.sampling_rate)}"),
         ("size", f"N = {trace.n_examples}, T = {trace.steps}, S = {_fmt(trace.mc_draws)}"),
         ("optimizer", f"{_fmt(trace.optimizer)}, learning rate λ {_range(trace.learning_rate)}"),
-        ("grad scale", f"s {_range(trace.grad_scale)}"),
+        ("grad scale", f"s {_range(trace.step_grad_scales, trace.grad_scale)}"),
         ("family", f"{trace.variational_family}, d = {trace.dim}, P = {trace.n_params}"),
         ("sites", ", ".join(f"{s.name}{list(s.shape)} {s.transform}" for s in sites) or "unknown"),
     ]
     width = max(len(label) for label, _ in rows)
-    title = f"noiseaware trace (schema {SCHEMA} v{SCHEMA_VERSION})"
+    title = f"noiseaware trace (schema {SCHEMA} v{written_version(trace)})"
     return [title] + [f"  {label:<{width}}  {text}" for label, text in rows]
 
 
@@ -74,7 +81,7 @@ def _coordinate_table(trace: TraceData) -> str:
     except TraceError:
         final, source = trace.params[-1], "φ_(T-1), φ_T unknown"
     d, start = trace.dim, int(BURN_IN * trace.steps)
-    grad_sd, noise_sd = trace.grads[start:].std(axis=0), trace.noise_sd
+    grad_sd, noise_sd = trace.grads[start:].std(axis=0), trace.mean_noise_sd(start)
     mean_mu, final_sd = trace.params[start:, :d].mean(axis=0), trace.family.marginal_sd(np.asarray(final, float))
     header = (
         "θ (unconstrained)",

@@ -45,14 +45,16 @@ def validate(given: Mapping[str, Any]) -> dict[str, Any]:
     _check_privacy(noise_multiplier, epsilon)
     sites = _sites(given["sites"], family.dim)
     grad_scale = 1.0 if given["grad_scale"] is None else given["grad_scale"]
+    clip = _positive("clip", _real("clip", given["clip"]), "the clipping norm C")
+    grad_scale = _positive_vector("grad_scale", grad_scale, n_params, "the preconditioning scale s")
     return dict(
         params=params,
         grads=grads,
         noise_multiplier=noise_multiplier,
-        clip=_positive("clip", _real("clip", given["clip"]), "the clipping norm C"),
+        clip=clip,
         sampling_rate=_sampling_rate(given["sampling_rate"]),
         n_examples=_positive_int("n_examples", given["n_examples"], "the number of examples N"),
-        grad_scale=_positive_vector("grad_scale", grad_scale, n_params, "the preconditioning scale s"),
+        grad_scale=grad_scale,
         learning_rate=_positive_vector("learning_rate", given["learning_rate"], n_params, "the step sizes λ"),
         final_params=_vector("final_params", given["final_params"], n_params),
         epsilon=epsilon,
@@ -64,7 +66,54 @@ def validate(given: Mapping[str, Any]) -> dict[str, Any]:
         param_names=_param_names(given["param_names"], family, sites),
         sites=sites,
         **_convention(given["convention"], given["batch_sizes"], params.shape[0]),
+        step_noise_multipliers=_per_step("noise_multiplier", given["step_noise_multipliers"], noise_multiplier, params),
+        step_clips=_per_step("clip", given["step_clips"], clip, params),
+        step_grad_scales=_per_step("grad_scale", given["step_grad_scales"], grad_scale, params),
     )
+
+
+STEP_MEANINGS = {
+    "noise_multiplier": ("the noise multiplier σ_t", (), "(T,): one per step"),
+    "clip": ("the clip norm C_t", (), "(T,): one per step"),
+    "grad_scale": ("the scale s_t", (1,), "(T, P): one row per step"),
+}
+"""Per-step settings: {trace field: (meaning, the trailing shape after T (P for grad_scale), the shape in words)}."""
+
+
+def _per_step(name: str, value, constant, params: np.ndarray) -> np.ndarray | None:
+    """step_<name>: None, or a read-only (T,) or (T, P) array of positive finite values that vary over the steps and
+    start at the constant field's value (`constant`: the first step's); constant per-step values collapse to None."""
+    if value is None:
+        return None
+    field = f"step_{name}s"
+    meaning, trailing, words = STEP_MEANINGS[name]
+    _check_positive_steps(field, value, meaning)
+    array = _float_array(field, value, ndim=np.ndim(value))  # the shape is checked below, against T (and P)
+    expected = params.shape[:1] + (params.shape[1:] if trailing else ())
+    if array.shape != expected:
+        raise TraceError(f"{field} has shape {array.shape}; it must have shape {expected} {words}, as params has")
+    if not np.array_equal(array[0], np.broadcast_to(constant, array.shape[1:])):
+        raise TraceError(
+            f"{field} starts at {array[0]} but {name} is {constant}; {name} holds the first step's value when it "
+            f"varies: pass {name}={field}[0], or the per-step values alone to Trace.from_arrays"
+        )
+    return None if np.all(array == array[0]) else array
+
+
+def _check_positive_steps(field: str, value, meaning: str) -> None:
+    """A TraceError naming the first step whose setting is not a finite number > 0 (a step without noise releases its
+    gradient unprotected); arrays that are not numbers are left to `_float_array`."""
+    try:
+        array = np.asarray(value, np.float64)
+    except (TypeError, ValueError):
+        return
+    bad = np.argwhere(~(np.isfinite(array) & (array > 0)))
+    if bad.size:
+        index = tuple(int(i) for i in bad[0])
+        raise TraceError(
+            f"{field} is {array[index]} at step {index[0]}; {meaning} must be a finite number > 0 at every step (a "
+            "NaN or infinite setting means a broken record; a step without noise releases its gradient unprotected)"
+        )
 
 
 def _convention(convention, batch_sizes, steps: int) -> dict[str, Any]:

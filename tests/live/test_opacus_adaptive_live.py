@@ -1,0 +1,81 @@
+"""Opacus's adaptive clipping, end to end (`make test-adapters`; the main suite skips this file, and
+tests/test_adapters.py runs the same order of operations without torch): a DPVI of a logistic regression trained
+with `make_private(..., clipping="adaptive")` (AdaClipDPOptimizer) and recorded by `OpacusRecorder` holds the clip
+norm each step's noise was drawn with, C_t, per step; its ε is accounted with the unclipped count's noise and is
+no smaller than Opacus's own accountant's (which accounts the gradient alone, at the lowered σ); the gradient
+model refuses the trace with the reason, and the naive baseline fits it."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+opacus = pytest.importorskip("opacus")
+adaclip = pytest.importorskip("opacus.optimizers.adaclipoptimizer")
+
+import noiseaware as na  # noqa: E402
+from noiseaware.adapters.opacus import OpacusRecorder  # noqa: E402
+
+N, D, BATCH, STEPS, CLIP, LR, DELTA = 2000, 3, 100, 400, 2.0, 0.05, 1e-5
+
+
+class MeanFieldLogistic(torch.nn.Module):
+    """φ = (μ, ρ); rows (x, y, ε) with the step's draw ε repeated (as in test_opacus_live.py) → each example's share
+    of the negative ELBO."""
+
+    def __init__(self):
+        super().__init__()
+        self.mu = torch.nn.Parameter(torch.zeros(D, dtype=torch.float64))
+        self.rho = torch.nn.Parameter(torch.full((D,), -2.0, dtype=torch.float64))
+
+    def forward(self, rows):
+        x, y, eps = rows[..., :D], rows[..., D], rows[..., D + 1 :]
+        sd = torch.nn.functional.softplus(self.rho)
+        theta = self.mu + sd * eps
+        nll = torch.nn.functional.softplus(-(2 * y - 1) * (x * theta).sum(-1))
+        return nll + 0.5 * (theta**2).sum(-1) / N - torch.log(sd).sum() / N
+
+
+def test_an_opacus_run_with_adaptive_clipping_is_recorded_per_step_accounted_and_refused_with_the_reason():
+    torch.manual_seed(0)
+    bm = na.models.get("logistic-3d")
+    bm = na.models.from_numpyro(bm.model, n_examples=N, covariates=bm.covariates, **bm.dpvi_settings)
+    _, data = bm.simulate(0)
+    xy = torch.tensor(np.column_stack([np.asarray(data["X"]), np.asarray(data["y"])]), dtype=torch.float64)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xy), batch_size=BATCH)
+    module = MeanFieldLogistic()
+    sigma = 1.5
+    count_sd = BATCH / 20  # Andrew et al.'s heuristic; Opacus lowers σ to (σ⁻² − (2·count_sd)⁻²)^(−1/2)
+    names = inspect.signature(adaclip.AdaClipDPOptimizer).parameters
+    count_name = "fraction_std" if "fraction_std" in names else "unclipped_num_std"
+    engine = opacus.PrivacyEngine(accountant="prv")
+    module, optimizer, loader = engine.make_private(
+        module=module, optimizer=torch.optim.SGD(module.parameters(), lr=LR), data_loader=loader,
+        noise_multiplier=sigma, max_grad_norm=CLIP, clipping="adaptive", target_unclipped_quantile=0.5,
+        clipbound_learning_rate=0.2, max_clipbound=10.0, min_clipbound=0.05, grad_sample_mode="functorch",
+        **{count_name: count_sd},
+    )  # fmt: skip
+    assert isinstance(optimizer, adaclip.AdaClipDPOptimizer)
+    recorder = OpacusRecorder(optimizer)
+    steps = 0
+    while steps < STEPS:
+        for (batch,) in loader:
+            eps = torch.randn(D, dtype=torch.float64).expand(len(batch), D)
+            optimizer.zero_grad()
+            module(torch.cat([batch, eps], dim=1)).mean().backward()
+            optimizer.step()
+            steps += 1
+            if steps == STEPS:
+                break
+    trace = recorder.trace(n_examples=N, delta=DELTA, learning_rate=LR / BATCH)
+    assert trace.varying_settings == ("clip",) and trace.clip == pytest.approx(CLIP)
+    assert np.unique(trace.step_clips).size > STEPS // 2 and np.all(trace.step_clips >= 0.05)
+    assert trace.noise_multiplier == pytest.approx(float(optimizer.noise_multiplier))  # the lowered σ, constant
+    combined = na.privacy.combined_noise_multiplier(trace.noise_multiplier, count_sd)
+    assert trace.epsilon == na.privacy.epsilon_spent(float(combined), DELTA, BATCH / N, STEPS)
+    assert trace.epsilon >= 0.99 * engine.get_epsilon(DELTA)  # Opacus's accountant: the gradient alone
+    with pytest.raises(na.methods.FitFailure, match="the clip norm C_t of this trace varies from step to step"):
+        na.fit(trace, "exact", key=0, checks="off")
+    naive = na.fit(trace, "naive", key=0, checks="off")
+    assert np.all(np.isfinite(naive.sample(0, 10)))
