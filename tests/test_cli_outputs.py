@@ -24,10 +24,10 @@ DATASETS = importlib.import_module("noiseaware.datasets")
 COVERAGE_FILES = [
     f"coverage-gamma-exponential-{tag}{suffix}"
     for tag in ("sigma-5", "sigma-10")
-    for suffix in (".json", ".csv", ".png", "-width.png")
+    for suffix in (".json", ".csv", ".nc", ".png", "-width.png")
 ]
 CALIBRATION_FILES = [
-    f"calibration-adult-{tag}{suffix}" for tag in ("sigma-5", "sigma-10") for suffix in (".json", ".png")
+    f"calibration-adult-{tag}{suffix}" for tag in ("sigma-5", "sigma-10") for suffix in (".json", ".nc", ".png")
 ]
 COVERAGE_ARGS = ("coverage", "--model", "M1", "--noise-multiplier", "5", "10", "--steps", "100")
 CALIBRATE_ARGS = ("calibrate", "--noise-multiplier", "5", "10", "--methods", "exact", "--steps", "100")
