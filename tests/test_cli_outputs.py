@@ -24,7 +24,7 @@ DATASETS = importlib.import_module("noiseaware.datasets")
 COVERAGE_FILES = [
     f"coverage-gamma-exponential-{tag}{suffix}"
     for tag in ("sigma-5", "sigma-10")
-    for suffix in (".json", ".csv", ".nc", ".png", "-width.png")
+    for suffix in (".json", ".csv", ".nc", ".used.json", ".png", "-width.png")
 ]
 CALIBRATION_FILES = [
     f"calibration-adult-{tag}{suffix}" for tag in ("sigma-5", "sigma-10") for suffix in (".json", ".nc", ".png")
@@ -112,7 +112,7 @@ def test_record_keeps_an_existing_trace_unless_forced(capsys, tmp_path):
     assert out.read_bytes() == b"a trace recorded earlier" and listing(tmp_path) == ["t.nc"]
     status, _, err = run(capsys, *record, "--force")
     assert status == 0, err
-    assert na.Trace.load(out).noise_multiplier == 7.0 and listing(tmp_path) == ["t.nc"]
+    assert na.Trace.load(out).noise_multiplier == 7.0 and listing(tmp_path) == ["t.nc", "t.used.json"]
 
 
 @pytest.mark.parametrize("force", [(), ("--force",)])

@@ -14,10 +14,13 @@ that cannot run here says so in the Markdown (`<!-- not run: why -->` before its
 skipped with its reason.
 """
 
+import re
+
 import pytest
 from markdown_examples import ROOT, blocks, commands, python_examples, run_command, run_script, shrunk
 
 import noiseaware as na
+from noiseaware.cli import build_parser
 
 DOCS = ROOT / "docs"
 STUDY = "simulations=4, references=2, samples=400"
@@ -57,7 +60,9 @@ SHRINK = {
         "jax.random.key(3), 8))": "jax.random.key(3), 2))",
         "for m in range(8)]": "for m in range(2)]",
     },
-    "studies.md": {"simulations=500)": f"{STUDY}, steps=400)", "open_executor(workers=2)": "open_executor()"},
+    # one spawned Dask worker instead of two: still a real worker process, which imports the script (so the example's
+    # `if __name__ == "__main__":` is tested; without it the worker fails to start)
+    "studies.md": {"simulations=500)": f"{STUDY}, steps=400)", "open_executor(workers=2)": "open_executor(workers=1)"},
 }
 GIVEN = {"diagnostics.md": "m1-trace.nc", "gradient-model.md": "m1-trace.nc"}
 """The trace file a document reads as the reader's own (here: an M1 trace of 1000 steps at ε = 1)."""
@@ -125,3 +130,40 @@ def test_an_example_marked_as_not_run_is_reported(name, number, reason):
 
 def test_every_shrunk_document_exists():
     assert set(SHRINK) | set(GIVEN) | set(CLI) <= set(EXAMPLES)
+
+
+DOCUMENTS = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+COMMAND_LINES = [
+    (path.name, argv)
+    for path in DOCUMENTS
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```", path.read_text(), flags=re.DOTALL | re.MULTILINE)
+    for argv in commands(block)
+]
+"""Every `noiseaware …` line of every fenced block (```sh or unlabelled) of the README and docs/*.md."""
+
+
+def test_every_documented_command_line_parses():
+    """Each flag a document types exists and takes what it is given (the runs: test_readme_cli, CLI above)."""
+    parser = build_parser()
+    assert len(COMMAND_LINES) >= 30
+    for name, argv in COMMAND_LINES:
+        try:
+            parser.parse_args(argv)
+        except SystemExit:
+            pytest.fail(f"{name}: noiseaware {' '.join(argv)} does not parse")
+
+
+def test_every_module_of_yours_a_command_names_is_written_in_the_docs():
+    """`--model mymodels:regression` and the like name a file and a function that an example saves (a block whose
+    first line is `# mymodels.py`), so a reader can make them."""
+    files = {
+        example.file: example.code
+        for path in DOCUMENTS
+        for example in python_examples(path.read_text())
+        if example.file is not None
+    }
+    named = {value for _, argv in COMMAND_LINES for value in argv if re.fullmatch(r"\w+:\w+", value)}
+    assert named, "the docs show a model of the reader's own on the command line"
+    for module, function in (value.split(":") for value in sorted(named)):
+        assert f"{module}.py" in files, f"no example writes {module}.py"
+        assert f"\ndef {function}(" in files[f"{module}.py"], f"{module}.py of the docs defines no {function}"
