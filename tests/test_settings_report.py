@@ -40,7 +40,7 @@ def test_a_tuned_preset_keeps_numpyros_transforms_which_are_the_default():
     assert found[("transform", "rate")] == ("exp", DEFAULT)
     assert found[("DPVI", "clip")][1] == "tuned preset at ε = 1"
     assert found[("gradient-model prior", "prior")] == ("default", DEFAULT)
-    assert "tuned preset at ε = 1: steps=10000" in report.brief()
+    assert "[tuned preset at ε = 1] steps=10000" in report.brief()
 
 
 def poisson(x=None, n_examples=None):
@@ -74,7 +74,7 @@ def test_record_prints_the_report_and_keeps_it_beside_the_trace(tmp_path, capsys
     args = ("record", "--model", "M1", "--epsilon", "1", "--preset", "research", "--steps", "100", "--out", out)
     status, printed, err = run(capsys, *args)
     assert status == 0
-    assert "settings of M1 (DPVI settings: research preset)\n  yours: steps=100" in err
+    assert "settings of M1 (DPVI settings: research preset)\n  [yours] steps=100" in err
     assert "m1.used.json" in printed
     saved = json.loads((tmp_path / "m1.used.json").read_text())
     assert saved["preset"] == "research preset"
@@ -87,3 +87,14 @@ def test_record_prints_the_report_and_keeps_it_beside_the_trace(tmp_path, capsys
     before = (tmp_path / "m1.used.json").read_text()
     status, _, err = run(capsys, *args)
     assert status == 2 and "m1.nc" in err and (tmp_path / "m1.used.json").read_text() == before
+
+
+def test_coverage_refuses_to_replace_another_runs_report_before_any_work(tmp_path, capsys):
+    out = tmp_path / "cov"
+    out.mkdir()
+    earlier = out / "coverage-gamma-exponential-sigma-5.used.json"
+    earlier.write_text('{"model": "M1", "preset": "research preset", "settings": []}')
+    argv = ("coverage", "--model", "M1", "--noise-multiplier", "5", "--steps", "100", "--out", out)
+    status, _, err = run(capsys, *argv)
+    assert status == 2 and f"{earlier} exists and reports other settings than this run's: pass --force" in err
+    assert sorted(p.name for p in out.iterdir()) == [earlier.name]  # no study was started

@@ -78,10 +78,10 @@ class SettingsReport:
             s for s in self.settings if s.kind != "model prior" and not (s.source == DEFAULT and s.value == "None")
         ]
         for source in dict.fromkeys(s.source for s in shown):
-            lines.append(f"  {source}: {', '.join(s.short() for s in shown if s.source == source)}")
+            lines.append(f"  [{source}] {', '.join(s.short() for s in shown if s.source == source)}")
         priors = [s for s in self.settings if s.kind == "model prior"]
         if priors:
-            lines.append(f"  model priors ({priors[0].source}): {'; '.join(s.short() for s in priors)}")
+            lines.append(f"  [model priors, {priors[0].source}] {'; '.join(s.short() for s in priors)}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
