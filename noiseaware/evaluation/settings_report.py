@@ -8,9 +8,11 @@ preset", "tuned preset at ε = 1"), or "default" (the value `record_dpvi` or the
     report.to_json(path)            # kept beside the results
 
 It takes the model as resolved (`bm.dpvi_settings`: the preset's settings) and the settings the run actually
-passed to `record_dpvi` (`used`); a setting in `used` equal to the preset's is the preset's, one that differs
-or that the preset lacks is yours, one missing from `used` is the default. The priors are read from the numpyro
-model's latent sites, one run of it on simulated inputs (or `data`), so they are the model's own, not a copy.
+passed to `record_dpvi` (`used`): a setting in `used` that differs from the preset's, or that the preset lacks,
+is yours; else a value equal to `DPVISettings`' own default is the default (you would have it without the
+preset); else it is the preset's. A site's transform is the default where it is numpyro's `biject_to` map. The
+priors are read from the numpyro model's latent sites, one run of it on simulated inputs (or `data`), so they
+are the model's own, not a copy.
 """
 
 from __future__ import annotations
