@@ -1,8 +1,6 @@
 """The README's tours shrunk for the test suite: the exact substitutions in SHRINK (each must occur in the README
-exactly once, so a README edit that drops one fails instead of silently running the full study), and the
-`noiseaware …` lines of a shell block. Shared by tests/test_readme.py and tests/test_readme_cli.py."""
-
-import shlex
+exactly once, so a README edit that drops one fails instead of silently running the full study).
+Shared by tests/test_readme.py and tests/test_readme_cli.py."""
 
 from markdown_examples import ROOT, shrunk
 
@@ -36,9 +34,3 @@ SHRINK = {
 
 def shrunk_readme() -> str:
     return shrunk(README, SHRINK)
-
-
-def commands(block: str) -> list[list[str]]:
-    """The `noiseaware …` command lines of a shell block (continuations joined, comments dropped)."""
-    joined = block.replace("\\\n", " ")
-    return [shlex.split(line, comments=True)[1:] for line in joined.splitlines() if line.startswith("noiseaware ")]

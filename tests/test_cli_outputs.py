@@ -24,10 +24,10 @@ DATASETS = importlib.import_module("noiseaware.datasets")
 COVERAGE_FILES = [
     f"coverage-gamma-exponential-{tag}{suffix}"
     for tag in ("sigma-5", "sigma-10")
-    for suffix in (".json", ".csv", ".png", "-width.png")
+    for suffix in (".json", ".csv", ".nc", ".used.json", ".png", "-width.png")
 ]
 CALIBRATION_FILES = [
-    f"calibration-adult-{tag}{suffix}" for tag in ("sigma-5", "sigma-10") for suffix in (".json", ".png")
+    f"calibration-adult-{tag}{suffix}" for tag in ("sigma-5", "sigma-10") for suffix in (".json", ".nc", ".png")
 ]
 COVERAGE_ARGS = ("coverage", "--model", "M1", "--noise-multiplier", "5", "10", "--steps", "100")
 CALIBRATE_ARGS = ("calibrate", "--noise-multiplier", "5", "10", "--methods", "exact", "--steps", "100")
@@ -112,7 +112,7 @@ def test_record_keeps_an_existing_trace_unless_forced(capsys, tmp_path):
     assert out.read_bytes() == b"a trace recorded earlier" and listing(tmp_path) == ["t.nc"]
     status, _, err = run(capsys, *record, "--force")
     assert status == 0, err
-    assert na.Trace.load(out).noise_multiplier == 7.0 and listing(tmp_path) == ["t.nc"]
+    assert na.Trace.load(out).noise_multiplier == 7.0 and listing(tmp_path) == ["t.nc", "t.used.json"]
 
 
 @pytest.mark.parametrize("force", [(), ("--force",)])

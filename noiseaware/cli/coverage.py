@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 from .. import models
 from ..evaluation.coverage import CoverageDesign
+from ..evaluation.settings_report import YOURS, SettingsReport, settings_path, settings_report
 from ..methods.base import research_transforms
 from ..methods.registry import DEFAULT_REGISTRY
 from .common import builtin, import_attribute
@@ -93,11 +98,16 @@ def run(args) -> int:
     bm = _coverage_model(args.model)
     levels = privacy_levels(args)
     by_level = {level: bm for level in levels}
+    presets = dict.fromkeys(levels, YOURS)
     if ":" not in args.model:
         epsilons = [value for name, value in levels if name == "epsilon"] or None
         obstacle = research_transforms(DEFAULT_REGISTRY.resolve(args.methods))
         by_epsilon = preset_models(bm, args.preset, epsilons, obstacle)
         by_level = {(name, value): by_epsilon[value if name == "epsilon" else None] for name, value in levels}
+        presets = {
+            level: "research preset" if model.preset == "research" else f"tuned preset at ε = {level[1]:g}"
+            for level, model in by_level.items()
+        }
     else:
         no_preset(args)
     overrides = (
@@ -121,7 +131,44 @@ def run(args) -> int:
         method_options=experiment_options(args.methods, args.prior, args.warmup),
         **overrides,
     )
-    return run_cli_study(args, plan)
+    reports = {
+        _report_path(args.out, model.name, level): settings_report(
+            model, dict(model.dpvi_settings) | overrides, preset=presets[level], gradient_prior=args.prior
+        )
+        for level, model in by_level.items()
+    }
+    _check_reports(reports, args.force)
+    for text in dict.fromkeys(report.brief() for report in reports.values()):
+        print(text, file=sys.stderr)
+    status = run_cli_study(args, plan)
+    for path, report in reports.items():
+        report.to_json(path, overwrite=True)  # checked above: absent, the same report, or --force
+    print(f"wrote {', '.join(map(str, reports))} (what each level used: priors, settings, and who chose them)")
+    return status
+
+
+def _read(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _report_path(out: str, model: str, level) -> Path:
+    """DIR/coverage-MODEL-eps-E.used.json: what the level's runs used, beside its results."""
+    from ..studies import COVERAGE
+
+    return settings_path(Path(out) / (COVERAGE.stem({"model": model, "level": list(level)}) + ".json"))
+
+
+def _check_reports(reports: dict[Path, SettingsReport], force: bool) -> None:
+    """Before any work: a settings report may replace only the same report (a resumed study) unless --force."""
+    for path, report in reports.items():
+        if path.exists() and not force and _read(path) != report.to_dict():
+            raise FileExistsError(
+                f"{path} exists and reports other settings than this run's: pass --force to replace it, or "
+                "choose another --out"
+            )
 
 
 def _coverage_model(spec: str) -> models.BenchmarkModel:

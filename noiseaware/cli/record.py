@@ -11,12 +11,14 @@ import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import models
+from ..evaluation.settings_report import YOURS, settings_path, settings_report
 from ..recording.config import required_settings
 from ..recording.contract import inspect_model
 from ..recording.dpvi import record_dpvi
@@ -154,12 +156,15 @@ class _Job:
     data: Mapping
     settings: Mapping
     truth: tuple[models.BenchmarkModel, jax.Array] | None = None
+    preset: str = YOURS
+    """Where the settings came from, for the settings report: a built-in's preset, or yours."""
+    preset_settings: Mapping = MappingProxyType({})
 
 
 def run(args) -> int:
-    out = Outputs(force=args.force, inputs=() if args.data is None else (args.data,)).file(
-        args.out, "--out", TRACE_SUFFIXES, "a trace file ends in .nc (netCDF4) or .npz (numpy)"
-    )
+    outputs = Outputs(force=args.force, inputs=() if args.data is None else (args.data,))
+    out = outputs.file(args.out, "--out", TRACE_SUFFIXES, "a trace file ends in .nc (netCDF4) or .npz (numpy)")
+    report_path = outputs.file(settings_path(out), "--out", (".json",), "")
     key_simulation, key_dpvi = keys(_record_seed(args))
     if args.settings is not None:
         job = _tuned_job(args, key_simulation)
@@ -167,24 +172,30 @@ def run(args) -> int:
         job = _user_job(args) if ":" in args.model else _builtin_job(args, key_simulation)
         if not args.non_private and "preflight" not in job.settings:
             print(f"hint: {UNCHECKED_HINT}", file=sys.stderr)
+    used = dict(job.settings) | family_settings(args)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SettingsHint)
         trace = record_dpvi(
-            job.model,
-            job.data,
-            key=key_dpvi,
-            progress=True,
-            dtype=_dtype(args),
-            **_privacy(args),
-            **job.settings,
-            **family_settings(args),
+            job.model, job.data, key=key_dpvi, progress=True, dtype=_dtype(args), **_privacy(args), **used
         )
-    trace.save(out, overwrite=args.force)
+    report = settings_report(
+        job.model,
+        used,
+        preset=job.preset,
+        preset_settings=job.preset_settings,
+        site_map=trace.site_map,
+        data=job.data,
+        name=args.model,
+    )
+    print(report.brief(), file=sys.stderr)
+    with outputs.writing():
+        trace.save(out, overwrite=args.force)
+        report.to_json(report_path, overwrite=args.force)
     print(trace_report(trace))
     if job.truth is not None:
         print()
         print(_truth_report(*job.truth))
-    print(f"\ntrace saved to {out}")
+    print(f"\ntrace saved to {out}; what the run used (priors, settings and their sources): {report_path}")
     if ":" not in args.model:
         print(f"fit it with the model's own prior: noiseaware fit {out} --model {args.model}")
     return 0
@@ -258,7 +269,7 @@ def _tuned_job(args, key) -> _Job:
             bm = models.from_numpyro(bm.model, n_examples=args.n_examples, covariates=bm.covariates, name=bm.name)
         settings.check_model(bm)
         theta, data = bm.simulate(key)
-        return _Job(bm.model, data, settings, (bm, theta))
+        return _Job(bm.model, data, settings, (bm, theta), f"yours ({args.settings})", settings)
     if ":" in args.model:
         model = import_model(args.model)
         name, data = getattr(model, "__name__", "model"), _user_data(args)
@@ -267,7 +278,7 @@ def _tuned_job(args, key) -> _Job:
         model, name, data = bm.model, bm.name, _user_data(args, bm)
     spec = inspect_model(model, data, transforms=settings["transforms"], sites=settings["sites"])
     settings.check_layout(name, spec.site_map, spec.n_examples)
-    return _Job(model, data, settings)
+    return _Job(model, data, settings, None, f"yours ({args.settings})", settings)
 
 
 PRESET_SIZE_RATIO = 20
@@ -289,13 +300,14 @@ def _builtin_job(args, key) -> _Job:
         ).n_examples
     epsilons = None if args.epsilon is None else [args.epsilon]
     (bm,) = preset_models(research, args.preset, epsilons, _obstacle(args, research, n_examples)).values()
+    preset = "research preset" if bm.preset == "research" else f"tuned preset at ε = {args.epsilon:g}"
     if n_examples is not None:
         _check_preset_size(bm, n_examples)
     if data is not None:
-        return _Job(bm.model, data, _settings(bm.dpvi_settings, args))
+        return _Job(bm.model, data, _settings(bm.dpvi_settings, args), None, preset, bm.dpvi_settings)
     bm = _resized(bm, args)
     theta, data = bm.simulate(key)
-    return _Job(bm.model, data, _settings(bm.dpvi_settings, args), (bm, theta))
+    return _Job(bm.model, data, _settings(bm.dpvi_settings, args), (bm, theta), preset, bm.dpvi_settings)
 
 
 def _obstacle(args, research: models.BenchmarkModel, n_examples: int | None) -> str | None:

@@ -1,4 +1,14 @@
-"""CalibrationResult: the calibration of several methods' predictive probabilities over repeated DPVI runs."""
+"""CalibrationResult: the calibration of several methods' predictive probabilities over repeated DPVI runs, with
+its table, JSON and ArviZ DataTree (.nc).
+
+The DataTree (`to_datatree`, laid out as coverage's: evaluation/result.py) has one group per method, the runs as
+draws, so `arviz.summary(tree, group=METHOD)` gives each metric's mean and sd over the runs:
+
+    /            attrs: schema, each scalar setting (dataset, epsilon, runs, bins, key, …), and `record`, the JSON
+                 of what the arrays do not hold (settings, seconds, paired methods, diagnostics)
+    /METHOD      each metric of METRICS (chain 1, draw R_m); mean_predicted, fraction_positive, counts
+                 (chain, draw, bin B): the reliability curve of each run; histogram (chain, draw, histogram_bin H)
+"""
 
 from __future__ import annotations
 
@@ -8,12 +18,17 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
 from ..util.files import write_json
 from ..util.tables import text_table
 from .experiment import checks_cell
+from .result import result_attrs, result_record, write_tree
 
-__all__ = ["GRID", "METRICS", "CalibrationResult"]
+__all__ = ["CALIBRATION_SCHEMA", "GRID", "METRICS", "CalibrationResult"]
+
+CALIBRATION_SCHEMA = "noiseaware.calibration-result/1"
+"""The `schema` attribute of a calibration result's DataTree."""
 
 METRICS = ("calibration_rmse", "ece", "brier", "log_loss", "accuracy")
 """Per-repeat metrics (calibration.py's module doc defines them)."""
@@ -169,6 +184,54 @@ class CalibrationResult:
             "reliability_mean": {m: _list(self.reliability_band(m)[0]) for m in self.methods},
         }
         write_json(path, payload, overwrite=overwrite)
+
+    def to_datatree(self) -> xr.DataTree:
+        """The result as an ArviZ DataTree (module doc): one group per method, its runs as draws."""
+        record = {
+            "settings": self.settings,
+            "seconds": self.seconds,
+            "paired_methods": self.paired_methods,
+            "diagnostics": self.diagnostics,
+        }
+        groups = {"/": xr.Dataset(attrs=result_attrs(CALIBRATION_SCHEMA, self.settings, record))}
+        for method in self.methods:
+            variables = {
+                name: (("chain", "draw"), np.asarray(v, np.float64)[None]) for name, v in self.metrics[method].items()
+            }
+            variables |= {
+                name: (("chain", "draw", "bin"), np.asarray(v)[None]) for name, v in self.curves[method].items()
+            }
+            variables["histogram"] = (("chain", "draw", "histogram_bin"), np.asarray(self.histograms[method])[None])
+            runs = len(self.metrics[method]["calibration_rmse"])
+            group = xr.Dataset(variables, coords={"chain": [0], "draw": np.arange(runs)})
+            group.attrs = {"failures": int(self.failures[method]), "sample_dims": ["chain", "draw"]}
+            groups[method] = group
+        return xr.DataTree.from_dict(groups)
+
+    def to_netcdf(self, path, *, overwrite: bool = False) -> None:
+        """`to_datatree()` as a netCDF file (h5netcdf), written atomically; an existing file is replaced only with
+        `overwrite=True`. `CalibrationResult.from_datatree(xr.open_datatree(path))` reads it back."""
+        write_tree(self.to_datatree(), path, overwrite=overwrite)
+
+    @classmethod
+    def from_datatree(cls, tree: xr.DataTree) -> CalibrationResult:
+        """The result that `to_datatree` wrote, from its arrays and its `record` (never unpickled)."""
+        record = result_record(tree, CALIBRATION_SCHEMA)
+        data = {method: tree[method].dataset for method in tree.children}
+        curves = ("mean_predicted", "fraction_positive", "counts")
+        return cls(
+            metrics={
+                m: {name: d[name].values[0] for name in d.data_vars if d[name].dims == ("chain", "draw")}
+                for m, d in data.items()
+            },
+            curves={m: {name: d[name].values[0] for name in curves} for m, d in data.items()},
+            histograms={m: d["histogram"].values[0] for m, d in data.items()},
+            paired_methods=tuple(record["paired_methods"]),
+            failures={m: int(d.attrs["failures"]) for m, d in data.items()},
+            seconds=record["seconds"],
+            diagnostics=record["diagnostics"],
+            settings=record["settings"],
+        )
 
 
 def _mean_sd(values: np.ndarray) -> tuple[float, float | None]:

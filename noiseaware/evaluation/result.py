@@ -1,22 +1,38 @@
-"""CoverageResult: the ECP curves of several methods on the same simulations, and their reports."""
+"""CoverageResult: the ECP curves of several methods on the same simulations, and their reports (table, JSON,
+CSV, and an ArviZ DataTree written as .nc).
+
+The DataTree (`to_datatree`, the layout ArviZ gives a sampler's draws and simuk its SBC ranks) has one group per
+method; TARP's R reference draws play the role of draws, so `arviz.summary(tree, group=METHOD)` gives the mean
+and sd of each credibility level's ECP over them:
+
+    /            attrs: schema, each scalar setting (model, epsilon, noise_multiplier, key, …), and `record`,
+                 the JSON of what the arrays do not hold (settings, seconds, failures, diagnostics)
+    /METHOD      ecp (chain 1, draw R, rule, credibility L); marginal_ecp (chain, draw, rule, credibility, theta d);
+                 width_ratio (fit M_ok, theta): each successful simulation's 90 % width over the non-private one
+"""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
 import io
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
-from ..util.files import atomic_write, write_json
+from ..util.files import atomic_write, plain, write_json
 from ..util.tables import text_table
 from .experiment import checks_cell
 from .tarp import chance_rmse, coverage_rmse
 
-__all__ = ["REFERENCE_RULES", "CoverageResult"]
+__all__ = ["COVERAGE_SCHEMA", "REFERENCE_RULES", "CoverageResult", "result_attrs", "result_record", "write_tree"]
+
+COVERAGE_SCHEMA = "noiseaware.coverage-result/1"
+"""The `schema` attribute of a coverage result's DataTree."""
 
 REFERENCE_RULES = {
     "research": "post-burn-in mean of the μ trace ± 4 × the evaluated posterior's sd per dimension (the "
@@ -168,6 +184,89 @@ class CoverageResult:
                     for level, mean, sd in zip(self.levels, *curve_band(curves)):
                         writer.writerow([method, rule, dimension, f"{level:.3f}", f"{mean:.5f}", f"{sd:.5f}"])
         atomic_write(Path(path), lambda temporary: temporary.write_text(buffer.getvalue()), overwrite=overwrite)
+
+    def to_datatree(self) -> xr.DataTree:
+        """The result as an ArviZ DataTree (module doc): one group per method, its ECP curves over TARP's
+        reference draws (chain, draw), reference rules, credibility levels and θ's coordinates."""
+        rules = list(self.curves)
+        coords = {"rule": rules, "credibility": self.levels, "theta": list(self.theta_names)}
+        groups = {"/": xr.Dataset(attrs=result_attrs(COVERAGE_SCHEMA, self.settings, self._record()))}
+        for method in self.methods:
+            joint = np.stack([self.curves[rule][method] for rule in rules], axis=1)[None]
+            marginal = np.stack([self.marginal_curves[rule][method] for rule in rules], axis=1)[None]
+            variables = {
+                "ecp": (("chain", "draw", "rule", "credibility"), joint),
+                "marginal_ecp": (("chain", "draw", "rule", "credibility", "theta"), marginal),
+            }
+            if method in self.width_ratio:
+                variables["width_ratio"] = (("fit", "theta"), np.asarray(self.width_ratio[method], np.float64))
+            group = xr.Dataset(variables, coords=coords | {"chain": [0], "draw": np.arange(joint.shape[1])})
+            group.attrs = {"failures": int(self.failures[method]), "sample_dims": ["chain", "draw"]}
+            groups[method] = group
+        return xr.DataTree.from_dict(groups)
+
+    def to_netcdf(self, path, *, overwrite: bool = False) -> None:
+        """`to_datatree()` as a netCDF file (h5netcdf), written atomically; an existing file is replaced only with
+        `overwrite=True`. `CoverageResult.from_datatree(xr.open_datatree(path))` reads it back."""
+        write_tree(self.to_datatree(), path, overwrite=overwrite)
+
+    @classmethod
+    def from_datatree(cls, tree: xr.DataTree) -> CoverageResult:
+        """The result that `to_datatree` wrote, from its arrays and its `record` (never unpickled)."""
+        record = result_record(tree, COVERAGE_SCHEMA)
+        methods = list(tree.children)
+        first = tree[methods[0]].dataset
+        rules = [str(rule) for rule in first["rule"].values]
+        curves = {r: {m: tree[m].dataset["ecp"].values[0, :, i] for m in methods} for i, r in enumerate(rules)}
+        marginal = {
+            r: {m: tree[m].dataset["marginal_ecp"].values[0, :, i] for m in methods} for i, r in enumerate(rules)
+        }
+        widths = {m: tree[m].dataset["width_ratio"].values for m in methods if "width_ratio" in tree[m].dataset}
+        return cls(
+            levels=first["credibility"].values,
+            curves=curves,
+            marginal_curves=marginal,
+            failures={m: int(tree[m].attrs["failures"]) for m in methods},
+            seconds=record["seconds"],
+            diagnostics=record["diagnostics"],
+            theta_names=tuple(str(name) for name in first["theta"].values),
+            settings=record["settings"],
+            width_ratio=widths,
+        )
+
+    def _record(self) -> dict[str, Any]:
+        return {"settings": self.settings, "seconds": self.seconds, "diagnostics": self.diagnostics}
+
+
+def result_attrs(schema: str, settings: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
+    """A result DataTree's root attributes: its schema, each setting under its own name (a number or text as
+    itself, a bool as 0/1, a list or mapping such as a key or the method options as JSON, None left out), and
+    `record`, the JSON of what its arrays do not hold."""
+    named = {}
+    for name, value in plain(settings).items():
+        if isinstance(value, bool):
+            named[name] = int(value)
+        elif isinstance(value, (str, int, float)):
+            named[name] = value
+        elif value is not None:
+            named[name] = json.dumps(value)
+    return named | {"schema": schema, "record": json.dumps(plain(record))}
+
+
+def result_record(tree: xr.DataTree, schema: str) -> dict[str, Any]:
+    """The root's JSON record, once the tree is known to be of `schema`; a ValueError names what it is instead."""
+    found = tree.attrs.get("schema")
+    if found != schema:
+        raise ValueError(f"this DataTree is not a {schema} (its schema: {found!r})")
+    return json.loads(tree.attrs["record"])
+
+
+def write_tree(tree: xr.DataTree, path, *, overwrite: bool) -> None:
+    """`tree` as a netCDF file (h5netcdf) at `path`, written atomically; replaced only with `overwrite`."""
+    path = Path(path)
+    if path.suffix != ".nc":
+        raise ValueError(f"a result's DataTree is written as netCDF: use a .nc path, not {path.name!r}")
+    atomic_write(path, lambda temporary: tree.to_netcdf(temporary, engine="h5netcdf"), overwrite=overwrite)
 
 
 def _width_cell(ratios) -> str:

@@ -90,7 +90,9 @@ class BenchmarkModel:
         """d, the dimension of θ."""
         return self.site_map.dim
 
-    def _kwargs(self, key, n: int) -> dict:
+    def model_inputs(self, key, n: int) -> dict:
+        """The model's non-modelled keyword inputs for n examples: the covariates simulated with `key`, and
+        n_examples where the model takes it (no observed data)."""
         kwargs = dict(self.covariates(key, n)) if self.covariates is not None else {}
         if N_EXAMPLES_ARG in model_arguments(self.model):
             kwargs[N_EXAMPLES_ARG] = n
@@ -125,7 +127,7 @@ class BenchmarkModel:
 
         def one(key):
             key_covariates, key_model = jax.random.split(key)
-            trace = run_model(self.model, self._kwargs(key_covariates, 1), None, seed=key_model)
+            trace = run_model(self.model, self.model_inputs(key_covariates, 1), None, seed=key_model)
             return self.site_map.unconstrain({name: trace[name]["value"] for name in self.site_map.names})
 
         def curvature(key):
@@ -162,7 +164,7 @@ class BenchmarkModel:
         """One run of the model on simulated covariates, with the latent sites at `values` (None: drawn)."""
         key = jax.random.fold_in(as_key(key), _SIMULATION_STREAM)
         key_covariates, key_model = jax.random.split(key)
-        kwargs = self._kwargs(key_covariates, self.n_examples)
+        kwargs = self.model_inputs(key_covariates, self.n_examples)
         return run_model(self.model, kwargs, values, seed=key_model), kwargs
 
     def _data(self, trace, kwargs) -> dict:
@@ -207,7 +209,7 @@ def from_numpyro(
     draft = BenchmarkModel(
         name or getattr(model, "__name__", "model"), model, n_examples, SiteMap(()), (), covariates=covariates
     )
-    kwargs = draft._kwargs(jax.random.key(0), n_examples)
+    kwargs = draft.model_inputs(jax.random.key(0), n_examples)
     try:
         trace = run_model(model, kwargs, seed=0)
     except Exception as err:

@@ -6,7 +6,8 @@ The kind "calibration" (`kinds`): a spec is na.calibration's `CalibrationSpec` a
 `calibration_part(spec, part)` (record the part's runs, fit and score every trace method); "nonprivate", fitted
 once on the training data, is a spec of its own whose result joins every level's (`collect`). Merged with
 `merge_calibration`, the function `na.calibration` uses in one process: with the same chunk a study gives its
-numbers bit for bit. Each level prints its table and writes DIR/calibration-DATASET-eps-E.json and .png.
+numbers bit for bit. Each level prints its table and writes DIR/calibration-DATASET-eps-E.json, .nc (an ArviZ
+DataTree) and .png.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ CALIBRATION = register_kind(
         label=_label,
         render=_render,
         stem=_stem,
-        outputs={".json": CalibrationResult.to_json, ".png": plot_calibration},
+        outputs={".json": CalibrationResult.to_json, ".nc": CalibrationResult.to_netcdf, ".png": plot_calibration},
         collect=_collect,
     )
 )

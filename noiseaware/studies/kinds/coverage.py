@@ -6,7 +6,7 @@ The kind "coverage" (`kinds`): a spec is na.coverage's `CoverageSpec` at one lev
 `coverage_part(spec, part)` (simulate, record, fit every method, TARP fractions); the parts merge with
 `merge_coverage`, the function `na.coverage` uses in one process, so with the same chunk a study gives
 `na.coverage`'s numbers bit for bit, wherever its tasks ran and however often it was resumed. Each level
-prints its table and writes DIR/coverage-MODEL-eps-E.json, .csv (the ECP curves) and .png.
+prints its table and writes DIR/coverage-MODEL-eps-E.json, .csv (the ECP curves), .nc (an ArviZ DataTree) and .png.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ COVERAGE = register_kind(
         outputs={
             ".json": CoverageResult.to_json,
             ".csv": CoverageResult.to_csv,
+            ".nc": CoverageResult.to_netcdf,  # the ArviZ DataTree: per method, reference draw, level, coordinate
             ".png": plot_coverage,
             "-width.png": plot_coverage_width,  # coverage against interval width, one point per method
         },

@@ -1,0 +1,100 @@
+"""The report of what a run used: the model's priors, the DPVI settings, the transforms and the gradient model's
+prior, each marked by who chose it (yours, a preset, the default), as `noiseaware record` prints and keeps it."""
+
+import json
+
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from cli_helpers import run
+
+import noiseaware as na
+from noiseaware.evaluation.settings_report import DEFAULT, YOURS, describe, settings_report
+
+
+def sources(report) -> dict[tuple[str, str], tuple[str, str]]:
+    return {(s.kind, s.name): (s.value, s.source) for s in report.settings}
+
+
+def test_a_research_preset_run_with_one_setting_of_yours():
+    bm = na.models.get("M1")
+    report = sources(
+        settings_report(bm, dict(bm.dpvi_settings) | {"steps": 2000}, preset="research preset", gradient_prior="paper")
+    )
+    assert report[("model prior", "rate")] == ("Gamma(concentration=8, rate=2)", "built-in model")
+    assert ("model prior", "x") not in report  # observed, not a prior
+    assert report[("DPVI", "steps")] == ("2000", YOURS)
+    assert report[("DPVI", "clip")] == ("2", "research preset")
+    assert report[("DPVI", "grad_scale")] == ("(1, 100)", "research preset")
+    assert report[("DPVI", "mc_draws")] == ("10", DEFAULT)  # the preset's value is record_dpvi's own default
+    assert report[("DPVI", "family")] == ("mean-field", DEFAULT)
+    assert report[("transform", "rate")] == ("softplus", "research preset")  # numpyro's would be exp
+    assert report[("gradient-model prior", "prior")] == ("paper", YOURS)
+
+
+def test_a_tuned_preset_keeps_numpyros_transforms_which_are_the_default():
+    bm = na.tuning.tuned_model("M1", 1.0)
+    report = settings_report(bm, dict(bm.dpvi_settings), preset="tuned preset at ε = 1", gradient_prior="default")
+    found = sources(report)
+    assert found[("transform", "rate")] == ("exp", DEFAULT)
+    assert found[("DPVI", "clip")][1] == "tuned preset at ε = 1"
+    assert found[("gradient-model prior", "prior")] == ("default", DEFAULT)
+    assert "[tuned preset at ε = 1] steps=10000" in report.brief()
+
+
+def poisson(x=None, n_examples=None):
+    rate = numpyro.sample("rate", dist.HalfNormal(3.0))
+    with numpyro.plate("data", n_examples):
+        numpyro.sample("x", dist.Poisson(rate), obs=x)
+
+
+def test_a_model_of_yours_on_your_data():
+    data = {"x": np.array([1.0, 2.0, 0.0, 4.0])}
+    used = {"steps": 100, "sampling_rate": 0.5, "clip": 1.0, "transforms": {"rate": "softplus"}}
+    site_map = na.models.from_numpyro(poisson, n_examples=4, transforms={"rate": "softplus"}).site_map
+    report = settings_report(poisson, used, preset=YOURS, site_map=site_map, data=data)
+    found = sources(report)
+    assert report.model == "poisson"
+    assert found[("model prior", "rate")] == ("HalfNormal(scale=3)", YOURS)
+    assert found[("DPVI", "steps")] == ("100", YOURS) and found[("DPVI", "init")] == ("(0, -4)", DEFAULT)
+    assert found[("transform", "rate")] == ("softplus", YOURS)
+    with pytest.raises(ValueError, match="needs its site_map and data"):
+        settings_report(poisson, used, preset=YOURS)
+
+
+def test_a_distribution_is_named_with_its_parameters_and_shape():
+    assert describe(dist.Normal(0.0, 2.0).expand([3]).to_event(1)) == "Normal(loc=0, scale=2) × (3,)"
+    assert describe(dist.Dirichlet(np.full(3, 5.0))) == "Dirichlet(concentration=5 (each of 3))"
+    assert describe(dist.Bernoulli(probs=0.25)) == "BernoulliProbs(probs=0.25)"
+
+
+def test_record_prints_the_report_and_keeps_it_beside_the_trace(tmp_path, capsys):
+    out = tmp_path / "m1.nc"
+    args = ("record", "--model", "M1", "--epsilon", "1", "--preset", "research", "--steps", "100", "--out", out)
+    status, printed, err = run(capsys, *args)
+    assert status == 0
+    assert "settings of M1 (DPVI settings: research preset)\n  [yours] steps=100" in err
+    assert "m1.used.json" in printed
+    saved = json.loads((tmp_path / "m1.used.json").read_text())
+    assert saved["preset"] == "research preset"
+    assert {
+        "kind": "model prior",
+        "name": "rate",
+        "value": "Gamma(concentration=8, rate=2)",
+        "source": "built-in model",
+    } in saved["settings"]
+    before = (tmp_path / "m1.used.json").read_text()
+    status, _, err = run(capsys, *args)
+    assert status == 2 and "m1.nc" in err and (tmp_path / "m1.used.json").read_text() == before
+
+
+def test_coverage_refuses_to_replace_another_runs_report_before_any_work(tmp_path, capsys):
+    out = tmp_path / "cov"
+    out.mkdir()
+    earlier = out / "coverage-gamma-exponential-sigma-5.used.json"
+    earlier.write_text('{"model": "M1", "preset": "research preset", "settings": []}')
+    argv = ("coverage", "--model", "M1", "--noise-multiplier", "5", "--steps", "100", "--out", out)
+    status, _, err = run(capsys, *argv)
+    assert status == 2 and f"{earlier} exists and reports other settings than this run's: pass --force" in err
+    assert sorted(p.name for p in out.iterdir()) == [earlier.name]  # no study was started
