@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..methods.base import Method, Outcome, Registry, check_transforms
+from ..methods.base import Method, Outcome, Registry, check_model_options, check_transforms
 from ..methods.registry import DEFAULT_REGISTRY
 from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
@@ -151,6 +151,7 @@ def coverage_spec(
     resolved, options = check_methods(design.methods, registry, bm.name, epsilon, design.method_options)
     for method in resolved:
         check_transforms(method, bm)
+        check_model_options(options[method.name], bm)
     check_delta(design.delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
     for name in ("simulations", "references", "samples", "chunk"):
         positive_int(name, getattr(design, name))
@@ -267,6 +268,8 @@ def evaluate(
     coverage(…, key=key, chunk=M). Further methods can be scored on the same simulations later.
     """
     resolved, options = check_methods(methods, registry, sims.model.name, sims.batch.epsilon, method_options)
+    for method in resolved:
+        check_model_options(options[method.name], sims.model)
     options = {name: with_progress(o, progress) for name, o in options.items()}
     positive_int("references", references)
     positive_int("samples", samples)
