@@ -417,7 +417,7 @@ def _advice(name: str, s: CheckStatistics, flags, proposed: float | None, trace:
         advice = f"no burn-in up to {BURN_INS[-1]:g} settles it: " + LONGER
     if name == "runaway" and trace.learning_rate is not None:
         largest = float(np.max(trace.learning_rate))
-        advice = f"record again with a learning rate well below this trace's λ = {largest:.3g} (e.g. its research or tuned preset)"
+        advice = f"record again with a learning rate well below this trace's λ = {largest:.3g} (e.g. its preset's)"
     if name in ("noise", "excess_noise"):
         named = normaliser_advice(float(np.nanmedian(s.noise_ratio[flags[name]])), trace, small=name == "noise")
         advice = advice if named is None else f"{named} ({METADATA})"

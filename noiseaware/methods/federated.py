@@ -46,7 +46,8 @@ MAX_DROPPED = 0.5
 
 @dataclasses.dataclass(frozen=True)
 class PVIOptions:
-    """clients M (dividing N, with q·N/M ≥ 1: `check_clients`); epsilon: the ε each client spends instead of the batch's (a run given by σ)."""
+    """clients M (dividing N, with q·N/M ≥ 1: `check_clients`); epsilon: the ε each client spends instead of the
+    batch's (a run given by σ)."""
 
     clients: int = 4
     epsilon: float | None = None

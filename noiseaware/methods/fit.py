@@ -231,22 +231,27 @@ def _sub_batch(batch: Batch, kept: list[int]) -> Batch:
 
 
 def _finite_or_failure(outcome):
-    """The outcome, or a FitFailure (NON_FINITE) for a posterior over the VI optimum whose draws, or θ on the
-    model's own scale at its draws of μ*, are not finite (a trace near overflow: exp of a log-scale site at
-    μ* ≈ 10³ is inf): a NaN or inf interval is never handed out as an answer."""
+    """The outcome, or a FitFailure (NON_FINITE) for a posterior over the VI optimum whose draws are not finite,
+    or whose θ on the model's own scale at its draws of μ* is not: a value that overflows (exp of a log-scale
+    site at μ* ≈ 10³ is inf) or that rounds onto the edge of the site's support, whence the inverse transform
+    is infinite (exp at μ* ≈ −10³ is 0, a rate of 0 ± 0). Such a posterior is never handed out as an answer."""
     if not isinstance(outcome, MixturePosterior):
         return outcome
     chains = (outcome.optimum_chains, outcome.hessian_chains, outcome.extra_noise_chains)
     finite = all(values is None or np.all(np.isfinite(values)) for values in chains)
     if finite and outcome.site_map is not None:
         centres = np.asarray(outcome.optimum_chains, np.float64)[..., : outcome.dim].reshape(-1, outcome.dim)
-        finite = all(np.all(np.isfinite(values)) for values in constrain(outcome.site_map, centres).values())
+        values = constrain(outcome.site_map, centres)
+        with jax.enable_x64(True):
+            back = np.asarray(outcome.site_map.unconstrain(values))
+        finite = all(np.all(np.isfinite(v)) for v in values.values()) and bool(np.all(np.isfinite(back)))
     if finite:
         return outcome
     return FitFailure(
         NON_FINITE,
         f"the {outcome.kind} is not finite on the model's scale (its optimum draws reach values where the sites' "
-        "transforms overflow): the trace's iterates went too far; record again with a smaller learning rate",
+        "transforms overflow or round to the edge of their support): the trace's iterates went too far; record "
+        "again with a smaller learning rate",
     )
 
 

@@ -232,7 +232,8 @@ def _check_steps(steps, trace: TraceData) -> None:
 
 def _check_schema(schema, version) -> None:
     if schema != SCHEMA:
-        raise TraceError(f"schema is {schema!r}, not {SCHEMA!r}; this file is not a noiseaware trace")
+        posterior = " but a posterior: read it with noiseaware.load_posterior" if "posterior" in str(schema) else ""
+        raise TraceError(f"schema is {schema!r}, not {SCHEMA!r}; this file is not a noiseaware trace{posterior}")
     if version not in READABLE_VERSIONS:
         raise TraceError(
             f"schema_version {version!r} is not supported; this noiseaware reads schema_versions "
