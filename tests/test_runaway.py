@@ -129,3 +129,15 @@ def test_a_posterior_whose_values_round_to_the_edge_of_the_support_is_a_failure(
     assert "round to the edge of their support" in caught.value.message
     identity = na.Trace.from_arrays(far, base.grads, learning_rate=base.learning_rate, **SETTINGS)
     assert np.all(np.isfinite(na.fit(identity, "exact", key=0, checks="off").optimum_chains))
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_a_recording_whose_iterates_overflow_stops_with_an_error_and_releases_nothing(progress):
+    """M1 at λ = 10³⁷: the first steps overflow float32; with a progress bar the run stops at the chunk where it
+    happened, without it at the end; either way one TraceError and no trace."""
+    bm = na.models.get("M1")
+    _, data = bm.simulate(0)
+    settings = dict(bm.dpvi_settings, steps=200, learning_rate=1e37)
+    settings.pop("lr_multiplier")
+    with pytest.raises(na.TraceError, match=r"^DPVI diverged: its iterates or gradients are not finite by step"):
+        na.record_dpvi(bm.model, data, key=1, noise_multiplier=5.0, progress=progress, **settings)
