@@ -276,13 +276,13 @@ def test_element_verdicts_of_a_simplex_site_take_all_its_coordinates():
 def test_the_report_shows_verdict_findings_and_each_flagged_coordinate(doubled):
     report = na.diagnose(doubled)
     lines = str(report).splitlines()
-    assert lines[0] == "trace checks: 1 of 9 fired on 4 of 4 parameters (gradient noise below the DP noise)"
+    assert lines[0] == "trace checks: 1 of 10 fired on 4 of 4 parameters (gradient noise below the DP noise)"
     assert lines[1].startswith("  gradient noise below the DP noise (mu:theta[0], mu:theta[1], rho:theta[0]")
     assert lines[2:] == ["  per θ coordinate (the others ok):", "    theta[0]: noise", "    theta[1]: noise"]
     drift_on_mu0 = dataclasses.replace(report, flags=dict(report.flags) | {"drift": np.array([1, 0, 0, 0], bool)})
     assert str(drift_on_mu0).splitlines()[-2:] == ["    theta[0]: noise, drift", "    theta[1]: noise"]
     calm = dataclasses.replace(report, findings=(), flags={name: np.zeros(4, bool) for name in CHECKS})
-    assert str(calm) == "trace checks: all 9 passed (α = 0.05)"
+    assert str(calm) == "trace checks: all 10 passed (α = 0.05)"
 
 
 def test_the_summary_leaves_the_checks_to_the_report_and_record_prints_both(doubled):
@@ -297,7 +297,7 @@ def test_cli_fit_prints_the_verdict_and_raises_on_request(doubled, tmp_path, cap
     doubled.save(tmp_path / "t.npz")
     assert main(["fit", str(tmp_path / "t.npz"), "--method", "laplace"]) == 0
     out = capsys.readouterr().out
-    assert "trace checks: 1 of 9 fired on 4 of 4 parameters (gradient noise below the DP noise)" in out
+    assert "trace checks: 1 of 10 fired on 4 of 4 parameters (gradient noise below the DP noise)" in out
     assert main(["fit", str(tmp_path / "t.npz"), "--checks", "raise"]) == 2
     err = capsys.readouterr().err
     assert "error: the trace checks fired (above); pass --checks warn to fit anyway" in err

@@ -6,6 +6,7 @@ distinct warning with its count and what to do, and no raw numpy RuntimeWarnings
 """
 
 import dataclasses
+import importlib
 import math
 import re
 import warnings
@@ -337,3 +338,74 @@ def test_a_warning_about_many_parameters_counts_them_and_names_a_few():
         "weak identification in 3 of 3 traces (mu:b[7] in 3, mu:b[0] in 2, mu:b[1] in 2, mu:b[2] in 2, mu:b[3] in 2, "
         "…, and 95 more of 100 parameters): record a longer trace"
     )
+
+
+# ---------------------------------------------------------------- issue 40: files that are not traces
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".nc"])
+def test_an_empty_file_a_folder_and_a_truncated_file_are_one_error_naming_them(tmp_path, suffix):
+    empty = tmp_path / f"empty{suffix}"
+    empty.touch()
+    with pytest.raises(TraceError, match=rf"^{re.escape(str(empty))} is empty \(0 bytes\), not a trace"):
+        Trace.load(empty)
+    folder = tmp_path / f"folder{suffix}"
+    folder.mkdir()
+    with pytest.raises(TraceError, match=rf"^{re.escape(str(folder))} is a directory, not a trace file"):
+        Trace.load(folder)
+    whole = tmp_path / f"whole{suffix}"
+    ou_trace(steps=100).save(whole)
+    cut = tmp_path / f"cut{suffix}"
+    cut.write_bytes(whole.read_bytes()[:500])
+    with pytest.raises(TraceError, match=rf"^{re.escape(str(cut))}: could not be read as a \{suffix} trace"):
+        Trace.load(cut)
+    text = tmp_path / f"text{suffix}"
+    text.write_text("not a trace\n")
+    with pytest.raises(TraceError, match=r"the file is corrupted or not"):
+        Trace.load(text)
+
+
+def test_a_posterior_file_is_named_as_one(tmp_path):
+    trace = ou_trace(steps=400)
+    na.fit(trace, "naive", key=0, checks="off").save(tmp_path / "post.nc", key=0)
+    with pytest.raises(
+        TraceError, match="not a noiseaware trace but a posterior: read it with noiseaware.load_posterior"
+    ):
+        Trace.load(tmp_path / "post.nc")
+
+
+# ---------------------------------------------------------------- issue 40: DP-PVI's clients before any work
+
+
+@pytest.mark.parametrize(
+    ("clients", "match"),
+    [
+        (6000, r"^clients=6000 is more than the N = 5000 examples"),
+        (7, r"^clients=7 does not divide the N = 5000 examples into equal shards: choose one of 1, 2, 4, 5, 8"),
+        (5000, r"^clients=5000 leaves each client 1 example\(s\), .* expected batch of 0\.1 .* at most 500 clients"),
+    ],
+)
+def test_dp_pvi_checks_its_clients_against_the_data_before_any_work(monkeypatch, clients, match):
+    """clients > N, clients not dividing N and shards whose expected batch q·N/M is under one example are refused
+    by `coverage` before anything is simulated or recorded."""
+    coverage_module = importlib.import_module("noiseaware.evaluation.coverage")  # the package's name is the function
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started before the options were checked")
+
+    monkeypatch.setattr(coverage_module, "simulate_part", no_work)
+    bm = na.models.get("M1")
+    for method in ("dp-pvi", "na-dp-pvi"):
+        with pytest.raises(ValueError, match=match):
+            na.coverage(
+                bm, key=0, epsilon=1.0, methods=[method], simulations=2, method_options={method: {"clients": clients}}
+            )
+
+
+def test_dp_pvi_refuses_a_non_positive_or_infinite_epsilon_option():
+    from noiseaware.methods.federated import PVIOptions
+
+    for value in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match=r"^epsilon must be positive and finite"):
+            PVIOptions(epsilon=value)
+    assert PVIOptions(clients=4, epsilon=0.5).epsilon == 0.5

@@ -3,7 +3,7 @@
 A released trace is DP output, so every check is free. Each statistical check is a test at level α/m over
 the P coordinates (Bonferroni: α/(mP) per coordinate), m = 7 tests, so a trace that meets every assumption
 raises any finding with probability ≤ α (default 5 %). The rules (constant coordinates, the start not yet
-forgotten, κ ≥ 2) fire only on facts no such trace shows. The statistics are in `statistics`.
+forgotten, κ ≥ 2, iterates that ran away) fire only on facts no such trace shows. The statistics are in `statistics`.
 
 Why this module is long: the seven tests, the rules and the typed report that words their findings are read
 together; the report's advice names each test's threshold, kept beside it.
@@ -50,6 +50,10 @@ still exceeds this many stationary sds at B,"""
 START_OFFSET = 4.0
 """or when the mean of the kept trace's first tenth sits this many stationary sds (beyond 2 standard errors of φ̂*)
 from φ̂*: a stationary trace's mean over it has sd below one."""
+RUNAWAY = 100.0
+"""The runaway rule fires when the iterates went further than this many times (1 + |φ_0|) from their start φ_0:
+healthy traces of the built-in models stay within 20 (docs/diagnostics.md), SGD at 1000× their learning rate goes
+past 100 and on to 10¹² at larger ones, where the sites' transforms overflow."""
 BURN_INS = (0.3, 0.4, 0.5, 0.6, 0.7)
 """Burn-ins tried, in order, when the default leaves a transient: the first whose windows agree is proposed."""
 
@@ -125,6 +129,13 @@ CHECKS = {
             "by more than the distance (λ·ĉ ≥ 2)",
             "record with a smaller learning rate",
         ),
+        Check(
+            "runaway",
+            "iterates ran away",
+            f"the iterates went over {RUNAWAY:g}× (1 + |φ_0|) away from their start φ_0: the run diverged (a learning "
+            "rate far too large), so the trace holds no estimate of the optimum and no fit is made",
+            "record again with a smaller learning rate (e.g. its research or tuned preset)",
+        ),
     )
 }
 """Every check by name."""
@@ -194,8 +205,11 @@ class TraceDiagnosis:
         """One verdict per θ coordinate (d,): "ok", or the checks that fired on its μ, ρ or its row of the factor
         ("drift, transient")."""
         rows = np.tile(np.arange(len(self.param_names) // 2), 2) if self.rows is None else np.asarray(self.rows)
-        flags = {name: np.asarray(self.flags[name]) for name in CHECKS}
-        return tuple(", ".join(c for c in CHECKS if flags[c][rows == j].any()) or "ok" for j in range(rows.max() + 1))
+        flags = {name: np.asarray(value) for name, value in self.flags.items()}
+        return tuple(
+            ", ".join(c for c in CHECKS if c in flags and flags[c][rows == j].any()) or "ok"
+            for j in range(rows.max() + 1)
+        )
 
     def element_verdicts(self, sites) -> tuple[str, ...]:
         """One verdict per element of the model's sites on their own scale (the rows of a constrained summary):
@@ -229,7 +243,7 @@ class TraceDiagnosis:
         s = self.statistics
         rows = []
         for j, name in enumerate(self.param_names):
-            fired = [c for c in CHECKS if self.flags[c][j]]
+            fired = [c for c in CHECKS if c in self.flags and self.flags[c][j]]
             values = (s["noise_ratio"][j], s["p_noise"][j], s["p_windows"][j], s["p_curvature"][j])
             values += (s["p_autocorrelation"][j], s["p_drift"][j], s["relaxations"][j])
             rows.append((name, *(f"{float(v):.3g}" for v in values), ", ".join(fired) or "ok"))
@@ -354,6 +368,7 @@ def _flags(s: CheckStatistics, alpha: float) -> dict[str, np.ndarray]:
         "drift": s.p_drift < alpha,
         "transient": (s.leftover > LEFTOVER) | (s.start_offset > START_OFFSET) | (s.relaxations < 1.0),
         "divergence": (s.slope_z < -critical) | (s.relaxation >= 2.0),
+        "runaway": s.growth > RUNAWAY,
     }
 
 
@@ -381,6 +396,8 @@ def _statistic(name: str, s: CheckStatistics, flagged: np.ndarray) -> str:
     }
     if name == "constant":
         return f"{j.size} never move"
+    if name == "runaway":
+        return f"{np.max(s.growth[j]):.3g}× (1 + |φ_0|) from the start"
     if name == "transient" and np.any(s.start_offset[j] > START_OFFSET):
         return f"kept trace starts {np.nanmax(s.start_offset[j]):.3g} stationary sds from φ̂*"
     if name == "transient" and not np.any(s.leftover[j] > LEFTOVER):
@@ -398,6 +415,9 @@ def _advice(name: str, s: CheckStatistics, flags, proposed: float | None, trace:
         advice = f"fit with burn_in={proposed:g} (the checks pass from there), or " + LONGER
     elif name in ("windows", "drift", "transient"):
         advice = f"no burn-in up to {BURN_INS[-1]:g} settles it: " + LONGER
+    if name == "runaway" and trace.learning_rate is not None:
+        largest = float(np.max(trace.learning_rate))
+        advice = f"record again with a learning rate well below this trace's λ = {largest:.3g} (e.g. its preset's)"
     if name in ("noise", "excess_noise"):
         named = normaliser_advice(float(np.nanmedian(s.noise_ratio[flags[name]])), trace, small=name == "noise")
         advice = advice if named is None else f"{named} ({METADATA})"

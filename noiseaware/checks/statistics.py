@@ -20,7 +20,9 @@ e_tj ~ N(0, ν_j² + u_j²) independent over t, with ν_j = σC/s_j the recorded
   kept trace's start offset, |mean of φ_j over its first tenth − φ̂*_j| − 2 se(φ̂*_j), both in
   stationary sds √γ₀ (κ⁺ from the slope's upper 2-standard-error bound); and n·κ⁺, the relaxation times kept;
 * divergence (rules): a slope significantly below 0 (G pushes φ away from where it is) and κ ≥ 2 (each step
-  multiplies the distance to φ* by |1 − κ| ≥ 1).
+  multiplies the distance to φ* by |1 − κ| ≥ 1);
+* runaway (rule): the growth max_t |φ_tj − φ_0j| / (1 + |φ_0j|) over every step, burn-in included: how far the
+  iterates went from their start, in units of the start's own size.
 
 Every p-value is a (P,) array; `trace_checks` computes them all in float64 from O(n·P) sums.
 """
@@ -49,7 +51,8 @@ class CheckStatistics(NamedTuple):
     p_noise (lower tail), p_excess (r²/ν² above EXCESS), p_windows, p_curvature, p_autocorrelation, p_drift;
     window_optima (K, P) φ̂* per window (pooled slope); optimum φ̂*; relaxation κ̂ per step; relaxations n·κ⁺;
     leftover: what is left of the initial offset at B, start_offset: how far the kept trace starts from φ̂*,
-    both in stationary sds; stationary_sd √γ₀.
+    both in stationary sds; stationary_sd √γ₀; growth max_t |φ_t − φ_0|/(1 + |φ_0|) over every step (defined
+    for every coordinate, moving or not).
     """
 
     moves: np.ndarray
@@ -68,6 +71,7 @@ class CheckStatistics(NamedTuple):
     leftover: np.ndarray
     start_offset: np.ndarray
     stationary_sd: np.ndarray
+    growth: np.ndarray
 
 
 def trace_checks(
@@ -130,6 +134,7 @@ def trace_checks(
         leftover=_blank(leftover, nan),
         start_offset=_blank(start_offset, nan),
         stationary_sd=_blank(stationary_sd, nan),
+        growth=np.max(np.abs(phi_all - phi_all[0]), axis=0) / (1.0 + np.abs(phi_all[0])),
     )
 
 

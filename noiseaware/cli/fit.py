@@ -15,6 +15,7 @@ from ..baselines.naive import naive_posterior
 from ..checks import MIN_STEPS, TraceCheckError, diagnose_if_long_enough
 from ..inference.nuts import STARTS
 from ..methods import GradientModelOptions, NutsOptions
+from ..methods.fit import runaway_failure
 from ..methods.model_prior import check_model_matches
 from ..methods.registry import DEFAULT_REGISTRY
 from ..models.benchmark import BenchmarkModel
@@ -174,6 +175,9 @@ def run(args) -> int:
         print(str(report))
         if args.checks == "raise" and not report.ok:
             raise TraceCheckError("the trace checks fired (above); pass --checks warn to fit anyway")
+        failure = runaway_failure(report)
+        if failure is not None:
+            raise failure
     post = fit_reporting_warnings(
         trace,
         args.method,

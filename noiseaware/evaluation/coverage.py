@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..methods.base import Method, Outcome, Registry, check_transforms, research_transforms
+from ..methods.base import Method, Outcome, Registry, check_model_options, check_transforms, research_transforms
 from ..methods.registry import DEFAULT_REGISTRY
 from ..models.benchmark import BenchmarkModel
 from ..models.presets import preset_at
@@ -156,6 +156,7 @@ def coverage_spec(
     bm = preset_at(bm, epsilon, obstacle=obstacle or research_transforms(resolved)).model
     for method in resolved:
         check_transforms(method, bm)
+        check_model_options(options[method.name], bm)
     check_delta(design.delta, allow_weak_privacy=overrides.get("allow_weak_privacy", False))
     many = "coverage is a fraction over simulations; 50 or more tell methods apart"
     positive_int("simulations", design.simulations, minimum=2, hint=many)
@@ -274,6 +275,8 @@ def evaluate(
     coverage(…, key=key, chunk=M). Further methods can be scored on the same simulations later.
     """
     resolved, options = check_methods(methods, registry, sims.model.name, sims.batch.epsilon, method_options)
+    for method in resolved:
+        check_model_options(options[method.name], sims.model)
     options = {name: with_progress(o, progress) for name, o in options.items()}
     positive_int("references", references)
     positive_int("samples", samples)

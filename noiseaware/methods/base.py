@@ -196,6 +196,14 @@ class Method:
             )
 
 
+def check_model_options(options: Any, bm: BenchmarkModel) -> None:
+    """A ValueError, before any work, when a method's options do not suit the run's model `bm`: an options class
+    may define check_model(bm) for what its fields cannot say alone (DP-PVI's clients against the model's N)."""
+    check = getattr(options, "check_model", None)
+    if check is not None:
+        check(bm)
+
+
 def check_transforms(method: Method, bm: BenchmarkModel) -> None:
     """A ValueError, before any work, when `method` draws θ under other transforms than the run's model `bm` (a
     BenchmarkModel) uses for its truth and traces: its intervals would be scored on another scale."""

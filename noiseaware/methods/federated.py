@@ -19,6 +19,7 @@ With one client, q = q₁: dp-pvi is the naive posterior and na-dp-pvi the exact
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 import numpy as np
@@ -29,14 +30,14 @@ from ..posteriors.mixture import PVI, MixturePosterior
 from ..recording.dpvi import record_dpvi_batch
 from ..trace import Trace
 from ..trace.families import MEAN_FIELD
-from ..util.checks import positive_int
+from ..util.checks import positive_float, positive_int
 from ..util.diagnostics import Diagnostics
 from ..util.errors import FitFailure
 from ..util.numerics import softplus_inverse
 from .base import Batch, Method, Outcome, fit_problems, split_keys
 from .routes import EXACT
 
-__all__ = ["DP_PVI", "NA_DP_PVI", "PVIDiagnostics", "PVIOptions", "client_traces"]
+__all__ = ["DP_PVI", "NA_DP_PVI", "PVIDiagnostics", "PVIOptions", "check_clients", "client_traces"]
 
 NO_PRECISION = "no positive combined precision"
 MAX_DROPPED = 0.5
@@ -45,13 +46,43 @@ MAX_DROPPED = 0.5
 
 @dataclasses.dataclass(frozen=True)
 class PVIOptions:
-    """clients M (dividing N); epsilon: the ε each client spends instead of the batch's (a run given by σ)."""
+    """clients M (dividing N, with q·N/M ≥ 1: `check_clients`); epsilon: the ε each client spends instead of the
+    batch's (a run given by σ)."""
 
     clients: int = 4
     epsilon: float | None = None
 
     def __post_init__(self):
         positive_int("clients", self.clients, hint="the number of clients the data are split over, e.g. clients=4")
+        if self.epsilon is not None:
+            positive_float("epsilon", self.epsilon, hint="the ε each client spends, e.g. epsilon=1.0")
+
+    def check_model(self, bm: BenchmarkModel) -> None:
+        """A ValueError, before any work, unless the clients split `bm`'s N examples as `check_clients` asks."""
+        check_clients(self.clients, bm.n_examples, bm.dpvi_settings.get("sampling_rate"))
+
+
+def check_clients(clients: int, n_examples: int, sampling_rate: float | None) -> None:
+    """A ValueError, before any client runs, unless M clients split N examples into equal shards of N/M on which
+    DPVI's expected batch q·N/M holds at least one example (below it the clients' runs release noise only)."""
+    if clients > n_examples:
+        raise ValueError(
+            f"clients={clients} is more than the N = {n_examples} examples of each data set: every client needs a "
+            f"shard of its own; choose clients dividing {n_examples}, e.g. clients=4"
+        )
+    if n_examples % clients:
+        divisors = [m for m in range(1, min(n_examples, 64) + 1) if n_examples % m == 0]
+        raise ValueError(
+            f"clients={clients} does not divide the N = {n_examples} examples into equal shards: choose one of "
+            f"{', '.join(map(str, divisors))}{', …' if n_examples > 64 else ''}"
+        )
+    if sampling_rate is not None and sampling_rate * n_examples / clients < 1.0:
+        raise ValueError(
+            f"clients={clients} leaves each client {n_examples // clients} example(s), and DPVI's sampling rate "
+            f"q = {sampling_rate:g} then draws an expected batch of {sampling_rate * n_examples / clients:.2g} "
+            f"examples per step: its runs would release DP noise only; choose at most "
+            f"{math.floor(sampling_rate * n_examples)} clients"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +120,8 @@ def _run(method: Method, batch: Batch, keys, opts: PVIOptions, combine_clients) 
         raise ValueError("DP-PVI runs on a model's data sets; this batch has no model or no data")
     method.check(batch.model.name, epsilon)
     data = batch.data_sets()
+    n_examples = next(iter(jax.tree.leaves(data))).shape[1]
+    check_clients(opts.clients, n_examples, batch.model.dpvi_settings.get("sampling_rate"))
     split = [jax.random.split(k) for k in keys]
     traces = client_traces(
         batch.model, data, [s[0] for s in split], clients=opts.clients, epsilon=epsilon, delta=batch.delta

@@ -40,7 +40,7 @@ import numpy as np
 import optax
 from jax import lax
 
-from ..trace import Convention, Trace
+from ..trace import Convention, Trace, TraceError
 from ..trace.families import VariationalFamily
 from ..util.keys import as_key, as_keys
 from ..util.progress import progress_bar
@@ -352,7 +352,8 @@ def _chunks(steps: int, progress=True) -> list[int]:
 
 
 def _drive(run, state, steps: int, progress, description: str):
-    """Run `steps` in `_chunks`, updating a progress bar between chunks."""
+    """Run `steps` in `_chunks`, updating a progress bar between chunks; a TraceError at the first chunk whose
+    iterates or gradients are not finite (the run diverged; nothing is released)."""
     params, grads = [], []
     with progress_bar(steps, description, progress) as bar:
         for n in _chunks(steps, progress):
@@ -360,6 +361,12 @@ def _drive(run, state, steps: int, progress, description: str):
             # waiting for the chunk (rather than its asynchronous dispatch) keeps the bar's rate honest
             params.append(np.asarray(p))
             grads.append(np.asarray(g))
+            if not (np.isfinite(params[-1]).all() and np.isfinite(grads[-1]).all()):
+                done = sum(part.shape[-2] for part in params)
+                raise TraceError(
+                    f"DPVI diverged: its iterates or gradients are not finite by step {done} of {steps}, so nothing "
+                    "is released; record again with a smaller learning rate"
+                )
             bar(n)
     axis = params[0].ndim - 2
     return state, np.concatenate(params, axis=axis), np.concatenate(grads, axis=axis)

@@ -119,8 +119,12 @@ def read_trace(path: str | os.PathLike, trace_type: type[TraceData]) -> TraceDat
     """A validated `trace_type` read from the trace file `path` (.nc or .npz); errors are prefixed by the path."""
     path = Path(path)
     _, read = _format(path)
+    if path.is_dir():
+        raise TraceError(f"{path} is a directory, not a trace file: give the path of a .nc or .npz file")
     if not path.is_file():
         raise TraceError(f"no trace file at {path}: check the path")
+    if path.stat().st_size == 0:
+        raise TraceError(f"{path} is empty (0 bytes), not a trace: write it again (Trace.save or noiseaware record)")
     try:
         return _from_fields(_read_fields(read, path), trace_type)
     except TraceError as error:
@@ -245,7 +249,8 @@ def _check_steps(steps, trace: TraceData) -> None:
 
 def _check_schema(schema, version) -> None:
     if schema != SCHEMA:
-        raise TraceError(f"schema is {schema!r}, not {SCHEMA!r}; this file is not a noiseaware trace")
+        posterior = " but a posterior: read it with noiseaware.load_posterior" if "posterior" in str(schema) else ""
+        raise TraceError(f"schema is {schema!r}, not {SCHEMA!r}; this file is not a noiseaware trace{posterior}")
     if version not in READABLE_VERSIONS:
         raise TraceError(
             f"schema_version {version!r} is not supported; this noiseaware reads schema_versions "
@@ -352,7 +357,7 @@ def _read_fields(read: Callable[[Path], dict], path: Path) -> dict[str, Any]:
     """read(path), with any failure of the file itself turned into a TraceError."""
     try:
         return read(path)
-    except (OSError, ValueError, zipfile.BadZipFile) as error:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
         if isinstance(error, TraceError):
             raise
         raise TraceError(
