@@ -7,7 +7,7 @@ import importlib
 import pkgutil
 
 from . import kinds
-from .directory import PlanMismatch, StudyDirectory, StudyLocked
+from .directory import CorruptResultWarning, PlanMismatch, StudyDirectory, StudyLocked, UnsafeLink
 from .executors import InProcessExecutor, dask_scheduler, local_cluster, open_executor, pin_threads, process_pool
 from .kind import KINDS, StudyKind, get_kind, register_kind
 from .kinds.calibration import CALIBRATION, calibration_plan, calibration_study
@@ -19,6 +19,7 @@ from .tasks import Task, make_task
 __all__ = [
     "CALIBRATION",
     "COVERAGE",
+    "CorruptResultWarning",
     "KINDS",
     "InProcessExecutor",
     "Plan",
@@ -30,6 +31,7 @@ __all__ = [
     "StudyRun",
     "Task",
     "TaskError",
+    "UnsafeLink",
     "WorkersLost",
     "calibration_plan",
     "calibration_study",
