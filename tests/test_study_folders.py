@@ -19,6 +19,7 @@ from noiseaware.studies import (
     run_study,
 )
 from noiseaware.studies.files import CorruptResult, read_result
+from noiseaware.studies.plan import content_checksum
 
 
 def tiny_study(folder):
@@ -135,7 +136,7 @@ def test_a_lock_file_that_cannot_be_read_is_named_with_how_to_clear_it(tmp_path,
     assert len(run_study(plan, tmp_path)) == 3  # cleared as the message says: the study resumes
 
 
-@pytest.mark.parametrize("edit", ["label", "task id", "spec identity"])
+@pytest.mark.parametrize("edit", ["description", "task removed", "task id", "spec identity"])
 def test_an_edited_plan_is_refused_before_it_is_used(tmp_path, capsys, edit):
     import noiseaware as na
     from noiseaware.studies import coverage_plan
@@ -156,12 +157,16 @@ def test_an_edited_plan_is_refused_before_it_is_used(tmp_path, capsys, edit):
     else:
         tiny_study(tmp_path)
     record = json.loads((tmp_path / "plan.json").read_text())
-    if edit == "label":
-        record["tasks"].pop()  # a task removed: the plan id no longer matches
+    if edit == "description":
+        record["description"]["what"] = "another study"  # display text: found by the checksum alone
+    elif edit == "task removed":
+        record["tasks"].pop()
     elif edit == "task id":
         record["tasks"][0]["id"] = "0" * 16
     else:
         record["specs"][0]["identity"]["fields"]["simulations"] = 400
+    if edit != "description":  # as a careful editor would: the checksum recomputed, the ids then disagree
+        record["checksum"] = content_checksum(record)
     (tmp_path / "plan.json").write_text(json.dumps(record))
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err

@@ -14,12 +14,13 @@ be read is refused with its path and how to clear it. A result file that does no
 <id>.npz.corrupt (never deleted) by the study, which says so, and its task runs again; reading a study
 (`read`, `events`, `noiseaware report`) writes nothing and only names such files.
 
-plan.json is checked before it is used: its shape, its plan id against its tasks, and each task's id against its
-spec's identity and the recorded versions, so an edited or mismatched plan is refused, not half-read. A symbolic
-link in the folder that leads out of it (plan.json, events.jsonl, the lock, tasks/ or a task file) is refused
-before anything is read or written: a study folder from someone else cannot make a report or a resumed study
-read or append to a file elsewhere. These are checks against accident and mismatch: a checksum anyone can
-recompute does not prove who wrote a file (docs/studies.md, "Study folders from someone else").
+plan.json is checked before it is used: its shape, its checksum, its plan id against its tasks, and each task's
+id against its spec's identity and the recorded versions, so an edited or mismatched plan is refused, not
+half-read. A symbolic link in the folder that leads out of it (plan.json, events.jsonl, the lock, tasks/ or a
+task file) is refused before anything is read or written: a study folder from someone else cannot make a report
+or a resumed study read or append to a file elsewhere. These are checks against accident and mismatch: a
+checksum anyone can recompute does not prove who wrote a file (docs/studies.md, "A study folder from someone
+else").
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from ..util.errors import UserError
 from ..util.files import write_json
 from ..util.fingerprint import fingerprint
 from .files import SUFFIX, CorruptResult, read_result
-from .plan import FORMAT, Plan, differences
+from .plan import FORMAT, Plan, content_checksum, differences
 from .tasks import Task
 
 __all__ = ["CorruptResultWarning", "PlanMismatch", "StudyDirectory", "StudyError", "StudyLocked", "UnsafeLink"]
@@ -338,6 +339,8 @@ def _plan_problem(record: Mapping[str, Any]) -> str:
         return "a task without an id, label or spec"
     if not all(isinstance(s, dict) and isinstance(s.get("summary"), dict) for s in specs):
         return "a spec without its summary"
+    if "checksum" in record and record["checksum"] != content_checksum(record):  # absent: an older noiseaware's
+        return "its checksum does not match its content"
     if record.get("plan") != fingerprint({"kind": record["kind"], "tasks": [t["id"] for t in tasks]}):
         return "its plan id does not match its tasks"
     for task in tasks:
