@@ -18,6 +18,7 @@ from noiseaware.studies import (
     make_task,
     run_study,
 )
+from noiseaware.studies.directory import StudyFolderError
 from noiseaware.studies.files import CorruptResult, read_result
 from noiseaware.studies.plan import content_checksum
 
@@ -171,3 +172,24 @@ def test_an_edited_plan_is_refused_before_it_is_used(tmp_path, capsys, edit):
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "plan.json was changed after the study wrote it" in err and "rerun the study into a new directory" in err
+
+
+@pytest.mark.parametrize("replaced", ["tasks", "events.jsonl"])
+def test_a_folder_whose_files_are_not_of_their_kind_is_refused_before_any_work(tmp_path, capsys, replaced):
+    plan, _ = tiny_study(tmp_path)
+    if replaced == "tasks":
+        for path in (tmp_path / "tasks").iterdir():
+            path.unlink()
+        (tmp_path / "tasks").rmdir()
+        (tmp_path / "tasks").write_text("not a folder")
+        wanted = "a directory"
+    else:
+        (tmp_path / "events.jsonl").unlink()
+        (tmp_path / "events.jsonl").mkdir()
+        wanted = "a file"
+    before = snapshot(tmp_path)
+    assert main(["report", str(tmp_path)]) == 2
+    assert f"{tmp_path / replaced} is not {wanted}" in capsys.readouterr().err
+    with pytest.raises(StudyFolderError, match="rerun the study into a new directory"):
+        run_study(plan, tmp_path)
+    assert snapshot(tmp_path) == before

@@ -3,7 +3,7 @@
 Reads only data (plan.json, the tasks' .npz result files and events.jsonl; nothing is unpickled, so a folder from
 anyone can be reported) and writes nothing: no event is appended, no lock taken, a result file that does not
 verify is named ("corrupt"), not moved; the study's own command sets it aside and recomputes it. A symbolic link
-that leads out of the folder is refused (`StudyDirectory.check_links`). Prints the tasks done / corrupt / failed /
+that leads out of the folder is refused (`StudyDirectory.check_files`). Prints the tasks done / corrupt / failed /
 not yet run (from the verified result files and events.jsonl, whose unreadable lines are named and skipped),
 then, for every part of the study whose tasks have all finished, the table its command prints (each kind of
 study through its `StudyKind`). With --write, rewrites those summary files in DIR (the study's own, rebuilt from

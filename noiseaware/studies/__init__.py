@@ -7,7 +7,14 @@ import importlib
 import pkgutil
 
 from . import kinds
-from .directory import CorruptResultWarning, PlanMismatch, StudyDirectory, StudyLocked, UnsafeLink
+from .directory import (
+    CorruptResultWarning,
+    PlanMismatch,
+    StudyDirectory,
+    StudyFolderError,
+    StudyLocked,
+    UnsafeLink,
+)
 from .executors import InProcessExecutor, dask_scheduler, local_cluster, open_executor, pin_threads, process_pool
 from .kind import KINDS, StudyKind, get_kind, register_kind
 from .kinds.calibration import CALIBRATION, calibration_plan, calibration_study
@@ -26,6 +33,7 @@ __all__ = [
     "PlanMismatch",
     "StudyDirectory",
     "StudyError",
+    "StudyFolderError",
     "StudyKind",
     "StudyLocked",
     "StudyRun",

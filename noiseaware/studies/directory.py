@@ -43,7 +43,15 @@ from .files import SUFFIX, CorruptResult, read_result
 from .plan import FORMAT, Plan, content_checksum, differences
 from .tasks import Task
 
-__all__ = ["CorruptResultWarning", "PlanMismatch", "StudyDirectory", "StudyError", "StudyLocked", "UnsafeLink"]
+__all__ = [
+    "CorruptResultWarning",
+    "PlanMismatch",
+    "StudyDirectory",
+    "StudyError",
+    "StudyFolderError",
+    "StudyLocked",
+    "UnsafeLink",
+]
 
 
 _HELD: dict[Path, int] = {}
@@ -62,7 +70,12 @@ class StudyLocked(StudyError, UserError):
     """Another process is running the study in this directory (or its lock file cannot be read)."""
 
 
-class UnsafeLink(StudyError, UserError):
+class StudyFolderError(StudyError, UserError):
+    """A study folder whose files are not what a study writes (plan.json or events.jsonl not a file, tasks/ not a
+    directory): refused before anything is read or written."""
+
+
+class UnsafeLink(StudyFolderError):
     """A symbolic link in a study folder that leads out of it: refused before anything is read or written."""
 
 
@@ -99,7 +112,7 @@ class StudyDirectory:
         PlanMismatch naming the differences; the same plan with resume=False a FileExistsError; a folder of an
         older noiseaware (a pickled plan, never read) a PlanMismatch; a link out of the folder an UnsafeLink."""
         self._refuse_pickled()
-        self.check_links()
+        self.check_files()
         if not self.exists():
             return False
         held = self.record()
@@ -131,7 +144,7 @@ class StudyDirectory:
     def record(self) -> dict[str, Any]:
         """The plan record stored in the directory (plan.json: plain data), checked (module doc)."""
         self._refuse_pickled()
-        self.check_links()
+        self.check_files()
         if not self.exists():
             raise FileNotFoundError(f"{self.path} holds no study (no plan.json): run a study with --out {self.path}")
         try:
@@ -150,11 +163,22 @@ class StudyDirectory:
             )
         return record
 
-    def check_links(self) -> None:
+    def check_files(self) -> None:
         """UnsafeLink naming the first symbolic link among the study's files (plan.json, events.jsonl, lock,
-        tasks/ and its files) that leads out of the directory; nothing is read through any link."""
+        tasks/ and its files) that leads out of the directory, nothing read through any link; StudyFolderError
+        when plan.json or events.jsonl is not a file, or tasks/ not a directory."""
         if not self.path.is_dir():
             return
+        for path, kind, wanted in (
+            (self.plan_path, Path.is_file, "a file"),
+            (self.path / "events.jsonl", Path.is_file, "a file"),
+            (self.tasks_dir, Path.is_dir, "a directory"),
+        ):
+            if os.path.lexists(path) and not path.is_symlink() and not kind(path):
+                raise StudyFolderError(
+                    f"{path} is not {wanted}, so {self.path} is not a folder a study wrote (or it was changed "
+                    "since): rerun the study into a new directory"
+                )
         root = self.path.resolve()
         named = [self.plan_path, self.path / "events.jsonl", self.lock_path, self.tasks_dir]
         inside = sorted(self.tasks_dir.iterdir()) if self.tasks_dir.is_dir() and not self.tasks_dir.is_symlink() else []
@@ -209,7 +233,7 @@ class StudyDirectory:
         """Hold the study's lock while the block runs (re-entrant within this process): StudyLocked, before any
         work, while another live process holds it."""
         self.path.mkdir(parents=True, exist_ok=True)
-        self.check_links()
+        self.check_files()
         key = self.path.resolve()
         if not _HELD.get(key):
             self._take()
@@ -224,7 +248,7 @@ class StudyDirectory:
 
     def check_unlocked(self) -> None:
         """StudyLocked when another live process holds the lock, or its file cannot be read (nothing is written)."""
-        self.check_links()
+        self.check_files()
         holder = self.holder()
         if holder is not None and _alive(holder):
             raise StudyLocked(_locked_message(self.lock_path, holder))
