@@ -109,3 +109,19 @@ def test_a_constant_read_from_another_user_module_is_part_of_the_study(user_modu
     assert other.id != plan.id
     with pytest.raises(PlanMismatch, match=r"what differs: .*SHAPE"):
         StudyDirectory(tmp_path).holds(other)
+
+
+def test_a_class_constant_of_the_user_s_is_part_of_the_identity(monkeypatch):
+    config = types.ModuleType("myconfig_class")
+    exec(
+        compile("class Config:\n    SHAPE = 2.0\n    cache = {object()}\n", "myconfig_class.py", "exec"),
+        config.__dict__,
+    )
+    monkeypatch.setitem(sys.modules, config.__name__, config)
+    reader = types.ModuleType("myreader_class")
+    source = "from myconfig_class import Config\n\n\ndef prior_shape():\n    return Config.SHAPE\n"
+    exec(compile(source, "myreader_class.py", "exec"), reader.__dict__)
+    monkeypatch.setitem(sys.modules, reader.__name__, reader)
+    before = fingerprint(reader.prior_shape)
+    config.Config.SHAPE = 5.0
+    assert fingerprint(reader.prior_shape) != before  # the set it never reads is named by its type, not refused

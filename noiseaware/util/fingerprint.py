@@ -15,9 +15,10 @@ What each value becomes:
   (`import myconsts` … `myconsts.SHAPE`) adds the values of its attributes that the code names, so a changed
   constant in another file of the user's is a new fingerprint too; code of an installed package is named with
   the package's version, and noiseaware's own code by the digest of its source (`source_digest`);
-* classes: their qualified name (and, outside installed packages, their methods as functions; a dataclass also
-  its fields with their types and defaults, and only the methods written in its body, not those `dataclass`
-  generates from the fields, whose closures hold bookkeeping such as `__repr__`'s recursion guard);
+* classes: their qualified name (and, outside installed packages, their methods as functions and their other
+  class attributes, e.g. `Config.SHAPE`, as values; a dataclass also its fields with their types and defaults,
+  and only the methods written in its body, not those `dataclass` generates from the fields, whose closures hold
+  bookkeeping such as `__repr__`'s recursion guard);
 * an object with a `__fingerprint__()` method: what it returns (e.g. a Method with a declared `version`).
 
 Anything else raises `Unfingerprintable`, naming where in the value it sits and what to do: a cache or a
@@ -172,15 +173,21 @@ class _Canonical:
             return {"module": value.__name__, "recursive": True}
         self.seen.add(id(value))
         try:
-            attributes = {}
-            for attribute in sorted(names & set(vars(value))):
-                try:
-                    attributes[attribute] = self._global(getattr(value, attribute), names, f"{where}.{attribute}")
-                except Unfingerprintable:  # e.g. a cache the code never reads; its type still names it
-                    attributes[attribute] = {"unfingerprintable": _name(type(getattr(value, attribute)))}
+            attributes = {
+                attribute: self._tolerant(getattr(value, attribute), f"{where}.{attribute}", names)
+                for attribute in sorted(names & set(vars(value)))
+            }
             return {"module": value.__name__, "origin": "code", "attributes": attributes}
         finally:
             self.seen.discard(id(value))
+
+    def _tolerant(self, value: Any, where: str, names: set[str] | None = None) -> Any:
+        """`value` as a global read through a module or a class attribute; one that cannot be fingerprinted (e.g. a
+        cache the code never reads) by its type, so that it does not stop the whole study."""
+        try:
+            return self.of(value, where) if names is None else self._global(value, names, where)
+        except Unfingerprintable:
+            return {"unfingerprintable": _name(type(value))}
 
     def _class(self, cls: type, where: str) -> Any:
         name = _name(cls)
@@ -196,7 +203,15 @@ class _Canonical:
                 and not _generated(cls, key, member)
             }
             bodies = {key: self.of(_unwrap(member), f"{where} ({name}.{key})") for key, member in members.items()}
+            constants = {
+                key: self._tolerant(value, f"{where} ({name}.{key})")
+                for key, value in vars(cls).items()
+                if key not in members
+                and not (key.startswith("__") and key.endswith("__"))
+                and not isinstance(value, (types.FunctionType, staticmethod, classmethod, property))
+            }
             out = {"class": name, "origin": origin, "bases": [_name(b) for b in cls.__bases__], "members": bodies}
+            out["attributes"] = constants
             if dataclasses.is_dataclass(cls):
                 out["fields"] = {f.name: self._field(f, f"{where} ({name}.{f.name})") for f in dataclasses.fields(cls)}
             return out
