@@ -8,9 +8,10 @@ running no DP-SGD, from the facts (`facts`) of M' fresh simulations drawn with t
 * the clipped fraction at the optimum, f = mean_m #{i : ‖s ⊙ g_i(φ̂_m)‖ > C} / n, the statistic the check
   recorded, so the two agree to within max(LIMITS["clipped"], 4·se), se the standard error of the M' fractions;
 * the clipping shift |δφ| / sd[φ*] and the width sd[θ] / VI sd that `predict` gives from the facts. These are
-  approximations (on the shipped presets the recorded shift is 0.4–1× and the recorded width 1–2× the
-  prediction), so only a claim far on the optimistic side is a mismatch: a recorded shift below ¼ of a
-  predicted one above 2·LIMITS["shift"], or a recorded width below half the predicted one;
+  approximations (on the nine shipped presets the predicted shift is at most 0.24 sd and the recorded one at
+  most 0.13 sd, and the recorded width is 1–2× the prediction), so only a claim far on the optimistic side is a
+  mismatch: a recorded shift below ¼ of a predicted one above 2·LIMITS["shift"], or a
+  recorded width below half the predicted one;
 * the check's model, ε and δ are the file's.
 
 What this cannot re-verify — the coverage RMSE, the calibration tests, the share of traces the checks flag — needs
