@@ -14,6 +14,7 @@ import noiseaware as na
 from noiseaware.cli import main
 from noiseaware.evaluation.coverage import coverage_spec
 from noiseaware.studies import (
+    CorruptResultWarning,
     InProcessExecutor,
     PlanMismatch,
     StudyDirectory,
@@ -129,7 +130,8 @@ def test_a_corrupted_task_file_is_detected_kept_aside_and_recomputed(in_process)
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte in the stored result
     path.write_bytes(bytes(data))
-    run = run_plan(plan, StudyDirectory(out))
+    with pytest.warns(CorruptResultWarning, match=r"Bad CRC.*moved aside to .*\.npz\.corrupt .*runs again"):
+        run = run_plan(plan, StudyDirectory(out))
     assert run.computed == (plan.tasks[1].id,) and len(run.reused) == 2
     assert path.with_name(path.name + ".corrupt").read_bytes() == bytes(data)  # kept, never deleted
     assert same(result, merge_record(plan.record(), run.results)[0][1])

@@ -1,10 +1,13 @@
 """`noiseaware report DIR`: a study's state and tables, rebuilt from its directory alone (no task is run).
 
-Reads only data (plan.json and the tasks' .npz result files; nothing is unpickled, so a folder from anyone can be
-reported). Prints the tasks done / not yet run / failed (from the verified result files and events.jsonl), then,
-for every part of the study whose tasks have all finished, the table its command prints (each kind of study
-through its `StudyKind`). With --write, rewrites those summary files in DIR (the study's own, rebuilt from its
-tasks), unless another process is running the study.
+Reads only data (plan.json, the tasks' .npz result files and events.jsonl; nothing is unpickled, so a folder from
+anyone can be reported) and writes nothing: no event is appended, no lock taken, a result file that does not
+verify is named ("corrupt"), not moved; the study's own command sets it aside and recomputes it. A symbolic link
+that leads out of the folder is refused (`StudyDirectory.check_files`). Prints the tasks done / corrupt / failed /
+not yet run (from the verified result files and events.jsonl, whose unreadable lines are named and skipped),
+then, for every part of the study whose tasks have all finished, the table its command prints (each kind of
+study through its `StudyKind`). With --write, rewrites those summary files in DIR (the study's own, rebuilt from
+its tasks), unless another process is running the study.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import sys
 
 from ..studies import KINDS, StudyDirectory, merge_record
+from ..studies.files import CorruptResult
 from .outputs import Outputs
 
 
@@ -40,20 +44,40 @@ def run(args) -> int:
     kind = KINDS.get(record["kind"])
     if args.write:
         directory.check_unlocked()
-    results = {}
+    results, corrupt = {}, {}
     for task in record["tasks"]:
-        loaded = directory.load(task["id"])
+        try:
+            loaded = directory.read(task["id"])
+        except CorruptResult as error:
+            corrupt[task["id"]] = str(error)
+            continue
         if loaded is not None:
             results[task["id"]] = loaded[0]
-    failed = _failed(directory, set(results))
+    events, skipped = directory.read_events()
+    failed = _failed(events, set(results) | set(corrupt))
     what = ", ".join(f"{k} {v}" for k, v in record["description"].items())
     total = len(record["tasks"])
     print(f"{record['kind']} study in {directory.path}: {what}")
-    waiting = total - len(results) - len(failed)
-    print(f"tasks: {len(results)} done, {len(failed)} failed, {waiting} not yet run, of {total}")
+    waiting = total - len(results) - len(failed) - len(corrupt)
+    bad = f"{len(corrupt)} corrupt, " if corrupt else ""
+    print(f"tasks: {len(results)} done, {bad}{len(failed)} failed, {waiting} not yet run, of {total}")
     labels = {task["id"]: task["label"] for task in record["tasks"]}
+    for task_id, text in corrupt.items():
+        print(f"  corrupt: {labels.get(task_id, task_id)}: {text}")
+    if corrupt:
+        print(
+            f"  {len(corrupt)} corrupt result file(s), left as they are: rerun the study to recompute them (it moves "
+            "each aside to <id>.npz.corrupt)"
+        )
     for task_id, text in failed.items():
         print(f"  failed: {labels.get(task_id, task_id)}: {text}")
+    if skipped:
+        lines = ", ".join(map(str, skipped[:10])) + (", …" if len(skipped) > 10 else "")
+        print(
+            f"note: {len(skipped)} line(s) of {directory.path / 'events.jsonl'} are not UTF-8 JSON events and were "
+            f"skipped (line {lines}); the task counts come from the result files",
+            file=sys.stderr,
+        )
     if kind is None:
         print(f"no tables for a study of kind {record['kind']!r}: no such kind is registered in this noiseaware")
         return 0
@@ -74,7 +98,7 @@ def run(args) -> int:
     return 0
 
 
-def _failed(directory: StudyDirectory, done: set[str]) -> dict[str, str]:
-    """Tasks whose last event is a final failure and that have no result: {id: error text}."""
-    last = {event["task"]: event for event in directory.events()}
+def _failed(events: list[dict], done: set[str]) -> dict[str, str]:
+    """Tasks whose last event is a final failure and that have no result file: {id: error text}."""
+    last = {event["task"]: event for event in events}
     return {i: e.get("detail", "") for i, e in last.items() if e["event"] == "failed" and i not in done}

@@ -7,7 +7,14 @@ import importlib
 import pkgutil
 
 from . import kinds
-from .directory import PlanMismatch, StudyDirectory, StudyLocked
+from .directory import (
+    CorruptResultWarning,
+    PlanMismatch,
+    StudyDirectory,
+    StudyFolderError,
+    StudyLocked,
+    UnsafeLink,
+)
 from .executors import InProcessExecutor, dask_scheduler, local_cluster, open_executor, pin_threads, process_pool
 from .kind import KINDS, StudyKind, get_kind, register_kind
 from .kinds.calibration import CALIBRATION, calibration_plan, calibration_study
@@ -19,17 +26,20 @@ from .tasks import Task, make_task
 __all__ = [
     "CALIBRATION",
     "COVERAGE",
+    "CorruptResultWarning",
     "KINDS",
     "InProcessExecutor",
     "Plan",
     "PlanMismatch",
     "StudyDirectory",
     "StudyError",
+    "StudyFolderError",
     "StudyKind",
     "StudyLocked",
     "StudyRun",
     "Task",
     "TaskError",
+    "UnsafeLink",
     "WorkersLost",
     "calibration_plan",
     "calibration_study",

@@ -9,8 +9,18 @@ Nothing in a study directory is ever unpickled: a folder copied from another mac
 on shared scratch can be reported safely. A directory holds one plan: running the same plan again resumes it
 (finished tasks are read, not rerun, and the temporary file of a result cut short by a kill is removed); another
 plan is refused before any work, with the differences named. One process at a time: a second is refused while
-the lock names a live holder (a lock left by a dead process on this host is taken over). A result file that
-does not verify is moved aside to <id>.npz.corrupt (never deleted) and its task runs again.
+the lock names a live holder (a lock left by a dead process on this host is taken over); a lock file that cannot
+be read is refused with its path and how to clear it. A result file that does not verify is moved aside to
+<id>.npz.corrupt (never deleted) by the study, which says so, and its task runs again; reading a study
+(`read`, `events`, `noiseaware report`) writes nothing and only names such files.
+
+plan.json is checked before it is used: its shape, its checksum, its plan id against its tasks, and each task's
+id against its spec's identity and the recorded versions, so an edited or mismatched plan is refused, not
+half-read. A symbolic link in the folder that leads out of it (plan.json, events.jsonl, the lock, tasks/ or a
+task file) is refused before anything is read or written: a study folder from someone else cannot make a report
+or a resumed study read or append to a file elsewhere. These are checks against accident and mismatch: a
+checksum anyone can recompute does not prove who wrote a file (docs/studies.md, "A study folder from someone
+else").
 """
 
 from __future__ import annotations
@@ -21,17 +31,27 @@ import os
 import socket
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..util.errors import UserError
 from ..util.files import write_json
+from ..util.fingerprint import fingerprint
 from .files import SUFFIX, CorruptResult, read_result
-from .plan import FORMAT, Plan, differences
+from .plan import FORMAT, Plan, content_checksum, differences
 from .tasks import Task
 
-__all__ = ["PlanMismatch", "StudyDirectory", "StudyError", "StudyLocked"]
+__all__ = [
+    "CorruptResultWarning",
+    "PlanMismatch",
+    "StudyDirectory",
+    "StudyError",
+    "StudyFolderError",
+    "StudyLocked",
+    "UnsafeLink",
+]
 
 
 _HELD: dict[Path, int] = {}
@@ -47,7 +67,20 @@ class StudyError(RuntimeError):
 
 
 class StudyLocked(StudyError, UserError):
-    """Another process is running the study in this directory."""
+    """Another process is running the study in this directory (or its lock file cannot be read)."""
+
+
+class StudyFolderError(StudyError, UserError):
+    """A study folder whose files are not what a study writes (plan.json or events.jsonl not a file, tasks/ not a
+    directory): refused before anything is read or written."""
+
+
+class UnsafeLink(StudyFolderError):
+    """A symbolic link in a study folder that leads out of it: refused before anything is read or written."""
+
+
+class CorruptResultWarning(UserWarning):
+    """A study set a task's result file aside (<id>.npz.corrupt) because it did not verify; the task runs again."""
 
 
 class StudyDirectory:
@@ -77,8 +110,9 @@ class StudyDirectory:
     def holds(self, plan: Plan, *, resume: bool = True) -> bool:
         """Whether the directory already holds `plan` (a study to resume); nothing is written. Another plan is a
         PlanMismatch naming the differences; the same plan with resume=False a FileExistsError; a folder of an
-        older noiseaware (a pickled plan, never read) a PlanMismatch."""
+        older noiseaware (a pickled plan, never read) a PlanMismatch; a link out of the folder an UnsafeLink."""
         self._refuse_pickled()
+        self.check_files()
         if not self.exists():
             return False
         held = self.record()
@@ -108,17 +142,53 @@ class StudyDirectory:
         return False
 
     def record(self) -> dict[str, Any]:
-        """The plan record stored in the directory (plan.json: plain data)."""
+        """The plan record stored in the directory (plan.json: plain data), checked (module doc)."""
         self._refuse_pickled()
+        self.check_files()
         if not self.exists():
             raise FileNotFoundError(f"{self.path} holds no study (no plan.json): run a study with --out {self.path}")
         try:
             record = json.loads(self.plan_path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise PlanMismatch(f"{self.plan_path} is not a study plan ({error})") from None
+        except IsADirectoryError:
+            raise PlanMismatch(f"{self.plan_path} is a directory, not a study plan") from None
         if not isinstance(record, dict) or record.get("format") != FORMAT:
             raise PlanMismatch(f"{self.plan_path} is not a study plan of format {FORMAT!r}")
+        problem = _plan_problem(record)
+        if problem:
+            raise PlanMismatch(
+                f"{self.plan_path} was changed after the study wrote it ({problem}): it cannot be trusted to say "
+                "which result belongs to which task; rerun the study into a new directory"
+            )
         return record
+
+    def check_files(self) -> None:
+        """UnsafeLink naming the first symbolic link among the study's files (plan.json, events.jsonl, lock,
+        tasks/ and its files) that leads out of the directory, nothing read through any link; StudyFolderError
+        when plan.json or events.jsonl is not a file, or tasks/ not a directory."""
+        if not self.path.is_dir():
+            return
+        for path, kind, wanted in (
+            (self.plan_path, Path.is_file, "a file"),
+            (self.path / "events.jsonl", Path.is_file, "a file"),
+            (self.tasks_dir, Path.is_dir, "a directory"),
+        ):
+            if os.path.lexists(path) and not path.is_symlink() and not kind(path):
+                raise StudyFolderError(
+                    f"{path} is not {wanted}, so {self.path} is not a folder a study wrote (or it was changed "
+                    "since): rerun the study into a new directory"
+                )
+        root = self.path.resolve()
+        named = [self.plan_path, self.path / "events.jsonl", self.lock_path, self.tasks_dir]
+        inside = sorted(self.tasks_dir.iterdir()) if self.tasks_dir.is_dir() and not self.tasks_dir.is_symlink() else []
+        for path in named + inside:
+            if path.is_symlink() and not path.resolve().is_relative_to(root):
+                raise UnsafeLink(
+                    f"{path} is a symbolic link to {os.readlink(path)}, outside the study folder {self.path}: a study "
+                    "folder holds its own files, and nothing is read from or written to a file elsewhere; replace "
+                    "the link by the file it names (if you trust it), or rerun the study into a new directory"
+                )
 
     def _refuse_pickled(self) -> None:
         """PlanMismatch for a folder of an older noiseaware: its plan is a pickle, which is never read."""
@@ -128,17 +198,34 @@ class StudyDirectory:
                 "give another output directory, or rerun that study there with this noiseaware"
             )
 
-    def load(self, task: Task | str) -> tuple[Any, float] | None:
-        """Task's verified result and seconds, or None when it has not finished; a result file that does not
-        verify is moved aside (<id>.npz.corrupt), logged, and None returned, so the task runs again."""
+    def read(self, task: Task | str) -> tuple[Any, float] | None:
+        """Task's verified result and seconds, or None when it has not finished; CorruptResult when its file does
+        not verify. Writes nothing."""
         path = self.result_path(task)
-        if not path.exists():
+        if not os.path.lexists(path):
             return None
+        return read_result(path, getattr(task, "id", task))
+
+    def load(self, task: Task | str) -> tuple[Any, float] | None:
+        """`read`, for the study that runs the task: a result file that does not verify is moved aside
+        (<id>.npz.corrupt), logged, a CorruptResultWarning names it, and None is returned, so the task runs again."""
         try:
-            return read_result(path, getattr(task, "id", task))
+            return self.read(task)
         except CorruptResult as error:
-            path.replace(path.with_name(path.name + ".corrupt"))
+            path = self.result_path(task)
+            aside = path.with_name(path.name + ".corrupt")
+            copies = 0
+            while os.path.lexists(aside):  # an earlier corrupt copy is kept too
+                copies += 1
+                aside = path.with_name(f"{path.name}.corrupt.{copies}")
+            path.rename(aside)
             self.log(task, "corrupt", str(error))
+            label = getattr(task, "label", "") or getattr(task, "id", task)
+            warnings.warn(
+                f"{error}; moved aside to {aside.name} (kept, not deleted): task {label} runs again",
+                CorruptResultWarning,
+                stacklevel=2,
+            )
             return None
 
     @contextlib.contextmanager
@@ -146,6 +233,7 @@ class StudyDirectory:
         """Hold the study's lock while the block runs (re-entrant within this process): StudyLocked, before any
         work, while another live process holds it."""
         self.path.mkdir(parents=True, exist_ok=True)
+        self.check_files()
         key = self.path.resolve()
         if not _HELD.get(key):
             self._take()
@@ -159,20 +247,24 @@ class StudyDirectory:
                 self.lock_path.unlink(missing_ok=True)
 
     def check_unlocked(self) -> None:
-        """StudyLocked when another live process holds the lock (nothing is written)."""
+        """StudyLocked when another live process holds the lock, or its file cannot be read (nothing is written)."""
+        self.check_files()
         holder = self.holder()
         if holder is not None and _alive(holder):
             raise StudyLocked(_locked_message(self.lock_path, holder))
 
     def holder(self) -> dict[str, Any] | None:
-        """What the lock file says of its holder, or None when the study is not locked."""
+        """What the lock file says of its holder, or None when the study is not locked; {"unreadable": why} for
+        a lock file that is not a holder's record (cut short, overwritten, not a file)."""
         try:
             holder = json.loads(self.lock_path.read_text())
         except (FileNotFoundError, NotADirectoryError):
             return None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return {}
-        return holder if isinstance(holder, dict) else {}
+        except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as error:
+            return {"unreadable": f"{type(error).__name__}: {error}"}
+        if not isinstance(holder, dict) or not {"pid", "host"} <= set(holder):
+            return {"unreadable": "it does not name a process and a host"}
+        return holder
 
     def _take(self) -> None:
         me = {
@@ -201,21 +293,31 @@ class StudyDirectory:
             "label": getattr(task, "label", ""),
             "event": event,
         }
-        with open(self.path / "events.jsonl", "a") as handle:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW  # never through a link
+        with os.fdopen(os.open(self.path / "events.jsonl", flags, 0o644), "a") as handle:
             handle.write(json.dumps(line | ({"detail": detail} if detail else {})) + "\n")
 
     def events(self) -> list[dict[str, Any]]:
-        """The lines of events.jsonl, oldest first ([] before any; a line cut short by a kill is skipped)."""
+        """The lines of events.jsonl, oldest first ([] before any; unreadable lines skipped: `read_events`)."""
+        return self.read_events()[0]
+
+    def read_events(self) -> tuple[list[dict[str, Any]], list[int]]:
+        """(the events of events.jsonl, oldest first; the numbers of the lines skipped because they are not
+        UTF-8 JSON events, e.g. a line cut short by a kill). Writes nothing."""
         path = self.path / "events.jsonl"
-        if not path.exists():
-            return []
-        events = []
-        for line in path.read_text().splitlines():
+        if not path.is_file():
+            return [], []
+        events, skipped = [], []
+        for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
             try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return [e for e in events if isinstance(e, dict) and {"task", "event"} <= set(e)]
+                event = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                event = None
+            if isinstance(event, dict) and isinstance(event.get("task"), str) and isinstance(event.get("event"), str):
+                events.append(event)
+            else:
+                skipped.append(number)
+        return events, skipped
 
 
 def _alive(holder: Mapping[str, Any]) -> bool:
@@ -233,12 +335,47 @@ def _alive(holder: Mapping[str, Any]) -> bool:
 
 
 def _locked_message(path: Path, holder: Mapping[str, Any]) -> str:
+    if "unreadable" in holder:
+        return (
+            f"{path.parent} has a lock file that cannot be read ({holder['unreadable']}): a study may be starting "
+            f"there this moment (try again in a few seconds); if no study runs in {path.parent}, delete {path} "
+            "and run the command again"
+        )
     who = f"process {holder.get('pid', '?')} on {holder.get('host', '?')} since {holder.get('since', '?')}"
     command = f" ({holder['command']})" if holder.get("command") else ""
     return (
         f"{path.parent} is in use by {who}{command}: wait for it to finish, or run this in another directory; if "
         f"that process is gone (e.g. its machine crashed), delete {path}"
     )
+
+
+def _plan_problem(record: Mapping[str, Any]) -> str:
+    """What is wrong with a plan record's shape or ids ("" when nothing): each task an id, a label, a spec and a
+    part; the plan id that of its kind and task ids; each task of a spec named by its identity, part and the
+    recorded versions (`tasks.make_task`)."""
+    tasks, specs = record.get("tasks"), record.get("specs")
+    if not isinstance(record.get("kind"), str) or not isinstance(record.get("description"), dict):
+        return "no kind or description"
+    if not isinstance(tasks, list) or not isinstance(specs, list):
+        return "no list of tasks or specs"
+    keys = {"id": str, "label": str, "spec": int}
+    if not all(isinstance(t, dict) and all(isinstance(t.get(k), v) for k, v in keys.items()) for t in tasks):
+        return "a task without an id, label or spec"
+    if not all(isinstance(s, dict) and isinstance(s.get("summary"), dict) for s in specs):
+        return "a spec without its summary"
+    if "checksum" in record and record["checksum"] != content_checksum(record):  # absent: an older noiseaware's
+        return "its checksum does not match its content"
+    if record.get("plan") != fingerprint({"kind": record["kind"], "tasks": [t["id"] for t in tasks]}):
+        return "its plan id does not match its tasks"
+    for task in tasks:
+        if task["spec"] >= len(specs) or task["spec"] < 0:
+            if specs:
+                return f"task {task['id']} names spec {task['spec']}, of {len(specs)}"
+            continue
+        identity = {"kind": record["kind"], "spec": specs[task["spec"]].get("identity"), "part": task.get("part")}
+        if fingerprint({"identity": identity, "versions": record.get("versions")}) != task["id"]:
+            return f"task {task['label']!r} does not match its spec's identity"
+    return ""
 
 
 def _identity(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,13 +6,17 @@
 Written atomically (a temporary file renamed into place), so a file is whole or absent. Read back with numpy's
 pickle-free loader, and only when the record names the task asked for and the sha256 of the tree and the arrays
 matches: a truncated, edited or misplaced file is found, and a file from a stranger can at worst hold wrong
-numbers, never run code (nothing is unpickled; `codec.decode` builds only registered data types).
+numbers, never run code (nothing is unpickled; `codec.decode` builds only registered data types). Whatever is
+wrong with a file (not a zip, an array header numpy cannot parse, a directory in its place) is one
+`CorruptResult` naming the file. The checksum is unkeyed: it finds accidents (a truncated copy, a bit flipped, a
+file of another task), not forgery, since whoever edits the numbers can recompute it (docs/studies.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import tokenize
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -26,6 +30,18 @@ __all__ = ["FORMAT", "CorruptResult", "read_result", "write_result"]
 
 FORMAT = "noiseaware-task 2"
 SUFFIX = ".npz"
+UNREADABLE = (
+    OSError,  # missing, a directory, unreadable
+    ValueError,  # numpy's refusals: a pickled array, a bad header; JSON
+    KeyError,  # no record
+    EOFError,
+    zipfile.BadZipFile,
+    tokenize.TokenError,  # an array header cut inside a bracket
+    SyntaxError,  # an array header that is not a Python literal
+    TypeError,
+    MemoryError,  # a header announcing a huge shape
+)
+"""What reading a task file that numpy or JSON cannot parse raises: each is a `CorruptResult`."""
 
 
 class CorruptResult(ValueError):
@@ -50,7 +66,7 @@ def read_result(path: Path, task_id: str) -> tuple[Any, float]:
         with np.load(path, allow_pickle=False) as stored:
             record = json.loads(str(stored["record"][()]))
             arrays = {name: stored[name] for name in stored.files if name != "record"}
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+    except UNREADABLE as error:
         raise CorruptResult(
             f"{path} is not a readable noiseaware task result ({type(error).__name__}: {error})"
         ) from None
@@ -62,8 +78,8 @@ def read_result(path: Path, task_id: str) -> tuple[Any, float]:
         raise CorruptResult(f"{path}: the result does not match its checksum (truncated or changed)")
     try:
         return decode(record["tree"], arrays), float(record.get("seconds", 0.0))
-    except UndecodableData as error:
-        raise CorruptResult(f"{path}: {error}") from None
+    except (UndecodableData, KeyError, IndexError, TypeError, ValueError) as error:
+        raise CorruptResult(f"{path}: not a result noiseaware wrote ({type(error).__name__}: {error})") from None
 
 
 def _checksum(tree: Any, arrays: dict[str, np.ndarray]) -> str:

@@ -3,7 +3,8 @@
     plan = kind_plan(kind, specs, description)     one task per spec and part, named by the spec's canonical
                                                    data, the part and VERSIONS (`tasks`)
     plan.record()                                  plan.json: kind, description, versions, each spec's summary
-                                                   and canonical data, the tasks (id, label, spec, part)
+                                                   and canonical data, the tasks (id, label, spec, part), and
+                                                   the sha256 of all that (`content_checksum`)
     merge_record(record, {task id: result})        [(summary, merged result or None)] by the kind's contract
 
 Merging reads the record, never the live specs, so a study merged in the process that ran it and one merged
@@ -16,11 +17,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..util.fingerprint import canonical, fingerprint
+from ..util.files import plain
+from ..util.fingerprint import canonical, digest, fingerprint
 from .kind import get_kind
 from .tasks import VERSIONS, Task, make_task
 
-__all__ = ["FORMAT", "Plan", "differences", "kind_plan", "merge_record"]
+__all__ = ["FORMAT", "Plan", "content_checksum", "differences", "kind_plan", "merge_record"]
 
 FORMAT = "noiseaware-study 2"
 
@@ -65,7 +67,7 @@ class Plan:
 
     def record(self) -> dict[str, Any]:
         """What plan.json holds (module doc): plain data only."""
-        return {
+        body = {
             "format": FORMAT,
             "plan": self.id,
             "kind": self.kind,
@@ -80,6 +82,13 @@ class Plan:
                 for t in self.tasks
             ],
         }
+        return body | {"checksum": content_checksum(body)}
+
+
+def content_checksum(record: Mapping[str, Any]) -> str:
+    """The sha256 of a plan record's JSON form, its own "checksum" left out: finds an edit of any field (a
+    label, a summary's level), not forgery (anyone can recompute it)."""
+    return digest(plain({key: value for key, value in record.items() if key != "checksum"}))
 
 
 def kind_plan(kind_name: str, specs: Sequence[Any], description: Mapping[str, Any]) -> Plan:

@@ -5,8 +5,13 @@ A read-only mapping of `record_dpvi`'s keyword arguments, so `record_dpvi(model,
 the model it was tuned for (name and θ layout: sites, shapes, transforms), the privacy level, the fresh
 simulation check (`PreflightReport`), the trials table and the provenance (key, trials, simulations, package
 versions). `save` writes JSON atomically with a fingerprint of everything else in it; `load` reads it back and
-refuses a file without that fingerprint or whose content no longer matches it (an edited clip, a forged check),
-and, given a model, a file made for another model.
+refuses a file without that fingerprint or whose content no longer matches it (an edited clip, a truncated or
+mixed-up file), and, given a model, a file made for another model.
+
+The fingerprint is an unkeyed hash: it detects accidents, not forgery (whoever edits a file can recompute it).
+For a file from someone else, `load(path, model, verify=True)` (or `tuned.verify(model)`) re-verifies what is
+cheap to recompute from fresh non-private facts (`verify`: σ, the clipped fraction, the predicted clipping shift
+and width) and refuses a file whose check does not match its settings; the full check is `preflight`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 from ..models.benchmark import BenchmarkModel
 from ..util.files import plain, write_json
 from .preflight_report import PreflightReport
+from .verify import VERIFY_SIMULATIONS, SettingsVerification, verify_check
 
 __all__ = ["SettingsFileError", "TunedSettings", "model_layout"]
 
@@ -151,13 +157,30 @@ class TunedSettings(Mapping[str, Any]):
         )
         return tuned
 
+    def verify(self, model: BenchmarkModel, *, simulations: int = VERIFY_SIMULATIONS) -> SettingsVerification:
+        """Re-verify the recorded check against these settings on fresh simulations of `model` (`verify` module:
+        seconds, no privacy); a SettingsFileError for another model, or for settings without a check."""
+        self.check_model(model)
+        if self.check is None:
+            raise SettingsFileError(
+                "these settings record no check, so there is nothing to re-verify: check them on fresh simulations "
+                "(na.preflight(model, settings, …) / noiseaware preflight --settings FILE)"
+            )
+        return verify_check(
+            model, dict(self.settings), self.check, epsilon=self.epsilon, delta=self.delta, simulations=simulations
+        )
+
     def save(self, path, *, overwrite: bool = False) -> None:
         """Write the settings as JSON (atomically; an existing file only with overwrite=True)."""
         write_json(path, self.to_dict(), overwrite=overwrite)
 
     @classmethod
-    def load(cls, path, model: BenchmarkModel | None = None) -> TunedSettings:
-        """Read a settings file; with `model`, refuse one tuned for another model (`check_model`)."""
+    def load(cls, path, model: BenchmarkModel | None = None, *, verify: bool = False) -> TunedSettings:
+        """Read a settings file; with `model`, refuse one tuned for another model (`check_model`); with
+        verify=True (a file from someone else), also refuse one whose recorded check does not match its settings
+        (`verify`), naming each recorded and recomputed value."""
+        if verify and model is None:
+            raise ValueError("verify=True re-verifies the settings on simulations of their model: pass model=")
         path = Path(path)
         try:
             payload = json.loads(path.read_text())
@@ -171,6 +194,15 @@ class TunedSettings(Mapping[str, Any]):
             raise SettingsFileError(f"{path} is not a complete noiseaware settings file: {error!r}") from None
         if model is not None:
             tuned.check_model(model)
+        if verify:
+            found = tuned.verify(model)
+            if not found.ok:
+                raise SettingsFileError(
+                    f"{path}: its recorded check does not match its settings on {found.simulations} fresh "
+                    f"simulations ({'; '.join(found.mismatches)}). The check was not made with these settings "
+                    "(an edited or forged file, its fingerprint recomputed): do not use it; tune again, or check the "
+                    "settings yourself (na.preflight / noiseaware preflight --settings FILE)"
+                )
         return tuned
 
     def table(self) -> str:

@@ -11,9 +11,14 @@ What each value becomes:
   part in equality: a data set's `source`, how it was read, does not);
 * functions: their qualified name, with their defaults and closure values, and, for code outside installed
   packages (a plug-in, a notebook's model), the hash of their byte code and of the globals they read, so a
-  changed body or a changed constant is a new fingerprint; code of an installed package is named with the
-  package's version, and noiseaware's own code by the digest of its source (`source_digest`);
-* classes: their qualified name (and, outside installed packages, their methods as functions);
+  changed body or a changed constant is a new fingerprint; a global that is a module outside installed packages
+  (`import myconsts` … `myconsts.SHAPE`) adds the values of its attributes that the code names, so a changed
+  constant in another file of the user's is a new fingerprint too; code of an installed package is named with
+  the package's version, and noiseaware's own code by the digest of its source (`source_digest`);
+* classes: their qualified name (and, outside installed packages, their methods as functions and their other
+  class attributes, e.g. `Config.SHAPE`, as values; a dataclass also its fields with their types and defaults,
+  and only the methods written in its body, not those `dataclass` generates from the fields, whose closures hold
+  bookkeeping such as `__repr__`'s recursion guard);
 * an object with a `__fingerprint__()` method: what it returns (e.g. a Method with a declared `version`).
 
 Anything else raises `Unfingerprintable`, naming where in the value it sits and what to do: a cache or a
@@ -26,6 +31,7 @@ import dataclasses
 import enum
 import functools
 import hashlib
+import inspect
 import json
 import sys
 import sysconfig
@@ -149,13 +155,39 @@ class _Canonical:
             if origin == "code":
                 out["code"] = _code(function.__code__)
                 read = sorted(_global_names(function.__code__) & set(function.__globals__))
+                names = _global_names(function.__code__)
                 out["globals"] = {
-                    variable: self.of(function.__globals__[variable], f"{where} ({name} reads {variable})")
+                    variable: self._global(function.__globals__[variable], names, f"{where} ({name} reads {variable})")
                     for variable in read
                 }
             return out
         finally:
             self.seen.discard(id(function))
+
+    def _global(self, value: Any, names: set[str], where: str) -> Any:
+        """A global a function reads: a module outside installed packages with the values of its attributes
+        among `names` (what the code may read as `module.NAME`), anything else as itself."""
+        if not isinstance(value, types.ModuleType) or _origin(value.__name__) != "code":
+            return self.of(value, where)
+        if id(value) in self.seen:
+            return {"module": value.__name__, "recursive": True}
+        self.seen.add(id(value))
+        try:
+            attributes = {
+                attribute: self._tolerant(getattr(value, attribute), f"{where}.{attribute}", names)
+                for attribute in sorted(names & set(vars(value)))
+            }
+            return {"module": value.__name__, "origin": "code", "attributes": attributes}
+        finally:
+            self.seen.discard(id(value))
+
+    def _tolerant(self, value: Any, where: str, names: set[str] | None = None) -> Any:
+        """`value` as a global read through a module or a class attribute; one that cannot be fingerprinted (e.g. a
+        cache the code never reads) by its type, so that it does not stop the whole study."""
+        try:
+            return self.of(value, where) if names is None else self._global(value, names, where)
+        except Unfingerprintable:
+            return {"unfingerprintable": _name(type(value))}
 
     def _class(self, cls: type, where: str) -> Any:
         name = _name(cls)
@@ -168,15 +200,64 @@ class _Canonical:
                 key: member
                 for key, member in vars(cls).items()
                 if isinstance(member, (types.FunctionType, staticmethod, classmethod, property))
+                and not _generated(cls, key, member)
             }
             bodies = {key: self.of(_unwrap(member), f"{where} ({name}.{key})") for key, member in members.items()}
-            return {"class": name, "origin": origin, "bases": [_name(b) for b in cls.__bases__], "members": bodies}
+            constants = {
+                key: self._tolerant(value, f"{where} ({name}.{key})")
+                for key, value in vars(cls).items()
+                if key not in members
+                and not (key.startswith("__") and key.endswith("__"))
+                and not isinstance(value, (types.FunctionType, staticmethod, classmethod, property))
+            }
+            out = {"class": name, "origin": origin, "bases": [_name(b) for b in cls.__bases__], "members": bodies}
+            out["attributes"] = constants
+            if dataclasses.is_dataclass(cls):
+                out["fields"] = {f.name: self._field(f, f"{where} ({name}.{f.name})") for f in dataclasses.fields(cls)}
+            return out
         finally:
             self.seen.discard(id(cls))
+
+    def _field(self, field: dataclasses.Field, where: str) -> dict[str, Any]:
+        """A dataclass field as data: its annotation (as written), default or default factory, and flags."""
+        out = {"type": field.type if isinstance(field.type, str) else repr(field.type), "compare": field.compare}
+        if field.default is not dataclasses.MISSING:
+            out["default"] = self.of(field.default, where)
+        if field.default_factory is not dataclasses.MISSING:
+            out["default_factory"] = self.of(field.default_factory, where)
+        return out
 
 
 def _name(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
+
+
+GENERATED = frozenset(
+    (
+        "__init__",
+        "__repr__",
+        "__eq__",
+        "__hash__",
+        "__setattr__",
+        "__delattr__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__getstate__",
+        "__setstate__",
+        "__replace__",
+    )
+)
+"""The methods `dataclasses.dataclass` may write into a class: named by the class's fields, not by their code."""
+
+
+def _generated(cls: type, key: str, member) -> bool:
+    """Whether `member` of `cls` is one `dataclass` generated (its code compiled from a string), not the user's."""
+    if key not in GENERATED or not dataclasses.is_dataclass(cls):
+        return False
+    code = getattr(inspect.unwrap(_unwrap(member)), "__code__", None)
+    return code is not None and code.co_filename == "<string>"
 
 
 def _unwrap(member):

@@ -1,0 +1,45 @@
+"""A settings file from someone else (issue 40): its fingerprint finds edits, not forgery, so `load(…,
+verify=True)` re-verifies the recorded check against the settings on fresh simulations' facts (no privacy, no
+DP-SGD). A forged file (clip 0.01, "coverage RMSE 0.000", its fingerprint recomputed) loads without verify and is
+refused with it, each recorded and recomputed value named; the shipped preset verifies."""
+
+import dataclasses
+
+import pytest
+
+import noiseaware as na
+from noiseaware.tuning.presets import preset_path
+from noiseaware.tuning.tuned import SettingsFileError, TunedSettings
+
+BM = na.models.get("beta-bernoulli", preset=False)
+
+
+@pytest.fixture(scope="module")
+def honest():
+    return TunedSettings.load(preset_path("beta-bernoulli", 1.0), BM)
+
+
+@pytest.mark.slow  # the facts of 8 simulations twice (Adam and Newton steps, compiled once): ~25 s
+def test_a_forged_settings_file_loads_by_its_fingerprint_and_is_refused_when_verified(honest, tmp_path):
+    check = dataclasses.replace(honest.check, coverage_rmse=(0.0, 0.0), findings=(), clipped=0.0, shift=0.0)
+    forged = dataclasses.replace(honest, settings=dict(honest.settings) | {"clip": 0.01}, check=check)
+    path = tmp_path / "forged.json"
+    forged.save(path)  # a forger recomputes the fingerprint: an unkeyed hash cannot tell
+    assert TunedSettings.load(path, BM)["clip"] == 0.01
+    with pytest.raises(SettingsFileError) as refused:
+        TunedSettings.load(path, BM, verify=True)
+    message = str(refused.value)
+    assert "its recorded check does not match its settings" in message and "do not use it" in message
+    assert "clipped at the optimum: recorded 0.00 %, recomputed 100.00 % (agreement within" in message
+    assert "clipping shift in sd of φ*: recorded 0" in message
+    found = honest.verify(BM)
+    assert found.ok, found.mismatches
+    assert [row[0] for row in found.rows][3:5] == ["noise multiplier σ", "clipped at the optimum"]
+
+
+def test_verify_needs_the_model_and_a_recorded_check(honest):
+    with pytest.raises(ValueError, match="pass model="):
+        TunedSettings.load(preset_path("beta-bernoulli", 1.0), verify=True)
+    unchecked = dataclasses.replace(honest, check=None)
+    with pytest.raises(SettingsFileError, match="record no check"):
+        unchecked.verify(BM)
