@@ -119,10 +119,16 @@ class CoverageResult:
             checks = checks_cell(self.diagnostics.get(method, {}))
             rows.append([method, *cells, width, str(self.failures[method]), seconds, checks])
         header = ["method", *(f"RMSE ({rule} ref.)" for rule in rules), "width ×", "failures", "fit s", "trace checks"]
+        simulations = self.settings.get("simulations")
+        chance = (
+            ""
+            if simulations is None
+            else f"; a calibrated method scores about sqrt(1/(6M)) by chance, {chance_rmse(simulations):.3f} for these "
+            f"M = {simulations} simulations"
+        )
         legend = [
             f"RMSE: sqrt(mean over the {len(self.levels)} levels of (ECP − level)²), 0 when calibrated; mean ± sd "
-            "over the reference draws; a calibrated method scores about sqrt(1/(6M)) by chance, "
-            f"{chance_rmse(self.settings['simulations']):.3f} for these M = {self.settings['simulations']} simulations",
+            f"over the reference draws{chance}",
             "ref.: the rule that draws TARP's reference points θ_ref = centre + U ⊙ half-width, U ~ U(−1, 1)^d:",
             *(f"  {rule}: {REFERENCE_RULES[rule]}" for rule in rules),
             "width ×: the central 90 % interval's width over the non-private posterior's (Laplace at the MAP of "

@@ -298,6 +298,7 @@ def build_recorder(
     noise_multiplier: float | None = None,
     non_private: bool = False,
     allow_weak_privacy: bool = False,
+    preflight: str | None = None,
     **overrides,
 ) -> Recorder:
     """Check the settings, then the model against the data, then resolve the settings at the privacy level (see
@@ -305,8 +306,10 @@ def build_recorder(
 
     settings: a `DPVISettings` (or a mapping of its fields); `overrides` replace its fields, or are all of them.
     batched: data holds M data sets stacked along a leading axis; the model is inspected on the first and
-    every data set is checked (`check_data_sets`) before the settings are resolved.
+    every data set is checked (`check_data_sets`) before the settings are resolved. preflight: accepted, so
+    that `**TunedSettings` (and a tuned model's `dpvi_settings`) pass through; a recorder never hints.
     """
+    del preflight
     settings = as_settings(settings, overrides)
     data = as_data(data)
     check_finite(data)
@@ -450,8 +453,7 @@ def record_dpvi_batch(
         checked against the model (lengths, shapes, support) before the program runs. Batches serve simulation
         studies: no `SettingsHint` (`preflight` is accepted, so `**TunedSettings` pass through).
     """
-    del preflight
-    recorder = build_recorder(model, data, settings, batched=True, **kwargs)
+    recorder = build_recorder(model, data, settings, batched=True, preflight=preflight, **kwargs)
     keys = as_keys(keys)
     prepared = recorder.prepare(data, batched=True)
     if keys.shape[0] != next(iter(prepared.values())).shape[0]:
