@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import models
+from ..checks import diagnose_if_long_enough
 from ..evaluation.settings_report import YOURS, settings_path, settings_report
 from ..recording.config import required_settings
 from ..recording.contract import inspect_model
@@ -196,7 +197,10 @@ def run(args) -> int:
         print()
         print(_truth_report(*job.truth))
     print(f"\ntrace saved to {out}; what the run used (priors, settings and their sources): {report_path}")
-    if ":" not in args.model:
+    checks = diagnose_if_long_enough(trace)
+    if checks is not None and "runaway" in checks.fired:
+        print("it cannot be fitted (its iterates ran away): record again with a smaller learning rate")
+    elif ":" not in args.model:
         print(f"fit it with the model's own prior: noiseaware fit {out} --model {args.model}")
     return 0
 
