@@ -70,7 +70,7 @@ CLI = {"models.md": {"--steps 10000 --sampling-rate": "--steps 1000 --sampling-r
 """The documents whose ```sh `noiseaware …` lines run after their examples, in the same folder (they read the
 files the examples wrote), with their substitutions; each must occur in the document's text exactly once. The
 other documents' command lines run in the README's tour (tests/test_readme_cli.py) or are too long for the suite
-(a study at the research sizes); docs/catalogue-docs.md lists each one and how it was checked."""
+(a study at the research sizes); docs/catalogue.md lists each one and how it was checked."""
 EXAMPLES = {path.name: python_examples(path.read_text()) for path in sorted(DOCS.glob("*.md"))}
 """As written: which documents have examples, and which of them are marked as not run."""
 NOT_RUN = [
