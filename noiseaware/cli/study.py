@@ -29,12 +29,13 @@ import typing
 from pathlib import Path
 
 from ..studies import KINDS, Plan, StudyDirectory, StudyKind, get_kind, open_executor, run_study
-from .options import positive_int
+from .options import count, positive_int
 from .outputs import Outputs
 
 
 def add_study_options(parser, chunk: int | None = None, unit: str = "") -> None:
-    """--workers, --scheduler, --engine, --chunk (where the command has a chunk size) and --resume/--no-resume."""
+    """--workers, --scheduler, --engine, --chunk (where the command has a chunk size), --resume/--no-resume and
+    --verify."""
     group = add_workers(
         parser, "the study lives in --out DIR: finished tasks are kept there, and the same command resumes it"
     )
@@ -47,6 +48,14 @@ def add_study_options(parser, chunk: int | None = None, unit: str = "") -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="resume a directory that holds this study (default); --no-resume refuses it",
+    )
+    group.add_argument(
+        "--verify",
+        type=count,
+        default=0,
+        metavar="K",
+        help="before trusting the finished tasks found in --out (a folder from someone else), recompute K of them, "
+        "drawn at random, and stop if one differs (default: %(default)d)",
     )
 
 
@@ -93,7 +102,9 @@ def run_cli_study(args, plan: Plan) -> int:
         )
     with outputs.writing(), directory.lock():
         with executor_of(args) as (executor, slots):
-            entries = run_study(plan, out, executor=executor, slots=slots, resume=args.resume, progress=True)
+            entries = run_study(
+                plan, out, executor=executor, slots=slots, resume=args.resume, progress=True, verify=args.verify
+            )
         for summary, result in entries:
             text, warnings = kind.render(summary, result)
             print(f"\n{text}")

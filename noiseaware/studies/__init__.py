@@ -22,6 +22,7 @@ from .kinds.coverage import COVERAGE, coverage_plan, coverage_study
 from .plan import Plan, kind_plan, merge_record
 from .runner import StudyError, StudyRun, TaskError, WorkersLost, run_plan, run_study
 from .tasks import Task, make_task
+from .verify import ResultMismatch
 
 __all__ = [
     "CALIBRATION",
@@ -31,6 +32,7 @@ __all__ = [
     "InProcessExecutor",
     "Plan",
     "PlanMismatch",
+    "ResultMismatch",
     "StudyDirectory",
     "StudyError",
     "StudyFolderError",

@@ -21,12 +21,14 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from ..util.checks import positive_int
 from ..util.errors import UserError
 from .directory import StudyDirectory, StudyError
 from .executors import InProcessExecutor
 from .kind import KINDS
 from .plan import Plan, merge_record
 from .tasks import Task, execute, pack
+from .verify import verify_results
 
 __all__ = ["RETRIES", "StudyError", "StudyRun", "TaskError", "WorkersLost", "run_plan", "run_study"]
 
@@ -65,15 +67,19 @@ def run_plan(
     slots: int = 1,
     resume: bool = True,
     progress: bool | Callable[[dict[str, int]], None] = False,
+    verify: int = 0,
 ) -> StudyRun:
     """Run `plan` in `directory` (module doc): finished tasks are read, the others run on `executor`
     (default in-process), `slots` in flight. progress: a bar on stderr, or a callable given the counts
-    {"done", "running", "failed", "total"} after each event."""
+    {"done", "running", "failed", "total"} after each event. verify: recompute this many of the finished tasks
+    read from the folder, drawn at random, before trusting them (`verify.verify_results`: ResultMismatch when one
+    differs)."""
+    positive_int("verify", verify, minimum=0)
     with directory.lock():
-        return _run(plan, directory, executor or InProcessExecutor(), slots, resume, progress)
+        return _run(plan, directory, executor or InProcessExecutor(), slots, resume, progress, verify)
 
 
-def _run(plan, directory, executor, slots, resume, progress) -> StudyRun:
+def _run(plan, directory, executor, slots, resume, progress, verify=0) -> StudyRun:
     directory.prepare(plan, resume=resume)
     results: dict[str, Any] = {}
     seconds: dict[str, float] = {}
@@ -85,6 +91,10 @@ def _run(plan, directory, executor, slots, resume, progress) -> StudyRun:
         else:
             results[task.id], seconds[task.id] = loaded
     reused = tuple(results)
+    if verify and reused:
+        by_id = {task.id: task for task in plan.tasks}
+        for task_id in verify_results(plan.tasks, results, verify):
+            directory.log(by_id[task_id], "verified", "recomputed: the stored result agrees")
     failed: dict[str, str] = {}
     errors: dict[str, BaseException] = {}
     attempts: dict[str, int] = {}
@@ -135,12 +145,16 @@ def run_study(
     slots: int = 1,
     resume: bool = True,
     progress: bool | Callable[[dict[str, int]], None] = False,
+    verify: int = 0,
 ) -> Any:
-    """Run `plan` in the study directory `out` (`run_plan`) and merge its results: [(summary, result)] per spec by
-    its kind's contract (`merge_record`), or {task id: result} for loose tasks of an unregistered kind. Raises
+    """Run `plan` in the study directory `out` (`run_plan`, with its `verify`) and merge its results: [(summary,
+    result)] per spec by its kind's contract (`merge_record`), or {task id: result} for loose tasks of an
+    unregistered kind. Raises
     TaskError from the first task that raised (a bug: its traceback is the cause), or StudyError when a task's
     worker was lost twice; every finished task is kept."""
-    run = run_plan(plan, StudyDirectory(out), executor=executor, slots=slots, resume=resume, progress=progress)
+    run = run_plan(
+        plan, StudyDirectory(out), executor=executor, slots=slots, resume=resume, progress=progress, verify=verify
+    )
     if run.failed:
         lines = "\n".join(f"  {t.label}: {run.failed[t.id]}" for t in plan.tasks if t.id in run.failed)
         keep = f"the finished tasks are kept in {out}: fix the cause and run the same command again to finish the study"

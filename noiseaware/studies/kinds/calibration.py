@@ -139,10 +139,11 @@ def calibration_study(
     slots: int = 1,
     resume: bool = True,
     progress: bool = False,
+    verify: int = 0,
     **arguments,
 ) -> dict[Level, CalibrationResult]:
     """Calibration on `data` at each level, run as tasks in the study directory `out` (module doc); like
     `coverage_study` for executors, resuming and failures."""
     plan = calibration_plan(data, levels=levels, key=key, **arguments)
-    entries = run_study(plan, out, executor=executor, slots=slots, resume=resume, progress=progress)
+    entries = run_study(plan, out, executor=executor, slots=slots, resume=resume, progress=progress, verify=verify)
     return {as_level(summary["level"]): result for summary, result in entries}

@@ -104,15 +104,17 @@ def coverage_study(
     slots: int = 1,
     resume: bool = True,
     progress: bool = False,
+    verify: int = 0,
     **arguments,
 ) -> dict[Level, CoverageResult]:
     """Coverage of `bm` (one model, or {level: model}: `coverage_plan`) at each level, run as tasks in the study
     directory `out` (module doc).
 
     executor and slots: from `open_executor` (default: in-process). Finished tasks found in `out` are reused;
-    a directory holding another study is refused. Raises TaskError when a task raised (a bug), after keeping
+    a directory holding another study is refused; verify=K recomputes K of them, drawn at random, first
+    (`studies.verify`: for a folder from someone else). Raises TaskError when a task raised (a bug), after keeping
     every finished task. Returns {level: CoverageResult}, the same numbers as na.coverage with the same chunk.
     """
     plan = coverage_plan(bm, levels=levels, key=key, **arguments)
-    entries = run_study(plan, out, executor=executor, slots=slots, resume=resume, progress=progress)
+    entries = run_study(plan, out, executor=executor, slots=slots, resume=resume, progress=progress, verify=verify)
     return {as_level(summary["level"]): result for summary, result in entries}
