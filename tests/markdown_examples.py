@@ -106,14 +106,7 @@ def run_script(directory: Path, name: str, examples: Sequence[Example], epilogue
         else:
             parts.append(f"# --- python block {number} ---\n{example.code}")
     (directory / name).write_text("\n".join([*parts, epilogue]))
-    done = subprocess.run(
-        [sys.executable, name],
-        cwd=directory,
-        env=script_environment(),
-        capture_output=True,
-        text=True,
-        timeout=SCRIPT_SECONDS,
-    )
+    done = _python(directory, [name])
     assert done.returncode == 0, f"python {name} (in {directory}) failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
     return done.stdout
 
@@ -121,12 +114,17 @@ def run_script(directory: Path, name: str, examples: Sequence[Example], epilogue
 def run_command(directory: Path, argv: Sequence[str]) -> None:
     """`noiseaware ARGV` as a reader types it, in `directory`, in a fresh process; fails with its output."""
     program = "import sys; from noiseaware.cli import main; sys.exit(main(sys.argv[1:]))"
-    done = subprocess.run(
-        [sys.executable, "-c", program, *argv],
+    done = _python(directory, ["-c", program, *argv])
+    assert done.returncode == 0, f"noiseaware {' '.join(argv)} failed:\n{done.stderr[-6000:]}"
+
+
+def _python(directory: Path, arguments: Sequence[str]) -> subprocess.CompletedProcess:
+    """This interpreter with `arguments`, in `directory`, with the suite's environment; its output captured."""
+    return subprocess.run(
+        [sys.executable, *arguments],
         cwd=directory,
         env=script_environment(),
         capture_output=True,
         text=True,
         timeout=SCRIPT_SECONDS,
     )
-    assert done.returncode == 0, f"noiseaware {' '.join(argv)} failed:\n{done.stderr[-6000:]}"
