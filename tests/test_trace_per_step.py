@@ -88,3 +88,16 @@ def test_the_constant_field_must_be_the_first_steps_value():
     params, grads = _arrays()
     with pytest.raises(TraceError, match=r"step_clips starts at 2.0 but clip is 1.0; clip holds the first step's"):
         TraceData(params, grads, 1.0, 1.0, 0.1, 100, step_clips=np.linspace(2.0, 3.0, T))
+
+
+def test_noiseaware_fit_refuses_a_varying_trace_before_any_work(tmp_path, capsys, monkeypatch):
+    """The CLI's routes all fit the gradient model: a trace whose C_t varies is refused with the reason before its
+    checks run or anything is fitted."""
+    from noiseaware.cli import main
+
+    path = tmp_path / "varying.npz"
+    _trace(clip=np.linspace(1.0, 2.0, T)).save(path)
+    monkeypatch.setattr("noiseaware.cli.fit.diagnose_if_long_enough", lambda *a, **k: pytest.fail("checks ran"))
+    assert main(["fit", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "clip norm" in err and "varies" in err and "naive, dpvim, random-scaling" in err

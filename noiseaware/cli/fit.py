@@ -18,6 +18,7 @@ from ..methods import GradientModelOptions, NutsOptions
 from ..methods.fit import runaway_failure
 from ..methods.model_prior import check_model_matches
 from ..methods.registry import DEFAULT_REGISTRY
+from ..methods.routes import check_constant_settings
 from ..models.benchmark import BenchmarkModel
 from ..plots.base import select_columns
 from ..plots.densities import coordinate_sites, site_elements
@@ -160,6 +161,7 @@ def run(args) -> int:
         raise ValueError("--coordinates chooses what --plot shows: pass --plot FILE too")
     options = route_options(args)
     trace = Trace.load(args.trace)
+    check_constant_settings(trace)  # every route fits the gradient model: refuse before any work
     if args.coordinates is not None:
         _check_coordinates(trace, args.coordinates)
     start = math.floor(args.burn_in * trace.steps)

@@ -49,6 +49,7 @@ __all__ = [
     "MIN_STEPS",
     "NUTS",
     "NutsOptions",
+    "check_constant_settings",
 ]
 
 WEAK_SLOPE = 2.0
@@ -262,14 +263,16 @@ def _take_rows(linear: Draws, curved: Draws, scale: np.ndarray, better: np.ndarr
     )
 
 
-def _gradient_model(trace: Trace, prior: Prior, burn_in: float, model_prior=None) -> GradientModel:
+def check_constant_settings(trace: Trace) -> None:
+    """FitFailure (settings vary per step), naming what varies and what to do, for a trace whose σ_t, C_t or s_t
+    change: the gradient model needs one noise sd σC/s per coordinate and one clipping geometry."""
     if trace.varying_settings:
-        raise FitFailure(
-            VARYING_SETTINGS,
-            varying_settings_reason(
-                trace, "the gradient model needs one noise sd σC/s per coordinate and one clipping geometry"
-            ),
-        )
+        needs = "the gradient model needs one noise sd σC/s per coordinate and one clipping geometry"
+        raise FitFailure(VARYING_SETTINGS, varying_settings_reason(trace, needs))
+
+
+def _gradient_model(trace: Trace, prior: Prior, burn_in: float, model_prior=None) -> GradientModel:
+    check_constant_settings(trace)
     kept = kept_steps(trace, burn_in)
     if kept < MIN_STEPS:
         raise ValueError(
