@@ -43,3 +43,20 @@ def test_verify_needs_the_model_and_a_recorded_check(honest):
     unchecked = dataclasses.replace(honest, check=None)
     with pytest.raises(SettingsFileError, match="record no check"):
         unchecked.verify(BM)
+
+
+@pytest.mark.slow  # verification (~10 s) and a short DPVI run, twice
+def test_record_with_a_settings_file_re_verifies_it_before_spending_privacy(honest, tmp_path, capsys):
+    """`noiseaware record --settings FILE` on a built-in re-verifies the file first: the shipped preset passes
+    and records; a forged one is refused before any DP-SGD step, nothing written."""
+    from noiseaware.cli import main
+
+    record = ["record", "--model", "M2", "--epsilon", "1", "--seed", "1"]
+    assert main([*record, "--settings", str(preset_path("beta-bernoulli", 1.0)), "--out", str(tmp_path / "a.nc")]) == 0
+    assert "re-verified on fresh simulations" in capsys.readouterr().err
+    check = dataclasses.replace(honest.check, clipped=0.0, shift=0.0)
+    forged = dataclasses.replace(honest, settings=dict(honest.settings) | {"clip": 0.01}, check=check)
+    forged.save(tmp_path / "forged.json")
+    assert main([*record, "--settings", str(tmp_path / "forged.json"), "--out", str(tmp_path / "b.nc")]) == 2
+    assert "its recorded check does not match its settings" in capsys.readouterr().err
+    assert not (tmp_path / "b.nc").exists()

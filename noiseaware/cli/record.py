@@ -266,14 +266,14 @@ def _tuned_job(args, key) -> _Job:
     given += ["--preset"] if args.preset is not None else []
     if given:
         raise ValueError(f"--settings fixes the DP-SGD settings: drop {', '.join(given)} (or tune again)")
-    settings = TunedSettings.load(args.settings)
     if ":" not in args.model and args.data is None:
         bm = builtin(args.model, preset=False)
         if args.n_examples is not None:
             bm = models.from_numpyro(bm.model, n_examples=args.n_examples, covariates=bm.covariates, name=bm.name)
-        settings.check_model(bm)
+        settings = _verified(args.settings, bm)
         theta, data = bm.simulate(key)
         return _Job(bm.model, data, settings, (bm, theta), f"yours ({args.settings})", settings)
+    settings = TunedSettings.load(args.settings)
     if ":" in args.model:
         model = import_model(args.model)
         name, data = getattr(model, "__name__", "model"), _user_data(args)
@@ -282,7 +282,28 @@ def _tuned_job(args, key) -> _Job:
         model, name, data = bm.model, bm.name, _user_data(args, bm)
     spec = inspect_model(model, data, transforms=settings["transforms"], sites=settings["sites"])
     settings.check_layout(name, spec.site_map, spec.n_examples)
+    if ":" not in args.model:
+        sized = models.from_numpyro(model, n_examples=spec.n_examples, covariates=bm.covariates, name=bm.name)
+        _verified(args.settings, sized)
+    else:
+        print(
+            f"note: {args.settings} is not re-verified for a model without its simulator; check a file from "
+            f"someone else with `noiseaware preflight --model … --settings {args.settings}` first",
+            file=sys.stderr,
+        )
     return _Job(model, data, settings, None, f"yours ({args.settings})", settings)
+
+
+def _verified(path, bm: models.BenchmarkModel) -> TunedSettings:
+    """The settings file at `path` for built-in `bm`, its recorded check re-verified on fresh simulations of `bm`
+    (`TunedSettings.verify`: seconds, no privacy) before any privacy is spent on it."""
+    settings = TunedSettings.load(path, bm, verify=True)
+    print(
+        f"settings: {path} re-verified on fresh simulations (σ, clipping, clipping shift, width agree with its "
+        "recorded check)",
+        file=sys.stderr,
+    )
+    return settings
 
 
 PRESET_SIZE_RATIO = 20
