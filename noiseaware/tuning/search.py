@@ -136,16 +136,18 @@ def tune(
     k_sim, k_facts, k_dpvi, k_fit, k_sampler = jax.random.split(streams(key)[0], 5)
     truth, data = simulate(bm, simulations, k_sim)
     init = tuple(np.median(truth, axis=0).tolist()), DEFAULT_INIT[1]
-    facts = simulation_facts(
-        bm,
-        truth,
-        data,
-        key=k_facts,
-        init=init,
-        mc_draws=base["mc_draws"],
-        transforms=base["transforms"],
-        sites=base["sites"],
-    )
+    with progress_bar(simulations, "simulation facts", progress, unit="simulation") as advance:
+        facts = simulation_facts(
+            bm,
+            truth,
+            data,
+            key=k_facts,
+            init=init,
+            mc_draws=base["mc_draws"],
+            transforms=base["transforms"],
+            sites=base["sites"],
+        )
+        advance(simulations)
     objective = Objective(
         bm, facts, space, base, epsilon, delta, jax.random.split(k_dpvi, simulations), k_fit, simulations
     )
