@@ -2,6 +2,11 @@
 `package.module:function` (--data) and save its trace.
 
 Simulated runs default to seed 0; a run on real data draws a secret random seed that is never printed or saved.
+
+Why this module is long: it is the one command that spends privacy, so every way a run can be set up is checked
+here before the first step — three sources of model and data (a built-in simulated, a built-in on --data, a
+model of the user's own on --data) times two sources of settings (a preset chosen by ε, or a settings file,
+re-verified where a simulator exists) — and each combination has its own refusals, which read best side by side.
 """
 
 from __future__ import annotations
