@@ -396,6 +396,12 @@ def test_a_builtin_takes_the_preset_the_command_line_would_at_each_epsilon(capsy
         get("M1", preset="paper")
     own = from_numpyro(waiting_times, n_examples=50, steps=10, sampling_rate=0.5, clip=1.0)
     assert noiseaware.models.preset_at(own, 1.0).model is own
+    assert get("M1", preset=True).by_epsilon  # True is the default, "auto"
+    resized = dataclasses.replace(at_one, n_examples=50)  # a size of the user's: kept whatever preset applies
+    for epsilon in (1.0, 0.37):
+        chosen = noiseaware.models.preset_at(resized, epsilon)
+        assert chosen.preset == "research" and chosen.model.n_examples == 50
+    assert "not N = 50" in noiseaware.models.preset_at(resized, 1.0).why
 
 
 def test_coverage_and_preflight_use_the_preset_chosen_by_epsilon(monkeypatch):

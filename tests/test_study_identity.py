@@ -125,3 +125,20 @@ def test_a_class_constant_of_the_user_s_is_part_of_the_identity(monkeypatch):
     before = fingerprint(reader.prior_shape)
     config.Config.SHAPE = 5.0
     assert fingerprint(reader.prior_shape) != before  # the set it never reads is named by its type, not refused
+
+
+def test_a_module_attribute_the_code_reads_that_cannot_be_fingerprinted_is_refused(monkeypatch):
+    """A value read as `mymodule.CFG` is part of the identity like any global: one that cannot be fingerprinted
+    is refused with the place named, never named by its type alone (which would reuse stale results)."""
+    from noiseaware.util.fingerprint import Unfingerprintable
+
+    consts = types.ModuleType("myconsts_slots")
+    exec(compile("class Box:\n    __slots__ = ('v',)\n\n\nCFG = Box()\nCFG.v = 1\n", "myconsts_slots.py", "exec"),
+         consts.__dict__)  # fmt: skip
+    monkeypatch.setitem(sys.modules, consts.__name__, consts)
+    reader = types.ModuleType("myreader_slots")
+    source = "import myconsts_slots\n\n\ndef value():\n    return myconsts_slots.CFG.v\n"
+    exec(compile(source, "myreader_slots.py", "exec"), reader.__dict__)
+    monkeypatch.setitem(sys.modules, reader.__name__, reader)
+    with pytest.raises(Unfingerprintable, match="CFG"):
+        fingerprint(reader.value)

@@ -56,6 +56,7 @@ def test_differences_name_where_and_leave_timings_out():
     assert result_differences(a, {**a, "x": np.ones(100) * (1 + 1e-9)}) == []  # another CPU's last bits
     assert result_differences(a, {**a, "n": 4}) == ["result.n: stored 3, recomputed 4"]
     assert result_differences(a, {**a, "x": np.ones(99)}) == ["result.x: stored shape (100,), recomputed (99,)"]
+    assert result_differences(a, {**a, "x": {"y": 1}}) == ["result.x: stored an array, recomputed the other"]
 
 
 def test_the_study_commands_take_verify_and_refuse_a_negative_count(capsys):

@@ -287,9 +287,9 @@ def _tuned_job(args, key) -> _Job:
         model, name, data = bm.model, bm.name, _user_data(args, bm)
     spec = inspect_model(model, data, transforms=settings["transforms"], sites=settings["sites"])
     settings.check_layout(name, spec.site_map, spec.n_examples)
-    if ":" not in args.model:
+    if ":" not in args.model:  # the settings that record are the ones re-verified (one read of the file)
         sized = models.from_numpyro(model, n_examples=spec.n_examples, covariates=bm.covariates, name=bm.name)
-        _verified(args.settings, sized)
+        settings = _verified(args.settings, sized)
     else:
         print(
             f"note: {args.settings} is not re-verified for a model without its simulator; check a file from "

@@ -229,10 +229,8 @@ def _preset_model(args) -> models.BenchmarkModel:
     if ":" in args.model:
         no_preset(args)
         return benchmark_model(args, preset=True)
-    research = benchmark_model(args, preset=True)
-    n_tuned = builtin(args.model).n_examples
-    obstacle = None if research.n_examples == n_tuned else f"it was tuned for N = {n_tuned} examples"
-    (bm,) = preset_models(research, args.preset, [args.epsilon], obstacle).values()
+    research = benchmark_model(args, preset=True)  # sized by --n-examples: another N than the tuned one's is
+    (bm,) = preset_models(research, args.preset, [args.epsilon]).values()  # an obstacle `preset_at` names
     return bm
 
 

@@ -228,6 +228,7 @@ def get(name: str, *, preset: str | bool = "auto", epsilon: float | None = None)
     key = _ALIASES.get(name.lower(), name.lower())
     if key not in _NAMES:
         raise KeyError(f"unknown model {name!r}: choose one of {', '.join(_NAMES)} (or M1, M2, M3)")
+    preset = "auto" if preset is True else preset
     if preset is not False and preset not in PRESETS:
         raise ValueError(f"preset={preset!r}: choose one of {', '.join(map(repr, PRESETS))}, or False")
     if preset == "tuned" and epsilon is None:

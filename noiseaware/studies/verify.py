@@ -71,8 +71,12 @@ def result_differences(stored: Any, recomputed: Any) -> list[str]:
 
 def _compare(a, b, arrays_a, arrays_b, where: str, found: list[str]) -> None:
     if isinstance(a, Mapping) and isinstance(b, Mapping):
-        if "$array" in a or "$values" in a:
+        arrays = ("$array" in a or "$values" in a, "$array" in b or "$values" in b)
+        if arrays == (True, True):
             _compare_arrays(_array(a, arrays_a), _array(b, arrays_b), where, found)
+            return
+        if arrays[0] != arrays[1]:
+            found.append(f"{where}: stored {'an array' if arrays[0] else 'a mapping'}, recomputed the other")
             return
         if set(a) != set(b):
             found.append(f"{where}: stored fields {sorted(a)}, recomputed {sorted(b)}")

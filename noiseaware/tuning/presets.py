@@ -89,7 +89,7 @@ def choose_preset(bm: BenchmarkModel, epsilon: float | None, obstacle: str | Non
     if reason is None and bm.n_examples != tuned_preset(bm.name, level).n_examples:
         reason = f"it was tuned for N = {tuned_preset(bm.name, level).n_examples} examples, not N = {bm.n_examples}"
     if reason is not None:
-        research = bm if bm.preset == "research" else models.get(bm.name)
+        research = bm if bm.preset == "research" else _research_like(bm)
         return PresetChoice(research, "research", f"the paper's settings; no tuned preset applies: {reason}", reason)
     check = tuned_preset(bm.name, level).check
     why = (
@@ -97,6 +97,13 @@ def choose_preset(bm: BenchmarkModel, epsilon: float | None, obstacle: str | Non
         f"{check.coverage_rmse[0]:.3f}, {check.verdict})"
     )
     return PresetChoice(dataclasses.replace(tuned_model(bm.name, level), by_epsilon=True), "tuned", why)
+
+
+def _research_like(bm: BenchmarkModel) -> BenchmarkModel:
+    """Built-in `bm`'s research preset at `bm`'s own N and covariates (a model chosen at another ε may carry a
+    tuned preset; the size the user gave it stays)."""
+    research = models.get(bm.name)
+    return dataclasses.replace(research, n_examples=bm.n_examples, covariates=bm.covariates)
 
 
 def _levels(levels) -> str:

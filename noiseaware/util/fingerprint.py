@@ -174,18 +174,19 @@ class _Canonical:
         self.seen.add(id(value))
         try:
             attributes = {
-                attribute: self._tolerant(getattr(value, attribute), f"{where}.{attribute}", names)
+                attribute: self._global(getattr(value, attribute), names, f"{where}.{attribute}")
                 for attribute in sorted(names & set(vars(value)))
             }
             return {"module": value.__name__, "origin": "code", "attributes": attributes}
         finally:
             self.seen.discard(id(value))
 
-    def _tolerant(self, value: Any, where: str, names: set[str] | None = None) -> Any:
-        """`value` as a global read through a module or a class attribute; one that cannot be fingerprinted (e.g. a
-        cache the code never reads) by its type, so that it does not stop the whole study."""
+    def _tolerant(self, value: Any, where: str) -> Any:
+        """`value` as a class attribute, which the code may never read; one that cannot be fingerprinted (e.g. a
+        cache) by its type, so that it does not stop the whole study. A module attribute the code names is
+        fingerprinted like any global (`_global`): refused when it cannot be."""
         try:
-            return self.of(value, where) if names is None else self._global(value, names, where)
+            return self.of(value, where)
         except Unfingerprintable:
             return {"unfingerprintable": _name(type(value))}
 
