@@ -14,37 +14,18 @@ torch = pytest.importorskip("torch")
 opacus = pytest.importorskip("opacus")
 adaclip = pytest.importorskip("opacus.optimizers.adaclipoptimizer")
 
+from opacus_logistic import MeanFieldLogistic, simulated_loader, train  # noqa: E402
+
 import noiseaware as na  # noqa: E402
 from noiseaware.adapters.opacus import OpacusRecorder  # noqa: E402
 
-N, D, BATCH, STEPS, CLIP, LR, DELTA = 2000, 3, 100, 400, 2.0, 0.05, 1e-5
-
-
-class MeanFieldLogistic(torch.nn.Module):
-    """φ = (μ, ρ); rows (x, y, ε) with the step's draw ε repeated (as in test_opacus_live.py) → each example's share
-    of the negative ELBO."""
-
-    def __init__(self):
-        super().__init__()
-        self.mu = torch.nn.Parameter(torch.zeros(D, dtype=torch.float64))
-        self.rho = torch.nn.Parameter(torch.full((D,), -2.0, dtype=torch.float64))
-
-    def forward(self, rows):
-        x, y, eps = rows[..., :D], rows[..., D], rows[..., D + 1 :]
-        sd = torch.nn.functional.softplus(self.rho)
-        theta = self.mu + sd * eps
-        nll = torch.nn.functional.softplus(-(2 * y - 1) * (x * theta).sum(-1))
-        return nll + 0.5 * (theta**2).sum(-1) / N - torch.log(sd).sum() / N
+N, BATCH, STEPS, CLIP, LR, DELTA = 2000, 100, 400, 2.0, 0.05, 1e-5
 
 
 def test_an_opacus_run_with_adaptive_clipping_is_recorded_per_step_accounted_and_refused_with_the_reason():
     torch.manual_seed(0)
-    bm = na.models.get("logistic-3d")
-    bm = na.models.from_numpyro(bm.model, n_examples=N, covariates=bm.covariates, **bm.dpvi_settings)
-    _, data = bm.simulate(0)
-    xy = torch.tensor(np.column_stack([np.asarray(data["X"]), np.asarray(data["y"])]), dtype=torch.float64)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xy), batch_size=BATCH)
-    module = MeanFieldLogistic()
+    _, _, loader = simulated_loader(N, BATCH)
+    module = MeanFieldLogistic(N)
     sigma = 1.5
     count_sd = BATCH / 20  # Andrew et al.'s heuristic; Opacus lowers σ to (σ⁻² − (2·count_sd)⁻²)^(−1/2)
     names = inspect.signature(adaclip.AdaClipDPOptimizer).parameters
@@ -58,16 +39,7 @@ def test_an_opacus_run_with_adaptive_clipping_is_recorded_per_step_accounted_and
     )  # fmt: skip
     assert isinstance(optimizer, adaclip.AdaClipDPOptimizer)
     recorder = OpacusRecorder(optimizer)
-    steps = 0
-    while steps < STEPS:
-        for (batch,) in loader:
-            eps = torch.randn(D, dtype=torch.float64).expand(len(batch), D)
-            optimizer.zero_grad()
-            module(torch.cat([batch, eps], dim=1)).mean().backward()
-            optimizer.step()
-            steps += 1
-            if steps == STEPS:
-                break
+    train(module, optimizer, loader, STEPS)
     trace = recorder.trace(n_examples=N, delta=DELTA, learning_rate=LR / BATCH)
     assert trace.varying_settings == ("clip",) and trace.clip == pytest.approx(CLIP)
     assert np.unique(trace.step_clips).size > STEPS // 2 and np.all(trace.step_clips >= 0.05)

@@ -9,38 +9,18 @@ import pytest
 torch = pytest.importorskip("torch")
 opacus = pytest.importorskip("opacus")
 
+from opacus_logistic import D, MeanFieldLogistic, simulated_loader, train  # noqa: E402
+
 import noiseaware as na  # noqa: E402
 from noiseaware.adapters.opacus import OpacusRecorder  # noqa: E402
 
-N, D, BATCH, STEPS, CLIP, LR = 2000, 3, 100, 3000, 2.0, 0.05
-
-
-class MeanFieldLogistic(torch.nn.Module):
-    """φ = (μ, ρ'), ρ = 10ρ'; forward(rows) (B, 2D + 1), rows (x, y, ε) with the step's draw ε repeated → each
-    example's share of the negative ELBO. ε travels in the input: Opacus's functorch per-sample gradients run a copy
-    of the module made at the first backward pass, so an attribute would stay at step 1's draw."""
-
-    def __init__(self):
-        super().__init__()
-        self.mu = torch.nn.Parameter(torch.zeros(D, dtype=torch.float64))
-        self.rho_scaled = torch.nn.Parameter(torch.full((D,), -0.2, dtype=torch.float64))
-
-    def forward(self, rows):
-        x, y, eps = rows[..., :D], rows[..., D], rows[..., D + 1 :]
-        sd = torch.nn.functional.softplus(10.0 * self.rho_scaled)
-        theta = self.mu + sd * eps
-        nll = torch.nn.functional.softplus(-(2 * y - 1) * (x * theta).sum(-1))
-        return nll + 0.5 * (theta**2).sum(-1) / N - torch.log(sd).sum() / N
+N, BATCH, STEPS, CLIP, LR = 2000, 100, 3000, 2.0, 0.05
 
 
 def test_an_opacus_dpvi_run_recorded_by_the_adapter_fits_and_covers():
     torch.manual_seed(0)
-    bm = na.models.get("logistic-3d")
-    bm = na.models.from_numpyro(bm.model, n_examples=N, covariates=bm.covariates, **bm.dpvi_settings)
-    _, data = bm.simulate(0)
-    xy = torch.tensor(np.column_stack([np.asarray(data["X"]), np.asarray(data["y"])]), dtype=torch.float64)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xy), batch_size=BATCH)
-    module = MeanFieldLogistic()
+    bm, data, loader = simulated_loader(N, BATCH)
+    module = MeanFieldLogistic(N, rho_scale=10.0)
     sigma = na.privacy.noise_multiplier(1.0, 1e-5, BATCH / N, STEPS)
     engine = opacus.PrivacyEngine(accountant="prv")
     module, optimizer, loader = engine.make_private(
@@ -48,16 +28,7 @@ def test_an_opacus_dpvi_run_recorded_by_the_adapter_fits_and_covers():
         noise_multiplier=sigma, max_grad_norm=CLIP, grad_sample_mode="functorch",
     )  # fmt: skip
     recorder = OpacusRecorder(optimizer)
-    steps = 0
-    while steps < STEPS:
-        for (batch,) in loader:
-            eps = torch.randn(D, dtype=torch.float64).expand(len(batch), D)
-            optimizer.zero_grad()
-            module(torch.cat([batch, eps], dim=1)).mean().backward()
-            optimizer.step()
-            steps += 1
-            if steps == STEPS:
-                break
+    train(module, optimizer, loader, STEPS)
     scale = np.array([1.0] * D + [10.0] * D)
     # the run optimised ρ' = ρ/10: the trace of φ = s ⊙ φ' with grad_scale s
     trace = recorder.trace(n_examples=N, grad_scale=scale, learning_rate=LR * scale**2 / BATCH, sites=bm.site_map.sites)
