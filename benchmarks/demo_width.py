@@ -17,17 +17,14 @@ import argparse
 import time
 from pathlib import Path
 
-import jax
 import numpy as np
 from _common import machine, merge_results, read_results
 
 from noiseaware import models
-from noiseaware.cli.common import THETA_STREAM
-from noiseaware.cli.demo import DEMO_MODEL, FIT_STREAM, LAMBDA_DRAWS, demo_run
+from noiseaware.cli.demo import DEMO_MODEL, LAMBDA_DRAWS, demo_run
 from noiseaware.cli.m1_closed_form import exact_posterior
 from noiseaware.cli.presets import preset_models
 from noiseaware.models.builtin import GAMMA_PRIOR
-from noiseaware.util.keys import as_key
 
 RESULTS = Path(__file__).parent / "results" / "demo_width.json"
 
@@ -35,8 +32,7 @@ RESULTS = Path(__file__).parent / "results" / "demo_width.json"
 def one_seed(bm, epsilon: float, seed: int, method: str) -> dict:
     """The demo's run at (ε, seed): the noise-aware and exact non-private sds of λ and their ratio."""
     run = demo_run(bm, epsilon, seed, steps=None, method=method, options={}, quiet=True)
-    key_theta = jax.random.fold_in(jax.random.fold_in(as_key(seed), FIT_STREAM), THETA_STREAM)
-    draws = np.asarray(run.posterior.constrained_sample(key_theta, LAMBDA_DRAWS)["rate"], np.float64)
+    draws = np.asarray(run.posterior.constrained_sample(run.draw_key, LAMBDA_DRAWS)["rate"], np.float64)
     exact_sd = float(exact_posterior(np.asarray(run.data["x"], np.float64), GAMMA_PRIOR).std())
     return {
         "seed": seed,

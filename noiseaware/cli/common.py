@@ -13,7 +13,7 @@ from pathlib import Path
 import jax
 
 from .. import models
-from ..checks import diagnose_if_long_enough
+from ..checks import TraceDiagnosis
 from ..methods.fit import fit
 from ..posteriors.mixture import MixturePosterior
 from ..trace import Trace
@@ -70,10 +70,9 @@ def import_attribute(spec: str):
 # ---------------------------------------------------------------- traces and fits
 
 
-def trace_report(trace: Trace) -> str:
-    """What a command prints after recording: `trace.summary()`, then the trace checks' report (`na.diagnose`:
-    verdict, findings, verdict per θ coordinate) when the trace has enough steps after the default burn-in."""
-    report = diagnose_if_long_enough(trace)
+def trace_report(trace: Trace, report: TraceDiagnosis | None) -> str:
+    """What a command prints after recording: `trace.summary()`, then the trace checks' report (`report`, from
+    `diagnose_if_long_enough(trace)`: verdict, findings, verdict per θ coordinate) when there is one."""
     return trace.summary() if report is None else f"{trace.summary()}\n\n{report}"
 
 

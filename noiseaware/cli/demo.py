@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import models
 from ..baselines.naive import naive_posterior
+from ..checks import diagnose_if_long_enough
 from ..models.builtin import GAMMA_PRIOR
 from ..posteriors.mixture import MixturePosterior
 from ..recording.dpvi import record_dpvi
@@ -79,14 +80,15 @@ def add_parser(subparsers) -> None:
 
 
 class DemoRun(NamedTuple):
-    """One run of the demo: the model with its preset, the simulated θ (unconstrained, (d,)) and data, the trace
-    and its noise-aware posterior."""
+    """One run of the demo: the model with its preset, the simulated θ (unconstrained, (d,)) and data, the trace,
+    its noise-aware posterior, and the key of the θ draws that the demo saves, plots and compares."""
 
     model: models.BenchmarkModel
     theta: jax.Array
     data: dict
     trace: Trace
     posterior: MixturePosterior
+    draw_key: jax.Array
 
 
 def demo_run(
@@ -102,10 +104,10 @@ def demo_run(
         warnings.simplefilter("ignore", SettingsHint)
         trace = record_dpvi(bm.model, data, epsilon=epsilon, key=key_dpvi, progress=not quiet, **settings)
     if not quiet:
-        print(trace_report(trace), end="\n\n")
+        print(trace_report(trace, diagnose_if_long_enough(trace)), end="\n\n")
     key_fit = jax.random.fold_in(as_key(seed), FIT_STREAM)
     post = fit_reporting_warnings(trace, method, key=key_fit, model=bm, **options)
-    return DemoRun(bm, theta, data, trace, post)
+    return DemoRun(bm, theta, data, trace, post, jax.random.fold_in(key_fit, THETA_STREAM))
 
 
 def run(args) -> int:
@@ -114,11 +116,9 @@ def run(args) -> int:
     outputs = Outputs(force=replace)
     out = outputs.directory(args.out, "--out", (DEMO_TRACE, DEMO_POSTERIOR, DEMO_PLOT, DEMO_MARKER))
     options = route_options(args)
-    _, theta, data, trace, post = demo_run(
+    _, theta, data, trace, post, key_theta = demo_run(
         bm, args.epsilon, args.seed, steps=args.steps, method=args.method, options=options, quiet=False
     )
-    key_fit = jax.random.fold_in(as_key(args.seed), FIT_STREAM)
-    key_theta = jax.random.fold_in(key_fit, THETA_STREAM)
     posteriors = {"noise-aware": post, "naive": naive_posterior(trace)}
     truth = np.asarray(theta, np.float64)
     from .. import plots

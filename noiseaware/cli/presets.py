@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from ..models.benchmark import BenchmarkModel
-from ..models.presets import PRESETS, preset_at
+from ..models.presets import PRESETS, chosen_by_epsilon, preset_at
 
 __all__ = ["add_preset", "no_preset", "preset_models"]
 
@@ -45,7 +45,7 @@ def preset_models(
     for), or None. The research preset at every ε unless a tuned one applies at all of them. Prints the preset
     used, and why, on stderr.
     """
-    bm = dataclasses.replace(research, preset="research", by_epsilon=preset != "research")
+    bm = chosen_by_epsilon(research, preset or "auto")
     choices = {eps: preset_at(bm, eps, obstacle=obstacle, insist=preset == "tuned") for eps in epsilons or (None,)}
     if any(choice.preset != "tuned" for choice in choices.values()):
         why = next(choice.why for choice in choices.values() if choice.preset != "tuned")

@@ -197,12 +197,12 @@ def run(args) -> int:
     with outputs.writing():
         trace.save(out, overwrite=args.force)
         report.to_json(report_path, overwrite=args.force)
-    print(trace_report(trace))
+    checks = diagnose_if_long_enough(trace)
+    print(trace_report(trace, checks))
     if job.truth is not None:
         print()
         print(_truth_report(*job.truth))
     print(f"\ntrace saved to {out}; what the run used (priors, settings and their sources): {report_path}")
-    checks = diagnose_if_long_enough(trace)
     if checks is not None and "runaway" in checks.fired:
         print("it cannot be fitted (its iterates ran away): record again with a smaller learning rate")
     elif ":" not in args.model:

@@ -8,7 +8,6 @@ init (μ₀, ρ₀).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 
@@ -19,7 +18,7 @@ import numpyro.distributions as dist
 
 from .adult import ADULT_CATEGORIES, ADULT_FEATURE_NAMES, ADULT_N
 from .benchmark import BenchmarkModel, from_numpyro
-from .presets import PRESETS, preset_at
+from .presets import PRESETS, chosen_by_epsilon, preset_at
 
 __all__ = ["RESEARCH_COMMON", "get", "names"]
 
@@ -236,7 +235,7 @@ def get(name: str, *, preset: str | bool = "auto", epsilon: float | None = None)
     bm = _built(key, preset is not False)
     if preset is False:
         return bm
-    bm = dataclasses.replace(bm, preset="research", by_epsilon=preset != "research")
+    bm = chosen_by_epsilon(bm, preset)
     return bm if epsilon is None else preset_at(bm, epsilon, insist=preset == "tuned").model
 
 

@@ -13,13 +13,14 @@ only that protocol, `PresetSource`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..util.hints import hint
 from .benchmark import BenchmarkModel
 
-__all__ = ["PRESETS", "PresetChoice", "PresetSource", "preset_at", "use_preset_source"]
+__all__ = ["PRESETS", "PresetChoice", "PresetSource", "chosen_by_epsilon", "preset_at", "use_preset_source"]
 
 PRESETS = ("auto", "tuned", "research")
 """A built-in's presets: tuned at the ε of use where one applies, else research (auto); tuned; the paper's."""
@@ -49,6 +50,12 @@ _SOURCE: list[PresetSource] = []
 def use_preset_source(source: PresetSource) -> None:
     """Let `preset_at` choose built-ins' presets with `source` (the tuning layer's shipped presets)."""
     _SOURCE[:] = [source]
+
+
+def chosen_by_epsilon(bm: BenchmarkModel, preset: str) -> BenchmarkModel:
+    """Built-in `bm`, carrying its research preset, asked for `preset` ("auto", "tuned" or "research"): chosen by
+    the ε of use unless "research" (`bm.by_epsilon`)."""
+    return dataclasses.replace(bm, preset="research", by_epsilon=preset != "research")
 
 
 def preset_at(

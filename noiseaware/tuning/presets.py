@@ -83,15 +83,16 @@ def choose_preset(bm: BenchmarkModel, epsilon: float | None, obstacle: str | Non
     """Built-in `bm` at ε: its tuned preset shipped at ε, with the line that names it (the check behind it);
     else its research preset with the reason: `obstacle`, none shipped at ε, or an N other than the tuned one."""
     level = None if obstacle is not None or epsilon is None else shipped_level(bm.name, epsilon)
+    tuned = None if level is None else tuned_preset(bm.name, level)
     reason = obstacle
-    if reason is None and level is None:
+    if reason is None and tuned is None:
         reason = f"none is shipped at ε = {epsilon:.12g} (shipped at: {_levels(tuned_epsilons(bm.name))})"
-    if reason is None and bm.n_examples != tuned_preset(bm.name, level).n_examples:
-        reason = f"it was tuned for N = {tuned_preset(bm.name, level).n_examples} examples, not N = {bm.n_examples}"
+    if reason is None and bm.n_examples != tuned.n_examples:
+        reason = f"it was tuned for N = {tuned.n_examples} examples, not N = {bm.n_examples}"
     if reason is not None:
         research = bm if bm.preset == "research" else _research_like(bm)
         return PresetChoice(research, "research", f"the paper's settings; no tuned preset applies: {reason}", reason)
-    check = tuned_preset(bm.name, level).check
+    check = tuned.check
     why = (
         f"tuned at ε = {level:g} (checked on {check.simulations} simulations: coverage RMSE "
         f"{check.coverage_rmse[0]:.3f}, {check.verdict})"

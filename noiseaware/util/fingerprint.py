@@ -154,8 +154,8 @@ class _Canonical:
             }
             if origin == "code":
                 out["code"] = _code(function.__code__)
-                read = sorted(_global_names(function.__code__) & set(function.__globals__))
                 names = _global_names(function.__code__)
+                read = sorted(names & set(function.__globals__))
                 out["globals"] = {
                     variable: self._global(function.__globals__[variable], names, f"{where} ({name} reads {variable})")
                     for variable in read
