@@ -25,6 +25,7 @@ import numpy as np
 from .. import models
 from ..checks import diagnose_if_long_enough
 from ..evaluation.settings_report import YOURS, settings_path, settings_report
+from ..models.presets import transforms_obstacle
 from ..recording.config import required_settings
 from ..recording.contract import inspect_model
 from ..recording.dpvi import record_dpvi
@@ -343,7 +344,7 @@ def _builtin_job(args, key) -> _Job:
 def _obstacle(args, research: models.BenchmarkModel, n_examples: int | None) -> str | None:
     """Why the tuned preset cannot apply to this run, or None."""
     if args.transforms is not None:
-        return "--transforms sets maps other than the ones it was tuned with"
+        return transforms_obstacle({"transforms": args.transforms})
     if n_examples is not None and n_examples != research.n_examples:
         return f"it was tuned for N = {research.n_examples} examples, not N = {n_examples}"
     return None

@@ -27,7 +27,7 @@ import numpy as np
 from ..methods.base import Method, Outcome, Registry, check_model_options, check_transforms, research_transforms
 from ..methods.registry import DEFAULT_REGISTRY
 from ..models.benchmark import BenchmarkModel
-from ..models.presets import preset_at
+from ..models.presets import preset_at, transforms_obstacle
 from ..privacy import noise_multiplier as calibrate
 from ..recording.settings import DEFAULT_DELTA, check_delta
 from ..trace import BURN_IN
@@ -152,8 +152,7 @@ def coverage_spec(
         raise ValueError("give exactly one of epsilon and noise_multiplier")
     design, overrides = split_design(CoverageDesign, arguments)
     resolved, options = check_methods(design.methods, registry, bm.name, epsilon, design.method_options)
-    obstacle = "transforms= replaces the ones it was tuned with" if "transforms" in overrides else None
-    bm = preset_at(bm, epsilon, obstacle=obstacle or research_transforms(resolved)).model
+    bm = preset_at(bm, epsilon, obstacle=transforms_obstacle(overrides) or research_transforms(resolved)).model
     for method in resolved:
         check_transforms(method, bm)
         check_model_options(options[method.name], bm)

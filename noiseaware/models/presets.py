@@ -20,7 +20,15 @@ from typing import Protocol
 from ..util.hints import hint
 from .benchmark import BenchmarkModel
 
-__all__ = ["PRESETS", "PresetChoice", "PresetSource", "chosen_by_epsilon", "preset_at", "use_preset_source"]
+__all__ = [
+    "PRESETS",
+    "PresetChoice",
+    "PresetSource",
+    "chosen_by_epsilon",
+    "preset_at",
+    "transforms_obstacle",
+    "use_preset_source",
+]
 
 PRESETS = ("auto", "tuned", "research")
 """A built-in's presets: tuned at the ε of use where one applies, else research (auto); tuned; the paper's."""
@@ -50,6 +58,14 @@ _SOURCE: list[PresetSource] = []
 def use_preset_source(source: PresetSource) -> None:
     """Let `preset_at` choose built-ins' presets with `source` (the tuning layer's shipped presets)."""
     _SOURCE[:] = [source]
+
+
+def transforms_obstacle(settings) -> str | None:
+    """Why a tuned preset cannot serve settings that name their own `transforms` (the maps θ ⇄ sites it was tuned
+    with would change), in the caller's language; None when they name none."""
+    if "transforms" not in settings:
+        return None
+    return f"{hint('transforms=', '--transforms')} replaces the maps it was tuned with"
 
 
 def chosen_by_epsilon(bm: BenchmarkModel, preset: str) -> BenchmarkModel:

@@ -20,7 +20,7 @@ from ..evaluation.coverage import CoverageDesign, Simulations, evaluate
 from ..evaluation.experiment import check_overrides
 from ..methods.base import Batch
 from ..models.benchmark import BenchmarkModel
-from ..models.presets import preset_at
+from ..models.presets import preset_at, transforms_obstacle
 from ..privacy import noise_multiplier as calibrate
 from ..recording.config import required_settings
 from ..recording.dpvi import record_dpvi_batch
@@ -79,8 +79,7 @@ def preflight(
     `na.models.get(name)` brings the preset `noiseaware preflight` would use at ε (`na.models.preset_at`)."""
     tuned = isinstance(settings, TunedSettings)
     if not tuned:
-        obstacle = "transforms= replaces the ones it was tuned with" if "transforms" in (settings or {}) else None
-        bm = preset_at(bm, epsilon, obstacle=obstacle).model
+        bm = preset_at(bm, epsilon, obstacle=transforms_obstacle(settings or {})).model
     settings = record_settings(bm, settings)
     epsilon = positive_float("epsilon", epsilon)
     check_delta(delta, bm.n_examples)
