@@ -12,7 +12,7 @@ from ou import CLIP, HESSIAN, OPTIMUM, SCALE, SIGMA, N, Q, ou_trace, ou_traces
 
 import noiseaware as na
 from noiseaware import plots
-from noiseaware.checks import CHECKS, TraceCheckError
+from noiseaware.checks import CHECKS, TraceCheckError, diagnose_if_long_enough
 from noiseaware.checks.diagnosis import TESTS
 from noiseaware.checks.statistics import trace_checks
 from noiseaware.cli import main
@@ -288,9 +288,9 @@ def test_the_report_shows_verdict_findings_and_each_flagged_coordinate(doubled):
 def test_the_summary_leaves_the_checks_to_the_report_and_record_prints_both(doubled):
     """`trace.summary()` is the settings and numbers; `noiseaware record` and `demo` print the report below it."""
     assert "checks" not in doubled.summary()
-    assert trace_report(doubled) == f"{doubled.summary()}\n\n{na.diagnose(doubled)}"
+    assert trace_report(doubled, diagnose_if_long_enough(doubled)) == f"{doubled.summary()}\n\n{na.diagnose(doubled)}"
     short = ou_trace(steps=60)  # 48 steps after the burn-in: too few for the checks
-    assert trace_report(short) == short.summary()
+    assert trace_report(short, diagnose_if_long_enough(short)) == short.summary()
 
 
 def test_cli_fit_prints_the_verdict_and_raises_on_request(doubled, tmp_path, capsys):
