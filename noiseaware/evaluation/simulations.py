@@ -93,6 +93,6 @@ def simulate_part(
     k_sim, k_dpvi = jax.random.split(as_key(key))
     truth, data = jax.vmap(bm.simulate)(jax.random.split(k_sim, total)[part])
     keys = jax.random.split(k_dpvi, total)[part]
-    traces = record_dpvi_batch(bm.model, data, keys=keys, delta=delta, **privacy, **settings)
+    traces = record_dpvi_batch(bm.model, data, keys=keys, delta=delta, batch=bm.batch, **privacy, **settings)
     sigma = traces[0].noise_multiplier if traces else noise_multiplier
     return Simulations(Batch(tuple(traces), bm, data, epsilon, delta), np.asarray(truth, np.float64), sigma)

@@ -19,6 +19,7 @@ from ..recording.contract import (
     model_arguments,
     run_model,
 )
+from ..recording.dpvi import BATCH_STRATEGIES
 from ..trace.sites import SiteMap
 from ..util.checks import positive_int
 from ..util.keys import as_key
@@ -71,7 +72,9 @@ class BenchmarkModel:
     of `record_dpvi` except the privacy level (steps, sampling_rate, clip, grad_scale, lr_multiplier, init,
     mc_draws, transforms, sites, and labels when the sites have them); preset: where those settings come from,
     "yours" for a model of the user's own, else a built-in's "tuned" or "research" preset; by_epsilon: whether
-    a built-in takes the preset that applies at the ε where it is used (`noiseaware.models.presets`).
+    a built-in takes the preset that applies at the ε where it is used (`noiseaware.models.presets`); batch: how
+    simulation studies and the tuner run many data sets in one compiled program, "vmap" or "map"
+    (`recording.dpvi.BATCH_STRATEGIES`: the same numbers, at the speed measured for the model).
     """
 
     name: str
@@ -84,6 +87,7 @@ class BenchmarkModel:
     description: str = ""
     preset: str = "yours"
     by_epsilon: bool = False
+    batch: str = "vmap"
 
     @property
     def dim(self) -> int:
@@ -183,13 +187,15 @@ def from_numpyro(
     sites: Sequence[str] | None = None,
     labels: Mapping[str, Sequence[str]] | None = None,
     description: str = "",
+    batch: str = "vmap",
     **dpvi_settings,
 ) -> BenchmarkModel:
     """Wrap any numpyro model (under the model contract) as a BenchmarkModel simulating its prior predictive.
 
     The observed sites are those named after one of the model's keyword arguments; `covariates(key, n)`
     supplies non-modelled inputs; `transforms` ('numpyro', 'research' or {site: name}) and `sites` (order)
-    fix the map θ ⇄ sites; labels {site: one label per element} name the sites' elements (`theta[age]`
+    fix the map θ ⇄ sites; batch: "vmap" or "map", how studies run many data sets at once (`BenchmarkModel`);
+    labels {site: one label per element} name the sites' elements (`theta[age]`
     rather than `theta[0]`) in the site map and in every trace recorded with `dpvi_settings`; the remaining
     keywords become `dpvi_settings` for `record_dpvi`. The whole model contract is checked here, on one
     simulated data set, as `record_dpvi` checks it on real data (`noiseaware.recording.contract`): a model that
@@ -205,6 +211,8 @@ def from_numpyro(
             "record_dpvi instead"
         )
     n_examples = positive_int("n_examples", n_examples, error=ModelError)
+    if batch not in BATCH_STRATEGIES:
+        raise ModelError(f"batch must be one of {sorted(BATCH_STRATEGIES)}, got {batch!r}")
     arguments = model_arguments(model)
     draft = BenchmarkModel(
         name or getattr(model, "__name__", "model"), model, n_examples, SiteMap(()), (), covariates=covariates
@@ -240,5 +248,13 @@ def from_numpyro(
     if labels is not None:
         settings["labels"] = MappingProxyType({s.name: s.labels for s in site_map.sites if s.labels is not None})
     return BenchmarkModel(
-        draft.name, model, int(n_examples), site_map, observed, MappingProxyType(settings), covariates, description
+        draft.name,
+        model,
+        int(n_examples),
+        site_map,
+        observed,
+        MappingProxyType(settings),
+        covariates,
+        description,
+        batch=batch,
     )

@@ -27,6 +27,7 @@ chunks are one compiled program; split, their shapes and keys would have to be k
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable, Mapping
@@ -190,7 +191,18 @@ def _scan(program: _Program, hyper: Hyper, data, state: DPVIState, n_steps: int)
 
 
 _run = jax.jit(_scan, static_argnames=("program", "n_steps"))
-_run_batch = jax.jit(jax.vmap(_scan, in_axes=(None, None, 0, 0, None)), static_argnames=("program", "n_steps"))
+_run_vmap = jax.jit(jax.vmap(_scan, in_axes=(None, None, 0, 0, None)), static_argnames=("program", "n_steps"))
+
+
+@functools.partial(jax.jit, static_argnames=("program", "n_steps"))
+def _run_map(program: _Program, hyper: Hyper, data, state: DPVIState, n_steps: int):
+    return lax.map(lambda one: _scan(program, hyper, one[0], one[1], n_steps), (data, state))
+
+
+BATCH_STRATEGIES = {"vmap": _run_vmap, "map": _run_map}
+"""How `record_dpvi_batch` runs M data sets in one compiled program: "vmap" vectorises them (each step of every
+run waits for the run whose Poisson sample needs the most chunks), "map" runs them one after another (lax.map).
+Which is faster depends on the model (`BenchmarkModel.batch`; benchmarks/batch_strategy.py measures it)."""
 
 
 # ---------------------------------------------------------------- the recorder
@@ -443,6 +455,7 @@ def record_dpvi_batch(
     settings: DPVISettings | Mapping | None = None,
     preflight: str | None = None,
     progress: bool | Callable = False,
+    batch: str = "vmap",
     **kwargs,
 ) -> list[Trace]:
     """`record_dpvi` for M data sets of equal size at once (one vmapped, compiled program).
@@ -451,8 +464,11 @@ def record_dpvi_batch(
         keys (or M int seeds). Returns M traces. The privacy level and settings are those of `record_dpvi`
     (`kwargs`: its privacy keywords and setting overrides); every data set is
         checked against the model (lengths, shapes, support) before the program runs. Batches serve simulation
-        studies: no `SettingsHint` (`preflight` is accepted, so `**TunedSettings` pass through).
+        studies: no `SettingsHint` (`preflight` is accepted, so `**TunedSettings` pass through). batch: how the
+        M runs share the program (`BATCH_STRATEGIES`: "vmap" or "map"; the same numbers either way).
     """
+    if batch not in BATCH_STRATEGIES:
+        raise ValueError(f"batch must be one of {sorted(BATCH_STRATEGIES)}, got {batch!r}")
     recorder = build_recorder(model, data, settings, batched=True, preflight=preflight, **kwargs)
     keys = as_keys(keys)
     prepared = recorder.prepare(data, batched=True)
@@ -460,7 +476,7 @@ def record_dpvi_batch(
         raise ValueError(f"got {keys.shape[0]} keys for {next(iter(prepared.values())).shape[0]} data sets")
     hyper = recorder.hyper()
     states, params, grads = _drive(
-        lambda st, n: _run_batch(recorder.program, hyper, prepared, st, n),
+        lambda st, n: BATCH_STRATEGIES[batch](recorder.program, hyper, prepared, st, n),
         jax.vmap(recorder.init)(keys),
         recorder.settings.steps,
         progress,

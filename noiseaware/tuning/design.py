@@ -14,15 +14,19 @@ class TuningDesign:
     check_simulations: fresh simulations of the chosen settings' check; candidates: the ranked trials checked until
     one passes; preflight_simulations: of a preflight;
     curve_epsilons and curve_simulations: the privacy levels of the privacy–utility curve and the simulations
-    at each."""
+    at each; predictions: the candidates judged on their predictions before any are simulated; batch: the
+    simulations of one compiled DPVI program and exact fit in the search and its check (the last batch padded),
+    so that they share programs."""
 
-    trials: int = 40
+    trials: int = 12
     simulations: int = 24
     check_simulations: int = 200
     candidates: int = 3
     preflight_simulations: int = 100
     curve_epsilons: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0)
     curve_simulations: int = 50
+    predictions: int = 512
+    batch: int = 8
 
 
 TUNING = TuningDesign()

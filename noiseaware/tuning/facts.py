@@ -148,6 +148,7 @@ def simulation_facts(
         family=family,
         rank=rank,
         progress=progress,
+        batch=bm.batch,
     )
     optimum = np.stack([run.params[-steps // 10 :].mean(axis=0) for run in runs])
     recorder = build_recorder(

@@ -1,39 +1,38 @@
-"""Optuna trials of the tuner on other processes, kept in a journal file so that a search resumes.
+"""The tuner's simulated candidates on other processes, kept in a journal file so that a search resumes.
 
-    storage: DIR/trials.journal (Optuna's JournalFileBackend: an append-only log, safe for several processes
-             on one file system), or an in-memory-like temporary journal when no storage is given
-    driver:  keeps `slots` trials in flight on the executor; each task loads the study from the journal, runs
-             one trial (`run_trial`) and returns; a finished trial is in the journal whatever happens next
-    resume:  the same search (same study name) finds its finished trials and runs only the rest; a trial left
-             RUNNING by a killed process is marked FAIL and run again
-
-Each trial's sampler is seeded by the search seed and the number of trials started before it; the sampler
-imagines trials still running as bad (constant liar), so parallel workers do not propose the same point.
+journal: DIR/trials.journal (Optuna's JournalFileBackend: an append-only log, safe for several processes on
+         one file system), or a temporary one when no storage is given. Each simulated candidate is an Optuna
+         trial of the search's study: its searched values as params, its prediction, and one user attribute
+         per finished part of its simulations (`Score.to_record`, plain JSON); it is told COMPLETE with its
+         width after the last rung, PRUNED when successive halving drops it.
+run:     the parts of a rung as tasks, `slots` at a time on any concurrent.futures executor (a Dask client's:
+         the same cluster as a coverage study); the calling process writes the journal.
+resume:  the same search (same study name) reads the parts it finished and runs only the rest; a candidate
+         left RUNNING by a killed process keeps its finished parts.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import tempfile
-import time
-import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, wait
 from pathlib import Path
 
 import cloudpickle
 import optuna
+from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState
 
 from ..util.in_process import InProcessExecutor
-from ..util.progress import progress_bar
+from .halving import Evaluation
+from .score import Score
+from .space import SEARCHED, SearchSpace
 
-__all__ = ["journal", "optimize_in_parallel", "run_trial"]
+__all__ = ["TrialStore", "journal", "run_tasks"]
 
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 MAX_FAILURES = 3
-"""Failed trials (raised, not pruned) a search tolerates before it stops with the last error."""
+"""Failed tasks (raised) a rung tolerates, each run again, before the search stops with the last error."""
 
 
 def journal(path: str | os.PathLike) -> optuna.storages.JournalStorage:
@@ -42,124 +41,96 @@ def journal(path: str | os.PathLike) -> optuna.storages.JournalStorage:
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
 
 
-def sampler_for(seed: int, startup: int, parallel: bool = False) -> optuna.samplers.TPESampler:
-    """The seeded TPE sampler of the search, with the constraints the objective records (a trial pruned on its
-    prediction: the predicted ones, `search.predicted_constraints`), starting after `startup`
-    trials; in parallel it imagines running trials as bad (constant liar), so workers do not repeat them."""
-    with warnings.catch_warnings():  # Optuna marks constraints_func and constant_liar experimental: not ours to show
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(
-            seed=seed,
-            constraints_func=lambda trial: trial.user_attrs.get(
-                "constraints", trial.user_attrs.get("predicted_constraints", (1.0,) * 5)
-            ),
-            n_startup_trials=startup,
-            constant_liar=parallel,
-        )
+class TrialStore:
+    """The search's simulated candidates as the trials of an Optuna study (module doc): in the journal `path`, or
+    in memory (None)."""
+
+    def __init__(self, path: str | os.PathLike | None, name: str, space: SearchSpace):
+        storage = None if path is None else journal(path)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.study = optuna.create_study(study_name=name, storage=storage, direction="minimize", load_if_exists=True)
+        self.distributions = {name: FloatDistribution(*getattr(space, name), log=True) for name in SEARCHED} | {
+            "steps": CategoricalDistribution(list(space.steps)),
+            "sampling_rate": CategoricalDistribution(list(space.sampling_rate)),
+        }
+        self._trials = {t.user_attrs["candidate"]: t for t in self.study.get_trials(deepcopy=False)}
+        self._open: dict[int, optuna.trial.Trial] = {}
+
+    def finished_part(self, number: int, part: slice) -> Score | None:
+        """The stored score of candidate `number` over simulations `part`, None when it was not finished."""
+        trial = self._trials.get(number)
+        record = None if trial is None else trial.user_attrs.get(_part_name(part))
+        return None if record is None else Score.from_record(record)
+
+    def save(self, evaluation: Evaluation, part: slice, score: Score) -> None:
+        """Keep a finished part of a candidate's simulations (its trial is opened on its first part)."""
+        self._trial(evaluation).set_user_attr(_part_name(part), score.to_record())
+
+    def close(self, evaluation: Evaluation, complete: bool) -> None:
+        """Tell the study how a candidate ended: COMPLETE with its width, or PRUNED by successive halving."""
+        stored = self._trials.get(evaluation.number)
+        if stored is not None and stored.state != TrialState.RUNNING:
+            return
+        trial = self._trial(evaluation)
+        if complete:
+            self.study.tell(trial, evaluation.score.width)
+        else:
+            self.study.tell(trial, state=TrialState.PRUNED)
+
+    def _trial(self, evaluation: Evaluation) -> optuna.trial.Trial:
+        number = evaluation.number
+        if number in self._open:
+            return self._open[number]
+        stored = self._trials.get(number)
+        if stored is not None:  # left running by a killed process
+            trial = optuna.trial.Trial(self.study, stored._trial_id)
+        else:
+            self.study.enqueue_trial(evaluation.candidate.as_point())
+            trial = self.study.ask(self.distributions)
+            trial.set_user_attr("candidate", number)
+            trial.set_user_attr("predicted", evaluation.predicted)
+        self._open[number] = trial
+        return trial
 
 
-def run_trial(payload: bytes | tuple) -> int:
-    """On a worker: load the study from its journal and run one trial of the (pickled) objective; its number."""
-    objective, path, name, seed, startup = cloudpickle.loads(payload) if isinstance(payload, bytes) else payload
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=name, storage=journal(path), sampler=sampler_for(seed, startup, True))
-    numbers = []
-    study.optimize(objective, n_trials=1, callbacks=[lambda study, trial: numbers.append(trial.number)])
-    return numbers[0] if numbers else -1
+def _part_name(part: slice) -> str:
+    return f"part {part.start}-{part.stop}"
 
 
-def optimize_in_parallel(
-    objective,
-    *,
-    name: str,
-    storage: str | os.PathLike | None,
-    first: Sequence[dict],
-    trials: int,
-    seed: int,
-    startup: int,
-    executor: Executor | None,
-    slots: int,
-    timeout: float | None,
-    progress,
-) -> optuna.Study:
-    """Run the search's `trials` trials `slots` at a time on `executor` (default in-process), in the journal
-    `storage` (default a temporary one), resuming a search of the same `name` found there (module doc)."""
-    with tempfile.TemporaryDirectory() as scratch:
-        path = Path(storage) if storage is not None else Path(scratch) / "trials.journal"
-        study = optuna.create_study(study_name=name, storage=journal(path), direction="minimize", load_if_exists=True)
-        if not study.trials:
-            for point in first:
-                study.enqueue_trial(point)
-        for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):  # left by a killed run
-            study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-        _run(
-            objective,
-            path,
-            name,
-            (seed, startup),
-            trials,
-            executor or InProcessExecutor(),
-            slots,
-            timeout,
-            progress,
-            study,
-        )
-        snapshot = optuna.create_study(study_name=name, direction="minimize")  # outlives a temporary journal
-        trials = optuna.load_study(study_name=name, storage=journal(path)).trials
-        for trial in trials:  # the journal keeps user attributes as JSON: its lists were the objective's tuples
-            trial.user_attrs = {key: _tuples(value) for key, value in trial.user_attrs.items()}
-        snapshot.add_trials(trials)
-        return snapshot
-
-
-def _tuples(value):
-    """`value` with every list, at any depth, made a tuple again (mappings kept)."""
-    if isinstance(value, list):
-        return tuple(_tuples(item) for item in value)
-    if isinstance(value, dict):
-        return {key: _tuples(item) for key, item in value.items()}
-    return value
-
-
-def _run(
-    objective,
-    path: Path,
-    name: str,
-    sampler: tuple[int, int],
-    trials: int,
-    executor: Executor,
-    slots: int,
-    timeout,
-    progress,
-    study: optuna.Study,
+def run_tasks(
+    function: Callable, payloads: Sequence, executor: Executor | None, slots: int, on_result: Callable
 ) -> None:
-    """Keep `slots` trials in flight until `trials` have finished (or the timeout passed); a failed trial is
-    reported and another started, up to MAX_FAILURES."""
-    done = len(study.get_trials(deepcopy=False, states=FINISHED))
-    started = len(study.trials)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    running: set = set()
+    """function(payload) for each payload, `slots` at a time on `executor` (default: in this process, one after
+    another); on_result(index, result) in this process as each finishes. A task that raises is run again, up to
+    MAX_FAILURES in all, then the last error is raised."""
+    executor = executor or InProcessExecutor()
+    local = isinstance(executor, InProcessExecutor)
+    pending = list(enumerate(payloads))
+    running: dict = {}
     failures = 0
-    with progress_bar(trials, "tuning", progress, unit="trial") as advance:
-        advance(done)
-        while done < trials:
-            open_to_start = deadline is None or time.monotonic() < deadline
-            while open_to_start and len(running) + done < trials and len(running) < max(1, slots):
-                payload = (objective, str(path), name, sampler[0] + started, sampler[1])
-                if not isinstance(executor, InProcessExecutor):  # another process: models may be closures
-                    payload = cloudpickle.dumps(payload)
-                running.add(executor.submit(run_trial, payload))
-                started += 1
-            if not running:
-                return
-            finished, running = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                error = future.exception()
-                if error is None:
-                    done += 1
-                    advance(1)
-                    continue
-                failures += 1
-                if failures > MAX_FAILURES:
-                    raise RuntimeError(f"{failures} tuning trials failed; the last: {error}") from error
-                print(f"a tuning trial failed ({type(error).__name__}: {error}); starting another", file=sys.stderr)
+    while pending or running:
+        while pending and len(running) < max(1, slots):
+            index, payload = pending.pop(0)
+            if local:
+                future = executor.submit(function, payload)
+            else:  # another process: models may be closures
+                future = executor.submit(_unpacked, (function, cloudpickle.dumps(payload)))
+            running[future] = (index, payload)
+        finished, _ = wait(running, return_when=FIRST_COMPLETED)
+        for future in finished:
+            index, payload = running.pop(future)
+            error = future.exception()
+            if error is None:
+                on_result(index, future.result())
+                continue
+            failures += 1
+            if failures >= MAX_FAILURES:
+                raise RuntimeError(f"{failures} tuning tasks failed; the last: {error}") from error
+            print(f"a tuning task failed ({type(error).__name__}: {error}); running it again", file=sys.stderr)
+            pending.append((index, payload))
+
+
+def _unpacked(packed: tuple):
+    """On a worker: the task `run_tasks` pickled (our own bytes, made in this run)."""
+    function, payload = packed
+    return function(cloudpickle.loads(payload))

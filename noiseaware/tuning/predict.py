@@ -19,7 +19,14 @@ u²_mj = (N/n)·q(1−q)·Σ_i ḡ²_ij + q²·((N/n)·Σ_i ḡ_ij)² is the Poi
   the conditional mean φ̄ − Ḡ/c moving with a; Ḡ = (φ_B − φ_T)/(λT') for plain SGD);
 * the clipping shift in those sds, |δφ| / sd[φ*] (δφ of `facts`), and the posterior sd of θ over the VI sd for
   a mean-field family: sd[θ_j]² = Var μ*_j + E softplus(ρ*_j)², with ρ* ~ N(ρ̂ + δρ, sd[ρ*]²) taken to second
-  order, E f(ρ*) ≈ f(ρ̄) + ½ f''(ρ̄)·sd[ρ*]².
+  order, E f(ρ*) ≈ f(ρ̄) + ½ f''(ρ̄)·sd[ρ*]²;
+* **the ρ rows by the pair model** (mean-field): Gaussian VI ties a coordinate's two rows to one curvature h_j
+  (docs/method.md §2.3): the ρ row's full gradient is sigmoid(ρ)·(h·s − 1/s), s = softplus(ρ), zero at
+  ρ* = softplus⁻¹(h^(−1/2)), so h = 1/softplus(ρ̂ + δρ)². Its potential is U(ρ) = q·(h·s²/2 − log s), and DP-SGD
+  with step λ and noise variance v per step wanders with the stationary density p(ρ) ∝ exp(−2U(ρ)/(λ·v)) (the
+  small-step limit; the linear law above is its quadratic case). The stationary mean of the gradient is 0, so a
+  gradient model linear in ρ places ρ* near E_p[ρ]: the predicted ζ of a ρ row is `rho_bias` = (E_p[ρ] − ρ*) /
+  sd[ρ*], which the search's shift test over the ρ coordinates rejects beyond a few tenths (`constraints`).
 
 Without clipping at the optimum and with κ·T' ≫ 1 these are the laws the recorded trace and its fit follow;
 `search` prunes a trial on them only where they are far beyond a constraint (`PRUNE`).
@@ -46,7 +53,8 @@ class Prediction:
 
     clipped_fraction (M,): clipped at φ̂_m; shift: δφ; relaxation: κ; stationary_sd: sd_φ (inf where κ ∉ (0, 2));
     memory: what is left of the start after burn-in, in stationary sds; optimum_sd: sd[φ*]; noise_sd: √v;
-    ratio (M, d): posterior sd of θ over the VI sd (NaN for a family other than mean-field).
+    ratio (M, d): posterior sd of θ over the VI sd (NaN for a family other than mean-field); rho_bias (M, d): the
+    pair model's ζ of the ρ rows (0 for a family other than mean-field).
     """
 
     clipped_fraction: np.ndarray
@@ -57,6 +65,7 @@ class Prediction:
     optimum_sd: np.ndarray
     noise_sd: np.ndarray
     ratio: np.ndarray
+    rho_bias: np.ndarray
 
     @property
     def relative_shift(self) -> float:
@@ -80,6 +89,11 @@ class Prediction:
         return float(np.mean(np.any(self.memory > 3.0, axis=1)))
 
     @property
+    def bias(self) -> float:
+        """The largest |mean ζ| over the ρ coordinates that the pair model predicts (`Score`'s shift test of ζ)."""
+        return float(np.max(np.abs(np.mean(self.rho_bias, axis=0)), initial=0.0))
+
+    @property
     def width(self) -> float:
         """The predicted objective: the mean over θ's coordinates of the mean posterior sd over the VI sd."""
         return float(np.mean(np.mean(self.ratio, axis=0)))
@@ -89,9 +103,10 @@ class Prediction:
         return {
             "predicted_width": self.width,
             "predicted_shift": self.relative_shift,
-            "clipped": self.clipped,
-            "unstable": self.unstable,
-            "remembered": self.remembered,
+            "predicted_bias": self.bias,
+            "predicted_clipped": self.clipped,
+            "predicted_unstable": self.unstable,
+            "predicted_remembered": self.remembered,
         }
 
 
@@ -133,7 +148,31 @@ def predict(facts: SimulationFacts, settings, noise_multiplier: float) -> Predic
         optimum_sd=optimum_sd,
         noise_sd=np.sqrt(v),
         ratio=_width_ratio(facts, shift, optimum_sd),
+        rho_bias=_rho_bias(facts, shift, step, v, q, stationary, optimum_sd),
     )
+
+
+PAIR_GRID = np.linspace(-1.0, 1.0, 801)
+"""Nodes of the ρ rows' stationary density, in units of its half-width (`_rho_bias`)."""
+
+
+def _rho_bias(facts: SimulationFacts, shift, step, v, q: float, stationary, optimum_sd) -> np.ndarray:
+    """The pair model's ζ of each ρ row (module doc), (M, d): (E_p[ρ] − ρ*) / sd[ρ*] under p(ρ) ∝ exp(−2U(ρ)/(λv)),
+    U = q·(h·s²/2 − log s), on PAIR_GRID over ρ* ± min(12 linear stationary sds, 20); 0 for a family other than
+    mean-field."""
+    d = facts.dim
+    if facts.family != MEAN_FIELD:
+        return np.zeros((len(facts), d))
+    centre = facts.optimum[:, d:] + shift[:, d:]
+    half = np.minimum(np.nan_to_num(12 * stationary[:, d:], nan=20.0, posinf=20.0), 20.0)
+    rho = centre[..., None] + half[..., None] * PAIR_GRID  # (M, d, G)
+    s = np.logaddexp(0.0, rho)
+    h = 1 / np.logaddexp(0.0, centre) ** 2
+    log_p = -2 * q * (h[..., None] * s**2 / 2 - np.log(s)) / (step[d:, None] * v[:, d:, None])
+    weight = np.exp(log_p - log_p.max(axis=-1, keepdims=True))
+    mean = np.sum(weight * rho, axis=-1) / np.sum(weight, axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.nan_to_num((mean - centre) / optimum_sd[:, d:], nan=np.inf)
 
 
 def _width_ratio(facts: SimulationFacts, shift: np.ndarray, optimum_sd: np.ndarray) -> np.ndarray:

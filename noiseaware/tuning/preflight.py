@@ -23,7 +23,6 @@ from ..models.benchmark import BenchmarkModel
 from ..models.presets import preset_at, transforms_obstacle
 from ..privacy import noise_multiplier as calibrate
 from ..recording.config import required_settings
-from ..recording.dpvi import record_dpvi_batch
 from ..recording.settings import DEFAULT_DELTA, check_delta
 from ..util.checks import positive_float, positive_int
 from ..util.defaults import field_default
@@ -33,13 +32,15 @@ from ..util.progress import Progress, progress_bar
 from .design import TUNING
 from .facts import SimulationFacts, facts_for_settings
 from .preflight_report import LIMITS, PreflightReport, PreflightWarning, rmse_limit
-from .score import Score, score_traces
+from .score import Score, record_batches, score_traces
 from .tuned import TunedSettings
 
-__all__ = ["check_settings", "fresh_check", "preflight", "record_settings"]
+__all__ = ["check_settings", "fresh_check", "fresh_facts", "preflight", "record_settings"]
 
-REFERENCES, SAMPLES, CHUNK = (field_default(CoverageDesign, name) for name in ("references", "samples", "chunk"))
-"""A check's TARP reference sets R, θ draws K and simulations per compiled DPVI program: a coverage study's."""
+REFERENCES, SAMPLES = (field_default(CoverageDesign, name) for name in ("references", "samples"))
+"""A check's TARP reference sets R and θ draws K: a coverage study's."""
+CHUNK = TUNING.batch
+"""Simulations per compiled DPVI program: the search's batch, so that the check shares its programs."""
 
 
 def record_settings(bm: BenchmarkModel, settings: Mapping | None) -> dict:
@@ -116,16 +117,15 @@ def fresh_check(
     progress: Progress = False,
     tuned: bool = False,
 ) -> PreflightReport:
-    """`check_settings` on M fresh simulations and their facts; split(key, 3) = (simulations, facts, check)."""
-    k_sim, k_facts, k_check = jax.random.split(as_key(key), 3)
-    facts = facts_for_settings(bm, settings, simulations, simulation_key=k_sim, facts_key=k_facts)
+    """`check_settings` on M fresh simulations and their facts (`fresh_facts`)."""
+    facts = fresh_facts(bm, settings, simulations, key)
     return check_settings(
         bm,
         settings,
         facts,
         epsilon=epsilon,
         delta=delta,
-        key=k_check,
+        key=jax.random.split(as_key(key), 3)[2],
         references=references,
         samples=samples,
         chunk=chunk,
@@ -133,6 +133,13 @@ def fresh_check(
         key_text=key_repr(key),
         tuned=tuned,
     )
+
+
+def fresh_facts(bm: BenchmarkModel, settings: dict, simulations: int, key) -> SimulationFacts:
+    """M fresh simulations and their facts for `settings` (their init, S, transforms and sites), drawn with
+    split(key, 3)[:2]; split(key, 3)[2] is the check's (`fresh_check`). Settings that share those share the facts."""
+    k_sim, k_facts, _ = jax.random.split(as_key(key), 3)
+    return facts_for_settings(bm, settings, simulations, simulation_key=k_sim, facts_key=k_facts)
 
 
 def check_settings(
@@ -155,20 +162,11 @@ def check_settings(
     sigma = calibrate(epsilon, delta, settings["sampling_rate"], settings["steps"])
     k_dpvi, k_fit, k_tarp = jax.random.split(as_key(key), 3)
     keys = jax.random.split(k_dpvi, len(facts))
-    traces = []
     with progress_bar(len(facts), f"DPVI at ε = {epsilon:g}", progress, unit="simulation") as advance:
-        for first in range(0, len(facts), chunk):
-            part = slice(first, min(first + chunk, len(facts)))
-            traces += record_dpvi_batch(
-                bm.model,
-                {k: v[part] for k, v in facts.data.items()},
-                keys=keys[part],
-                noise_multiplier=sigma,
-                delta=delta,
-                **settings,
-            )
-            advance(part.stop - part.start)
-    score = score_traces(facts, traces, settings, fit_key=k_fit)
+        traces = record_batches(
+            bm, facts.data, keys, batch=chunk, advance=advance, noise_multiplier=sigma, delta=delta, **settings
+        )
+    score = score_traces(facts, traces, settings, fit_key=k_fit, model=bm)
     sims = Simulations(Batch(tuple(traces), bm, facts.data, epsilon, delta), facts.truth, sigma)
     result = evaluate(sims, ["exact"], references=references, samples=samples, key=k_tarp)
     rmse = result.rmse["exact"]

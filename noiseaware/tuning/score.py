@@ -30,11 +30,13 @@ from ..methods.fit import fit_each
 from ..methods.registry import DEFAULT_REGISTRY
 from ..recording.dpvi import record_dpvi_batch
 from ..trace import BURN_IN
+from ..util.chunks import padded_chunks
 from ..util.errors import FitFailure
-from ..util.notes import Note, notes_of, tally
+from ..util.notes import Note, notes_from_json, notes_json, notes_of, tally
+from .design import TUNING
 from .facts import SimulationFacts
 
-__all__ = ["Score", "pooled_p_values", "score_settings"]
+__all__ = ["Score", "bias_limit", "pooled_p_values", "score_settings"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,29 @@ class Score:
     def simulations(self) -> int:
         return self.z.shape[0]
 
+    ARRAYS = ("z", "zeta", "ratio", "clipped_fraction", "relative_shift")
+
+    def to_record(self) -> dict:
+        """The score as JSON values (arrays as nested lists, NaN and inf kept as JSON's NaN and Infinity; notes by
+        `notes_json`): what a search's journal keeps of a finished part. `from_record` reads it back."""
+        return {
+            **{name: np.asarray(getattr(self, name)).tolist() for name in self.ARRAYS},
+            "counts": dict(self.counts),
+            "notes": notes_json(self.notes),
+            "failure_reasons": dict(self.failure_reasons),
+        }
+
+    @classmethod
+    def from_record(cls, record: dict) -> Score:
+        """The score `to_record` wrote (plain JSON values only: nothing is unpickled)."""
+        arrays = {name: np.asarray(record[name], np.float64) for name in cls.ARRAYS}
+        return cls(
+            **arrays,
+            counts={str(k): int(v) for k, v in record["counts"].items()},
+            notes=notes_from_json(record["notes"]),
+            failure_reasons={str(k): int(v) for k, v in record["failure_reasons"].items()},
+        )
+
     @property
     def failures(self) -> int:
         """Fits that failed."""
@@ -104,7 +129,14 @@ class Score:
     @property
     def optimum_p(self) -> np.ndarray:
         """ζ's p-values, (P,): χ² over the μ coordinates (`location_p`), a shift of ζ cut at ±3 over the ρ ones."""
-        return np.concatenate([self.location_p, bias_p_values(self.zeta[:, self.z.shape[1] :])])
+        return self.optimum_p_at(None)
+
+    def optimum_p_at(self, simulations: int | None) -> np.ndarray:
+        """`optimum_p` as the tests would give it on `simulations` with the same mean ζ² and shift (None: as is)."""
+        d = self.z.shape[1]
+        return np.concatenate(
+            [pooled_p_values(self.zeta[:, :d], simulations)[1], bias_p_values(self.zeta[:, d:], simulations)]
+        )
 
     @property
     def location_p(self) -> np.ndarray:
@@ -161,12 +193,15 @@ def _added(a: dict, b: dict) -> dict:
     return {k: a.get(k, 0) + b.get(k, 0) for k in {**a, **b}}
 
 
-def pooled_p_values(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(mean z², upper-tail p of Σ z² under χ²_M) per column of z (M, k), NaN rows (failed fits) left out."""
+def pooled_p_values(z: np.ndarray, simulations: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(mean z², upper-tail p of Σ z² under χ²_M) per column of z (M, k), NaN rows (failed fits) left out.
+    simulations: the p-value the test would give on that many simulations with the same mean z² (the projection
+    successive halving ranks by), instead of on the M at hand."""
     ok = ~np.isnan(z).any(axis=1)
     z = z[ok]
-    total = np.sum(z**2, axis=0)
-    return total / max(z.shape[0], 1), stats.chi2.sf(total, df=max(z.shape[0], 1))
+    mean = np.sum(z**2, axis=0) / max(z.shape[0], 1)
+    df = max(z.shape[0] if simulations is None else simulations, 1)
+    return mean, stats.chi2.sf(mean * df, df=df)
 
 
 WINSOR = 3.0
@@ -176,29 +211,52 @@ WINSOR_VARIANCE = float(
 )
 
 
-def bias_p_values(z: np.ndarray) -> np.ndarray:
+def bias_p_values(z: np.ndarray, simulations: int | None = None) -> np.ndarray:
     """Two-sided p-value of a shift in each column of z (M, k) by its mean cut at ±WINSOR (NaN rows left out):
-    robust to the few traces whose ρ* posterior is overconfident, sensitive to a bias shared by the traces."""
+    robust to the few traces whose ρ* posterior is overconfident, sensitive to a bias shared by the traces.
+    simulations: as `pooled_p_values`."""
     z = z[~np.isnan(z).any(axis=1)]
     mean = np.mean(np.clip(z, -WINSOR, WINSOR), axis=0)
-    return 2 * stats.norm.sf(np.abs(mean) * np.sqrt(max(z.shape[0], 1) / WINSOR_VARIANCE))
+    size = z.shape[0] if simulations is None else simulations
+    return 2 * stats.norm.sf(np.abs(mean) * np.sqrt(max(size, 1) / WINSOR_VARIANCE))
+
+
+def bias_limit(simulations: int, coordinates: int, alpha: float) -> float:
+    """The |mean ζ| of the ρ rows beyond which `bias_p_values` on `simulations` rejects at α (Bonferroni over
+    `coordinates`), ignoring the cut: z_{1 − α/(2·coordinates)}·√(WINSOR_VARIANCE / simulations)."""
+    return float(stats.norm.isf(alpha / (2 * coordinates)) * np.sqrt(WINSOR_VARIANCE / simulations))
 
 
 def score_settings(
     facts: SimulationFacts, bm, settings: dict, *, noise_multiplier: float, delta: float, keys, fit_key
 ) -> Score:
     """Record DPVI on the simulations of `facts` with `settings` at σ (keys: (M,) DPVI keys), then `score_traces`."""
-    traces = record_dpvi_batch(
-        bm.model, facts.data, keys=keys, noise_multiplier=noise_multiplier, delta=delta, **settings
-    )
-    return score_traces(facts, traces, settings, fit_key=fit_key)
+    traces = record_batches(bm, facts.data, keys, noise_multiplier=noise_multiplier, delta=delta, **settings)
+    return score_traces(facts, traces, settings, fit_key=fit_key, model=bm)
 
 
-def score_traces(facts: SimulationFacts, traces, settings, *, fit_key) -> Score:
+def record_batches(bm, data: dict, keys, *, batch: int = TUNING.batch, advance=None, **kwargs) -> list:
+    """`record_dpvi_batch` of bm's model on the data sets (leading axis M) with keys (M,), in padded chunks of
+    `batch` (`padded_chunks`: one compiled program whatever M), by the model's batch strategy; advance(n) after
+    each chunk of n data sets, when given."""
+    traces = []
+    for index, kept in padded_chunks(len(keys), batch):
+        chunk = {k: np.asarray(v)[index] for k, v in data.items()}
+        traces += record_dpvi_batch(bm.model, chunk, keys=keys[index], batch=bm.batch, **kwargs)[:kept]
+        if advance is not None:
+            advance(kept)
+    return traces
+
+
+def score_traces(facts: SimulationFacts, traces, settings, *, fit_key, model, batch: int = TUNING.batch) -> Score:
     """Fit the exact route to the traces of the simulations of `facts` (recorded with `settings`) by the one fit
-    loop (`fit_each`, checks off) and score it, keeping the fits' notes."""
+    loop (`fit_each`, checks off; in padded chunks of `batch`, as `record_batches`) and score it, keeping the fits'
+    notes. model: the BenchmarkModel the traces were recorded with, whose prior on the VI optimum the fits take, as
+    a user's `fit(trace, model=bm)` and every study do (docs/method.md §2.3)."""
     exact = DEFAULT_REGISTRY["exact"]
-    outcomes, _ = fit_each(exact, Batch(tuple(traces)), split_keys(fit_key, len(traces)), exact.make_options())
+    keys, options, outcomes = split_keys(fit_key, len(traces)), exact.make_options(), []
+    for index, kept in padded_chunks(len(traces), batch):
+        outcomes += fit_each(exact, Batch(tuple(traces[i] for i in index), model), keys[index], options)[0][:kept]
     posteriors = [None if isinstance(o, FitFailure) else o for o in outcomes]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a degenerate fit scores inf, not a warning
         score = _score(facts, traces, posteriors, settings)

@@ -1,30 +1,38 @@
-"""na.tune: DP-SGD settings chosen on prior-predictive simulations by Optuna (docs/tuning.md).
+"""na.tune: DP-SGD settings chosen on prior-predictive simulations, predicted first and simulated little
+(docs/tuning.md §3).
 
-    search:  M simulations (θ_m, x_m) and their non-private facts (`facts`); each Optuna trial proposes a
-             `Candidate` (clip, ρ weight, relaxation rates, T, q), turns it into settings (`space`), records
-             DPVI on the simulations at σ(ε, δ, q, T) and scores exact NA-DPVI (`score`): objective the mean
-             posterior sd relative to the non-private VI sd; constraints the tests of φ* against the
-             non-private optimum, a width no smaller than the VI posterior's, the clipping shift and clipped
-             fraction, the share of traces flagged.
-             Seeded TPE. Before any trace, the trial's laws are predicted from the facts (`predict`: clipped
-             fraction, clipping shift in predicted posterior sds, stationary spread and memory of the start,
-             width); a trial far beyond a constraint there, or predicted far wider than the best feasible
-             trial so far, is pruned without recording (`PRUNE`). Otherwise it is pruned after its first half of
-             the simulations when that half is hopeless.
-    choose:  the trials ranked: feasible ones by width; when none is feasible (a warning if its check fails too),
-             those whose clipping and traces pass by calibration, then the rest by their summed violation.
-    check:   the first-ranked settings on fresh simulations with disjoint keys (`preflight.check_settings`);
-             where that check has findings, the next-ranked, up to `candidates` checks: the tuner returns the
-             first choice that passes its own check, else the checked one with the fewest findings (warned).
+    facts:    M simulations (θ_m, x_m) and their non-private facts (`facts`).
+    predict:  `predictions` candidates (START, DESIGN, then Optuna's seeded TPE over the `SearchSpace`), each
+              turned into settings (`space`) and judged on what the facts predict of its traces (`predict`:
+              clipped fraction, clipping shift, memory of the start, stability, the pair model's ζ of the ρ rows,
+              width), at no cost in simulations: TPE minimises the predicted width under the predicted constraints.
+              They are ordered predicted-feasible first, by predicted width, then by predicted violation; the first
+              is always START (or the caller's `start`).
+    simulate: the first `trials` candidates in that order (kept apart in the unit cube, so that one prediction
+              error does not sink them all) by successive halving over the simulations (`halving`): DPVI at
+              σ(ε, δ, q, T) and the exact NA-DPVI fit on M/3 of them, then the better half on the next third, the
+              better half of those on the rest, ranked as the full search ranks them (`_rank`: the ζ tests projected
+              to M simulations, the width floor, clipping and flagged traces; then width). When no candidate meets
+              every constraint on all M, the next `trials` candidates are simulated once more.
+    choose:   feasible candidates by width; when none is feasible (a warning if its check fails too), those whose
+              clipping and traces pass by calibration, then the rest by their summed violation.
+    check:    the first-ranked settings on fresh simulations with disjoint keys (`preflight.check_settings`);
+              where that check has findings, the next-ranked, up to `candidates` checks, on the same fresh
+              simulations and facts: the tuner returns the first choice that passes its own check, else the checked
+              one with the fewest findings (warned).
 
-The search and the check draw from jax.random.fold_in(key, 0) and fold_in(key, 1): disjoint streams.
-With an executor or a storage the trials run through `parallel` (several at once, kept in a journal file, a
-search resumed by the same call, or extended by one with more trials).
+The search and the check draw from jax.random.fold_in(key, 0) and fold_in(key, 1): disjoint streams. Every
+DPVI program and exact fit runs on batches of `TUNING.batch` simulations, so the search and its check compile
+each program once per model (`provenance["programs"]` counts them). With an executor the candidates of a rung
+run as tasks on other processes; with a storage each finished part is kept in a journal and the same call resumes
+(`parallel`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 import os
 import time
 import warnings
@@ -42,19 +50,21 @@ from ..models.benchmark import BenchmarkModel
 from ..privacy import noise_multiplier as calibrate
 from ..recording.settings import DEFAULT_DELTA, DEFAULT_INIT, check_delta
 from ..util.checks import positive_float, positive_int
+from ..util.compiles import counting_compiles
 from ..util.fingerprint import canonical, fingerprint
 from ..util.hints import hint
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
-from .constraints import MECHANICS, constraints, doomed, hopeless, predicted_constraints
+from .constraints import MECHANICS, NAMES, constraints, predicted_constraints
 from .design import TUNING
 from .facts import simulate, simulation_facts
-from .parallel import optimize_in_parallel, sampler_for
+from .halving import Evaluation, rung_sizes, successive_halving
+from .parallel import TrialStore, run_tasks
 from .predict import predict
-from .preflight import fresh_check
+from .preflight import check_settings, fresh_facts
 from .preflight_report import PreflightWarning
 from .score import Score, score_settings
-from .space import Candidate, SearchSpace, settings_for
+from .space import SEARCHED, Candidate, SearchSpace, settings_for
 from .tuned import TunedSettings, model_layout
 
 __all__ = ["DEFAULTS", "DESIGN", "START", "streams", "tune"]
@@ -62,8 +72,9 @@ __all__ = ["DEFAULTS", "DESIGN", "START", "streams", "tune"]
 DEFAULTS = {"steps": 10_000, "sampling_rate": 0.1, "mc_draws": 10}
 """T, q and S for a model without a preset."""
 START = {"clip": 1.5, "rho_weight": 1.0, "relaxation_mu": 0.015, "relaxation_rho": 0.003}
-"""The first trial: no clipping at the optimum, ρ gradients weighted like μ's in the clipping norm, relaxation
-slow enough for the ρ block (the research presets of M2 and M3 sit near it in these coordinates)."""
+"""The first candidate, always simulated: no clipping at the optimum, ρ gradients weighted like μ's in the clipping
+norm, relaxation slow enough for the ρ block (the research presets of M2 and M3 sit near it in these
+coordinates)."""
 DESIGN = (
     {"rho_weight": 0.3},
     {"rho_weight": 3.0},
@@ -71,8 +82,13 @@ DESIGN = (
     {"relaxation_mu": 0.05},
     {"clip": 1.0, "relaxation_rho": 0.001},
 )
-"""Further first trials, each START with one or two values moved: TPE starts from sensible points rather
-than from uniform draws over the whole space."""
+"""Further first candidates, each START with one or two values moved: judged on their predictions like the
+TPE's proposals after them."""
+PREDICTION_STARTUP = 64
+"""Random candidates judged before TPE proposes from the predictions."""
+SPREAD = 0.15
+"""The smallest distance, in the unit cube of the searched ranges (log scale), between two simulated candidates
+(relaxed when too few candidates are that far apart)."""
 
 
 def tune(
@@ -85,6 +101,7 @@ def tune(
     simulations: int = TUNING.simulations,
     check_simulations: int = TUNING.check_simulations,
     candidates: int = TUNING.candidates,
+    predictions: int = TUNING.predictions,
     space: SearchSpace | None = None,
     mc_draws: int | None = None,
     start: Mapping[str, float] | None = None,
@@ -94,20 +111,18 @@ def tune(
     slots: int = 1,
     storage: str | os.PathLike | None = None,
 ) -> TunedSettings:
-    """DP-SGD settings for `bm` at (ε, δ), searched on `simulations` prior-predictive simulations over `trials`
-    Optuna trials and checked on `check_simulations` fresh ones (module doc). Returns TunedSettings (with the
-    check's PreflightReport, the trials table and the provenance); warns (PreflightWarning) with each finding
-    of the check. candidates: how many ranked trials may be checked until one passes (module doc); space: the
-    searched ranges and the choices of T and q (default: the model's preset T and q,
-    else T = 10⁴, q = 0.1); start: the first trial's values (default START, a conservative point: clip 1.5 ×
-    the 99 % gradient-norm quantile, slow relaxation; the DESIGN trials after it move one or two
-    of START's values);
-    timeout: seconds after which no new trial starts. Parallel and durable trials (`parallel`): executor
-    (any concurrent.futures executor, e.g. a Dask client's) runs `slots` trials at once; storage, a journal
-    file (Optuna's JournalFileBackend) that keeps every finished trial, so that the same call resumes the
-    search; with either, the trials' order, hence the choice, depends on timing (without, a key gives the
-    same settings). progress: a bar per stage on stderr (the default: a search takes minutes), a callable
-    progress(done, total), or False. Every argument is checked before any simulation.
+    """DP-SGD settings for `bm` at (ε, δ): `predictions` candidates judged on the facts of `simulations`
+    prior-predictive simulations, the best `trials` of them simulated by successive halving, the choice checked on
+    `check_simulations` fresh ones (module doc). Returns TunedSettings (with the check's PreflightReport, the
+    trials table — each simulated candidate's prediction beside what its simulations showed — and the provenance);
+    warns (PreflightWarning) with each finding of the check. candidates: how many ranked candidates may be checked
+    until one passes; space: the searched ranges and the choices of T and q (default: the model's preset T and q,
+    else T = 10⁴, q = 0.1); start: the first candidate's values (default START, a conservative point: clip 1.5 ×
+    the 99 % gradient-norm quantile, slow relaxation); timeout: seconds after which no new rung starts. executor
+    (any concurrent.futures executor, e.g. a Dask client's) runs `slots` candidates of a rung at once; storage, a
+    journal file (Optuna's JournalFileBackend) that keeps every finished part, so that the same call resumes.
+    The same key gives the same settings, with or without them. progress: a bar per stage on stderr (the
+    default), a callable progress(done, total), or False. Every argument is checked before any simulation.
     """
     epsilon = positive_float("epsilon", epsilon)
     check_delta(delta, bm.n_examples)
@@ -115,6 +130,8 @@ def tune(
     positive_int("simulations", simulations, minimum=4, hint="the pooled tests need a few simulations, e.g. 24")
     positive_int("check_simulations", check_simulations, minimum=2)
     positive_int("candidates", candidates)
+    positive_int("predictions", predictions)
+    positive_int("slots", slots)
     if mc_draws is not None:
         positive_int("mc_draws", mc_draws)
     unknown = sorted(set(start or {}) - set(START))
@@ -133,35 +150,28 @@ def tune(
     if labels is not None:
         base["labels"] = dict(labels)
     started = time.perf_counter()
-    k_sim, k_facts, k_dpvi, k_fit, k_sampler = jax.random.split(streams(key)[0], 5)
-    truth, data = simulate(bm, simulations, k_sim)
-    init = tuple(np.median(truth, axis=0).tolist()), DEFAULT_INIT[1]
-    with progress_bar(simulations, "simulation facts", progress, unit="simulation") as advance:
-        facts = simulation_facts(
-            bm,
-            truth,
-            data,
-            key=k_facts,
-            init=init,
-            mc_draws=base["mc_draws"],
-            transforms=base["transforms"],
-            sites=base["sites"],
-        )
-        advance(simulations)
-    objective = Objective(
-        bm, facts, space, base, epsilon, delta, jax.random.split(k_dpvi, simulations), k_fit, simulations
-    )
-    seed = int(jax.random.randint(k_sampler, (), 0, 2**31 - 1))
-    startup = min(10, max(1, trials // 4)) + len(DESIGN) + 1  # TPE starts after START, DESIGN and random trials
-    first = [{**space.clamp(START), **(start or {})}] + [space.clamp({**START, **p}) for p in DESIGN[: trials - 1]]
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    if executor is None and storage is None:
-        study = optuna.create_study(direction="minimize", sampler=sampler_for(seed, startup))
-        for point in first:  # the caller's start as given
-            study.enqueue_trial(point)
-        with progress_bar(trials, "tuning", progress, unit="trial") as advance:
-            study.optimize(objective, n_trials=trials, timeout=timeout, callbacks=[lambda study, trial: advance(1)])
-    else:
+    with counting_compiles() as compiles:
+        k_sim, k_facts, k_dpvi, k_fit, k_sampler = jax.random.split(streams(key)[0], 5)
+        truth, data = simulate(bm, simulations, k_sim)
+        init = tuple(np.median(truth, axis=0).tolist()), DEFAULT_INIT[1]
+        with progress_bar(simulations, "simulation facts", progress, unit="simulation") as advance:
+            facts = simulation_facts(
+                bm,
+                truth,
+                data,
+                key=k_facts,
+                init=init,
+                mc_draws=base["mc_draws"],
+                transforms=base["transforms"],
+                sites=base["sites"],
+            )
+            advance(simulations)
+        grid = [(T, q) for T in space.grid()[0] for q in space.grid()[1]]
+        sigmas = {(T, q): calibrate(epsilon, delta, q, T) for T, q in grid}
+        seed = int(jax.random.randint(k_sampler, (), 0, 2**31 - 1))
+        first = [{**START, **(start or {})}] + [{**START, **point} for point in DESIGN]
+        judge = functools.partial(_judge, facts=facts, bm=bm, base=base, sigmas=sigmas, simulations=simulations)
+        pool = _predicted_search(first, space, predictions, seed, judge)
         name = "tune-" + fingerprint(
             {
                 "model": canonical(bm),
@@ -171,55 +181,67 @@ def tune(
                 "space": asdict(space),
                 "simulations": simulations,
                 "start": first[0],
-                "design": DESIGN,
+                "predictions": predictions,
                 "mc_draws": base["mc_draws"],
             }
         )
-        study = optimize_in_parallel(
-            objective,
-            name=name,
-            storage=storage,
-            first=first,
-            trials=trials,
-            seed=seed,
-            startup=startup,
-            executor=executor,
-            slots=slots,
-            timeout=timeout,
-            progress=progress,
-        )
-    search_seconds = time.perf_counter() - started
-    checked = []
-    for trial in _ranked(study)[:candidates]:
-        check = fresh_check(
-            bm,
-            trial.user_attrs["settings"],
-            epsilon=epsilon,
-            delta=delta,
-            simulations=check_simulations,
-            key=streams(key)[1],
-            progress=progress,
-            tuned=True,
-        )
-        checked.append((trial, check))
-        if not check.findings:
-            break
+        store = TrialStore(storage, name, space)
+        context = _Context(bm, facts, jax.random.split(k_dpvi, simulations), k_fit, delta, sigmas)
+        sizes = rung_sizes(simulations)
+        simulated: list[Evaluation] = []
+        order = _spread(pool, len(pool))
+        with progress_bar(trials * 2, "simulating candidates", progress, unit="candidate") as advance:
+            for bracket in range(2):
+                late = timeout is not None and time.perf_counter() - started > timeout
+                batch = order[bracket * trials : (bracket + 1) * trials]
+                if not batch or late or any(_feasible(e, simulations) for e in simulated):
+                    break
+                evaluations = [dataclasses.replace(pool[i], number=i) for i in batch]
+                successive_halving(
+                    evaluations,
+                    sizes,
+                    lambda todo, part: _run_rung(todo, part, context, store, executor, slots),
+                    lambda e: _rank(e, simulations),
+                )
+                for evaluation in evaluations:
+                    store.close(evaluation, evaluation.simulations == simulations)
+                simulated += evaluations
+                advance(len(batch))
+        search_seconds = time.perf_counter() - started
+        ranked = sorted(simulated, key=lambda e: (e.simulations < simulations, _rank(e, simulations)))
+        check_key = streams(key)[1]
+        check_facts = fresh_facts(bm, ranked[0].settings, check_simulations, check_key)
+        checked = []
+        for evaluation in ranked[:candidates]:
+            check = check_settings(
+                bm,
+                evaluation.settings,
+                check_facts,
+                epsilon=epsilon,
+                delta=delta,
+                key=jax.random.split(as_key(check_key), 3)[2],
+                progress=progress,
+                key_text=key_repr(check_key),
+                tuned=True,
+            )
+            checked.append((evaluation, check))
+            if not check.findings:
+                break
     best, check = min(checked, key=lambda pair: len(pair[1].findings))  # the first of the fewest findings
-    settings = best.user_attrs["settings"]
     for finding in check.findings:
         warnings.warn(finding, PreflightWarning, stacklevel=2)
     if check.findings and len(checked) > 1:
         warnings.warn(
-            f"none of the {len(checked)} best trials passed its check on fresh simulations; the settings are "
-            f"trial {best.number}'s, with the fewest findings",
+            f"none of the {len(checked)} best candidates passed its check on fresh simulations; the settings are "
+            f"candidate {best.number}'s, with the fewest findings",
             PreflightWarning,
             stacklevel=2,
         )
-    if not best.user_attrs["feasible"] and check.findings:  # a passed fresh check outweighs the search's noise
+    if not _feasible(best, simulations) and check.findings:  # a passed fresh check outweighs the search's noise
         warnings.warn(
-            f"no trial met every constraint in {trials} trials; the settings are the least infeasible trial's: "
-            f"run more trials ({hint('trials=', '--trials')}), widen the SearchSpace, or consider another "
-            "parametrisation of the model",
+            f"no candidate met every constraint among the {len(simulated)} simulated; the settings are the least "
+            f"infeasible candidate's: simulate more candidates ({hint('trials=', '--trials')}), widen the "
+            "SearchSpace, or consider another parametrisation of the model",
             PreflightWarning,
             stacklevel=2,
         )
@@ -229,21 +251,26 @@ def tune(
         n_examples=bm.n_examples,
         epsilon=epsilon,
         delta=delta,
-        settings=settings,
+        settings=best.settings,
         check=check,
-        trials=tuple(_trials_table(study)),
+        trials=tuple(_trials_table(simulated, simulations)),
         provenance={
             "key": key_repr(key),
-            "trials": len(study.trials),
-            "predicted_pruned": sum("pruned_by" in t.user_attrs for t in study.trials),
+            "trials": len(simulated),
+            "predictions": len(pool),
+            "predicted_feasible": sum(all(v <= 0 for v in e.predicted["constraints"]) for e in pool),
+            "rungs": list(sizes),
+            "simulation_runs": sum(e.simulations for e in simulated),
             "chosen_trial": best.number,
-            "checked_trials": [trial.number for trial, _ in checked],
+            "checked_trials": [e.number for e, _ in checked],
             "simulations": simulations,
             "check_simulations": check_simulations,
             "search_streams": "fold_in(key, 0): search; fold_in(key, 1): check",
             "search_simulation_key": key_repr(k_sim),
-            "check_simulation_key": key_repr(jax.random.split(streams(key)[1], 3)[0]),  # fresh_check's split
+            "check_simulation_key": key_repr(jax.random.split(check_key, 3)[0]),  # fresh_facts' split
             "space": asdict(space),
+            "programs": compiles.programs,
+            "compile_seconds": round(compiles.seconds, 1),
             "search_seconds": round(search_seconds, 1),
             "check_seconds": round(time.perf_counter() - started - search_seconds, 1),
             "versions": {"noiseaware": version("noiseaware"), "jax": jax.__version__, "optuna": optuna.__version__},
@@ -251,121 +278,162 @@ def tune(
     )
 
 
-@dataclasses.dataclass
-class Objective:
-    """One Optuna trial: a `Candidate` turned into settings, DPVI on the search simulations at σ(ε, δ, q, T),
-    scored by `score_settings` in two halves (pruned after the first when it is hopeless); returns the width.
-    Picklable, so that trials run on other processes (`parallel`)."""
-
-    bm: BenchmarkModel
-    facts: Any
-    space: SearchSpace
-    base: dict
-    epsilon: float
-    delta: float
-    keys: jax.Array
-    k_fit: jax.Array
-    simulations: int
-    sigmas: dict = dataclasses.field(default_factory=dict)
-
-    def __call__(self, trial: optuna.Trial) -> float:
-        candidate = Candidate.from_trial(trial, self.space)
-        grid = (candidate.steps, candidate.sampling_rate)
-        if grid not in self.sigmas:
-            self.sigmas[grid] = calibrate(self.epsilon, self.delta, candidate.sampling_rate, candidate.steps)
-        settings = settings_for(candidate, self.facts, self.bm.site_map, self.sigmas[grid], self.base)
-        prediction = predict(self.facts, settings, self.sigmas[grid])
-        trial.set_user_attr("predicted", prediction.as_row())
-        reason = None if trial.number == 0 else doomed(prediction, _best_width(trial.study))
-        if reason is not None:  # the first trial is always recorded: the ranking needs one scored trial
-            trial.set_user_attr("pruned_by", reason)
-            trial.set_user_attr("predicted_constraints", predicted_constraints(prediction))
-            raise optuna.TrialPruned()
-        half = self.simulations // 2
-        scores = []
-        for part in (slice(0, half), slice(half, 2 * half)):
-            scores.append(
-                score_settings(
-                    self.facts.subset(part),
-                    self.bm,
-                    settings,
-                    noise_multiplier=self.sigmas[grid],
-                    delta=self.delta,
-                    keys=self.keys[part],
-                    fit_key=jax.random.fold_in(self.k_fit, part.start),
-                )
-            )
-            if len(scores) == 1 and hopeless(scores[0]):
-                _record(trial, scores[0], settings)
-                raise optuna.TrialPruned()
-        score = scores[0] + scores[1]
-        _record(trial, score, settings)
-        return score.width
-
-
 def streams(key) -> tuple[jax.Array, jax.Array]:
     """The search's and the check's keys: fold_in(key, 0) and fold_in(key, 1), disjoint streams."""
     return jax.random.fold_in(as_key(key), 0), jax.random.fold_in(as_key(key), 1)
 
 
-def _best_width(study: optuna.Study) -> float | None:
-    """The smallest width of a complete feasible trial so far, None without one."""
-    widths = [
-        t.value
-        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        if t.user_attrs.get("feasible")
-    ]
-    return min(widths, default=None)
+def _predicted_search(first: list[dict], space: SearchSpace, count: int, seed: int, judge) -> list[Evaluation]:
+    """`count` candidates judged on their predictions (judge(candidate) → Evaluation): `first`, then Optuna's TPE
+    (seeded; PREDICTION_STARTUP random points first), minimising the predicted width under the predicted
+    constraints. Cheap: no simulation is run."""
+    with warnings.catch_warnings():  # Optuna marks constraints_func experimental: not ours to show
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler = optuna.samplers.TPESampler(
+            seed=seed,
+            n_startup_trials=PREDICTION_STARTUP,
+            multivariate=True,
+            constraints_func=lambda trial: trial.user_attrs["constraints"],
+        )
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=sampler)
+    for point in first[:count]:
+        study.enqueue_trial(Candidate.from_point(point, space).as_point())
+    pool: list[Evaluation] = []
+
+    def objective(trial: optuna.Trial) -> float:
+        evaluation = dataclasses.replace(judge(Candidate.from_trial(trial, space)), number=len(pool))
+        pool.append(evaluation)
+        trial.set_user_attr("constraints", evaluation.predicted["constraints"])
+        width = evaluation.predicted["predicted_width"]
+        return width if np.isfinite(width) else 1e6
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.optimize(objective, n_trials=count)
+    return pool
 
 
-def _record(trial: optuna.Trial, score: Score, settings: dict) -> None:
-    values = constraints(score)
-    trial.set_user_attr("constraints", values)
-    trial.set_user_attr("feasible", all(v <= 0 for v in values))
-    trial.set_user_attr("score", score.as_row())
-    trial.set_user_attr("settings", settings)
+def _judge(candidate: Candidate, facts, bm, base, sigmas, simulations: int) -> Evaluation:
+    """A candidate's settings and prediction (`Prediction.as_row`, with its `predicted_constraints`)."""
+    sigma = sigmas[(candidate.steps, candidate.sampling_rate)]
+    settings = settings_for(candidate, facts, bm.site_map, sigma, base)
+    prediction = predict(facts, settings, sigma)
+    row = {**prediction.as_row(), "constraints": predicted_constraints(prediction, simulations)}
+    return Evaluation(-1, candidate, settings, row)
 
 
-def _ranked(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """The scored trials, best first: the complete feasible ones by width; then those whose DP-SGD mechanics
-    pass (MECHANICS), the ones above the width floor first, by the largest mean ζ² (φ* closest to the
-    non-private optimum); then the rest by their summed violation."""
-    scored = [t for t in study.trials if "constraints" in t.user_attrs]
-    if not scored:
-        raise RuntimeError("no trial finished: give tune more trials or a longer timeout")
+def _spread(pool: list[Evaluation], count: int) -> list[int]:
+    """The order in which candidates are simulated: the first (START or the caller's) first; then the predicted-
+    feasible ones by predicted width, then the rest by summed predicted violation; each kept SPREAD apart (in the
+    unit cube of the searched ranges) from those before it, the ones too close appended after."""
 
-    def feasible(t):
-        return t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs["feasible"]
+    def rank(e: Evaluation):
+        violation = sum(max(v, 0.0) for v in e.predicted["constraints"])
+        width = e.predicted["predicted_width"]
+        return (violation > 0, violation if violation > 0 else (width if np.isfinite(width) else np.inf))
 
-    def sound(t):
-        return all(v <= 0 for v in t.user_attrs["constraints"][MECHANICS])
-
-    def rank(t):  # p-values underflow to 0 far from calibration: the mean ζ² ranks the sound trials
-        constraints_ = t.user_attrs["constraints"]
-        if feasible(t):
-            return (0, t.value)
-        if sound(t):
-            return (1, constraints_[1] > 0, t.user_attrs["score"]["max_zeta2"])
-        return (2, sum(max(v, 0.0) for v in constraints_))
-
-    return sorted(scored, key=rank)
+    order = [0] + sorted(range(1, len(pool)), key=lambda i: rank(pool[i]))
+    units = np.array([_unit(e.candidate) for e in pool])
+    kept, close = [], []
+    for i in order:
+        if kept and np.min(np.linalg.norm(units[kept] - units[i], axis=1)) < SPREAD:
+            close.append(i)
+        else:
+            kept.append(i)
+    return (kept + close)[:count]
 
 
-def _trials_table(study: optuna.Study) -> list[dict]:
-    """One row per scored trial: its searched values (`clip` is c, relative to the 99 % gradient-norm
-    quantile: `space`), the clip C that record_dpvi uses (`clip_absolute`), its score and feasibility."""
+def _unit(candidate: Candidate) -> np.ndarray:
+    """A candidate's searched values in the unit cube of log ranges (`SearchSpace` defaults' widths)."""
+    space = SearchSpace()
+    return np.array(
+        [
+            math.log(getattr(candidate, name) / low) / math.log(high / low)
+            for name, (low, high) in zip(SEARCHED, space.ranges())
+        ]
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Context:
+    """What every part of every candidate shares: the model, the search's facts, DPVI keys (M,), the fit key, δ and
+    σ per (T, q). Picklable, so that parts run on other processes."""
+
+    bm: BenchmarkModel
+    facts: Any
+    keys: jax.Array
+    fit_key: jax.Array
+    delta: float
+    sigmas: dict
+
+
+def score_part(payload: tuple) -> Score:
+    """One candidate's DPVI and exact fits on simulations `part` (a task of `_run_rung`)."""
+    context, settings, part = payload
+    return score_settings(
+        context.facts.subset(part),
+        context.bm,
+        settings,
+        noise_multiplier=context.sigmas[(settings["steps"], settings["sampling_rate"])],
+        delta=context.delta,
+        keys=context.keys[part],
+        fit_key=jax.random.fold_in(context.fit_key, part.start),
+    )
+
+
+def _run_rung(todo: list[Evaluation], part: slice, context, store: TrialStore, executor, slots) -> list[Score]:
+    """The rung's part of each candidate: from the journal where it was finished, else as a task; each finished part
+    is kept."""
+    scores: list[Score | None] = [store.finished_part(e.number, part) for e in todo]
+    missing = [i for i, score in enumerate(scores) if score is None]
+
+    def done(index: int, score: Score) -> None:
+        scores[missing[index]] = score
+        store.save(todo[missing[index]], part, score)
+
+    run_tasks(score_part, [(context, todo[i].settings, part) for i in missing], executor, slots, done)
+    return scores
+
+
+def _feasible(evaluation: Evaluation, simulations: int) -> bool:
+    """Whether a candidate met every constraint on all the search's simulations."""
+    score = evaluation.score
+    return score is not None and score.simulations == simulations and all(v <= 0 for v in constraints(score))
+
+
+def _rank(evaluation: Evaluation, simulations: int) -> tuple:
+    """Smallest first: the feasible (ζ's tests projected to the search's M, `constraints`) by width; then those whose
+    DP-SGD mechanics pass (MECHANICS), the ones above the width floor first, by the largest mean ζ²; then the rest
+    by their summed violation."""
+    score = evaluation.score
+    values = constraints(score, simulations)
+    if all(v <= 0 for v in values):
+        return (0, score.width)
+    if all(v <= 0 for v in values[MECHANICS]):  # p-values underflow to 0 far from calibration: mean ζ² ranks
+        return (1, values[1] > 0, float(np.nanmax(score.zeta2)))
+    return (2, sum(max(v, 0.0) for v in values))
+
+
+def _trials_table(simulated: list[Evaluation], simulations: int) -> list[dict]:
+    """One row per simulated candidate, in the order simulated: its searched values (`clip` is c, relative to the
+    99 % gradient-norm quantile: `space`), the clip C that record_dpvi uses (`clip_absolute`), its prediction
+    (`predicted_*`) beside its score on the simulations it reached, the constraints it fails, and feasibility."""
     rows = []
-    for t in study.trials:
-        if "score" not in t.user_attrs:
-            continue
+    for e in simulated:
+        values = constraints(e.score)
+        predicted = {k: v for k, v in e.predicted.items() if k != "constraints"}
         rows.append(
             {
-                "trial": t.number,
-                "state": t.state.name.lower(),
-                **t.params,
-                "clip_absolute": t.user_attrs["settings"]["clip"],
-                **t.user_attrs["score"],
-                "feasible": t.user_attrs["feasible"],
+                "trial": e.number,
+                "state": "complete" if e.simulations == simulations else "pruned",
+                **e.candidate.as_point(),
+                "clip_absolute": e.settings["clip"],
+                **predicted,
+                "simulations": e.simulations,
+                **e.score.as_row(),
+                "fails": ", ".join(name for name, v in zip(NAMES, values) if v > 0),
+                "feasible": _feasible(e, simulations),
             }
         )
     return rows

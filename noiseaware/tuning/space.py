@@ -13,6 +13,7 @@ simulations (data drawn from the prior: no privacy spent).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -22,8 +23,10 @@ import numpy as np
 from ..util.checks import positive_float
 from .facts import SimulationFacts
 
-__all__ = ["CLIP_QUANTILE", "Candidate", "SearchSpace", "blocks", "settings_for"]
+__all__ = ["CLIP_QUANTILE", "SEARCHED", "Candidate", "SearchSpace", "blocks", "settings_for"]
 
+SEARCHED = ("clip", "rho_weight", "relaxation_mu", "relaxation_rho")
+"""The quantities searched over ranges (log-uniform); T and q are searched over choices."""
 CLIP_QUANTILE = 0.99
 """The quantile of the per-example gradient norms at the simulated optimum that the clip is measured in."""
 
@@ -36,12 +39,12 @@ class SearchSpace:
     clip: tuple[float, float] = (0.3, 4.0)
     rho_weight: tuple[float, float] = (0.03, 3.0)
     relaxation_mu: tuple[float, float] = (1e-3, 0.3)
-    relaxation_rho: tuple[float, float] = (1e-3, 0.3)
+    relaxation_rho: tuple[float, float] = (3e-4, 0.3)
     steps: tuple[int, ...] | None = None
     sampling_rate: tuple[float, ...] | None = None
 
     def __post_init__(self):
-        for name in ("clip", "rho_weight", "relaxation_mu", "relaxation_rho"):
+        for name in SEARCHED:
             low, high = getattr(self, name)
             if not 0 < positive_float(name, low) <= positive_float(name, high):
                 raise ValueError(f"SearchSpace.{name} must be a range (low, high) with 0 < low ≤ high, got {low, high}")
@@ -51,6 +54,14 @@ class SearchSpace:
     def clamp(self, point: dict[str, float]) -> dict[str, float]:
         """`point` ({searched name: value}) with each value moved into its range."""
         return {name: min(max(value, getattr(self, name)[0]), getattr(self, name)[1]) for name, value in point.items()}
+
+    def ranges(self) -> tuple[tuple[float, float], ...]:
+        """The log-uniform ranges of `SEARCHED`, in that order."""
+        return tuple(getattr(self, name) for name in SEARCHED)
+
+    def grid(self) -> tuple[tuple, tuple]:
+        """The choices of T and q (after `with_grid`)."""
+        return tuple(self.steps), tuple(self.sampling_rate)
 
     def with_grid(self, steps: int, sampling_rate: float) -> SearchSpace:
         """This space with the T and q choices it leaves open (None) set to the given ones."""
@@ -75,16 +86,27 @@ class Candidate:
 
     @classmethod
     def from_trial(cls, trial, space: SearchSpace) -> Candidate:
-        """The candidate an Optuna trial suggests."""
-        log = {"log": True}
-        return cls(
-            trial.suggest_float("clip", *space.clip, **log),
-            trial.suggest_float("rho_weight", *space.rho_weight, **log),
-            trial.suggest_float("relaxation_mu", *space.relaxation_mu, **log),
-            trial.suggest_float("relaxation_rho", *space.relaxation_rho, **log),
-            trial.suggest_categorical("steps", list(space.steps)),
-            trial.suggest_categorical("sampling_rate", list(space.sampling_rate)),
+        """The candidate an Optuna trial suggests (log-uniform in the ranges, T and q from their choices)."""
+        values = [trial.suggest_float(name, *getattr(space, name), log=True) for name in SEARCHED]
+        steps, rate = (
+            trial.suggest_categorical(name, list(choices))
+            for name, choices in zip(("steps", "sampling_rate"), space.grid())
         )
+        return cls(*values, int(steps), float(rate))
+
+    @classmethod
+    def from_point(cls, point: Mapping, space: SearchSpace) -> Candidate:
+        """The candidate of {searched name: value} (`as_point`), moved into the space; T and q default to its first
+        choices."""
+        point = space.clamp({k: v for k, v in point.items() if k in SEARCHED})
+        steps = point.get("steps", space.steps[0])
+        return cls(
+            *(point[name] for name in SEARCHED), int(steps), float(point.get("sampling_rate", space.sampling_rate[0]))
+        )
+
+    def as_point(self) -> dict:
+        """{name: value} of the searched quantities, T and q."""
+        return dataclasses.asdict(self)
 
 
 def blocks(site_map) -> list[tuple[str, np.ndarray]]:

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-__all__ = ["chunk_slices"]
+import numpy as np
+
+__all__ = ["chunk_slices", "padded_chunks"]
 
 
 def chunk_slices(stop: int, size: int, start: int = 0) -> list[slice]:
     """[start, start + size), [start + size, start + 2 size), … up to `stop` (the last one may be shorter)."""
     return [slice(first, min(first + size, stop)) for first in range(start, stop, size)]
+
+
+def padded_chunks(count: int, size: int) -> list[tuple[np.ndarray, int]]:
+    """Indices 0..count − 1 in chunks of exactly `size` (one compiled program for every chunk): (index (size,),
+    kept), the last chunk padded by repeating its last index, whose `size − kept` copies the caller drops."""
+    out = []
+    for part in chunk_slices(count, size):
+        kept = part.stop - part.start
+        out.append((np.minimum(np.arange(part.start, part.start + size), part.stop - 1), kept))
+    return out
