@@ -14,7 +14,7 @@ SHRINK = {
     "simulations=500, key=0)": "simulations=4, references=2, samples=400, key=0, steps=400)",
     "runs=20, key=0)": "runs=2, samples=200, key=0, steps=100)",
     # Python tour: tuning (60 trials and a 200-simulation check took 3–4 minutes per ε for M1)
-    "key=0, trials=40)": "key=0, trials=2, simulations=4, check_simulations=4)",
+    "key=0, trials=12)": "key=0, trials=2, simulations=4, check_simulations=4, predictions=16)",
     "epsilons=(0.1, 0.3, 1.0), key=0)": "epsilons=(1.0,), simulations=4, key=0)",
     "epsilon=1.0, simulations=100, key=0)": "epsilon=1.0, simulations=4, key=0)",
     # command line: tuning

@@ -34,6 +34,7 @@ OWNERS = [
     ("coverage", "chunk", CoverageDesign, "chunk"),
     ("coverage", "delta", CoverageDesign, "delta"),
     ("tune", "trials", TuningDesign, "trials"),
+    ("tune", "predictions", TuningDesign, "predictions"),
     ("tune", "simulations", TuningDesign, "simulations"),
     ("tune", "check_simulations", TuningDesign, "check_simulations"),
     ("tune", "curve_simulations", TuningDesign, "curve_simulations"),

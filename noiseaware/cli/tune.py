@@ -1,15 +1,15 @@
 """`noiseaware tune` and `noiseaware preflight`: DP-SGD settings found and checked on simulations, no data.
 
-    noiseaware tune --model M1 --epsilon 1 --trials 40 --out m1-settings.json
-    noiseaware tune --model M1 --epsilon 1 --trials 40 --out m1-settings.json --workers 2 --study m1-trials/
+    noiseaware tune --model M1 --epsilon 1 --trials 12 --out m1-settings.json
+    noiseaware tune --model M1 --epsilon 1 --trials 12 --out m1-settings.json --workers 2 --study m1-trials/
     noiseaware tune --model mymodels:regression --covariates mymodels:design --n-examples 5000 --epsilon 1 \\
         --out settings.json
     noiseaware preflight --model M1 --epsilon 1 --settings m1-settings.json
 
 `tune` writes the settings file and, beside it, <stem>-coverage.png (the check's coverage curve) and
 <stem>-privacy-utility.png (posterior sd and coverage against ε for the chosen settings). With --workers or
---scheduler the Optuna trials run in parallel; with --study DIR they are kept in DIR/trials.journal and the
-same command resumes the search (docs/tuning.md).
+--scheduler the candidates of a rung run in parallel; with --study DIR their finished parts are kept in
+DIR/trials.journal and the same command resumes the search (docs/tuning.md).
 """
 
 from __future__ import annotations
@@ -31,22 +31,24 @@ from .presets import add_preset, no_preset, preset_models
 from .study import add_workers, executor_of
 
 TOP_TRIALS = 8
-"""Rows of the best-trials table."""
+"""Rows of the best-candidates table."""
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "tune",
         help="choose DP-SGD settings on simulations from the model's prior (spends no privacy)",
-        description="Search clip, gradient scales, learning rates and initial values with Optuna on data sets "
-        "simulated from the model's prior predictive, then check the chosen settings on fresh simulations.",
+        description="Judge candidate clips, gradient scales, learning rates and initial values on what the facts "
+        "of data sets simulated from the model's prior predictive predict (Optuna's TPE), simulate the best by "
+        "successive halving, then check the chosen settings on fresh simulations.",
     )
     _add_common(parser)
     for flag, metavar, what in (
-        ("trials", "K", "Optuna trials"),
-        ("simulations", "M", "simulations per trial"),
+        ("predictions", "K", "candidates judged on their predictions, before any simulation"),
+        ("trials", "K", "candidates simulated by successive halving (again as many when none is feasible)"),
+        ("simulations", "M", "simulations of the search"),
         ("check-simulations", "M", "fresh simulations of the final check"),
-        ("candidates", "K", "best trials checked, in turn, until one passes its check"),
+        ("candidates", "K", "best candidates checked, in turn, until one passes its check"),
         ("curve-simulations", "M", "simulations per privacy level of the privacy–utility curve"),
     ):
         default = field_default(TuningDesign, flag.replace("-", "_"))
@@ -64,7 +66,7 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--out", required=True, metavar="FILE", help="settings file to write (.json)")
     add_force(parser)
-    group = add_workers(parser, "trials run --workers at a time; with --study they are kept and resumed")
+    group = add_workers(parser, "candidates run --workers at a time; with --study they are kept and resumed")
     group.add_argument(
         "--study",
         metavar="DIR",
@@ -155,6 +157,7 @@ def run_tune(args) -> int:
             delta=args.delta,
             key=args.seed,
             trials=args.trials,
+            predictions=args.predictions,
             simulations=args.simulations,
             check_simulations=args.check_simulations,
             candidates=args.candidates,
@@ -175,7 +178,7 @@ def run_tune(args) -> int:
     print(best_trials(tuned))
     if not tuned.check.findings and not any(trial["feasible"] for trial in tuned.trials):
         print(
-            f"no trial met every constraint on the {tuned.provenance['simulations']} search simulations, but the "
+            f"no candidate met every constraint on the {tuned.provenance['simulations']} search simulations, but the "
             f"chosen one passed its fresh check on {tuned.check.simulations}: that check is the verdict"
         )
     print()
@@ -235,15 +238,16 @@ def _preset_model(args) -> models.BenchmarkModel:
 
 
 def best_trials(tuned: TunedSettings) -> str:
-    """The best trials (feasible first, then by width) as a table: the clip C as record_dpvi uses it (the
-    settings file's `clip`) beside c, the clip relative to the 99 % gradient-norm quantile that the search
-    moves (docs/tuning.md)."""
+    """The best simulated candidates (feasible first, then by width) as a table: each one's predicted width beside
+    the measured one, the simulations it reached, the clip C as record_dpvi uses it (the settings file's `clip`)
+    beside c, the clip relative to the 99 % gradient-norm quantile that the search moves (docs/tuning.md)."""
     rows = sorted(tuned.trials, key=lambda t: (not t["feasible"], t["state"] != "complete", t["sd_ratio"]))
     cells = [
         [
             str(t["trial"]),
-            t["state"],
-            "yes" if t["feasible"] else "no",
+            str(t.get("simulations", "–")),
+            "yes" if t["feasible"] else t.get("fails") or "no",
+            f"{t['predicted_width']:.3f}" if "predicted_width" in t else "–",
             f"{t['sd_ratio']:.3f}",
             f"{t['theta_p']:.3g}",
             f"{t['clip_absolute']:.3g}" if "clip_absolute" in t else "–",
@@ -258,8 +262,9 @@ def best_trials(tuned: TunedSettings) -> str:
     ]
     header = [
         "trial",
-        "state",
-        "feasible",
+        "M",
+        "feasible (or fails)",
+        "predicted sd/VI sd",
         "sd/VI sd",
         "calib. p",
         "clip C",
@@ -271,12 +276,12 @@ def best_trials(tuned: TunedSettings) -> str:
         "flag %",
     ]
     chosen = tuned.settings["clip"]
-    predicted = tuned.provenance.get("predicted_pruned", 0)
-    unrecorded = f", {predicted} more pruned on their prediction before any trace" if predicted else ""
+    judged = tuned.provenance.get("predictions")
+    prior = f" of {judged} judged on their predictions" if judged else ""
     return (
-        f"best of {len(tuned.trials)} trials{unrecorded} (clip C as in the settings, chosen {chosen:.3g}; c: C over "
-        "the 99 % quantile of the simulated per-example gradient norms at the optimum, what the search moves)\n"
-        + text_table(header, cells)
+        f"best of {len(tuned.trials)} simulated candidates{prior} (M: simulations it reached; clip C as in the "
+        f"settings, chosen {chosen:.3g}; c: C over the 99 % quantile of the simulated per-example gradient norms "
+        "at the optimum, what the search moves)\n" + text_table(header, cells)
     )
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import os
 import time
 import warnings
@@ -55,16 +54,16 @@ from ..util.fingerprint import canonical, fingerprint
 from ..util.hints import hint
 from ..util.keys import as_key, key_repr
 from ..util.progress import Progress, progress_bar
-from .constraints import MECHANICS, NAMES, constraints, predicted_constraints
+from .constraints import MECHANICS, NAMES, constraints
 from .design import TUNING
 from .facts import simulate, simulation_facts
 from .halving import Evaluation, rung_sizes, successive_halving
 from .parallel import TrialStore, run_tasks
-from .predict import predict
 from .preflight import check_settings, fresh_facts
 from .preflight_report import PreflightWarning
+from .proposals import judged, predicted_search, simulation_order
 from .score import Score, score_settings
-from .space import SEARCHED, Candidate, SearchSpace, settings_for
+from .space import SearchSpace
 from .tuned import TunedSettings, model_layout
 
 __all__ = ["DEFAULTS", "DESIGN", "START", "streams", "tune"]
@@ -84,11 +83,6 @@ DESIGN = (
 )
 """Further first candidates, each START with one or two values moved: judged on their predictions like the
 TPE's proposals after them."""
-PREDICTION_STARTUP = 64
-"""Random candidates judged before TPE proposes from the predictions."""
-SPREAD = 0.15
-"""The smallest distance, in the unit cube of the searched ranges (log scale), between two simulated candidates
-(relaxed when too few candidates are that far apart)."""
 
 
 def tune(
@@ -170,8 +164,8 @@ def tune(
         sigmas = {(T, q): calibrate(epsilon, delta, q, T) for T, q in grid}
         seed = int(jax.random.randint(k_sampler, (), 0, 2**31 - 1))
         first = [{**START, **(start or {})}] + [{**START, **point} for point in DESIGN]
-        judge = functools.partial(_judge, facts=facts, bm=bm, base=base, sigmas=sigmas, simulations=simulations)
-        pool = _predicted_search(first, space, predictions, seed, judge)
+        judge = functools.partial(judged, facts=facts, bm=bm, base=base, sigmas=sigmas, simulations=simulations)
+        pool = predicted_search(first, space, predictions, seed, judge)
         name = "tune-" + fingerprint(
             {
                 "model": canonical(bm),
@@ -189,7 +183,7 @@ def tune(
         context = _Context(bm, facts, jax.random.split(k_dpvi, simulations), k_fit, delta, sigmas)
         sizes = rung_sizes(simulations)
         simulated: list[Evaluation] = []
-        order = _spread(pool, len(pool))
+        order = simulation_order(pool)
         with progress_bar(trials * 2, "simulating candidates", progress, unit="candidate") as advance:
             for bracket in range(2):
                 late = timeout is not None and time.perf_counter() - started > timeout
@@ -281,78 +275,6 @@ def tune(
 def streams(key) -> tuple[jax.Array, jax.Array]:
     """The search's and the check's keys: fold_in(key, 0) and fold_in(key, 1), disjoint streams."""
     return jax.random.fold_in(as_key(key), 0), jax.random.fold_in(as_key(key), 1)
-
-
-def _predicted_search(first: list[dict], space: SearchSpace, count: int, seed: int, judge) -> list[Evaluation]:
-    """`count` candidates judged on their predictions (judge(candidate) → Evaluation): `first`, then Optuna's TPE
-    (seeded; PREDICTION_STARTUP random points first), minimising the predicted width under the predicted
-    constraints. Cheap: no simulation is run."""
-    with warnings.catch_warnings():  # Optuna marks constraints_func experimental: not ours to show
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        sampler = optuna.samplers.TPESampler(
-            seed=seed,
-            n_startup_trials=PREDICTION_STARTUP,
-            multivariate=True,
-            constraints_func=lambda trial: trial.user_attrs["constraints"],
-        )
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(sampler=sampler)
-    for point in first[:count]:
-        study.enqueue_trial(Candidate.from_point(point, space).as_point())
-    pool: list[Evaluation] = []
-
-    def objective(trial: optuna.Trial) -> float:
-        evaluation = dataclasses.replace(judge(Candidate.from_trial(trial, space)), number=len(pool))
-        pool.append(evaluation)
-        trial.set_user_attr("constraints", evaluation.predicted["constraints"])
-        width = evaluation.predicted["predicted_width"]
-        return width if np.isfinite(width) else 1e6
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        study.optimize(objective, n_trials=count)
-    return pool
-
-
-def _judge(candidate: Candidate, facts, bm, base, sigmas, simulations: int) -> Evaluation:
-    """A candidate's settings and prediction (`Prediction.as_row`, with its `predicted_constraints`)."""
-    sigma = sigmas[(candidate.steps, candidate.sampling_rate)]
-    settings = settings_for(candidate, facts, bm.site_map, sigma, base)
-    prediction = predict(facts, settings, sigma)
-    row = {**prediction.as_row(), "constraints": predicted_constraints(prediction, simulations)}
-    return Evaluation(-1, candidate, settings, row)
-
-
-def _spread(pool: list[Evaluation], count: int) -> list[int]:
-    """The order in which candidates are simulated: the first (START or the caller's) first; then the predicted-
-    feasible ones by predicted width, then the rest by summed predicted violation; each kept SPREAD apart (in the
-    unit cube of the searched ranges) from those before it, the ones too close appended after."""
-
-    def rank(e: Evaluation):
-        violation = sum(max(v, 0.0) for v in e.predicted["constraints"])
-        width = e.predicted["predicted_width"]
-        return (violation > 0, violation if violation > 0 else (width if np.isfinite(width) else np.inf))
-
-    order = [0] + sorted(range(1, len(pool)), key=lambda i: rank(pool[i]))
-    units = np.array([_unit(e.candidate) for e in pool])
-    kept, close = [], []
-    for i in order:
-        if kept and np.min(np.linalg.norm(units[kept] - units[i], axis=1)) < SPREAD:
-            close.append(i)
-        else:
-            kept.append(i)
-    return (kept + close)[:count]
-
-
-def _unit(candidate: Candidate) -> np.ndarray:
-    """A candidate's searched values in the unit cube of log ranges (`SearchSpace` defaults' widths)."""
-    space = SearchSpace()
-    return np.array(
-        [
-            math.log(getattr(candidate, name) / low) / math.log(high / low)
-            for name, (low, high) in zip(SEARCHED, space.ranges())
-        ]
-    )
 
 
 @dataclasses.dataclass(frozen=True)
