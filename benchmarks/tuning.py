@@ -30,6 +30,7 @@ import jax
 from _common import machine, read_results, write_json
 
 import noiseaware as na
+from noiseaware.tuning.design import TUNING
 from noiseaware.tuning.presets import PRESET_DIR
 
 RESULTS = Path(__file__).parent / "results" / "tuning.json"
@@ -39,7 +40,7 @@ CASES = (
     "logistic-3d@1", "logistic-3d@0.1", "linreg-10d@1", "linreg-10d@0.1", "linreg-10d@0.3",
     "m1@0.3", "m2@0.3", "m3@0.3",
 )  # fmt: skip
-TRIALS, SIMULATIONS, CHECK = 40, 24, 200
+TRIALS, SIMULATIONS, CHECK = TUNING.trials, TUNING.simulations, TUNING.check_simulations
 
 
 def run_case(case: str, trials: int, settings_dir: Path) -> dict:
@@ -65,7 +66,7 @@ def run_case(case: str, trials: int, settings_dir: Path) -> dict:
         "trials": len(tuned.trials),
         "search_seconds": tuned.provenance["search_seconds"],
         "check_seconds": tuned.provenance["check_seconds"],
-        "predicted_pruned": tuned.provenance["predicted_pruned"],
+        **{key: tuned.provenance[key] for key in ("predictions", "simulation_runs", "programs", "compile_seconds")},
     }
     print(f"{case}: {seconds:.0f} s; " + tuned.check.table().replace("\n", "\n  "))
     if name in ("m1", "m2"):
@@ -139,7 +140,7 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--force", action="store_true", help="rerun cases already in the results file")
     parser.add_argument("--table", action="store_true", help="print the results file as a markdown table")
-    parser.add_argument("--trials", type=int, default=TRIALS, help=f"Optuna trials per case (default {TRIALS})")
+    parser.add_argument("--trials", type=int, default=TRIALS, help=f"candidates simulated per case (default {TRIALS})")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"results file (default {RESULTS})")
     parser.add_argument("--ship", action="store_true", help="copy the passing settings files into the package")
     args = parser.parse_args()

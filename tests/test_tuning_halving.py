@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from noiseaware.tuning.halving import Evaluation, rung_sizes, successive_halving
+from noiseaware.tuning.halving import Evaluation, halving_runs, rung_sizes, successive_halving
 from noiseaware.tuning.score import bias_limit, bias_p_values, pooled_p_values
 from noiseaware.tuning.space import Candidate
 
@@ -40,7 +40,7 @@ def test_the_better_half_goes_on_and_each_part_is_run_once():
     seen = {e.number: e.simulations for e in evaluations}
     assert seen == {1: 24, 5: 24, 3: 12, 7: 12, 0: 6, 2: 6, 4: 6, 6: 6}
     assert len(runs) == len(set(runs)) == 8 + 4 + 2
-    assert sum(stop - start for _, start, stop in runs) == 96
+    assert sum(stop - start for _, start, stop in runs) == 96 == halving_runs(8, rung_sizes(24))
 
 
 def test_projected_tests_give_the_full_searchs_p_values_for_the_same_effects():

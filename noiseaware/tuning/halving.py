@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from .score import Score
 from .space import Candidate
 
-__all__ = ["Evaluation", "rung_sizes", "successive_halving"]
+__all__ = ["Evaluation", "halving_runs", "rung_sizes", "successive_halving"]
 
 
 @dataclass
@@ -54,16 +54,27 @@ def successive_halving(
     run: Callable[[list[Evaluation], slice], list[Score]],
     rank: Callable[[Evaluation], tuple],
     keep: float = 0.5,
+    advance: Callable[[int], None] = lambda runs: None,
 ) -> None:
     """Score `evaluations` rung by rung (module doc), in place: run(evaluations, part) returns one Score per
     evaluation over simulations `part`; after each rung but the last, the ⌈keep·n⌉ best by `rank` (smallest first)
-    go on."""
+    go on. advance(runs) after each rung, with the DPVI runs it spent (a progress bar's)."""
     alive, start = list(evaluations), 0
     for r, stop in enumerate(sizes):
         todo = [e for e in alive if e.rung < r]
         for evaluation, score in zip(todo, run(todo, slice(start, stop))):
             evaluation.score = score if evaluation.score is None else evaluation.score + score
             evaluation.rung = r
+        advance(len(todo) * (stop - start))
         if r < len(sizes) - 1:
             alive = sorted(alive, key=rank)[: math.ceil(keep * len(alive))]
         start = stop
+
+
+def halving_runs(candidates: int, sizes: tuple[int, ...], keep: float = 0.5) -> int:
+    """The DPVI runs `successive_halving` spends on `candidates` with rungs `sizes` (a progress bar's total)."""
+    runs, alive, start = 0, candidates, 0
+    for stop in sizes:
+        runs += alive * (stop - start)
+        alive, start = math.ceil(keep * alive), stop
+    return runs

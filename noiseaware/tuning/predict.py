@@ -29,7 +29,7 @@ u²_mj = (N/n)·q(1−q)·Σ_i ḡ²_ij + q²·((N/n)·Σ_i ḡ_ij)² is the Poi
   sd[ρ*], which the search's shift test over the ρ coordinates rejects beyond a few tenths (`constraints`).
 
 Without clipping at the optimum and with κ·T' ≫ 1 these are the laws the recorded trace and its fit follow;
-`search` prunes a trial on them only where they are far beyond a constraint (`PRUNE`).
+`proposals` orders the candidates the search simulates by them (`constraints.predicted_constraints`).
 """
 
 from __future__ import annotations

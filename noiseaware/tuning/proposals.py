@@ -32,10 +32,12 @@ SPREAD = 0.15
 (relaxed when too few candidates are that far apart)."""
 
 
-def predicted_search(first: list[dict], space: SearchSpace, count: int, seed: int, judge) -> list[Evaluation]:
+def predicted_search(
+    first: list[dict], space: SearchSpace, count: int, seed: int, judge, advance=lambda n: None
+) -> list[Evaluation]:
     """`count` candidates judged on their predictions (judge(candidate) → Evaluation): `first`, then Optuna's TPE
     (seeded; PREDICTION_STARTUP random points first), minimising the predicted width under the predicted
-    constraints. Cheap: no simulation is run."""
+    constraints; advance(1) after each. Cheap: no simulation is run."""
     with warnings.catch_warnings():  # Optuna marks constraints_func experimental: not ours to show
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         sampler = optuna.samplers.TPESampler(
@@ -53,6 +55,7 @@ def predicted_search(first: list[dict], space: SearchSpace, count: int, seed: in
     def objective(trial: optuna.Trial) -> float:
         evaluation = dataclasses.replace(judge(Candidate.from_trial(trial, space)), number=len(pool))
         pool.append(evaluation)
+        advance(1)
         trial.set_user_attr("constraints", evaluation.predicted["constraints"])
         width = evaluation.predicted["predicted_width"]
         return width if np.isfinite(width) else 1e6

@@ -57,7 +57,7 @@ from ..util.progress import Progress, progress_bar
 from .constraints import MECHANICS, NAMES, constraints
 from .design import TUNING
 from .facts import simulate, simulation_facts
-from .halving import Evaluation, rung_sizes, successive_halving
+from .halving import Evaluation, halving_runs, rung_sizes, successive_halving
 from .parallel import TrialStore, run_tasks
 from .preflight import check_settings, fresh_facts
 from .preflight_report import PreflightWarning
@@ -112,7 +112,8 @@ def tune(
     warns (PreflightWarning) with each finding of the check. candidates: how many ranked candidates may be checked
     until one passes; space: the searched ranges and the choices of T and q (default: the model's preset T and q,
     else T = 10⁴, q = 0.1); start: the first candidate's values (default START, a conservative point: clip 1.5 ×
-    the 99 % gradient-norm quantile, slow relaxation); timeout: seconds after which no new rung starts. executor
+    the 99 % gradient-norm quantile, slow relaxation); timeout: seconds after which no second round of candidates
+    starts (the rungs under way finish). executor
     (any concurrent.futures executor, e.g. a Dask client's) runs `slots` candidates of a rung at once; storage, a
     journal file (Optuna's JournalFileBackend) that keeps every finished part, so that the same call resumes.
     The same key gives the same settings, with or without them. progress: a bar per stage on stderr (the
@@ -165,7 +166,8 @@ def tune(
         seed = int(jax.random.randint(k_sampler, (), 0, 2**31 - 1))
         first = [{**START, **(start or {})}] + [{**START, **point} for point in DESIGN]
         judge = functools.partial(judged, facts=facts, bm=bm, base=base, sigmas=sigmas, simulations=simulations)
-        pool = predicted_search(first, space, predictions, seed, judge)
+        with progress_bar(predictions, "candidates judged on their predictions", progress, unit="candidate") as step:
+            pool = predicted_search(first, space, predictions, seed, judge, advance=step)
         name = "tune-" + fingerprint(
             {
                 "model": canonical(bm),
@@ -184,23 +186,24 @@ def tune(
         sizes = rung_sizes(simulations)
         simulated: list[Evaluation] = []
         order = simulation_order(pool)
-        with progress_bar(trials * 2, "simulating candidates", progress, unit="candidate") as advance:
-            for bracket in range(2):
-                late = timeout is not None and time.perf_counter() - started > timeout
-                batch = order[bracket * trials : (bracket + 1) * trials]
-                if not batch or late or any(_feasible(e, simulations) for e in simulated):
-                    break
-                evaluations = [dataclasses.replace(pool[i], number=i) for i in batch]
+        for bracket in range(2):
+            late = timeout is not None and time.perf_counter() - started > timeout
+            batch = order[bracket * trials : (bracket + 1) * trials]
+            if not batch or late or any(_feasible(e, simulations) for e in simulated):
+                break
+            evaluations = [dataclasses.replace(pool[i], number=i) for i in batch]
+            label = f"{len(batch)} candidates by successive halving" + (" (again: none feasible)" if bracket else "")
+            with progress_bar(halving_runs(len(batch), sizes), label, progress, unit="DPVI run") as advance:
                 successive_halving(
                     evaluations,
                     sizes,
                     lambda todo, part: _run_rung(todo, part, context, store, executor, slots),
                     lambda e: _rank(e, simulations),
+                    advance=advance,
                 )
-                for evaluation in evaluations:
-                    store.close(evaluation, evaluation.simulations == simulations)
-                simulated += evaluations
-                advance(len(batch))
+            for evaluation in evaluations:
+                store.close(evaluation, evaluation.simulations == simulations)
+            simulated += evaluations
         search_seconds = time.perf_counter() - started
         ranked = sorted(simulated, key=lambda e: (e.simulations < simulations, _rank(e, simulations)))
         check_key = streams(key)[1]
