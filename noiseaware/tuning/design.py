@@ -14,9 +14,10 @@ class TuningDesign:
     check_simulations: fresh simulations of the chosen settings' check; candidates: the ranked trials checked until
     one passes; preflight_simulations: of a preflight;
     curve_epsilons and curve_simulations: the privacy levels of the privacy–utility curve and the simulations
-    at each; predictions: the candidates judged on their predictions before any are simulated; batch: the
-    simulations of one compiled DPVI program and exact fit in the search and its check (the last batch padded),
-    so that they share programs."""
+    at each; predictions: the candidates judged on their predictions before any are simulated; batch and
+    check_batch: the simulations of one compiled DPVI program and exact fit in the search and in a check (the
+    last batch padded): two sizes, so that every candidate and every check share programs, and a check's
+    vectorised runs amortise each step's overhead over more simulations."""
 
     trials: int = 12
     simulations: int = 24
@@ -27,6 +28,7 @@ class TuningDesign:
     curve_simulations: int = 50
     predictions: int = 512
     batch: int = 8
+    check_batch: int = 50
 
 
 TUNING = TuningDesign()

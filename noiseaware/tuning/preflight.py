@@ -39,8 +39,8 @@ __all__ = ["check_settings", "fresh_check", "fresh_facts", "preflight", "record_
 
 REFERENCES, SAMPLES = (field_default(CoverageDesign, name) for name in ("references", "samples"))
 """A check's TARP reference sets R and θ draws K: a coverage study's."""
-CHUNK = TUNING.batch
-"""Simulations per compiled DPVI program: the search's batch, so that the check shares its programs."""
+CHUNK = TUNING.check_batch
+"""Simulations per compiled DPVI program and exact fit of a check (padded): every check shares them."""
 
 
 def record_settings(bm: BenchmarkModel, settings: Mapping | None) -> dict:
@@ -166,7 +166,7 @@ def check_settings(
         traces = record_batches(
             bm, facts.data, keys, batch=chunk, advance=advance, noise_multiplier=sigma, delta=delta, **settings
         )
-    score = score_traces(facts, traces, settings, fit_key=k_fit, model=bm)
+    score = score_traces(facts, traces, settings, fit_key=k_fit, model=bm, batch=chunk)
     sims = Simulations(Batch(tuple(traces), bm, facts.data, epsilon, delta), facts.truth, sigma)
     result = evaluate(sims, ["exact"], references=references, samples=samples, key=k_tarp)
     rmse = result.rmse["exact"]
