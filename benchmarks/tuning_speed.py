@@ -58,7 +58,7 @@ def run_case(case: str, command: str) -> dict:
     shipped = PRESET_DIR / f"{bm.name}-eps1.json"
     preset = na.TunedSettings.load(shipped).check if shipped.exists() else None
     limit = TARGET_SECONDS.get(case, 300)
-    keys = ("trials", "predictions", "predicted_feasible", "simulation_runs", "programs", "compile_seconds")
+    keys = ("trials", "predictions", "predicted_feasible", "simulation_runs", "checked_trials", "programs")
     return {
         "model": bm.name,
         "seconds": round(seconds, 1),
@@ -68,6 +68,7 @@ def run_case(case: str, command: str) -> dict:
         "search_seconds": tuned.provenance["search_seconds"],
         "check_seconds": tuned.provenance["check_seconds"],
         **{key: tuned.provenance[key] for key in keys},
+        "compile_seconds": tuned.provenance["compile_seconds"],
         "feasible_trials": sum(bool(t["feasible"]) for t in tuned.trials),
         "coverage_rmse": list(check.coverage_rmse),
         "sd_ratio": list(check.sd_ratio),

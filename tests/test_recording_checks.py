@@ -45,7 +45,8 @@ def no_dp_sgd(monkeypatch):
         raise AssertionError("the DP-SGD program ran before the check")
 
     monkeypatch.setattr(dpvi, "_run", refuse)
-    monkeypatch.setattr(dpvi, "_run_batch", refuse)
+    for strategy in dpvi.BATCH_STRATEGIES:
+        monkeypatch.setitem(dpvi.BATCH_STRATEGIES, strategy, refuse)
 
 
 def run_cli(capsys, *argv) -> tuple[int, str]:

@@ -83,7 +83,10 @@ def test_fit_refuses_a_runaway_trace_with_a_typed_failure_and_fits_the_others():
     assert both[1] is None
     assert not [w for w in seen if issubclass(w.category, RuntimeWarning)]
     first = na.fit_batch([healthy, healthy], "exact", key=3)[0]  # the same key as the healthy trace's above
-    np.testing.assert_array_equal(both[0].optimum_chains, first.optimum_chains)
+    # the healthy trace is fitted alone (a batch of one) there and beside its twin here: two compiled programs,
+    # whose vectorised arithmetic may round differently (1e-15 after another module compiled at another XLA
+    # optimisation level), with the same key and so the same draws
+    np.testing.assert_allclose(both[0].optimum_chains, first.optimum_chains, rtol=1e-12, atol=1e-12)
 
 
 def test_a_posterior_that_overflows_on_the_models_scale_is_a_failure_not_nan_intervals():
