@@ -45,3 +45,14 @@ def test_compiles_are_counted_once_per_shape():
     with counting_compiles() as other:
         double(jnp.ones(19)).block_until_ready()
     assert first.programs >= 1 and again.programs == 0 and other.programs >= 1
+
+
+def test_a_builtin_keeps_its_batch_strategy_through_every_preset():
+    """M1's measured strategy ("map") holds as a user writes it, at the research preset and at its tuned preset."""
+    for model in (
+        na.models.get("M1", preset=False),
+        na.models.get("M1", preset="research"),
+        na.models.get("M1", epsilon=1.0),
+    ):
+        assert model.batch == "map", model.preset
+    assert na.models.get("M3", epsilon=1.0).batch == "vmap"

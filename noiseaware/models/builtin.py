@@ -256,4 +256,5 @@ def _built(key: str, preset: bool) -> BenchmarkModel:
         sites=order,
         labels=bm.dpvi_settings.get("labels"),
         description=bm.description,
+        batch=bm.batch,
     )
