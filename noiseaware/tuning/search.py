@@ -10,8 +10,8 @@
               is always START (or the caller's `start`).
     simulate: the first `trials` candidates in that order (kept apart in the unit cube, so that one prediction
               error does not sink them all) by successive halving over the simulations (`halving`): DPVI at
-              σ(ε, δ, q, T) and the exact NA-DPVI fit on M/3 of them, then the better half on the next third, the
-              better half of those on the rest, ranked as the full search ranks them (`_rank`: the ζ tests projected
+              σ(ε, δ, q, T) and the exact NA-DPVI fit on M/4 of them, then the better half on the next quarter,
+              the better half of those on the last half, ranked as the full search ranks them (`_rank`: the ζ tests projected
               to M simulations, the width floor, clipping and flagged traces; then width). When no candidate meets
               every constraint on all M, the next `trials` candidates are simulated once more.
     choose:   feasible candidates by width; when none is feasible (a warning if its check fails too), those whose
@@ -22,8 +22,8 @@
               one with the fewest findings (warned).
 
 The search and the check draw from jax.random.fold_in(key, 0) and fold_in(key, 1): disjoint streams. Every
-DPVI program and exact fit runs on batches of `TUNING.batch` simulations, so the search and its check compile
-each program once per model (`provenance["programs"]` counts them). With an executor the candidates of a rung
+DPVI program and exact fit runs on padded batches of `TUNING.batch` simulations in the search and
+`TUNING.check_batch` in the check, so each compiles once per model (`provenance["programs"]` counts the programs). With an executor the candidates of a rung
 run as tasks on other processes; with a storage each finished part is kept in a journal and the same call resumes
 (`parallel`).
 """
