@@ -11,9 +11,9 @@
     simulate: the first `trials` candidates in that order (kept apart in the unit cube, so that one prediction
               error does not sink them all) by successive halving over the simulations (`halving`): DPVI at
               σ(ε, δ, q, T) and the exact NA-DPVI fit on M/4 of them, then the better half on the next quarter,
-              the better half of those on the last half, ranked as the full search ranks them (`_rank`: the ζ tests projected
-              to M simulations, the width floor, clipping and flagged traces; then width). When no candidate meets
-              every constraint on all M, the next `trials` candidates are simulated once more.
+              the better half of those on the last half, ranked as the full search ranks them (`_rank`: the ζ
+              tests projected to M simulations, the width floor, clipping and flagged traces; then width). When no
+              candidate meets every constraint on all M, the next `trials` candidates are simulated once more.
     choose:   feasible candidates by width; when none is feasible (a warning if its check fails too), those whose
               clipping and traces pass by calibration, then the rest by their summed violation.
     check:    the first-ranked settings on fresh simulations with disjoint keys (`preflight.check_settings`);
@@ -23,9 +23,9 @@
 
 The search and the check draw from jax.random.fold_in(key, 0) and fold_in(key, 1): disjoint streams. Every
 DPVI program and exact fit runs on padded batches of `TUNING.batch` simulations in the search and
-`TUNING.check_batch` in the check, so each compiles once per model (`provenance["programs"]` counts the programs). With an executor the candidates of a rung
-run as tasks on other processes; with a storage each finished part is kept in a journal and the same call resumes
-(`parallel`).
+`TUNING.check_batch` in the check, so each compiles once per model (`provenance["programs"]` counts the
+programs). With an executor the candidates of a rung run as tasks on other processes; with a storage each
+finished part is kept in a journal and the same call resumes (`parallel`).
 """
 
 from __future__ import annotations
