@@ -17,7 +17,8 @@ def test_padded_chunks_have_one_size_and_drop_their_copies():
     chunks = padded_chunks(11, 4)
     assert [index.tolist() for index, _ in chunks] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 10]]
     assert [kept for _, kept in chunks] == [4, 4, 3]
-    assert padded_chunks(3, 8)[0][0].tolist() == [0, 1, 2, 2, 2, 2, 2, 2]
+    assert padded_chunks(3, 8)[0][0].tolist() == [0, 1, 2, 2]  # fewer than a batch: the next power of two
+    assert [len(index) for index, _ in padded_chunks(6, 8)] == [8] and padded_chunks(1, 50)[0][0].tolist() == [0]
 
 
 def test_map_and_vmap_record_the_same_traces():

@@ -13,8 +13,10 @@ def chunk_slices(stop: int, size: int, start: int = 0) -> list[slice]:
 
 
 def padded_chunks(count: int, size: int) -> list[tuple[np.ndarray, int]]:
-    """Indices 0..count − 1 in chunks of exactly `size` (one compiled program for every chunk): (index (size,),
-    kept), the last chunk padded by repeating its last index, whose `size − kept` copies the caller drops."""
+    """Indices 0..count − 1 in chunks of one size (one compiled program for every chunk): `size`, or for fewer than
+    `size` items the next power of two (a few small buckets rather than padding 4 items to 50): (index, kept), the
+    last chunk padded by repeating its last index, whose copies the caller drops."""
+    size = size if count >= size else min(size, 1 << max(count - 1, 0).bit_length())
     out = []
     for part in chunk_slices(count, size):
         kept = part.stop - part.start
