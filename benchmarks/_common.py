@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import platform
+import time
 from pathlib import Path
 
 import jax
@@ -23,6 +24,16 @@ def machine() -> dict:
         "jax_backend": jax.default_backend(),
         "noiseaware": na.__version__,
         "x64_global": bool(jax.config.jax_enable_x64),  # recording follows it; the fitting routes always run in float64
+    }
+
+
+def provenance(command: str) -> dict:
+    """What a case records of how it ran: the load average, the date, the command and the machine."""
+    return {
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "command": command,
+        "machine": machine(),
     }
 
 

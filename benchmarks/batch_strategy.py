@@ -13,13 +13,12 @@ the largest difference of the iterates). Writes benchmarks/results/batch_strateg
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
 import jax
 import numpy as np
-from _common import chosen, machine, merge_results
+from _common import chosen, merge_results, provenance
 
 import noiseaware as na
 from noiseaware.recording.dpvi import BATCH_STRATEGIES, record_dpvi_batch
@@ -52,10 +51,7 @@ def run_case(name: str, batch: int, repeats: int, command: str) -> dict:
         "fastest": fastest,
         "model_batch": bm.batch,
         "max_difference": float(np.max(np.abs(params["map"] - params["vmap"]))),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-        "command": command,
-        "machine": machine(),
+        **provenance(command),
     }
 
 

@@ -21,14 +21,13 @@ noise, and a recorded trace. Writes benchmarks/results/recorder_overhead.json.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 import warnings
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from _common import chosen, machine, merge_results
+from _common import chosen, merge_results, provenance
 from jax import lax
 
 import noiseaware as na
@@ -124,10 +123,7 @@ def run_case(name: str, steps: int, repeats: int, command: str) -> dict:
         "recorder_first_call_s": round(first_s, 3),
         "target_ratio": TARGET_RATIO,
         "meets_target": recorder_s / plain_s <= TARGET_RATIO,
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-        "command": command,
-        "machine": machine(),
+        **provenance(command),
     }
 
 

@@ -16,14 +16,13 @@ cut-off run resumes). Writes benchmarks/results/tuning_speed.json.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 import warnings
 from pathlib import Path
 
 import numpyro
 import numpyro.distributions as dist
-from _common import chosen, machine, merge_results, read_results
+from _common import chosen, merge_results, provenance, read_results
 
 import noiseaware as na
 from noiseaware.tuning.presets import PRESET_DIR
@@ -78,10 +77,7 @@ def run_case(case: str, command: str) -> dict:
         else {"coverage_rmse": list(preset.coverage_rmse), "sd_ratio": list(preset.sd_ratio)},
         "settings": dict(tuned.settings),
         "warnings": [str(w.message) for w in caught if issubclass(w.category, na.tuning.PreflightWarning)],
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-        "command": command,
-        "machine": machine(),
+        **provenance(command),
     }
 
 
