@@ -16,6 +16,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..trace import BURN_IN, Trace
+from ..trace.summaries import TraceSummary
+from ..trace.sums import Pooled, pooled
 from ..util.errors import FROZEN, NO_NOISE, FitFailure
 from ..util.numerics import sigmoid, softplus
 
@@ -28,6 +30,7 @@ __all__ = [
     "ols_fit",
     "partial_slopes",
     "slope_estimates",
+    "summary_statistics",
     "trace_statistics",
     "wander_shift",
 ]
@@ -59,12 +62,15 @@ class TraceStatistics(NamedTuple):
 
 
 def trace_statistics(
-    trace: Trace, burn_in: float = BURN_IN, scale_rows=None, coupling=None, curvature=None
+    trace: Trace | TraceSummary, burn_in: float = BURN_IN, scale_rows=None, coupling=None, curvature=None
 ) -> TraceStatistics:
     """The sufficient statistics of `trace` over steps t ≥ B = ⌊burn_in · T⌋ (float64, centred at φ̄); rows in
     `scale_rows` (a (P,) bool mask, or None for none) in the variance model's ψ coordinates; with `coupling` (the
     model's c (d, d), `ModelOptimumPrior.coupling`, and curvature h (d,)) the μ rows' gradients net of the other
-    coordinates' wander (`wander_shift`)."""
+    coordinates' wander (`wander_shift`). A `TraceSummary` gives the same sums from its windows
+    (`summary_statistics`)."""
+    if isinstance(trace, TraceSummary):
+        return summary_statistics(trace, burn_in, scale_rows, coupling, curvature)
     params, grads = kept_arrays(trace, burn_in)
     if coupling is not None:
         grads = grads - wander_shift(params, trace.sampling_rate, coupling, curvature)
@@ -88,6 +94,60 @@ def trace_statistics(
         sum_ww=np.where(rows, np.sum(weight * weight, axis=0), float(params.shape[0])),
         scale_rows=rows,
     )
+
+
+def summary_statistics(
+    summary: TraceSummary, burn_in: float = BURN_IN, scale_rows=None, coupling=None, curvature=None
+) -> TraceStatistics:
+    """`trace_statistics` of the run a summary keeps, from its windows after the burn-in (which must start a window):
+    the same sums up to float rounding. With `coupling`, the wander's shift of the μ rows' sums comes from the
+    summary's cross moments (`wander_sums`)."""
+    pool = pooled(summary.sums, summary.first_kept_window(burn_in))
+    rows = np.zeros(summary.n_params, bool) if scale_rows is None else np.asarray(scale_rows, bool)
+    scale = dict(summary.family.blocks)["rho"]
+
+    def in_psi(linear, psi):
+        out = np.array(linear, np.float64)
+        out[scale] = np.where(rows[scale], psi, out[scale])
+        return out
+
+    sum_g, sum_gg, sum_gphi = pool.sum_g, pool.sum_gg, pool.sum_gphi
+    if coupling is not None:
+        sum_g, sum_gg, sum_gphi = wander_sums(pool, summary.sampling_rate, coupling, curvature)
+    return TraceStatistics(
+        count=pool.count,
+        centre=in_psi(pool.centre, pool.psi_centre),
+        sum_g=in_psi(sum_g, pool.psi_g),
+        sum_phi=in_psi(pool.sum_phi, pool.psi_phi),
+        sum_gg=sum_gg,
+        sum_phiphi=in_psi(pool.sum_phiphi, pool.psi_phiphi),
+        sum_gphi=in_psi(sum_gphi, pool.psi_gphi),
+        noise_var=np.asarray(summary.noise_sd, np.float64) ** 2,
+        sampling_rate=float(summary.sampling_rate),
+        sum_ww=in_psi(np.full(summary.n_params, float(pool.count)), pool.psi_ww),
+        scale_rows=rows,
+    )
+
+
+def wander_sums(pool: Pooled, sampling_rate: float, coupling: np.ndarray, curvature: np.ndarray) -> tuple:
+    """(Σ G′, Σ G′², Σ G′φ̃) (P,) for G′ = G − shift (`wander_shift`), from pooled sums and cross moments.
+
+    With shift_tj = Σ_k A_kj δ_tk², A_kj = ½ q c_kj h_k (k ≠ j): Σ G′_j = Σ G_j − Σ_k A_kj Σ δ_k²,
+    Σ G′_j² = Σ G_j² − 2 Σ_k A_kj Σ δ_k² G_j + Σ_kl A_kj A_lj Σ δ_k² δ_l², Σ G′_j φ̃_j = Σ G_j φ̃_j − Σ_k A_kj Σ δ_k² δ_j.
+    """
+    if pool.wander is None:
+        raise ValueError(
+            "the model's coupling between coordinates (Prior(optimum_prior='model') on a mean-field trace) needs the "
+            "μ rows' cross moments, which a summary keeps only for d ≤ noiseaware.trace.sums.COUPLING_LIMIT: fit "
+            "with Prior(optimum_prior='trace'), or without the model"
+        )
+    d = coupling.shape[0]
+    shift = 0.5 * sampling_rate * np.asarray(curvature)[:, None] * coupling * (1.0 - np.eye(d))
+    sum_g, sum_gg, sum_gphi = (np.array(x, np.float64) for x in (pool.sum_g, pool.sum_gg, pool.sum_gphi))
+    sum_g[:d] -= pool.sum_phiphi[:d] @ shift
+    sum_gg[:d] += -2.0 * np.sum(shift * pool.wander_g, axis=0) + np.einsum("kj,lj,kl->j", shift, shift, pool.wander2)
+    sum_gphi[:d] -= np.sum(shift * pool.wander, axis=0)
+    return sum_g, sum_gg, sum_gphi
 
 
 def wander_shift(params: np.ndarray, sampling_rate: float, coupling: np.ndarray, curvature: np.ndarray) -> np.ndarray:

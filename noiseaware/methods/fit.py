@@ -25,6 +25,7 @@ from ..posteriors.base import Posterior
 from ..posteriors.mixture import MixturePosterior
 from ..posteriors.summary import constrain
 from ..trace import BURN_IN, Trace
+from ..trace.summaries import TraceSummary
 from ..util.errors import DIVERGED, NON_FINITE, FitFailure
 from ..util.keys import as_key
 from ..util.notes import FitWarning, Note, issue, notes_of
@@ -131,8 +132,17 @@ def _fit(
             "baseline function on your data"
         )
     for trace in traces:
-        if not isinstance(trace, Trace):
-            raise TypeError(f"fit needs a noiseaware.Trace, got {type(trace).__name__}: load one with Trace.load(path)")
+        if not isinstance(trace, (Trace, TraceSummary)):
+            raise TypeError(
+                f"fit needs a noiseaware.Trace or TraceSummary, got {type(trace).__name__}: load one with "
+                "Trace.load(path) or TraceSummary.load(path)"
+            )
+        if isinstance(trace, TraceSummary) and not chosen.summaries:
+            summarised = ", ".join(name for name, method in registry.items() if method.summaries)
+            raise ValueError(
+                f"method {chosen.name!r} reads the full rows of a trace, which a TraceSummary does not keep: fit a "
+                f"summary with {summarised}, or record the full trace for {chosen.name!r}"
+            )
     if checks not in CHECK_MODES:
         raise ValueError(f"checks must be one of {', '.join(map(repr, CHECK_MODES))}; got {checks!r}")
     if model is not None:
@@ -202,8 +212,20 @@ def _diagnose(traces: list[Trace], burn_in: float, checks: Checks) -> list[Trace
     method decides whether it can fit it); "raise" raises for the first trace that fails."""
     if checks == "off":
         return [None] * len(traces)
-    reports = [diagnose_if_long_enough(trace, burn_in) for trace in traces]
-    if None in reports:
+    summaries = [isinstance(trace, TraceSummary) for trace in traces]
+    if any(summaries):
+        warnings.warn(
+            FitWarning(
+                Note(
+                    "trace checks skipped",
+                    f"{sum(summaries)} of {len(traces)} fits are of a TraceSummary, whose window sums the trace "
+                    "checks do not read yet; check the full trace where you have it (na.diagnose)",
+                )
+            ),
+            stacklevel=5,
+        )
+    reports = [None if summary else diagnose_if_long_enough(t, burn_in) for t, summary in zip(traces, summaries)]
+    if any(report is None and not summary for report, summary in zip(reports, summaries)):
         warnings.warn(
             FitWarning(
                 Note(

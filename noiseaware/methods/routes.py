@@ -197,7 +197,7 @@ def _route(
             )
         return outcomes
 
-    return Method(name, fit_batch, options, "trace", description=description)
+    return Method(name, fit_batch, options, "trace", description=description, summaries=True)
 
 
 REPAIR_EVIDENCE = math.log(3.0)

@@ -36,6 +36,7 @@ from scipy import special
 
 from ..checks import TraceDiagnosis
 from ..trace import Trace
+from ..trace.summaries import TraceSummary
 from ..trace.families import MEAN_FIELD, VariationalFamily, family_for
 from ..trace.sites import SiteMap, SiteSpec
 from ..util.defaults import DRAWS
@@ -423,9 +424,11 @@ def _site_dataset(site_map: SiteMap, values: Mapping[str, np.ndarray], coords, *
     return xr.Dataset(variables, coords=dict(coords) | labels)
 
 
-def trace_iterates(trace: Trace) -> np.ndarray:
-    """The trace's iterates μ_t (T, d) a posterior keeps (a view: nothing is copied)."""
-    return trace.params[:, : trace.dim]
+def trace_iterates(trace: Trace | TraceSummary) -> np.ndarray:
+    """The trace's iterates μ_t (T, d) a posterior keeps (a view: nothing is copied); a summary's are its sample's
+    (R, d), thinned."""
+    rows = trace.sample.params if isinstance(trace, TraceSummary) else trace.params
+    return rows[:, : trace.dim]
 
 
 def mixture_quantile(means: np.ndarray, sds: np.ndarray, probability: float) -> np.ndarray:

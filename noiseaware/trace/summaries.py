@@ -1,0 +1,214 @@
+"""`TraceSummary`: a DP-SGD run kept as its window sums (`sums`) and a thinned sample of rows, not T × P rows.
+
+The gradient model depends on a trace only through a few sums per coordinate (docs/method.md §2.1), and sums of
+released values are post-processing: a summary holds them over W windows of steps (a burn-in is chosen afterwards at
+a window boundary), with `sample`, a `Trace` of R rows at evenly spaced steps (the figures, and every setting of the
+run: σ, C, q, N, s, the convention, the family, the sites, φ_T). Its memory is O(W·P + R·P) whatever T is
+(docs/summaries.md). `summarize(trace)` summarises a recorded trace; `noiseaware.adapters.summarizing` accumulates one
+inside a training loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .core import Trace
+from .sums import COUPLING_LIMIT, WindowSums, add_step, empty_sums, window_bounds
+from .validation import TraceError
+
+__all__ = ["ROWS", "WINDOWS", "TraceSummary", "accumulate", "sample_steps", "summarize"]
+
+WINDOWS = 10
+"""W, the windows of a summary: burn-ins at multiples of 1/10 of the run (the default 0.2 among them)."""
+ROWS = 64
+"""R, the rows of a summary's sample (evenly spaced steps, the first and the last among them)."""
+SETTINGS = (
+    "noise_multiplier",
+    "clip",
+    "sampling_rate",
+    "n_examples",
+    "grad_scale",
+    "learning_rate",
+    "epsilon",
+    "delta",
+    "accountant",
+    "mc_draws",
+    "optimizer",
+    "variational_family",
+    "param_names",
+    "sites",
+    "convention",
+    "n_params",
+    "family",
+    "dim",
+    "site_map",
+    "noise_sd",
+)
+"""The run's settings and what follows from them, read from the sample (a `Trace`) under their trace names."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class TraceSummary:
+    """A run of T steps as its window sums and a sample of its rows.
+
+    sums: `WindowSums` of the run's T steps over W windows (numpy arrays); sample: the rows at `sample_steps` (R,)
+    as a `Trace` with the run's settings; steps: T. The settings (σ, C, q, N, s, λ, ε, δ, the convention, the
+    family, the names and sites, noise_sd …) are the sample's, under the names a `Trace` gives them. A run whose σ, C
+    or s vary from step to step is refused: the gradient model needs one noise sd per coordinate.
+    """
+
+    sums: WindowSums
+    sample: Trace
+    sample_steps: np.ndarray
+    steps: int
+
+    def __post_init__(self):
+        sums = WindowSums(*(None if x is None else _frozen(x) for x in self.sums[:-1]), self.sums.cross)
+        if sums.cross is not None:
+            sums = sums._replace(cross=type(sums.cross)(*(_frozen(x) for x in sums.cross)))
+        object.__setattr__(self, "sums", sums)
+        object.__setattr__(self, "sample_steps", _frozen(np.asarray(self.sample_steps, np.int64)))
+        _validate(self)
+
+    def __getattr__(self, name):
+        if name in SETTINGS:
+            return getattr(self.sample, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def windows(self) -> int:
+        """W, the windows of steps the sums are kept over."""
+        return self.sums.windows
+
+    @property
+    def bounds(self) -> np.ndarray:
+        """The windows' boundaries ⌊w·T/W⌋, w = 0..W (W + 1,)."""
+        return window_bounds(self.steps, self.windows)
+
+    @property
+    def varying_settings(self) -> tuple[str, ...]:
+        """() always: a summary holds runs with one σ, C and s."""
+        return ()
+
+    def final_iterate(self) -> np.ndarray:
+        """φ_T (P,), the sample's (its last row is step T − 1)."""
+        return self.sample.final_iterate()
+
+    def first_kept_window(self, burn_in: float) -> int:
+        """The window that starts at step ⌊burn_in·T⌋; a ValueError naming the burn-ins the summary offers when none
+        does."""
+        start = math.floor(burn_in * self.steps)
+        found = np.flatnonzero(self.bounds[:-1] == start)
+        if not found.size:
+            offered = ", ".join(f"{w / self.windows:g}" for w in range(self.windows))
+            raise ValueError(
+                f"a summary keeps its sums over {self.windows} windows, so a burn-in must start a window; "
+                f"burn_in={burn_in:g} (step {start} of {self.steps}) does not: use one of {offered}"
+            )
+        return int(found[0])
+
+    def __repr__(self) -> str:
+        coupled = "" if self.sums.cross is None else ", cross moments"
+        return (
+            f"TraceSummary(T={self.steps}, P={self.n_params}, {self.windows} windows{coupled}, "
+            f"{len(self.sample_steps)} sample rows, σ={self.noise_multiplier:g}, ε={self.epsilon})"
+        )
+
+
+def sample_steps(steps: int, rows: int) -> np.ndarray:
+    """R ≤ T evenly spaced steps from 0 to T − 1 (both kept), (R,) int."""
+    if rows < 2:
+        raise ValueError(f"a summary's sample needs at least 2 rows (the first and the last step), got {rows}")
+    return np.unique(np.round(np.linspace(0, steps - 1, min(rows, steps))).astype(np.int64))
+
+
+def summarize(trace: Trace, *, windows: int = WINDOWS, rows: int = ROWS) -> TraceSummary:
+    """The summary of a recorded `trace`: its sums over `windows` windows (in float64) and `rows` sample rows."""
+    if trace.varying_settings:
+        raise TraceError(
+            f"the trace's {', '.join(trace.varying_settings)} vary from step to step; a summary keeps runs with one "
+            "σ, C and s, the only ones the gradient model fits: fit the trace itself"
+        )
+    bounds = window_bounds(trace.steps, windows)
+    with jax.enable_x64(True):
+        sums = accumulate(
+            jnp.asarray(trace.params, jnp.float64),
+            jnp.asarray(trace.grads, jnp.float64),
+            starts=tuple(bounds[:-1].tolist()),
+            scale_rows=scale_rows_of(trace),
+            coupled=coupled_dim(trace),
+        )
+        sums = jax.tree.map(np.asarray, sums)
+    kept = sample_steps(trace.steps, rows)
+    sample = dataclasses.replace(
+        trace,
+        params=trace.params[kept],
+        grads=trace.grads[kept],
+        batch_sizes=None if trace.batch_sizes is None else trace.batch_sizes[kept],
+    )
+    return TraceSummary(sums, sample, kept, trace.steps)
+
+
+def scale_rows_of(trace) -> slice:
+    """The family's ρ block (the scale rows), a slice of φ."""
+    return dict(trace.family.blocks)["rho"]
+
+
+def coupled_dim(trace) -> int:
+    """d for a mean-field family of d ≤ COUPLING_LIMIT (the cross moments are kept), else 0."""
+    return trace.dim if trace.family.kind == "mean-field" and trace.dim <= COUPLING_LIMIT else 0
+
+
+@partial(jax.jit, static_argnames=("starts", "scale_rows", "coupled"))
+def accumulate(params, grads, *, starts: tuple, scale_rows: slice, coupled: int) -> WindowSums:
+    """The window sums of the rows params, grads (T, P) in their dtype, by `add_step` over the steps in order."""
+    steps, n_params = params.shape
+    initial = empty_sums(n_params, len(starts), scale_rows, coupled, params.dtype)
+
+    def step(sums, row):
+        t, phi, grad = row
+        return add_step(sums, t, phi, grad, starts=starts, scale_rows=scale_rows), None
+
+    return jax.lax.scan(step, initial, (jnp.arange(steps), params, grads))[0]
+
+
+def _frozen(array) -> np.ndarray:
+    out = np.array(array, copy=True)
+    out.setflags(write=False)
+    return out
+
+
+def _validate(summary: TraceSummary) -> None:
+    """A TraceError naming the first inconsistency between the sums, the sample and T."""
+    sums, steps, kept = summary.sums, summary.steps, summary.sample_steps
+    if summary.sample.varying_settings:
+        raise TraceError("a summary keeps runs with one σ, C and s; its sample's settings vary from step to step")
+    bounds = window_bounds(steps, sums.windows)
+    if not np.array_equal(sums.count, np.diff(bounds)):
+        raise TraceError(
+            f"the window counts {sums.count.tolist()} are not the sizes {np.diff(bounds).tolist()} of {sums.windows} "
+            f"windows of {steps} steps: the summary holds a run of another length, or one still in progress"
+        )
+    if kept.ndim != 1 or kept.size != summary.sample.steps or kept.size < 2:
+        raise TraceError(f"sample_steps must list the sample's {summary.sample.steps} steps (at least 2)")
+    if np.any(np.diff(kept) <= 0) or kept[0] != 0 or kept[-1] != steps - 1:
+        raise TraceError("sample_steps must increase strictly from step 0 to step T − 1")
+    p, scale = summary.sample.n_params, scale_rows_of(summary.sample)
+    rows = scale.stop - scale.start
+    shapes = {"first": (p,), "growth": (p,), **dict.fromkeys(("reference", "y", "yy", "g", "gg", "gy"), (sums.windows, p))}
+    shapes |= dict.fromkeys(("psi_reference", "v", "ww", "wwv", "wwvv", "gw", "gwv"), (sums.windows, rows))
+    for name, shape in shapes.items():
+        value = getattr(sums, name)
+        if value.shape != shape or not np.all(np.isfinite(value)):
+            raise TraceError(f"the summary's {name} must be finite with shape {shape}; got shape {value.shape}")
+    if sums.cross is not None:
+        d = summary.sample.dim
+        for name, value in sums.cross._asdict().items():
+            if value.shape != (sums.windows, d, d) or not np.all(np.isfinite(value)):
+                raise TraceError(f"the summary's cross moment {name} must be finite with shape {(sums.windows, d, d)}")
