@@ -1,4 +1,4 @@
-"""optax: record a run of `optax.contrib.differentially_private_aggregate` as a trace.
+"""optax: record a run of `optax.contrib.differentially_private_aggregate` as a trace, or keep it as a summary.
 
 optax's aggregate releases G̃_t = (Σ_i clip_C(g_i) + C·σ·z_t) / B_t, B_t the leading dimension of the per-example
 gradients it is given (the batch as fed, padding rows included): convention "realised-batch" with batch_sizes B_t.
@@ -7,6 +7,9 @@ Chain `recording_aggregate` first, as optax requires of the aggregate:
     opt = optax.chain(recording_aggregate(clip, sigma, key, steps=T), optax.sgd(learning_rate))
     ... updates, state = opt.update(per_example_grads, state, params) ...
     trace = trace_of(state, clip=clip, noise_multiplier=sigma, sampling_rate=B / N, n_examples=N)
+
+`summarizing_aggregate(clip, sigma, key, steps=T)` and `summary_of_aggregate(state, …)` keep the run as a
+`TraceSummary` (window sums and a sample of rows, O(P) memory) instead.
 
 The batch sizes are public only when batches have a fixed (or padded) size: pass sampling="fixed" for shuffled
 fixed-size batches, or sampling="poisson" for Poisson samples padded to one size (a varying B_t under Poisson
@@ -21,9 +24,12 @@ from optax.contrib import differentially_private_aggregate
 
 from ..trace import Convention, Trace
 from ..util.checks import positive_float
+from ..trace.families import MEAN_FIELD
+from ..trace.summaries import ROWS, WINDOWS, TraceSummary
 from .recorder import recorded_trace, recording
+from .summarizer import summarizing, summary_of
 
-__all__ = ["recording_aggregate", "trace_of"]
+__all__ = ["recording_aggregate", "summarizing_aggregate", "summary_of_aggregate", "trace_of"]
 
 
 def recording_aggregate(
@@ -31,10 +37,44 @@ def recording_aggregate(
 ) -> optax.GradientTransformation:
     """optax's `differentially_private_aggregate(l2_norm_clip, noise_multiplier, key)`, recording up to `steps`
     updates: its outputs are unchanged, bit for bit."""
+    return recording(_aggregate(l2_norm_clip, noise_multiplier, key), steps=steps, divisor=_batch_size)
+
+
+def summarizing_aggregate(
+    l2_norm_clip: float,
+    noise_multiplier: float,
+    key,
+    *,
+    steps: int,
+    family: str = MEAN_FIELD,
+    windows: int = WINDOWS,
+    rows: int = ROWS,
+    grad_scale=None,
+) -> optax.GradientTransformation:
+    """optax's `differentially_private_aggregate(l2_norm_clip, noise_multiplier, key)`, its `steps` updates kept as
+    a summary (`summarizer.summarizing`: `windows` window sums, `rows` sample rows; grad_scale s: the run optimised
+    φ' = φ ⊘ s) instead of a trace; its outputs are unchanged, bit for bit."""
+    inner = _aggregate(l2_norm_clip, noise_multiplier, key)
+    return summarizing(
+        inner, steps=steps, divisor=_batch_size, family=family, windows=windows, rows=rows, grad_scale=grad_scale
+    )
+
+
+def _aggregate(l2_norm_clip: float, noise_multiplier: float, key) -> optax.GradientTransformation:
     positive_float("l2_norm_clip", l2_norm_clip, hint="the clip norm C of each per-example gradient")
     positive_float("noise_multiplier", noise_multiplier, allow_zero=True, hint="σ: the noise sd over l2_norm_clip")
-    inner = differentially_private_aggregate(l2_norm_clip, noise_multiplier, key)
-    return recording(inner, steps=steps, divisor=lambda updates: jax.tree.leaves(updates)[0].shape[0])
+    return differentially_private_aggregate(l2_norm_clip, noise_multiplier, key)
+
+
+def _batch_size(updates):
+    """B_t, the per-example gradients' leading dimension: what optax's aggregate divides by."""
+    return jax.tree.leaves(updates)[0].shape[0]
+
+
+def _convention(sampling: str, neighbouring: str) -> Convention:
+    return Convention(
+        normaliser="realised-batch", neighbouring=neighbouring, sampling=sampling, producer=f"optax {optax.__version__}"
+    )
 
 
 def trace_of(
@@ -57,17 +97,40 @@ def trace_of(
     scalar: the run optimised φ' = φ ⊘ s (a preconditioned parameterisation, `recorder.unscaled`); fields: any other
     `Trace.from_arrays` keyword (learning_rate, epsilon, delta, variational_family, sites, labels …).
     """
-    convention = Convention(
-        normaliser="realised-batch", neighbouring=neighbouring, sampling=sampling, producer=f"optax {optax.__version__}"
-    )
     return recorded_trace(
         opt_state,
-        convention=convention,
+        convention=_convention(sampling, neighbouring),
         noise_multiplier=noise_multiplier,
         clip=clip,
         sampling_rate=sampling_rate,
         n_examples=n_examples,
         final_params=final_params,
         grad_scale=grad_scale,
+        **fields,
+    )
+
+
+def summary_of_aggregate(
+    opt_state,
+    *,
+    clip: float,
+    noise_multiplier: float,
+    sampling_rate: float,
+    n_examples: int,
+    sampling: str = "fixed",
+    neighbouring: str = "replace",
+    final_params=None,
+    **fields,
+) -> TraceSummary:
+    """The summary of the run kept in `opt_state` (a chain's state holding one `summarizing_aggregate`); the
+    arguments are `trace_of`'s."""
+    return summary_of(
+        opt_state,
+        convention=_convention(sampling, neighbouring),
+        noise_multiplier=noise_multiplier,
+        clip=clip,
+        sampling_rate=sampling_rate,
+        n_examples=n_examples,
+        final_params=final_params,
         **fields,
     )

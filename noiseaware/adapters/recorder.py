@@ -25,6 +25,7 @@ from ..util.checks import positive_int
 __all__ = [
     "RecordingState",
     "TraceBuffer",
+    "buffer_trace",
     "empty",
     "producer",
     "record",
@@ -156,7 +157,21 @@ def recorded_trace(
     each step's per-example gradients before clipping and not undone in what was recorded (jax-privacy's
     scale_then_privatize), undone here, G̃_t ⊘ s_t, and kept as the trace's per-step grad_scale; fields: the other
     `Trace.from_arrays` keywords (σ, C, q, N, learning_rate, sites …)."""
-    params, released, divisors = to_arrays(recording_state(opt_state).buffer)
+    return buffer_trace(
+        recording_state(opt_state).buffer,
+        convention=convention,
+        final_params=final_params,
+        grad_scale=grad_scale,
+        step_scales=step_scales,
+        **fields,
+    )
+
+
+def buffer_trace(
+    buffer: TraceBuffer, *, convention: Convention, final_params=None, grad_scale=None, step_scales=None, **fields
+) -> Trace:
+    """The trace of the rows a `TraceBuffer` holds (`recorded_trace`, whose arguments these are)."""
+    params, released, divisors = to_arrays(buffer)
     if final_params is not None:
         final_params = np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(final_params)]).astype(params.dtype)
     params, released, final_params = unscaled(params, released, final_params, grad_scale)

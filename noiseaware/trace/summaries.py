@@ -19,10 +19,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core import Trace
+from .families import VariationalFamily
 from .sums import COUPLING_LIMIT, WindowSums, add_step, empty_sums, window_bounds
 from .validation import TraceError
 
-__all__ = ["ROWS", "WINDOWS", "TraceSummary", "accumulate", "sample_steps", "summarize"]
+__all__ = [
+    "ROWS",
+    "WINDOWS",
+    "TraceSummary",
+    "accumulate",
+    "coupled_dim",
+    "sample_steps",
+    "scale_rows_of",
+    "summarize",
+]
 
 WINDOWS = 10
 """W, the windows of a summary: burn-ins at multiples of 1/10 of the run (the default 0.2 among them)."""
@@ -141,8 +151,8 @@ def summarize(trace: Trace, *, windows: int = WINDOWS, rows: int = ROWS) -> Trac
             jnp.asarray(trace.params, jnp.float64),
             jnp.asarray(trace.grads, jnp.float64),
             starts=tuple(bounds[:-1].tolist()),
-            scale_rows=scale_rows_of(trace),
-            coupled=coupled_dim(trace),
+            scale_rows=scale_rows_of(trace.family),
+            coupled=coupled_dim(trace.family),
         )
         sums = jax.tree.map(np.asarray, sums)
     kept = sample_steps(trace.steps, rows)
@@ -155,14 +165,14 @@ def summarize(trace: Trace, *, windows: int = WINDOWS, rows: int = ROWS) -> Trac
     return TraceSummary(sums, sample, kept, trace.steps)
 
 
-def scale_rows_of(trace) -> slice:
+def scale_rows_of(family: VariationalFamily) -> slice:
     """The family's ρ block (the scale rows), a slice of φ."""
-    return dict(trace.family.blocks)["rho"]
+    return dict(family.blocks)["rho"]
 
 
-def coupled_dim(trace) -> int:
+def coupled_dim(family: VariationalFamily) -> int:
     """d for a mean-field family of d ≤ COUPLING_LIMIT (the cross moments are kept), else 0."""
-    return trace.dim if trace.family.kind == "mean-field" and trace.dim <= COUPLING_LIMIT else 0
+    return family.dim if family.kind == "mean-field" and family.dim <= COUPLING_LIMIT else 0
 
 
 @partial(jax.jit, static_argnames=("starts", "scale_rows", "coupled"))
@@ -199,7 +209,7 @@ def _validate(summary: TraceSummary) -> None:
         raise TraceError(f"sample_steps must list the sample's {summary.sample.steps} steps (at least 2)")
     if np.any(np.diff(kept) <= 0) or kept[0] != 0 or kept[-1] != steps - 1:
         raise TraceError("sample_steps must increase strictly from step 0 to step T − 1")
-    p, scale = summary.sample.n_params, scale_rows_of(summary.sample)
+    p, scale = summary.sample.n_params, scale_rows_of(summary.sample.family)
     rows = scale.stop - scale.start
     shapes = {"first": (p,), "growth": (p,), **dict.fromkeys(("reference", "y", "yy", "g", "gg", "gy"), (sums.windows, p))}
     shapes |= dict.fromkeys(("psi_reference", "v", "ww", "wwv", "wwvv", "gw", "gwv"), (sums.windows, rows))

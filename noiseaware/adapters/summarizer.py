@@ -1,0 +1,135 @@
+"""A summary of a run, accumulated inside a jitted training loop: the optax transformation that keeps it.
+
+`summarizing(inner, steps=T, divisor=…)` wraps a library's privatising `GradientTransformation` as `recording` does:
+its update passes the inner one's output through unchanged, bit for bit, and adds (φ_t, G_t = D_t·G̃_t) to the sums
+over W windows of steps (`noiseaware.trace.sums`), and R evenly spaced rows to a sample buffer: O(W·P + R·P) memory
+whatever T is, where a trace takes 2·T·P. `summary_of(opt_state, convention=…, **settings)` turns the state into a
+`TraceSummary`, which the gradient-model routes fit as they fit the full trace (docs/summaries.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.flatten_util import ravel_pytree
+
+from ..trace import Convention
+from ..trace.families import MEAN_FIELD, family_for
+from ..trace.summaries import ROWS, WINDOWS, TraceSummary, coupled_dim, sample_steps, scale_rows_of
+from ..trace.sums import WindowSums, add_step, empty_sums, window_bounds
+from ..util.checks import positive_int
+from .recorder import TraceBuffer, buffer_trace, empty, record
+
+__all__ = ["SummaryState", "summary_of", "summary_state", "summarizing"]
+
+
+class SummaryState(NamedTuple):
+    """The wrapped transformation's state; the window sums; the sample rows (a `TraceBuffer` of R rows); the updates
+    seen (step); the run's declared length T (steps); the scale s (P,) the run divides φ by."""
+
+    inner: Any
+    sums: WindowSums
+    sample: TraceBuffer
+    step: jax.Array
+    steps: jax.Array
+    grad_scale: jax.Array
+
+
+def summarizing(
+    inner: optax.GradientTransformation,
+    *,
+    steps: int,
+    divisor: Callable[[Any], Any],
+    family: str = MEAN_FIELD,
+    windows: int = WINDOWS,
+    rows: int = ROWS,
+    grad_scale=None,
+) -> optax.GradientTransformation:
+    """`inner` with every update added to a summary of a run of `steps` updates: φ_t (the params passed to update,
+    raveled) and G_t = D_t·G̃_t (G̃_t inner's output, raveled; D_t = divisor(updates), what the producer divided the
+    noisy sum by) over `windows` windows, and `rows` sample rows. family: the variational family of the raveled
+    params, as a trace names it (`noiseaware.trace.VARIATIONAL_FAMILIES`), whose ρ block gets its sums in ψ = softplus(ρ)². grad_scale s
+    (P,) or a scalar: the run optimised φ' = φ ⊘ s (`recorder.unscaled`); the sums are of φ = s ⊙ φ' and G̃'/s."""
+    steps = positive_int("steps", steps, hint="the number of updates of the run, e.g. steps=T")
+    starts = tuple(window_bounds(steps, windows)[:-1].tolist())
+    kept = jnp.asarray(sample_steps(steps, rows))
+
+    def init_fn(params):
+        flat, _ = ravel_pytree(params)
+        shape = family_for(family, flat.size)
+        scale = jnp.broadcast_to(jnp.asarray(1.0 if grad_scale is None else grad_scale, flat.dtype), flat.shape)
+        return SummaryState(
+            inner.init(params),
+            empty_sums(flat.size, windows, scale_rows_of(shape), coupled_dim(shape), flat.dtype),
+            empty(kept.size, flat.size, flat.dtype),
+            jnp.array(0),
+            jnp.array(steps),
+            scale,
+        )
+
+    def update_fn(updates, state, params=None):
+        if params is None:
+            raise ValueError("the summary adds φ_t: pass params to update (optimizer.update(grads, state, params))")
+        released, inner_state = inner.update(updates, state.inner, params)
+        phi, out = ravel_pytree(params)[0], ravel_pytree(released)[0]
+        scaled = divisor(updates)
+        rows_of = scale_rows_of(family_for(family, phi.size))
+        t, s = state.step, state.grad_scale
+        sums = add_step(state.sums, t, phi * s, out * scaled / s, starts=starts, scale_rows=rows_of)
+        sample = jax.lax.cond(
+            jnp.any(kept == t), lambda b: record(b, phi, out, scaled), lambda b: b, state.sample
+        )
+        return released, SummaryState(inner_state, sums, sample, t + 1, state.steps, s)
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+def summary_state(opt_state) -> SummaryState:
+    """The one SummaryState inside an optimizer state (a chain's tuple, nested); a ValueError without exactly one."""
+    found = [
+        leaf
+        for leaf in jax.tree.leaves(opt_state, is_leaf=lambda x: isinstance(x, SummaryState))
+        if isinstance(leaf, SummaryState)
+    ]
+    if len(found) != 1:
+        raise ValueError(
+            f"the optimizer state holds {len(found)} summaries; chain exactly one summarizing transformation first, "
+            "e.g. optax.chain(summarizing_aggregate(...), optax.sgd(learning_rate))"
+        )
+    return found[0]
+
+
+def summary_of(opt_state, *, convention: Convention, final_params=None, **fields) -> TraceSummary:
+    """The summary of the run kept in `opt_state` (the state of a chain holding one `summarizing`), under the
+    producer's `convention`: its sums of the noisy sums b·D_t·G̃_t, and its sample rows as a `Trace` with the run's
+    settings; final_params φ_T as a pytree (or flat); fields: the other `Trace.from_arrays` keywords (σ, C, q, N,
+    learning_rate, sites …). A ValueError when the run took another number of updates than the summary was made for.
+    """
+    state = summary_state(opt_state)
+    taken, steps = int(state.step), int(state.steps)
+    if taken != steps:
+        raise ValueError(
+            f"the run took {taken} updates but the summary was made for steps={steps}: its windows are cut for that "
+            f"length; create the summarizing transformation with steps={taken}"
+        )
+    scale = np.asarray(state.grad_scale)
+    sample = buffer_trace(state.sample, convention=convention, final_params=final_params, grad_scale=scale, **fields)
+    sums = jax.tree.map(np.asarray, state.sums)
+    if convention.clip_factor != 1:  # microbatches: the noisy sum is b·D_t·G̃_t
+        sums = scaled_gradients(sums, convention.clip_factor)
+    return TraceSummary(sums, sample, np.asarray(sample_steps(steps, state.sample.params.shape[0])), steps)
+
+
+def scaled_gradients(sums: WindowSums, factor: float) -> WindowSums:
+    """The sums of factor·G in place of G: the sums linear in G times factor, Σ G² times factor²."""
+    linear = ("g", "gy", "gw", "gwv")
+    changed = {name: getattr(sums, name) * factor for name in linear} | {"gg": sums.gg * factor**2}
+    cross = sums.cross
+    if cross is not None:
+        cross = cross._replace(gy=cross.gy * factor, gy2=cross.gy2 * factor)
+    return sums._replace(**changed, cross=cross)
