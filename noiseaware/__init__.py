@@ -24,7 +24,7 @@ from .methods import DEFAULT_REGISTRY, FitFailure, Method, Registry, fit, fit_ba
 from .posteriors import DrawsPosterior, MixturePosterior, Posterior, load_posterior
 from .privacy import epsilon_spent, noise_multiplier
 from .recording import DPVISettings, ModelError, Optimizer, record_dpvi, record_dpvi_batch
-from .trace import Trace, TraceError
+from .trace import Trace, TraceError, TraceSummary, summarize
 from .tuning import PreflightReport, TunedSettings, preflight, tune
 from .util.compilation import use_compilation_cache
 
@@ -47,6 +47,7 @@ __all__ = [
     "TraceCheckError",
     "TraceDiagnosis",
     "TraceError",
+    "TraceSummary",
     "TunedSettings",
     "calibration",
     "calibration_curve",
@@ -69,6 +70,7 @@ __all__ = [
     "preflight",
     "record_dpvi",
     "record_dpvi_batch",
+    "summarize",
     "tarp_ecp",
     "tune",
     "use_compilation_cache",

@@ -36,7 +36,19 @@ from .validation import TraceError
 if TYPE_CHECKING:
     from .data import TraceData
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "read_trace", "write_trace", "written_version"]
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "check_readable",
+    "read_fields",
+    "read_npz",
+    "read_trace",
+    "trace_fields",
+    "trace_from_fields",
+    "write_npz",
+    "write_trace",
+    "written_version",
+]
 
 SCHEMA = "noiseaware.trace"
 SCHEMA_VERSION = 4
@@ -98,6 +110,7 @@ _NC_VARIABLE = {"param_names": "param"}
 _NC_FIELD = {variable: field for field, variable in _NC_VARIABLE.items()}
 _NC_IGNORED_VARIABLE_ATTRS = ("_FillValue",)
 """Variable attributes that netCDF writers add on their own (xarray writes a NaN _FillValue)."""
+SUMMARY_HINT = "a trace summary (window sums and sample rows): read it with noiseaware.TraceSummary.load"
 _FORMAT_NAMES = {
     ".npz": "a numpy .npz archive",
     ".nc": "netCDF4 (HDF5-based; netCDF3 is not read: with xarray use to_netcdf(engine='h5netcdf'))",
@@ -111,7 +124,7 @@ def write_trace(trace: TraceData, path: str | os.PathLike, *, overwrite: bool = 
     write, _ = _format(path)
     if not path.parent.is_dir():
         raise TraceError(f"cannot save {path}: the directory {path.parent} does not exist; create it first")
-    fields = _to_fields(trace)
+    fields = trace_fields(trace)
     atomic_write(path, lambda temporary: write(temporary, fields), overwrite=overwrite)
 
 
@@ -119,22 +132,27 @@ def read_trace(path: str | os.PathLike, trace_type: type[TraceData]) -> TraceDat
     """A validated `trace_type` read from the trace file `path` (.nc or .npz); errors are prefixed by the path."""
     path = Path(path)
     _, read = _format(path)
-    if path.is_dir():
-        raise TraceError(f"{path} is a directory, not a trace file: give the path of a .nc or .npz file")
-    if not path.is_file():
-        raise TraceError(f"no trace file at {path}: check the path")
-    if path.stat().st_size == 0:
-        raise TraceError(f"{path} is empty (0 bytes), not a trace: write it again (Trace.save or noiseaware record)")
+    check_readable(path, "trace", ".nc or .npz", "Trace.save or noiseaware record")
     try:
-        return _from_fields(_read_fields(read, path), trace_type)
+        return trace_from_fields(read_fields(read, path), trace_type)
     except TraceError as error:
         raise TraceError(f"{path}: {error}") from None
+
+
+def check_readable(path: Path, noun: str, suffixes: str, writer: str) -> None:
+    """A TraceError unless `path` is a non-empty file: a directory, a missing or an empty file named as such."""
+    if path.is_dir():
+        raise TraceError(f"{path} is a directory, not a {noun} file: give the path of a {suffixes} file")
+    if not path.is_file():
+        raise TraceError(f"no {noun} file at {path}: check the path")
+    if path.stat().st_size == 0:
+        raise TraceError(f"{path} is empty (0 bytes), not a {noun}: write it again ({writer})")
 
 
 # ---------------------------------------------------------------- fields (shared by both formats)
 
 
-def _to_fields(trace: TraceData) -> dict[str, np.ndarray]:
+def trace_fields(trace: TraceData) -> dict[str, np.ndarray]:
     """Every schema field that `trace` holds, as numpy arrays: 0-d for scalars, fixed-width unicode
     for strings; absent optionals are omitted."""
     sites = trace.sites or ()
@@ -183,7 +201,7 @@ def _site_labels(sites: tuple[SiteSpec, ...]) -> list[str] | None:
     return [json.dumps(None if site.labels is None else list(site.labels)) for site in sites]
 
 
-def _from_fields(fields: Mapping[str, Any], trace_type: type[TraceData]) -> TraceData:
+def trace_from_fields(fields: Mapping[str, Any], trace_type: type[TraceData]) -> TraceData:
     """A validated `trace_type` from a file's fields {name: array or scalar}; checks the schema and unknown and
     missing fields."""
     fields = dict(fields)
@@ -249,8 +267,9 @@ def _check_steps(steps, trace: TraceData) -> None:
 
 def _check_schema(schema, version) -> None:
     if schema != SCHEMA:
-        posterior = " but a posterior: read it with noiseaware.load_posterior" if "posterior" in str(schema) else ""
-        raise TraceError(f"schema is {schema!r}, not {SCHEMA!r}; this file is not a noiseaware trace{posterior}")
+        other = {"posterior": "a posterior: read it with noiseaware.load_posterior", "summary": SUMMARY_HINT}
+        kind = next((f" but {hint}" for word, hint in other.items() if word in str(schema)), "")
+        raise TraceError(f"schema is {schema!r}, not {SCHEMA!r}; this file is not a noiseaware trace{kind}")
     if version not in READABLE_VERSIONS:
         raise TraceError(
             f"schema_version {version!r} is not supported; this noiseaware reads schema_versions "
@@ -346,14 +365,14 @@ def _shape(site: str, text: str) -> tuple[int, ...]:
 
 
 def _format(path: Path) -> tuple[Callable[[Path, dict], None], Callable[[Path], dict]]:
-    formats = {".npz": (_write_npz, _read_npz), ".nc": (_write_nc, _read_nc)}
+    formats = {".npz": (write_npz, read_npz), ".nc": (_write_nc, _read_nc)}
     suffix = path.suffix.lower()
     if suffix not in formats:
         raise TraceError(f"{path} has suffix {path.suffix!r}; a trace file ends in .nc (netCDF4) or .npz (numpy)")
     return formats[suffix]
 
 
-def _read_fields(read: Callable[[Path], dict], path: Path) -> dict[str, Any]:
+def read_fields(read: Callable[[Path], dict], path: Path) -> dict[str, Any]:
     """read(path), with any failure of the file itself turned into a TraceError."""
     try:
         return read(path)
@@ -366,12 +385,12 @@ def _read_fields(read: Callable[[Path], dict], path: Path) -> dict[str, Any]:
         ) from None
 
 
-def _write_npz(path: Path, fields: dict[str, np.ndarray]) -> None:
+def write_npz(path: Path, fields: dict[str, np.ndarray]) -> None:
     with open(path, "xb") as handle:
         np.savez(handle, **fields)
 
 
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
+def read_npz(path: Path) -> dict[str, np.ndarray]:
     with np.load(path, allow_pickle=False) as archive:
         return {name: _npz_member(archive, name) for name in archive.files}
 

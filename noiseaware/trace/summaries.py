@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from functools import partial
 
 import jax
@@ -20,6 +21,7 @@ import numpy as np
 
 from .core import Trace
 from .families import VariationalFamily
+from .summary_files import read_summary, write_summary
 from .sums import COUPLING_LIMIT, WindowSums, add_step, empty_sums, window_bounds
 from .validation import TraceError
 
@@ -122,6 +124,19 @@ class TraceSummary:
                 f"burn_in={burn_in:g} (step {start} of {self.steps}) does not: use one of {offered}"
             )
         return int(found[0])
+
+    def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> None:
+        """Write the summary to `path` (.npz) atomically; an existing file is replaced only with `overwrite=True`."""
+        write_summary(self, path, overwrite=overwrite)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> TraceSummary:
+        """Read and validate a summary file (.npz); nothing is ever unpickled. A TraceError names what is wrong."""
+        parts = read_summary(path)
+        try:
+            return cls(*parts)
+        except TraceError as error:
+            raise TraceError(f"{path}: {error}") from None
 
     def __repr__(self) -> str:
         coupled = "" if self.sums.cross is None else ", cross moments"

@@ -1,0 +1,101 @@
+"""Trace-summary files: a `TraceSummary`'s parts ⇄ a numpy .npz archive (docs/summaries.md).
+
+The archive holds the sample's trace fields (docs/trace-format.md; its schema version as trace_schema_version), the
+summary's schema and version, summary_steps T, summary_sample_steps (R,), and each window sum as sums_<name> (and
+sums_cross_<name> for the cross moments). Nothing is ever pickled; every failure is a TraceError naming the field.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..util.files import atomic_write
+from .core import Trace
+from .files import (
+    SCHEMA,
+    check_readable,
+    read_fields,
+    read_npz,
+    trace_fields,
+    trace_from_fields,
+    write_npz,
+    written_version,
+)
+from .sums import CrossMoments, WindowSums
+from .validation import TraceError
+
+__all__ = ["SUMMARY_SCHEMA", "SUMMARY_VERSION", "read_summary", "write_summary"]
+
+Parts = tuple[WindowSums, Trace, np.ndarray, int]
+"""A summary's parts, as `TraceSummary` takes them: its sums, its sample, the sample's steps and T."""
+
+SUMMARY_SCHEMA = "noiseaware.trace-summary"
+SUMMARY_VERSION = 1
+SUMS = tuple(name for name in WindowSums._fields if name != "cross")
+CROSS = CrossMoments._fields
+
+
+def write_summary(summary, path: str | os.PathLike, *, overwrite: bool = False) -> None:
+    """Write `summary` (a TraceSummary) to `path` (.npz) atomically; an existing file is replaced only with
+    `overwrite=True`."""
+    path = _npz(path)
+    if not path.parent.is_dir():
+        raise TraceError(f"cannot save {path}: the directory {path.parent} does not exist; create it first")
+    fields = trace_fields(summary.sample)
+    fields |= {
+        "schema": np.array(SUMMARY_SCHEMA),
+        "schema_version": np.array(SUMMARY_VERSION),
+        "trace_schema_version": np.array(written_version(summary.sample)),
+        "summary_steps": np.array(summary.steps),
+        "summary_sample_steps": summary.sample_steps,
+    }
+    fields |= {f"sums_{name}": np.asarray(getattr(summary.sums, name)) for name in SUMS}
+    if summary.sums.cross is not None:
+        fields |= {f"sums_cross_{name}": np.asarray(value) for name, value in summary.sums.cross._asdict().items()}
+    atomic_write(path, lambda temporary: write_npz(temporary, fields), overwrite=overwrite)
+
+
+def read_summary(path: str | os.PathLike) -> Parts:
+    """The parts of the summary in `path` (.npz), the sample validated; errors are prefixed by the path."""
+    path = _npz(path)
+    check_readable(path, "trace summary", ".npz", "TraceSummary.save")
+    try:
+        return _from_fields(read_fields(read_npz, path))
+    except TraceError as error:
+        raise TraceError(f"{path}: {error}") from None
+
+
+def _from_fields(fields: dict) -> Parts:
+    schema = str(fields.pop("schema", ""))
+    if schema != SUMMARY_SCHEMA:
+        trace = "; it is a trace: read it with noiseaware.Trace.load" if schema in ("", SCHEMA) else ""
+        raise TraceError(f"schema is {schema!r}, not {SUMMARY_SCHEMA!r}: this file is not a trace summary{trace}")
+    version = int(fields.pop("schema_version", -1))
+    if version != SUMMARY_VERSION:
+        raise TraceError(
+            f"schema_version {version} is not supported; this noiseaware reads trace summaries of version "
+            f"{SUMMARY_VERSION}: upgrade noiseaware or write the summary again"
+        )
+    missing = [name for name in ("summary_steps", "summary_sample_steps", *(f"sums_{n}" for n in SUMS)) if name not in fields]
+    if missing:
+        raise TraceError(f"required field(s) {missing} are missing")
+    steps = int(fields.pop("summary_steps"))
+    kept = fields.pop("summary_sample_steps")
+    sums = {name: fields.pop(f"sums_{name}") for name in SUMS}
+    cross = {name: fields.pop(f"sums_cross_{name}", None) for name in CROSS}
+    present = [name for name, value in cross.items() if value is not None]
+    if present and len(present) != len(CROSS):
+        raise TraceError(f"the cross moments {sorted(set(CROSS) - set(present))} are missing; a summary keeps all or none")
+    fields |= {"schema": SCHEMA, "schema_version": fields.pop("trace_schema_version", None)}
+    sample = trace_from_fields({k: v for k, v in fields.items() if v is not None}, Trace)
+    return WindowSums(**sums, cross=CrossMoments(**cross) if present else None), sample, kept, steps
+
+
+def _npz(path) -> Path:
+    path = Path(path)
+    if path.suffix.lower() != ".npz":
+        raise TraceError(f"{path} has suffix {path.suffix!r}; a trace summary file ends in .npz")
+    return path
