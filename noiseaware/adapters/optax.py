@@ -23,9 +23,9 @@ import optax
 from optax.contrib import differentially_private_aggregate
 
 from ..trace import Convention, Trace
-from ..util.checks import positive_float
 from ..trace.families import MEAN_FIELD
 from ..trace.summaries import ROWS, WINDOWS, TraceSummary
+from ..util.checks import positive_float
 from .recorder import recorded_trace, recording
 from .summarizer import summarizing, summary_of
 

@@ -53,8 +53,9 @@ def summarizing(
     """`inner` with every update added to a summary of a run of `steps` updates: φ_t (the params passed to update,
     raveled) and G_t = D_t·G̃_t (G̃_t inner's output, raveled; D_t = divisor(updates), what the producer divided the
     noisy sum by) over `windows` windows, and `rows` sample rows. family: the variational family of the raveled
-    params, as a trace names it (`noiseaware.trace.VARIATIONAL_FAMILIES`), whose ρ block gets its sums in ψ = softplus(ρ)². grad_scale s
-    (P,) or a scalar: the run optimised φ' = φ ⊘ s (`recorder.unscaled`); the sums are of φ = s ⊙ φ' and G̃'/s."""
+    params, as a trace names it (`noiseaware.trace.VARIATIONAL_FAMILIES`), whose ρ block gets its sums in
+    ψ = softplus(ρ)². grad_scale s (P,) or a scalar: the run optimised φ' = φ ⊘ s (`recorder.unscaled`); the sums
+    are of φ = s ⊙ φ' and G̃'/s."""
     steps = positive_int("steps", steps, hint="the number of updates of the run, e.g. steps=T")
     starts = tuple(window_bounds(steps, windows)[:-1].tolist())
     kept = jnp.asarray(sample_steps(steps, rows))
@@ -81,9 +82,7 @@ def summarizing(
         rows_of = scale_rows_of(family_for(family, phi.size))
         t, s = state.step, state.grad_scale
         sums = add_step(state.sums, t, phi * s, out * scaled / s, starts=starts, scale_rows=rows_of)
-        sample = jax.lax.cond(
-            jnp.any(kept == t), lambda b: record(b, phi, out, scaled), lambda b: b, state.sample
-        )
+        sample = jax.lax.cond(jnp.any(kept == t), lambda b: record(b, phi, out, scaled), lambda b: b, state.sample)
         return released, SummaryState(inner_state, sums, sample, t + 1, state.steps, s)
 
     return optax.GradientTransformation(init_fn, update_fn)

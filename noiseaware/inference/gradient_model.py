@@ -37,7 +37,6 @@ import numpyro.distributions as dist
 
 from ..models.benchmark import ModelOptimumPrior
 from ..trace import BURN_IN, Trace
-from ..trace.summaries import TraceSummary
 from ..util.numerics import sigmoid, softplus_inverse
 from .expansion import TermStatistics, set_log_likelihoods, term_statistics
 from .priors import PRIORS, Prior, resolve_prior
@@ -193,11 +192,6 @@ def gradient_model(
             sd = se / sigmoid(loc)
     scale, terms = np.maximum(slope, se), ()
     if prior.terms != ("diagonal",):
-        if isinstance(trace, TraceSummary):
-            raise ValueError(
-                f"the extra terms {', '.join(prior.terms)} of the prior are fitted from the trace's rows, which a "
-                "TraceSummary does not keep: fit it with the diagonal model (the default prior), or fit the full trace"
-            )
         # with other columns in a row its own slope is a partial one: the extra terms' prior scales use the larger
         # of the two, and ã's prior is widened by how far the partial slope lies from the marginal one
         params, grads = kept_arrays(trace, burn_in)

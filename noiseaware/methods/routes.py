@@ -29,7 +29,7 @@ from ..inference.gradient_model import (
     slope_estimates,
 )
 from ..posteriors.mixture import MixturePosterior
-from ..trace import BURN_IN, Trace, kept_steps
+from ..trace import BURN_IN, Trace, TraceSummary, kept_steps
 from ..trace.data import varying_settings_reason
 from ..util.checks import choice, flag, fraction, positive_int, probability
 from ..util.defaults import DRAWS, WARMUP
@@ -273,6 +273,11 @@ def check_constant_settings(trace: Trace) -> None:
 
 def _gradient_model(trace: Trace, prior: Prior, burn_in: float, model_prior=None) -> GradientModel:
     check_constant_settings(trace)
+    if isinstance(trace, TraceSummary) and prior.terms != ("diagonal",):
+        raise ValueError(
+            f"the extra terms {', '.join(prior.terms)} of the prior are fitted from the trace's rows, which a "
+            "TraceSummary does not keep: fit it with the diagonal model (the default prior), or fit the full trace"
+        )
     kept = kept_steps(trace, burn_in)
     if kept < MIN_STEPS:
         raise ValueError(

@@ -36,9 +36,9 @@ from scipy import special
 
 from ..checks import TraceDiagnosis
 from ..trace import Trace
-from ..trace.summaries import TraceSummary
 from ..trace.families import MEAN_FIELD, VariationalFamily, family_for
 from ..trace.sites import SiteMap, SiteSpec
+from ..trace.summaries import TraceSummary
 from ..util.defaults import DRAWS
 from ..util.diagnostics import Diagnostics, NoDiagnostics
 from ..util.errors import NON_FINITE, FitFailure

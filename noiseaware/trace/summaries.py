@@ -226,7 +226,8 @@ def _validate(summary: TraceSummary) -> None:
         raise TraceError("sample_steps must increase strictly from step 0 to step T − 1")
     p, scale = summary.sample.n_params, scale_rows_of(summary.sample.family)
     rows = scale.stop - scale.start
-    shapes = {"first": (p,), "growth": (p,), **dict.fromkeys(("reference", "y", "yy", "g", "gg", "gy"), (sums.windows, p))}
+    shapes = {"first": (p,), "growth": (p,)}
+    shapes |= dict.fromkeys(("reference", "y", "yy", "g", "gg", "gy"), (sums.windows, p))
     shapes |= dict.fromkeys(("psi_reference", "v", "ww", "wwv", "wwvv", "gw", "gwv"), (sums.windows, rows))
     for name, shape in shapes.items():
         value = getattr(sums, name)

@@ -79,7 +79,8 @@ def _from_fields(fields: dict) -> Parts:
             f"schema_version {version} is not supported; this noiseaware reads trace summaries of version "
             f"{SUMMARY_VERSION}: upgrade noiseaware or write the summary again"
         )
-    missing = [name for name in ("summary_steps", "summary_sample_steps", *(f"sums_{n}" for n in SUMS)) if name not in fields]
+    required = ("summary_steps", "summary_sample_steps", *(f"sums_{name}" for name in SUMS))
+    missing = [name for name in required if name not in fields]
     if missing:
         raise TraceError(f"required field(s) {missing} are missing")
     steps = int(fields.pop("summary_steps"))
@@ -88,7 +89,8 @@ def _from_fields(fields: dict) -> Parts:
     cross = {name: fields.pop(f"sums_cross_{name}", None) for name in CROSS}
     present = [name for name, value in cross.items() if value is not None]
     if present and len(present) != len(CROSS):
-        raise TraceError(f"the cross moments {sorted(set(CROSS) - set(present))} are missing; a summary keeps all or none")
+        absent = sorted(set(CROSS) - set(present))
+        raise TraceError(f"the cross moments {absent} are missing; a summary keeps all of them or none")
     fields |= {"schema": SCHEMA, "schema_version": fields.pop("trace_schema_version", None)}
     sample = trace_from_fields({k: v for k, v in fields.items() if v is not None}, Trace)
     return WindowSums(**sums, cross=CrossMoments(**cross) if present else None), sample, kept, steps

@@ -1,0 +1,187 @@
+"""Issue 42: a run kept as its window sums and a sample of rows (`TraceSummary`), accumulated in a training loop.
+
+The window sums pooled after any window's burn-in are the direct sums of the kept rows (float64, random rows); the
+gradient model's statistics from a summary are the full trace's, and a fit from the summary is the full trace's fit
+with the same key, up to float rounding, on M1, the 10D regression and the Adult model, with the model's prior (its
+coupling through the cross moments) and without; the optax transformation leaves the aggregate's outputs bit for bit
+and keeps the same sums in float32; files round-trip and refuse what is not theirs.
+"""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import noiseaware as na
+from noiseaware.adapters import optax as optax_adapter
+from noiseaware.inference.gradient_model import scale_coordinates
+from noiseaware.inference.statistics import trace_statistics
+from noiseaware.trace.summaries import accumulate
+from noiseaware.trace.sums import pooled, window_bounds
+from noiseaware.util.notes import FitWarning
+
+
+def _walk(seed: int, steps: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of a random walk φ (T, 2d) far from 0 (float32 sums about 0 would lose digits) and noisy G (T, 2d)."""
+    rng = np.random.default_rng(seed)
+    params = 3.0 + np.cumsum(0.05 * rng.normal(size=(steps, 2 * dim)), axis=0)
+    return params, rng.normal(size=(steps, 2 * dim)) - 0.3 * (params - 3.0)
+
+
+@pytest.mark.parametrize("start", [0, 2, 9])
+def test_pooled_window_sums_are_the_kept_rows_sums(start):
+    dim, steps, windows = 3, 1003, 10
+    params, grads = _walk(0, steps, dim)
+    bounds = window_bounds(steps, windows)
+    with jax.enable_x64(True):
+        starts = tuple(bounds[:-1].tolist())
+        sums = accumulate(
+            jnp.asarray(params), jnp.asarray(grads), starts=starts, scale_rows=slice(dim, 2 * dim), coupled=dim
+        )
+    pool = pooled(jax.tree.map(np.asarray, sums), start)
+    phi, grad = params[bounds[start] :], grads[bounds[start] :]
+    x = phi - phi.mean(axis=0)
+    np.testing.assert_allclose(pool.centre, phi.mean(axis=0), rtol=1e-14)
+    for got, want in [(pool.sum_phiphi, x * x), (pool.sum_gphi, grad * x), (pool.sum_gg, grad * grad)]:
+        np.testing.assert_allclose(got, want.sum(axis=0), rtol=1e-11)
+    scale = np.log1p(np.exp(phi[:, dim:]))
+    psi, weight = scale**2, 1.0 / (1.0 + np.exp(-phi[:, dim:])) / scale
+    z = psi - psi.mean(axis=0)
+    np.testing.assert_allclose(pool.psi_phiphi, np.sum(weight**2 * z**2, axis=0), rtol=1e-10)
+    np.testing.assert_allclose(pool.psi_gphi, np.sum(grad[:, dim:] * weight * z, axis=0), rtol=1e-10, atol=1e-10)
+    delta = x[:, :dim]
+    np.testing.assert_allclose(pool.wander, np.einsum("tk,tj->kj", delta**2, delta), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(pool.wander_g, np.einsum("tk,tj->kj", delta**2, grad[:, :dim]), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(pool.wander2, np.einsum("tk,tl->kl", delta**2, delta**2), rtol=1e-10)
+    np.testing.assert_array_equal(np.asarray(sums.growth), np.max(np.abs(params - params[0]), axis=0))
+
+
+def _trace(name: str, steps: int) -> tuple[na.models.BenchmarkModel, na.Trace]:
+    """A built-in model (Adult's on 2 000 examples: its 57 coefficients, at a test's cost) and a run of `steps`."""
+    bm = na.models.get(name)
+    if name == "adult-logistic":
+        bm = na.models.from_numpyro(bm.model, n_examples=2000, covariates=bm.covariates, **bm.dpvi_settings)
+    _, data = bm.simulate(jax.random.key(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", na.recording.settings.SettingsHint)
+        return bm, na.record_dpvi(bm.model, data, key=4, epsilon=1.0, **(bm.dpvi_settings | {"steps": steps}))
+
+
+@pytest.mark.parametrize("name", ["gamma-exponential", "linreg-10d", "adult-logistic"])
+def test_a_fit_from_the_summary_is_the_fit_from_the_full_trace(name):
+    bm, trace = _trace(name, 2000)
+    summary = na.summarize(trace)
+    model_prior = bm.optimum_prior()
+    rows = scale_coordinates(trace)
+    for scale_rows, coupling in [(None, None), (rows, None), (None, model_prior.coupling)]:
+        curvature = None if coupling is None else np.median(model_prior.curvature, axis=0)
+        want = trace_statistics(trace, 0.2, scale_rows, coupling, curvature)
+        got = trace_statistics(summary, 0.2, scale_rows, coupling, curvature)
+        for field in ("centre", "sum_g", "sum_gg", "sum_phiphi", "sum_gphi", "sum_ww"):
+            np.testing.assert_allclose(getattr(got, field), getattr(want, field), rtol=1e-9, err_msg=field)
+        # Σ φ̃ is 0 up to the rounding of T' values of the size of φ̄
+        rounding = 1e-12 * want.count * np.maximum(1.0, np.abs(want.centre))
+        np.testing.assert_array_less(np.abs(got.sum_phi - want.sum_phi), rounding)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for model in (bm, None):
+            full, kept = (na.fit(source, key=0, model=model) for source in (trace, summary))
+            sd = full.optimum_chains.std(axis=(0, 1))
+            assert np.max(np.abs(full.optimum_chains - kept.optimum_chains) / sd) < 1e-8
+            assert kept.prior == full.prior
+
+
+def _optax_run(first, steps=600, n=400, batch=40):
+    """A DP-SGD run of a mean-field logistic regression (d = 2) through `first`, chained before sgd: (φ_T, state)."""
+    key = jax.random.key(0)
+    X = jax.random.normal(key, (n, 2))
+    y = (X @ jnp.array([1.0, -0.5]) + jax.random.logistic(jax.random.key(1), (n,)) > 0).astype(jnp.float32)
+
+    def loss(phi, x, y_i, eps):
+        sd = jax.nn.softplus(phi["rho"])
+        theta = phi["mu"] + sd * eps
+        return jax.nn.softplus(-(2 * y_i - 1) * (theta @ x)) + 0.5 * theta @ theta / n - jnp.sum(jnp.log(sd)) / n
+
+    per_example = jax.vmap(jax.grad(loss), in_axes=(None, 0, 0, None))
+    opt = optax.chain(first, optax.sgd(0.05))
+
+    def step(carry, key):
+        phi, state = carry
+        pick, draw = jax.random.split(key)
+        rows = jax.random.choice(pick, n, (batch,), replace=False)
+        updates, state = opt.update(per_example(phi, X[rows], y[rows], jax.random.normal(draw, (2,))), state, phi)
+        return (optax.apply_updates(phi, updates), state), None
+
+    phi0 = {"mu": jnp.zeros(2), "rho": jnp.full(2, -1.0)}
+    return jax.jit(lambda c, k: jax.lax.scan(step, c, k))((phi0, opt.init(phi0)), jax.random.split(key, steps))[0]
+
+
+def test_the_optax_summary_leaves_the_aggregate_bit_for_bit_and_keeps_the_traces_sums():
+    clip, sigma, key, steps = 1.0, 2.0, jax.random.key(7), 600
+    plain, _ = _optax_run(optax.contrib.differentially_private_aggregate(clip, sigma, key))
+    phi, recorded = _optax_run(optax_adapter.recording_aggregate(clip, sigma, key, steps=steps))
+    summed, state = _optax_run(optax_adapter.summarizing_aggregate(clip, sigma, key, steps=steps))
+    for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(summed)):
+        np.testing.assert_array_equal(a, b)
+    settings = dict(clip=clip, noise_multiplier=sigma, sampling_rate=0.1, n_examples=400, final_params=phi)
+    trace = optax_adapter.trace_of(recorded, **settings)
+    summary = optax_adapter.summary_of_aggregate(state, **settings)
+    reference = na.summarize(trace)
+    for name in ("y", "yy", "g", "gg", "gy", "gw", "gwv", "wwvv"):
+        got, want = getattr(summary.sums, name), getattr(reference.sums, name)
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-6 * np.max(np.abs(want)))
+    np.testing.assert_array_equal(summary.sample.params, reference.sample.params)
+    np.testing.assert_allclose(summary.sample.grads, reference.sample.grads, rtol=1e-6)
+    assert summary.convention == trace.convention
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full, kept = (na.fit(source, key=1, checks="off") for source in (trace, summary))
+    assert np.max(np.abs(full.optimum_chains - kept.optimum_chains) / full.optimum_chains.std(axis=(0, 1))) < 1e-3
+
+
+def test_a_run_of_another_length_than_the_summary_was_made_for_is_refused():
+    _, state = _optax_run(optax_adapter.summarizing_aggregate(1.0, 2.0, jax.random.key(7), steps=700))
+    with pytest.raises(ValueError, match="took 600 updates but the summary was made for steps=700"):
+        optax_adapter.summary_of_aggregate(state, clip=1.0, noise_multiplier=2.0, sampling_rate=0.1, n_examples=400)
+
+
+def test_summary_files_round_trip_and_refuse_what_is_not_theirs(tmp_path):
+    _, trace = _trace("linreg-10d", 1000)
+    summary = na.summarize(trace, windows=5, rows=16)
+    summary.save(tmp_path / "s.npz")
+    loaded = na.TraceSummary.load(tmp_path / "s.npz")
+    for a, b in zip(jax.tree.leaves(summary.sums), jax.tree.leaves(loaded.sums)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(loaded.sample.params, summary.sample.params)
+    assert (loaded.steps, loaded.windows, loaded.sample_steps.tolist()) == (1000, 5, summary.sample_steps.tolist())
+    with pytest.raises(FileExistsError):
+        summary.save(tmp_path / "s.npz")
+    with pytest.raises(na.TraceError, match="read it with noiseaware.TraceSummary.load"):
+        na.Trace.load(tmp_path / "s.npz")
+    trace.save(tmp_path / "t.npz")
+    with pytest.raises(na.TraceError, match="it is a trace: read it with noiseaware.Trace.load"):
+        na.TraceSummary.load(tmp_path / "t.npz")
+    with pytest.raises(na.TraceError, match="ends in .npz"):
+        summary.save(tmp_path / "s.nc")
+    fields = dict(np.load(tmp_path / "s.npz"))
+    fields["sums_count"] = fields["sums_count"] + 1
+    np.savez(tmp_path / "bad.npz", **fields)
+    with pytest.raises(na.TraceError, match="bad.npz: the window counts"):
+        na.TraceSummary.load(tmp_path / "bad.npz")
+
+
+def test_what_a_summary_cannot_give_is_refused_with_what_to_do():
+    _, trace = _trace("gamma-exponential", 1000)
+    summary = na.summarize(trace)
+    with pytest.raises(ValueError, match="burn_in=0.25 .* does not: use one of 0, 0.1, 0.2"):
+        na.fit(summary, key=0, burn_in=0.25, checks="off")
+    with pytest.raises(ValueError, match="'dpvim' reads the full rows .* fit a summary with exact, laplace, nuts"):
+        na.fit(summary, "dpvim", key=0)
+    with pytest.raises(ValueError, match="extra terms .* TraceSummary does not keep"):
+        na.fit(summary, key=0, prior="expanded", checks="off")
+    with pytest.warns(FitWarning, match="trace checks skipped: 1 of 1 fits are of a TraceSummary"):
+        post = na.fit(summary, key=0)
+    assert post.iterates.shape == (len(summary.sample_steps), 1)
