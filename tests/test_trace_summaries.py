@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from cli_helpers import run, single_error
 
 import noiseaware as na
 from noiseaware.adapters import optax as optax_adapter
@@ -185,3 +186,15 @@ def test_what_a_summary_cannot_give_is_refused_with_what_to_do():
     with pytest.warns(FitWarning, match="trace checks skipped: 1 of 1 fits are of a TraceSummary"):
         post = na.fit(summary, key=0)
     assert post.iterates.shape == (len(summary.sample_steps), 1)
+
+
+def test_noiseaware_fit_reads_a_summary_file_and_refuses_its_plot(tmp_path, capsys):
+    _, trace = _trace("gamma-exponential", 1000)
+    na.summarize(trace).save(tmp_path / "run.npz")
+    code, out, _ = run(capsys, "fit", str(tmp_path / "run.npz"), "--seed", "1", "--out", str(tmp_path / "post.nc"))
+    assert code == 0
+    assert "trace checks: skipped (a summary: the checks read the rows)" in out
+    assert "noise-aware posterior: method exact" in out and "naive 90%" in out
+    assert na.load_posterior(tmp_path / "post.nc").info["steps"] == 1000
+    error = single_error(capsys, "fit", str(tmp_path / "run.npz"), "--plot", str(tmp_path / "p.png"))
+    assert "is a trace summary" in error and "drop --plot" in error

@@ -25,7 +25,8 @@ from ..plots.densities import coordinate_sites, site_elements
 from ..plots.trace_panels import coordinate_names
 from ..posteriors.mixture import MixturePosterior
 from ..posteriors.summary import comparison_table
-from ..trace import Trace, TraceError
+from ..trace import Trace, TraceError, TraceSummary
+from ..trace.summaries import load_run
 from ..util.keys import as_key
 from .common import (
     LEVEL,
@@ -62,7 +63,11 @@ def add_parser(subparsers) -> None:
         "With --out, also save the posterior (.nc, read it with noiseaware.load_posterior); without it nothing "
         "is written.",
     )
-    parser.add_argument("trace", metavar="TRACE", help="trace file (.nc or .npz), e.g. from `noiseaware record`")
+    parser.add_argument(
+        "trace",
+        metavar="TRACE",
+        help="trace file (.nc or .npz), e.g. from `noiseaware record`, or a trace summary (.npz, docs/summaries.md)",
+    )
     parser.add_argument(
         "--method",
         choices=method_lists().routes,
@@ -160,7 +165,13 @@ def run(args) -> int:
     if args.coordinates is not None and plot is None:
         raise ValueError("--coordinates chooses what --plot shows: pass --plot FILE too")
     options = route_options(args)
-    trace = Trace.load(args.trace)
+    trace = load_run(args.trace)
+    summary = isinstance(trace, TraceSummary)
+    if summary and plot is not None:
+        raise ValueError(
+            f"{args.trace} is a trace summary, which keeps {len(trace.sample_steps)} sample rows, not the iterates "
+            "--plot draws: drop --plot, or fit the full trace"
+        )
     check_constant_settings(trace)  # every route fits the gradient model: refuse before any work
     if args.coordinates is not None:
         _check_coordinates(trace, args.coordinates)
@@ -170,9 +181,10 @@ def run(args) -> int:
         f"trace {args.trace}: {epsilon}, σ = {trace.noise_multiplier:.4g}, T = {trace.steps} steps; fitting "
         f"steps {start}…{trace.steps - 1} (burn-in {args.burn_in:g}) by {args.method}"
     )
-    report = None if args.checks == "off" else diagnose_if_long_enough(trace, args.burn_in)
+    report = None if args.checks == "off" or summary else diagnose_if_long_enough(trace, args.burn_in)
     if args.checks != "off" and report is None:
-        print(f"trace checks: skipped (fewer than {MIN_STEPS} steps after the burn-in)")
+        why = "a summary: the checks read the rows" if summary else f"fewer than {MIN_STEPS} steps after the burn-in"
+        print(f"trace checks: skipped ({why})")
     if report is not None:
         print(str(report))
         if args.checks == "raise" and not report.ok:

@@ -21,7 +21,7 @@ import numpy as np
 
 from .core import Trace
 from .families import VariationalFamily
-from .summary_files import read_summary, write_summary
+from .summary_files import is_summary_file, read_summary, write_summary
 from .sums import COUPLING_LIMIT, WindowSums, add_step, empty_sums, window_bounds
 from .validation import TraceError
 
@@ -31,6 +31,7 @@ __all__ = [
     "TraceSummary",
     "accumulate",
     "coupled_dim",
+    "load_run",
     "sample_steps",
     "scale_rows_of",
     "summarize",
@@ -144,6 +145,12 @@ class TraceSummary:
             f"TraceSummary(T={self.steps}, P={self.n_params}, {self.windows} windows{coupled}, "
             f"{len(self.sample_steps)} sample rows, σ={self.noise_multiplier:g}, ε={self.epsilon})"
         )
+
+
+def load_run(path: str | os.PathLike) -> Trace | TraceSummary:
+    """The trace or the trace summary in `path`, told apart by the file's schema (a summary is an .npz whose
+    schema is "noiseaware.trace-summary"); each validated, nothing unpickled."""
+    return TraceSummary.load(path) if is_summary_file(path) else Trace.load(path)
 
 
 def sample_steps(steps: int, rows: int) -> np.ndarray:

@@ -8,6 +8,7 @@ sums_cross_<name> for the cross moments). Nothing is ever pickled; every failure
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from .files import (
 from .sums import CrossMoments, WindowSums
 from .validation import TraceError
 
-__all__ = ["SUMMARY_SCHEMA", "SUMMARY_VERSION", "read_summary", "write_summary"]
+__all__ = ["SUMMARY_SCHEMA", "SUMMARY_VERSION", "is_summary_file", "read_summary", "write_summary"]
 
 Parts = tuple[WindowSums, Trace, np.ndarray, int]
 """A summary's parts, as `TraceSummary` takes them: its sums, its sample, the sample's steps and T."""
@@ -66,6 +67,19 @@ def read_summary(path: str | os.PathLike) -> Parts:
         return _from_fields(read_fields(read_npz, path))
     except TraceError as error:
         raise TraceError(f"{path}: {error}") from None
+
+
+def is_summary_file(path: str | os.PathLike) -> bool:
+    """Whether `path` is an .npz archive whose schema is a trace summary's (False for anything else, unreadable
+    files included: the trace reader then says what is wrong)."""
+    path = Path(path)
+    if path.suffix.lower() != ".npz" or not path.is_file():
+        return False
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return "schema" in archive.files and str(archive["schema"]) == SUMMARY_SCHEMA
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return False
 
 
 def _from_fields(fields: dict) -> Parts:
