@@ -22,7 +22,6 @@ from noiseaware.inference.gradient_model import scale_coordinates
 from noiseaware.inference.statistics import trace_statistics
 from noiseaware.trace.summaries import accumulate
 from noiseaware.trace.sums import pooled, window_bounds
-from noiseaware.util.notes import FitWarning
 
 
 def _walk(seed: int, steps: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -58,6 +57,11 @@ def test_pooled_window_sums_are_the_kept_rows_sums(start):
     np.testing.assert_allclose(pool.wander_g, np.einsum("tk,tj->kj", delta**2, grad[:, :dim]), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(pool.wander2, np.einsum("tk,tl->kl", delta**2, delta**2), rtol=1e-10)
     np.testing.assert_array_equal(np.asarray(sums.growth), np.max(np.abs(params - params[0]), axis=0))
+    np.testing.assert_allclose(pool.x3, np.sum(x**3, axis=0), rtol=1e-9)
+    np.testing.assert_allclose(pool.x4, np.sum(x**4, axis=0), rtol=1e-10)
+    np.testing.assert_allclose(pool.x2g, np.sum(x * x * grad, axis=0), rtol=1e-9)
+    opening = np.isin(np.arange(bounds[start], steps)[1:], bounds)  # pairs across two windows are not kept
+    np.testing.assert_allclose(pool.lag, np.sum((x[1:] * x[:-1])[~opening], axis=0), rtol=1e-10)
 
 
 def _trace(name: str, steps: int) -> tuple[na.models.BenchmarkModel, na.Trace]:
@@ -183,9 +187,24 @@ def test_what_a_summary_cannot_give_is_refused_with_what_to_do():
         na.fit(summary, "dpvim", key=0)
     with pytest.raises(ValueError, match="extra terms .* TraceSummary does not keep"):
         na.fit(summary, key=0, prior="expanded", checks="off")
-    with pytest.warns(FitWarning, match="trace checks skipped: 1 of 1 fits are of a TraceSummary"):
-        post = na.fit(summary, key=0)
+    post = na.fit(summary, key=0, checks="raise")
     assert post.iterates.shape == (len(summary.sample_steps), 1)
+    assert post.checks.unchecked == ("autocorrelation",)
+
+
+@pytest.mark.parametrize("name", ["gamma-exponential", "linreg-10d"])
+def test_the_trace_checks_of_a_summary_are_the_traces(name):
+    """Every statistic but the start offset (the summary's first kept window stands for the kept trace's first tenth)
+    and the residuals' autocorrelation (no rows: not checked, and said so) is the full trace's; so are the verdicts."""
+    _, trace = _trace(name, 3000)
+    full, kept = na.diagnose(trace), na.diagnose(na.summarize(trace))
+    assert kept.unchecked == ("autocorrelation",) and "not checked: autocorrelated residuals" in kept.verdict
+    assert full.fired == kept.fired
+    for statistic, value in full.statistics.items():
+        if statistic not in ("start_offset", "p_autocorrelation"):
+            np.testing.assert_allclose(kept.statistics[statistic], value, rtol=1e-9, atol=1e-12, err_msg=statistic)
+    assert np.all(np.isnan(kept.statistics["p_autocorrelation"]))
+    assert na.TraceDiagnosis.from_dict(kept.to_dict()).unchecked == ("autocorrelation",)
 
 
 def test_noiseaware_fit_reads_a_summary_file_and_refuses_its_plot(tmp_path, capsys):
@@ -193,7 +212,7 @@ def test_noiseaware_fit_reads_a_summary_file_and_refuses_its_plot(tmp_path, caps
     na.summarize(trace).save(tmp_path / "run.npz")
     code, out, _ = run(capsys, "fit", str(tmp_path / "run.npz"), "--seed", "1", "--out", str(tmp_path / "post.nc"))
     assert code == 0
-    assert "trace checks: skipped (a summary: the checks read the rows)" in out
+    assert "not checked: autocorrelated residuals" in out
     assert "noise-aware posterior: method exact" in out and "naive 90%" in out
     assert na.load_posterior(tmp_path / "post.nc").info["steps"] == 1000
     error = single_error(capsys, "fit", str(tmp_path / "run.npz"), "--plot", str(tmp_path / "p.png"))

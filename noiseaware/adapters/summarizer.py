@@ -126,7 +126,7 @@ def summary_of(opt_state, *, convention: Convention, final_params=None, **fields
 
 def scaled_gradients(sums: WindowSums, factor: float) -> WindowSums:
     """The sums of factor·G in place of G: the sums linear in G times factor, Σ G² times factor²."""
-    linear = ("g", "gy", "gw", "gwv")
+    linear = ("g", "gy", "yyg", "gw", "gwv")
     changed = {name: getattr(sums, name) * factor for name in linear} | {"gg": sums.gg * factor**2}
     cross = sums.cross
     if cross is not None:

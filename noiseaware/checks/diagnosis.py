@@ -21,8 +21,10 @@ from scipy import stats
 
 from ..trace import BURN_IN, kept_steps
 from ..trace.convention import normaliser_advice
+from ..trace.summaries import TraceSummary
 from ..util.tables import text_table
-from .statistics import EXCESS, WINDOWS, CheckStatistics, trace_checks
+from .statistics import EXCESS, WINDOWS, CheckStatistics, checks_of_sums, trace_checks
+from .summary_sums import summary_kept_sums
 
 if TYPE_CHECKING:
     from ..trace.data import TraceData
@@ -168,7 +170,8 @@ class TraceDiagnosis:
     flags {check: (P,) bool}; statistics {name: (P,) float64} (p-values, noise ratio r²/ν², optimum φ̂*,
     relaxations n·κ⁺, leftover, …); window_optima (K, P); proposed_burn_in: a burn-in after which the windows
     agree, when the default leaves a transient (None when it does not, or when no tried burn-in does);
-    rows (P,): the θ coordinate each parameter belongs to (`VariationalFamily.block_rows`; None: mean-field).
+    rows (P,): the θ coordinate each parameter belongs to (`VariationalFamily.block_rows`; None: mean-field);
+    unchecked: the checks that could not run (a `TraceSummary` keeps no rows for the residuals' autocorrelation).
     """
 
     param_names: tuple[str, ...]
@@ -180,6 +183,7 @@ class TraceDiagnosis:
     window_optima: np.ndarray
     proposed_burn_in: float | None = None
     rows: tuple[int, ...] | None = None
+    unchecked: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -194,12 +198,14 @@ class TraceDiagnosis:
     @property
     def verdict(self) -> str:
         """One line: all checks passed, or which fired and on how many parameters."""
+        ran = len(CHECKS) - len(self.unchecked)
+        skipped = "" if not self.unchecked else "; not checked: " + ", ".join(CHECKS[c].title for c in self.unchecked)
         if self.ok:
-            return f"trace checks: all {len(CHECKS)} passed (α = {self.level:g})"
+            return f"trace checks: all {ran} passed (α = {self.level:g}){skipped}"
         flagged = np.any(np.stack([self.flags[c] for c in self.fired]), axis=0)
         titles = ", ".join(f.title for f in self.findings)
         where = f"{int(flagged.sum())} of {flagged.size} parameters"
-        return f"trace checks: {len(self.findings)} of {len(CHECKS)} fired on {where} ({titles})"
+        return f"trace checks: {len(self.findings)} of {ran} fired on {where} ({titles}){skipped}"
 
     def theta_verdicts(self) -> tuple[str, ...]:
         """One verdict per θ coordinate (d,): "ok", or the checks that fired on its μ, ρ or its row of the factor
@@ -271,6 +277,7 @@ class TraceDiagnosis:
             "window_optima": np.asarray(self.window_optima).tolist(),
             "proposed_burn_in": self.proposed_burn_in,
             "rows": None if self.rows is None else list(self.rows),
+            "unchecked": list(self.unchecked),
         }
 
     @classmethod
@@ -288,11 +295,13 @@ class TraceDiagnosis:
             window_optima=np.asarray(values["window_optima"], np.float64),
             proposed_burn_in=values["proposed_burn_in"],
             rows=None if values.get("rows") is None else tuple(int(j) for j in values["rows"]),
+            unchecked=tuple(values.get("unchecked", ())),
         )
 
 
-def diagnose(trace: TraceData, *, burn_in: float = BURN_IN, level: float = LEVEL) -> TraceDiagnosis:
-    """Check `trace` against the gradient model's assumptions over the steps after ⌊burn_in·T⌋.
+def diagnose(trace: TraceData | TraceSummary, *, burn_in: float = BURN_IN, level: float = LEVEL) -> TraceDiagnosis:
+    """Check `trace` against the gradient model's assumptions over the steps after ⌊burn_in·T⌋. A `TraceSummary` is
+    checked from its window sums (`summary_sums`; the residuals' autocorrelation is not: `unchecked`).
 
     level α: the chance that a trace meeting every assumption raises any finding (each of the 7 tests gets
     α/7, split over the P coordinates). Needs at least 50 kept steps.
@@ -334,6 +343,7 @@ def diagnose(trace: TraceData, *, burn_in: float = BURN_IN, level: float = LEVEL
         window_optima=statistics.window_optima,
         proposed_burn_in=proposed,
         rows=tuple(int(j) for j in trace.family.block_rows),
+        unchecked=("autocorrelation",) if isinstance(trace, TraceSummary) else (),
     )
 
 
@@ -343,8 +353,11 @@ def diagnose_if_long_enough(trace: TraceData, burn_in: float = BURN_IN) -> Trace
     return diagnose(trace, burn_in=burn_in) if kept_steps(trace, burn_in) >= MIN_STEPS else None
 
 
-def _statistics(trace: TraceData, start: int) -> CheckStatistics:
+def _statistics(trace: TraceData | TraceSummary, start: int) -> CheckStatistics:
     sgd = trace.optimizer == "sgd" and trace.learning_rate is not None
+    if isinstance(trace, TraceSummary):
+        rate = np.broadcast_to(trace.learning_rate, (trace.n_params,)) if sgd else None
+        return checks_of_sums(summary_kept_sums(trace, start), noise_sd=trace.noise_sd, learning_rate=rate)
     return trace_checks(
         trace.params,
         trace.grads,
@@ -375,7 +388,7 @@ def _flags(s: CheckStatistics, alpha: float) -> dict[str, np.ndarray]:
 def _settled(trace: TraceData, burn_in: float, alpha: float) -> bool:
     """Whether, after ⌊burn_in·T⌋ steps, the windows agree, nothing drifts and the start is forgotten."""
     start = math.floor(burn_in * trace.steps)
-    if kept_steps(trace, burn_in) < MIN_STEPS:
+    if kept_steps(trace, burn_in) < MIN_STEPS or (isinstance(trace, TraceSummary) and start not in trace.bounds):
         return False
     flags = _flags(_statistics(trace, start), alpha)
     return not any(flags[name].any() for name in ("windows", "drift", "transient"))

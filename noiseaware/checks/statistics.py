@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
-__all__ = ["CheckStatistics", "EXCESS", "LAGS", "WINDOWS", "trace_checks"]
+__all__ = ["CheckStatistics", "EXCESS", "KeptSums", "LAGS", "WINDOWS", "checks_of_sums", "kept_sums", "trace_checks"]
 
 WINDOWS = 4
 """K, the windows of the kept steps whose optima must agree; the drift test compares the first and the last."""
@@ -74,6 +74,62 @@ class CheckStatistics(NamedTuple):
     growth: np.ndarray
 
 
+class KeptSums(NamedTuple):
+    """What the checks read of the kept steps, (P,) float64 unless said: n; mean φ̄ and Ḡ; about φ̄ (x = φ − φ̄),
+    sxx Σ x², sgg Σ (G − Ḡ)², sxg Σ x G, x3 Σ x³, x4 Σ x⁴, x2g Σ x² G, lag Σ_t x_t x_{t−1}; windows (K, 3, P): per
+    window its steps, mean φ and mean G; early: the mean φ over the kept trace's first tenth; first φ_0 and growth
+    max_t |φ_t − φ_0| over every step; start B; rows (x, G − Ḡ) (n, P) for the residuals' autocorrelation, or None
+    (a summary keeps no rows)."""
+
+    n: int
+    mean: np.ndarray
+    grad_mean: np.ndarray
+    sxx: np.ndarray
+    sgg: np.ndarray
+    sxg: np.ndarray
+    x3: np.ndarray
+    x4: np.ndarray
+    x2g: np.ndarray
+    lag: np.ndarray
+    windows: np.ndarray
+    early: np.ndarray
+    first: np.ndarray
+    growth: np.ndarray
+    start: int
+    rows: tuple[np.ndarray, np.ndarray] | None
+
+
+def kept_sums(params: np.ndarray, grads: np.ndarray, start: int) -> KeptSums:
+    """The `KeptSums` of the steps t ≥ start of params, grads (T, P), in float64."""
+    phi_all = np.asarray(params, np.float64)
+    phi, grad = phi_all[start:], np.asarray(grads, np.float64)[start:]
+    x = phi - phi.mean(axis=0)
+    windows = np.stack(
+        [
+            [np.full(phi.shape[1], part.stop - part.start), phi[part].mean(axis=0), grad[part].mean(axis=0)]
+            for part in _window_slices(phi.shape[0])
+        ]
+    )
+    return KeptSums(
+        n=phi.shape[0],
+        mean=phi.mean(axis=0),
+        grad_mean=grad.mean(axis=0),
+        sxx=np.sum(x * x, axis=0),
+        sgg=np.sum((grad - grad.mean(axis=0)) ** 2, axis=0),
+        sxg=np.sum(x * grad, axis=0),
+        x3=np.sum(x**3, axis=0),
+        x4=np.sum(x**4, axis=0),
+        x2g=np.sum(x * x * grad, axis=0),
+        lag=np.sum(x[1:] * x[:-1], axis=0),
+        windows=windows,
+        early=phi[: max(phi.shape[0] // 10, 1)].mean(axis=0),
+        first=phi_all[0],
+        growth=np.max(np.abs(phi_all - phi_all[0]), axis=0),
+        start=start,
+        rows=(x, grad - grad.mean(axis=0)),
+    )
+
+
 def trace_checks(
     params: np.ndarray,
     grads: np.ndarray,
@@ -84,13 +140,13 @@ def trace_checks(
 ) -> CheckStatistics:
     """All statistics for the steps t ≥ start of params, grads (T, P); noise_sd ν (P,), learning_rate λ (P,) of
     plain SGD or None."""
-    phi_all = np.asarray(params, np.float64)
-    phi, grad = phi_all[start:], np.asarray(grads, np.float64)[start:]
-    n = phi.shape[0]
-    x = phi - phi.mean(axis=0)
-    g = grad - grad.mean(axis=0)
-    sxx, sgg, sxg = np.sum(x * x, axis=0), np.sum(g * g, axis=0), np.sum(x * g, axis=0)
-    moves = sxx > n * (1e-12 * np.maximum(1.0, np.abs(phi.mean(axis=0)))) ** 2
+    return checks_of_sums(kept_sums(params, grads, start), noise_sd=noise_sd, learning_rate=learning_rate)
+
+
+def checks_of_sums(sums: KeptSums, *, noise_sd: np.ndarray, learning_rate: np.ndarray | None) -> CheckStatistics:
+    """All statistics from the kept steps' sums; the autocorrelation test needs the rows (NaN without them)."""
+    n, sxx, sgg, sxg = sums.n, sums.sxx, sums.sgg, sums.sxg
+    moves = sxx > n * (1e-12 * np.maximum(1.0, np.abs(sums.mean))) ** 2
     safe = np.where(moves, sxx, 1.0)
     slope = np.where(moves, sxg / safe, np.nan)
     rss = np.maximum(sgg - slope * sxg, 0.0)
@@ -102,20 +158,19 @@ def trace_checks(
         noise_ratio = np.where(noise_var > 0, residual_var / noise_var, np.inf)
         p_noise = np.where(noise_var > 0, stats.chi2.cdf((n - 2) * noise_ratio, n - 2), np.nan)
         p_excess = np.where(noise_var > 0, stats.chi2.sf((n - 2) * noise_ratio / EXCESS, n - 2), np.nan)
-        optimum = phi.mean(axis=0) - grad.mean(axis=0) / slope
-        residuals = g - slope * x
-        p_windows, window_optima = _windows(phi, grad, slope, residuals, residual_var)
-        p_curvature = _curvature(x, g, rss)
-        p_autocorrelation = _ljung_box(residuals)
-        relaxation, variance = _dynamics(x, slope, slope_se, residual_var, learning_rate)
+        optimum = sums.mean - sums.grad_mean / slope
+        p_windows, window_optima = _windows(sums, slope, residual_var)
+        p_curvature = _curvature(sums, rss)
+        p_autocorrelation = np.full_like(slope, np.nan) if sums.rows is None else _ljung_box(sums.rows, slope)
+        relaxation, variance = _dynamics(sums, slope, slope_se, residual_var, learning_rate)
         kappa, kappa_up = relaxation
-        p_drift = _drift(phi, kappa, variance)
+        p_drift = _drift(sums, kappa, variance)
         stationary_sd = np.sqrt(variance)
-        optimum_se = _optimum_se(grad, slope, slope_se, residual_var, n)
-        offset = np.maximum(np.abs(phi_all[0] - optimum) - 2.0 * optimum_se, 0.0)
-        decay = np.exp(start * np.log(np.clip(1.0 - kappa_up, 1e-300, None)))
+        optimum_se = _optimum_se(sums.grad_mean, slope, slope_se, residual_var, n)
+        offset = np.maximum(np.abs(sums.first - optimum) - 2.0 * optimum_se, 0.0)
+        decay = np.exp(sums.start * np.log(np.clip(1.0 - kappa_up, 1e-300, None)))
         leftover = np.where(kappa_up < 1.0, offset * decay / stationary_sd, 0.0)
-        start_offset = _start_offset(phi, optimum, optimum_se, stationary_sd)
+        start_offset = _start_offset(sums.early, optimum, optimum_se, stationary_sd)
     nan = ~moves
     return CheckStatistics(
         moves=moves,
@@ -134,7 +189,7 @@ def trace_checks(
         leftover=_blank(leftover, nan),
         start_offset=_blank(start_offset, nan),
         stationary_sd=_blank(stationary_sd, nan),
-        growth=np.max(np.abs(phi_all - phi_all[0]), axis=0) / (1.0 + np.abs(phi_all[0])),
+        growth=sums.growth / (1.0 + np.abs(sums.first)),
     )
 
 
@@ -147,32 +202,31 @@ def _window_slices(n: int) -> list[slice]:
     return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def _windows(phi: np.ndarray, grad: np.ndarray, slope: np.ndarray, residuals: np.ndarray, residual_var: np.ndarray):
+def _windows(sums: KeptSums, slope: np.ndarray, residual_var: np.ndarray):
     """Score test that the K windows agree on φ* given the pooled fit: the windows' mean residuals ē_w of the
-    pooled OLS fit, S = Σ_w n_w ē_w² / r² ~ χ²_{K−1}. (Refitting the slope within windows would bias it where a
-    window holds few relaxation times, as fixed effects do in dynamic panels.) Returns p (P,) and the windows'
-    optima φ̄_w − Ḡ_w/ĉ (K, P)."""
-    statistic, optima = 0.0, []
-    for part in _window_slices(phi.shape[0]):
-        size = part.stop - part.start
-        statistic = statistic + size * residuals[part].mean(axis=0) ** 2 / residual_var
-        optima.append(phi[part].mean(axis=0) - grad[part].mean(axis=0) / slope)
-    return stats.chi2.sf(statistic, WINDOWS - 1), np.asarray(optima)
+    pooled OLS fit, ē_w = (Ḡ_w − Ḡ) − ĉ (φ̄_w − φ̄), S = Σ_w n_w ē_w² / r² ~ χ²_{K−1}. (Refitting the slope within
+    windows would bias it where a window holds few relaxation times, as fixed effects do in dynamic panels.) Returns
+    p (P,) and the windows' optima φ̄_w − Ḡ_w/ĉ (K, P)."""
+    size, mean, grad_mean = sums.windows[:, 0], sums.windows[:, 1], sums.windows[:, 2]
+    residual = (grad_mean - sums.grad_mean) - slope * (mean - sums.mean)
+    statistic = np.sum(size * residual**2, axis=0) / residual_var
+    return stats.chi2.sf(statistic, len(sums.windows) - 1), mean - grad_mean / slope
 
 
-def _curvature(x: np.ndarray, g: np.ndarray, rss: np.ndarray) -> np.ndarray:
-    """t test of γ in G = α + c x + γ z + e, z = x² orthogonalised against (1, x): γ̂ = Σ z g / Σ z², two-sided."""
-    n = x.shape[0]
-    square = x * x
-    z = square - square.mean(axis=0) - (np.sum(square * x, axis=0) / np.sum(x * x, axis=0)) * x
-    szz, szg = np.sum(z * z, axis=0), np.sum(z * g, axis=0)
-    residual_var = np.maximum(rss - szg**2 / szz, 0.0) / (n - 3)
+def _curvature(sums: KeptSums, rss: np.ndarray) -> np.ndarray:
+    """t test of γ in G = α + c x + γ z + e, z = x² orthogonalised against (1, x): γ̂ = Σ z G / Σ z², two-sided, with
+    Σ z² = Σ x⁴ − (Σ x²)²/n − (Σ x³)²/Σ x² and Σ z G = Σ x² G − Ḡ Σ x² − (Σ x³/Σ x²) Σ x G."""
+    szz = sums.x4 - sums.sxx**2 / sums.n - sums.x3**2 / sums.sxx
+    szg = sums.x2g - sums.grad_mean * sums.sxx - sums.x3 / sums.sxx * sums.sxg
+    residual_var = np.maximum(rss - szg**2 / szz, 0.0) / (sums.n - 3)
     t = (szg / szz) / np.sqrt(residual_var / szz)
-    return 2.0 * stats.t.sf(np.abs(t), n - 3)
+    return 2.0 * stats.t.sf(np.abs(t), sums.n - 3)
 
 
-def _ljung_box(residuals: np.ndarray) -> np.ndarray:
-    """Ljung–Box p-value of the residuals (n, P) over LAGS lags."""
+def _ljung_box(rows: tuple[np.ndarray, np.ndarray], slope: np.ndarray) -> np.ndarray:
+    """Ljung–Box p-value over LAGS lags of the residuals e_t = (G_t − Ḡ) − ĉ x_t of rows (x, G − Ḡ) (n, P)."""
+    x, g = rows
+    residuals = g - slope * x
     n = residuals.shape[0]
     total = np.sum(residuals * residuals, axis=0)
     statistic = np.zeros(residuals.shape[1])
@@ -182,7 +236,7 @@ def _ljung_box(residuals: np.ndarray) -> np.ndarray:
     return stats.chi2.sf(n * (n + 2) * statistic, LAGS)
 
 
-def _dynamics(x, slope, slope_se, residual_var, learning_rate):
+def _dynamics(sums: KeptSums, slope, slope_se, residual_var, learning_rate):
     """((κ̂, κ⁺), γ₀): the relaxation per step and its upper bound, and the stationary variance of φ.
 
     Plain SGD with known λ: κ = λĉ, κ⁺ = λ(ĉ + 2 se), γ₀ = λ² r²/(κ(2 − κ)). Otherwise φ's lag-1 autocorrelation
@@ -193,19 +247,17 @@ def _dynamics(x, slope, slope_se, residual_var, learning_rate):
         kappa, kappa_up = lam * slope, lam * (slope + 2.0 * slope_se)
         variance = lam**2 * residual_var / (kappa * (2.0 - kappa))
         return (kappa, kappa_up), variance
-    variance = np.mean(x * x, axis=0)
-    kappa = 1.0 - np.sum(x[1:] * x[:-1], axis=0) / np.sum(x * x, axis=0)
+    variance = sums.sxx / sums.n
+    kappa = 1.0 - sums.lag / sums.sxx
     return (kappa, kappa), variance
 
 
-def _drift(phi: np.ndarray, kappa: np.ndarray, variance: np.ndarray) -> np.ndarray:
+def _drift(sums: KeptSums, kappa: np.ndarray, variance: np.ndarray) -> np.ndarray:
     """p-value of the first and last windows' means of φ under the stationary AR(1) with coefficient r = 1 − κ and
     variance γ₀: Var(mean of w steps) = γ₀/w² (w(1 + r)/(1 − r) − 2r(1 − r^w)/(1 − r)²), Cov of two windows s
     steps apart = γ₀ r^(s−w+1) ((1 − r^w)/(1 − r))²/w². NaN where 0 < κ < 2 fails (no stationary law)."""
-    parts = _window_slices(phi.shape[0])
-    first, last = parts[0], parts[-1]
-    w = first.stop - first.start
-    gap = last.start - first.start
+    w = float(sums.windows[0, 0, 0])
+    gap = sums.n - float(sums.windows[-1, 0, 0])
     r = 1.0 - kappa
     stable = (kappa > 0) & (kappa < 2)
     r = np.where(stable, r, 0.0)
@@ -214,19 +266,17 @@ def _drift(phi: np.ndarray, kappa: np.ndarray, variance: np.ndarray) -> np.ndarr
     var_mean = variance / w**2 * (w * (1 + r) / one - 2 * r * (1 - power) / one**2)
     cov = variance / w**2 * np.sign(r) ** (gap - w + 1) * np.abs(r) ** (gap - w + 1) * ((1 - power) / one) ** 2
     sd = np.sqrt(np.maximum(2.0 * var_mean - 2.0 * cov, 0.0))
-    z = (phi[last].mean(axis=0) - phi[first].mean(axis=0)) / sd
+    z = (sums.windows[-1, 1] - sums.windows[0, 1]) / sd
     return np.where(stable & (sd > 0), 2.0 * stats.norm.sf(np.abs(z)), np.nan)
 
 
-def _start_offset(phi, optimum, optimum_se, stationary_sd) -> np.ndarray:
-    """How far the kept trace starts from φ̂*: the mean of φ over its first tenth minus φ̂*, less 2 se(φ̂*), in
-    stationary sds (≥ 0). A transient that dies out within a small part of the tenth barely moves its mean (and
+def _start_offset(early, optimum, optimum_se, stationary_sd) -> np.ndarray:
+    """How far the kept trace starts from φ̂*: the mean of φ over its first tenth (`early`) minus φ̂*, less 2 se(φ̂*),
+    in stationary sds (≥ 0). A transient that dies out within a small part of the tenth barely moves its mean (and
     barely moves the fit)."""
-    early = phi[: max(phi.shape[0] // 10, 1)].mean(axis=0)
     return np.maximum(np.abs(early - optimum) - 2.0 * optimum_se, 0.0) / stationary_sd
 
 
-def _optimum_se(grad, slope, slope_se, residual_var, n):
+def _optimum_se(grad_mean, slope, slope_se, residual_var, n):
     """se of φ̂* = φ̄ − Ḡ/ĉ by the delta method: sqrt(r²/n + (Ḡ se(ĉ)/ĉ)²)/|ĉ|."""
-    mean = grad.mean(axis=0)
-    return np.sqrt(residual_var / n + (mean * slope_se / slope) ** 2) / np.abs(slope)
+    return np.sqrt(residual_var / n + (grad_mean * slope_se / slope) ** 2) / np.abs(slope)

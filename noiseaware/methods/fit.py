@@ -212,20 +212,8 @@ def _diagnose(traces: list[Trace], burn_in: float, checks: Checks) -> list[Trace
     method decides whether it can fit it); "raise" raises for the first trace that fails."""
     if checks == "off":
         return [None] * len(traces)
-    summaries = [isinstance(trace, TraceSummary) for trace in traces]
-    if any(summaries):
-        warnings.warn(
-            FitWarning(
-                Note(
-                    "trace checks skipped",
-                    f"{sum(summaries)} of {len(traces)} fits are of a TraceSummary, whose window sums the trace "
-                    "checks do not read yet; check the full trace where you have it (na.diagnose)",
-                )
-            ),
-            stacklevel=5,
-        )
-    reports = [None if summary else diagnose_if_long_enough(t, burn_in) for t, summary in zip(traces, summaries)]
-    if any(report is None and not summary for report, summary in zip(reports, summaries)):
+    reports = [diagnose_if_long_enough(trace, burn_in) for trace in traces]
+    if None in reports:
         warnings.warn(
             FitWarning(
                 Note(

@@ -57,6 +57,7 @@ SETTINGS = (
     "param_names",
     "sites",
     "convention",
+    "batch_sizes",
     "n_params",
     "family",
     "dim",
@@ -114,15 +115,17 @@ class TraceSummary:
         return self.sample.final_iterate()
 
     def first_kept_window(self, burn_in: float) -> int:
-        """The window that starts at step ⌊burn_in·T⌋; a ValueError naming the burn-ins the summary offers when none
-        does."""
-        start = math.floor(burn_in * self.steps)
-        found = np.flatnonzero(self.bounds[:-1] == start)
+        """The window that starts at step ⌊burn_in·T⌋ (`window_from`)."""
+        return self.window_from(math.floor(burn_in * self.steps))
+
+    def window_from(self, step: int) -> int:
+        """The window that starts at `step`; a ValueError naming the burn-ins the summary offers when none does."""
+        found = np.flatnonzero(self.bounds[:-1] == step)
         if not found.size:
             offered = ", ".join(f"{w / self.windows:g}" for w in range(self.windows))
             raise ValueError(
                 f"a summary keeps its sums over {self.windows} windows, so a burn-in must start a window; "
-                f"burn_in={burn_in:g} (step {start} of {self.steps}) does not: use one of {offered}"
+                f"burn_in={step / self.steps:g} (step {step} of {self.steps}) does not: use one of {offered}"
             )
         return int(found[0])
 
@@ -234,7 +237,9 @@ def _validate(summary: TraceSummary) -> None:
     p, scale = summary.sample.n_params, scale_rows_of(summary.sample.family)
     rows = scale.stop - scale.start
     shapes = {"first": (p,), "growth": (p,)}
-    shapes |= dict.fromkeys(("reference", "y", "yy", "g", "gg", "gy"), (sums.windows, p))
+    shapes |= dict.fromkeys(
+        ("reference", "y", "yy", "g", "gg", "gy", "yyy", "yyyy", "yyg", "lag", "last"), (sums.windows, p)
+    )
     shapes |= dict.fromkeys(("psi_reference", "v", "ww", "wwv", "wwvv", "gw", "gwv"), (sums.windows, rows))
     for name, shape in shapes.items():
         value = getattr(sums, name)

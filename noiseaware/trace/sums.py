@@ -4,7 +4,8 @@ The T steps are cut into W windows at ⌊w·T/W⌋, w = 0..W (`window_bounds`), 
 a window boundary. Within window w each sum is taken about the window's first row K_w (y = φ − K_w keeps float32
 sums precise), with G the noisy sum of clipped gradients:
 
-* every row, (W, P): K_w, Σ y, Σ y², Σ G, Σ G², Σ G y;
+* every row, (W, P): K_w, Σ y, Σ y², Σ G, Σ G², Σ G y, and for the trace checks Σ y³, Σ y⁴, Σ y² G, the lag-1
+  products Σ y_t y_{t−1} of the window's consecutive steps and the last y;
 * the scale rows ρ of the variational family (R of them), in ψ = softplus(ρ)² with weight ω = sigmoid(ρ)/softplus(ρ)
   (docs/method.md §2.9), about L_w, the window's first ψ (v = ψ − L_w), (W, R): L_w, Σ v, Σ ω², Σ ω² v, Σ ω² v²,
   Σ G ω, Σ G ω v;
@@ -51,8 +52,8 @@ class CrossMoments(NamedTuple):
 
 
 class WindowSums(NamedTuple):
-    """The sums of the module doc: count (W,); first, growth (P,); reference, y, yy, g, gg, gy (W, P); the scale rows'
-    psi_reference, v, ww, wwv, wwvv, gw, gwv (W, R); cross: `CrossMoments` or None."""
+    """The sums of the module doc: count (W,); first, growth (P,); reference, y, yy, g, gg, gy, yyy, yyyy, yyg, lag,
+    last (W, P); the scale rows' psi_reference, v, ww, wwv, wwvv, gw, gwv (W, R); cross: `CrossMoments` or None."""
 
     count: jax.Array
     first: jax.Array
@@ -63,6 +64,11 @@ class WindowSums(NamedTuple):
     g: jax.Array
     gg: jax.Array
     gy: jax.Array
+    yyy: jax.Array
+    yyyy: jax.Array
+    yyg: jax.Array
+    lag: jax.Array
+    last: jax.Array
     psi_reference: jax.Array
     v: jax.Array
     ww: jax.Array
@@ -96,7 +102,7 @@ def empty_sums(n_params: int, windows: int, scale_rows: slice, coupled: int, dty
         jnp.zeros(windows, jnp.int32),
         zeros(n_params),
         zeros(n_params),
-        *(zeros(windows, n_params) for _ in range(6)),
+        *(zeros(windows, n_params) for _ in range(11)),
         *(zeros(windows, scale) for _ in range(7)),
         CrossMoments(*(zeros(windows, coupled, coupled) for _ in range(5))) if coupled else None,
     )
@@ -112,6 +118,7 @@ def add_step(sums: WindowSums, step, params: jax.Array, grads: jax.Array, *, sta
     first = jnp.where(step == 0, phi, sums.first)
     reference = jnp.where(opens, phi, sums.reference[w])
     y = phi - reference
+    square = y * y
     rho = phi[scale_rows]
     scale = jax.nn.softplus(rho)
     psi, weight = scale * scale, jax.nn.sigmoid(rho) / scale
@@ -125,14 +132,13 @@ def add_step(sums: WindowSums, step, params: jax.Array, grads: jax.Array, *, sta
     cross = sums.cross
     if cross is not None:
         d = cross.yy.shape[-1]
-        mean, g_mean = y[:d], grad[:d]
-        square = mean * mean
+        mean, g_mean, mean2 = y[:d], grad[:d], square[:d]
         cross = CrossMoments(
             put(cross.yy, jnp.outer(mean, mean)),
-            put(cross.y2y, jnp.outer(square, mean)),
-            put(cross.y2y2, jnp.outer(square, square)),
+            put(cross.y2y, jnp.outer(mean2, mean)),
+            put(cross.y2y2, jnp.outer(mean2, mean2)),
             put(cross.gy, jnp.outer(mean, g_mean)),
-            put(cross.gy2, jnp.outer(square, g_mean)),
+            put(cross.gy2, jnp.outer(mean2, g_mean)),
         )
     return WindowSums(
         sums.count.at[w].add(1),
@@ -140,10 +146,15 @@ def add_step(sums: WindowSums, step, params: jax.Array, grads: jax.Array, *, sta
         jnp.maximum(sums.growth, jnp.abs(phi - first)),
         sums.reference.at[w].set(reference),
         put(sums.y, y),
-        put(sums.yy, y * y),
+        put(sums.yy, square),
         put(sums.g, grad),
         put(sums.gg, grad * grad),
         put(sums.gy, grad * y),
+        put(sums.yyy, square * y),
+        put(sums.yyyy, square * square),
+        put(sums.yyg, square * grad),
+        put(sums.lag, y * sums.last[w]),  # y = 0 where the window opens: no product across windows
+        sums.last.at[w].set(y),
         sums.psi_reference.at[w].set(psi_reference),
         put(sums.v, v),
         put(sums.ww, ww),
@@ -157,7 +168,8 @@ def add_step(sums: WindowSums, step, params: jax.Array, grads: jax.Array, *, sta
 
 class Pooled(NamedTuple):
     """Windows s..W−1 pooled about their own means, float64: count n; centre φ̄ (P,); sum_phi Σ φ̃, sum_phiphi Σ φ̃²,
-    sum_g Σ G, sum_gg Σ G², sum_gphi Σ G φ̃ (P,), φ̃ = φ − φ̄; the scale rows in ψ about ψ̄ (R,): psi_centre ψ̄,
+    sum_g Σ G, sum_gg Σ G², sum_gphi Σ G φ̃, and for the checks x3 Σ φ̃³, x4 Σ φ̃⁴, x2g Σ φ̃² G, lag Σ φ̃_t φ̃_{t−1} over
+    each window's consecutive steps (P,), φ̃ = φ − φ̄; the scale rows in ψ about ψ̄ (R,): psi_centre ψ̄,
     psi_phi Σ ω²(ψ − ψ̄), psi_phiphi Σ ω²(ψ − ψ̄)², psi_g Σ G ω, psi_gphi Σ G ω (ψ − ψ̄), psi_ww Σ ω²; and, with the
     cross moments, about μ̄ (d, d): wander Σ δ_k² δ_j, wander_g Σ δ_k² G_j, wander2 Σ δ_k² δ_l² (δ = μ − μ̄), else None.
     """
@@ -169,6 +181,10 @@ class Pooled(NamedTuple):
     sum_g: np.ndarray
     sum_gg: np.ndarray
     sum_gphi: np.ndarray
+    x3: np.ndarray
+    x4: np.ndarray
+    x2g: np.ndarray
+    lag: np.ndarray
     psi_centre: np.ndarray
     psi_phi: np.ndarray
     psi_phiphi: np.ndarray
@@ -202,6 +218,10 @@ def pooled(sums: WindowSums, start: int) -> Pooled:
         sum_g=s["g"].sum(axis=0),
         sum_gg=s["gg"].sum(axis=0),
         sum_gphi=np.sum(s["gy"] - e * s["g"], axis=0),
+        x3=np.sum(s["yyy"] - 3 * e * s["yy"] + 3 * e**2 * s["y"] - n_w * e**3, axis=0),
+        x4=np.sum(s["yyyy"] - 4 * e * s["yyy"] + 6 * e**2 * s["yy"] - 4 * e**3 * s["y"] + n_w * e**4, axis=0),
+        x2g=np.sum(s["yyg"] - 2 * e * s["gy"] + e**2 * s["g"], axis=0),
+        lag=np.sum(s["lag"] - e * (2 * s["y"] - s["last"]) + (n_w - 1) * e**2, axis=0),
         psi_centre=psi_centre,
         psi_phi=np.sum(s["wwv"] - f * s["ww"], axis=0),
         psi_phiphi=np.sum(s["wwvv"] - 2.0 * f * s["wwv"] + f * f * s["ww"], axis=0),
