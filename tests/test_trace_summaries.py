@@ -217,3 +217,25 @@ def test_noiseaware_fit_reads_a_summary_file_and_refuses_its_plot(tmp_path, caps
     assert na.load_posterior(tmp_path / "post.nc").info["steps"] == 1000
     error = single_error(capsys, "fit", str(tmp_path / "run.npz"), "--plot", str(tmp_path / "p.png"))
     assert "is a trace summary" in error and "drop --plot" in error
+
+
+def test_a_fit_in_blocks_of_coordinates_is_the_whole_fit():
+    """The exact route in blocks of 5 of the 10D model's 24 coordinates (the last block padded): the grid's exact
+    moments and evidence of every coordinate are the whole fit's; the draws are the blocks' own; the repair takes the
+    same rows (whose moments are their draws')."""
+    bm, trace = _trace("linreg-10d", 2000)
+    summary = na.summarize(trace)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = na.fit(trace, key=0, model=bm, checks="off", repair=False)
+        blocks = na.fit(summary, key=0, model=bm, checks="off", block=5, repair=False)
+        repaired = [na.fit(s, key=0, model=bm, checks="off", block=b) for s, b in ((trace, 4096), (summary, 5))]
+    notes = [[n for n in post.notes if "repaired" in n.kind] for post in repaired]
+    assert notes[0] and notes[0] == notes[1]
+    for name in ("optimum_mean", "optimum_sd", "hessian_mean", "log_evidence", "edge_mass"):
+        np.testing.assert_allclose(blocks.diagnostics[name], whole.diagnostics[name], rtol=1e-9, err_msg=name)
+    assert blocks.optimum_chains.shape == whole.optimum_chains.shape
+    z = (blocks.optimum_chains.mean(axis=(0, 1)) - whole.diagnostics["optimum_mean"]) / whole.diagnostics["optimum_sd"]
+    assert np.max(np.abs(z)) < 5 / np.sqrt(whole.optimum_chains.shape[1])  # the draws' Monte Carlo error
+    with pytest.raises(ValueError, match="block"):
+        na.fit(trace, key=0, block=0)

@@ -26,6 +26,8 @@ import numpy as np
 
 from ..util.diagnostics import Diagnostics
 from ..util.errors import NON_FINITE, FitFailure
+from ..util.progress import Progress
+from .blocks import solve_in_blocks
 from .draws import Draws
 from .expansion import solve_optimum
 from .gradient_model import GradientModel, integrate_optimum, ols_fit, prior_distributions
@@ -311,23 +313,34 @@ class ExactDiagnostics(Diagnostics):
 
 class ExactSettings(Protocol):
     """What the exact solver reads from its options (`noiseaware.methods.ExactOptions`, which owns the defaults and
-    checks them): draws K of φ* per trace, the grid's nodes over A_j and u_j, and its placements."""
+    checks them): draws K of φ* per trace, the grid's nodes over A_j and u_j, and its placements; the coordinates per
+    compiled program (block) and the progress over blocks."""
 
     draws: int
     hessian_nodes: int
     extra_nodes: int
     passes: int
+    block: int
+    progress: Progress
 
 
 def fit_exact_batch(models: Sequence[GradientModel], *, keys, options: ExactSettings) -> list[Draws | FitFailure]:
-    """Fit each trace's gradient model by adaptive quadrature in one vmapped, compiled computation: Draws (1, K, P)
-    per model (same P and prior), plus exact moments in diagnostics; a trace is a batch of one.
+    """Fit each trace's gradient model by adaptive quadrature in one vmapped, compiled computation per block of
+    `options.block` coordinates (`blocks.solve_in_blocks`; a progress bar over blocks with `options.progress`):
+    Draws (1, K, P) per model (same P and prior), plus exact moments in diagnostics; a trace is a batch of one.
 
     Model m uses keys[m] (keys: M jax PRNG keys). diagnostics: optimum_mean/optimum_sd/hessian_mean/hessian_sd (P,)
     from the grid, edge_mass (P,) (the largest weight on the grid's outer edge; above 1e-6 the grid may cut
     posterior mass) and the grid sizes. A model whose posterior weights are not finite gets a FitFailure
     (NON_FINITE) in its place.
     """
+    return solve_in_blocks(
+        _fit_whole, models, keys=keys, options=options, block=options.block, progress=options.progress
+    )
+
+
+def _fit_whole(models: Sequence[GradientModel], *, keys, options: ExactSettings) -> list[Draws | FitFailure]:
+    """`fit_exact_batch` of every coordinate in one program."""
     settings = {name: getattr(options, name) for name in ("draws", "hessian_nodes", "extra_nodes", "passes")}
     with jax.enable_x64(True):
         stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *models)

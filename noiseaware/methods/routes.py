@@ -18,6 +18,7 @@ import numpy as np
 
 from ..checks import MIN_STEPS
 from ..inference import exact, laplace, nuts
+from ..inference.blocks import BLOCK
 from ..inference.draws import Draws
 from ..inference.gradient_model import (
     GradientModel,
@@ -36,7 +37,7 @@ from ..util.defaults import DRAWS, WARMUP
 from ..util.diagnostics import MAX_RHAT
 from ..util.errors import VARYING_SETTINGS, FitFailure
 from ..util.notes import Note
-from ..util.progress import Progress
+from ..util.progress import Progress, check_progress
 from .base import Batch, Method, Outcome, outcome_of
 from .model_prior import model_prior_of
 
@@ -79,16 +80,22 @@ class GradientModelOptions:
 class ExactOptions(GradientModelOptions):
     """Adaptive quadrature: nodes for the Hessian and the extra noise, and refinement passes of the grid. repair:
     a scale coordinate ρ whose trace favours the gradient model with its row linear in softplus(ρ)² 3 to 1
-    (`Prior(scale_model="variance")`, docs/method.md §2.9) is fitted that way, and the fit says so."""
+    (`Prior(scale_model="variance")`, docs/method.md §2.9) is fitted that way, and the fit says so. block: the
+    coordinates solved per compiled program (`inference.blocks`: memory bounded for large P); progress: a bar over
+    the blocks of a long fit."""
 
     hessian_nodes: int = exact.GRID_DEFAULTS["hessian_nodes"]
     extra_nodes: int = exact.GRID_DEFAULTS["extra_nodes"]
     passes: int = exact.GRID_DEFAULTS["passes"]
     repair: bool = True
+    block: int = BLOCK
+    progress: Progress = False
 
     def __post_init__(self):
         super().__post_init__()
         flag("repair", self.repair)
+        positive_int("block", self.block, hint=f"the coordinates fitted per compiled program, e.g. block={BLOCK}")
+        check_progress(self.progress)
         for name in ("hessian_nodes", "extra_nodes"):
             positive_int(name, getattr(self, name), minimum=3, hint="a grid axis needs at least 3 nodes")
         positive_int("passes", self.passes, hint="the number of placements of the grid, e.g. passes=3")
@@ -139,8 +146,7 @@ class NutsOptions(GradientModelOptions):
         if self.dense_mass and self.start == "exact":
             raise ValueError(nuts.DENSE_FROM_EXACT)
         positive_int("chunk", self.chunk, hint="the number of traces per compiled NUTS program, e.g. chunk=50")
-        if not (isinstance(self.progress, bool) or callable(self.progress)):
-            raise ValueError(f"progress must be True, False or a callable(done, total), got progress={self.progress!r}")
+        check_progress(self.progress)
 
 
 def _route(

@@ -11,6 +11,12 @@ from tqdm.auto import tqdm
 Progress = bool | Callable[[int, int], None]
 
 
+def check_progress(progress) -> None:
+    """A ValueError unless `progress` is True, False or a callable(done, total)."""
+    if not (isinstance(progress, bool) or callable(progress)):
+        raise ValueError(f"progress must be True, False or a callable(done, total), got progress={progress!r}")
+
+
 @contextmanager
 def progress_bar(
     total: int, description: str, progress: Progress, unit: str = "step"
