@@ -239,3 +239,26 @@ def test_a_fit_in_blocks_of_coordinates_is_the_whole_fit():
     assert np.max(np.abs(z)) < 5 / np.sqrt(whole.optimum_chains.shape[1])  # the draws' Monte Carlo error
     with pytest.raises(ValueError, match="block"):
         na.fit(trace, key=0, block=0)
+
+
+def test_record_dpvi_keeps_the_same_run_as_a_summary():
+    """summary=True runs the trace's steps (same keys) and keeps their sums in float32: the sample rows are the
+    trace's bit for bit, the sums its float64 sums up to float32 rounding, with or without a progress bar."""
+    bm = na.models.get("gamma-exponential")
+    _, data = bm.simulate(jax.random.key(3))
+    settings = bm.dpvi_settings | {"steps": 2000}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", na.recording.settings.SettingsHint)
+        trace = na.record_dpvi(bm.model, data, key=4, epsilon=1.0, **settings)
+        kept = [
+            na.record_dpvi(bm.model, data, key=4, epsilon=1.0, summary=True, progress=p, **settings) for p in (0, 1)
+        ]
+    reference = na.summarize(trace)
+    np.testing.assert_array_equal(kept[0].sample.params, reference.sample.params)
+    np.testing.assert_array_equal(kept[0].sample.grads, reference.sample.grads)
+    np.testing.assert_array_equal(kept[0].final_iterate(), trace.final_iterate())
+    for name in ("y", "yy", "g", "gg", "gy", "gwv", "lag", "yyg"):
+        want = getattr(reference.sums, name)
+        np.testing.assert_allclose(getattr(kept[0].sums, name), want, rtol=1e-4, atol=1e-5 * np.max(np.abs(want)))
+    for a, b in zip(jax.tree.leaves(kept[0].sums), jax.tree.leaves(kept[1].sums)):
+        np.testing.assert_array_equal(a, b)

@@ -28,7 +28,6 @@ chunks are one compiled program; split, their shapes and keys would have to be k
 from __future__ import annotations
 
 import functools
-import math
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -41,14 +40,16 @@ import numpy as np
 import optax
 from jax import lax
 
-from ..trace import Convention, Trace, TraceError
+from ..trace import Convention, Trace, TraceError, TraceSummary
 from ..trace.families import VariationalFamily
+from ..util.chunks import run_chunks
 from ..util.keys import as_key, as_keys
 from ..util.progress import progress_bar
 from .config import DPVISettings, as_settings
 from .contract import ModelSpec, as_data, check_data_sets, first_data_set, inspect_model
 from .settings import DEFAULT_DELTA, UNCHECKED_HINT, ResolvedSettings, SettingsHint, resolve_settings
 from .subsampling import clip_weights, poisson_sum
+from .summarised import record_summary
 
 __all__ = [
     "RUN_KEYWORDS",
@@ -352,26 +353,12 @@ def check_finite(data: Mapping) -> None:
             raise ValueError(f"data[{k!r}] contains NaN or inf: clean or drop those examples first")
 
 
-SHORT_RUN = 20
-"""Runs of at most this many steps go one step per chunk, so short runs of any length share one compiled program."""
-
-
-def _chunks(steps: int, progress=True) -> list[int]:
-    """The chunk lengths of a run: ≤ 20 chunks of ≤ 2 lengths (≤ 2 compilations) for a progress bar, else one
-    chunk (each costs ≈ 0.5 ms CPU to start and collect: 9 % of M1's 10⁴-step run in 20 chunks); a short run
-    (`SHORT_RUN`) one step per chunk either way."""
-    if steps > SHORT_RUN and not progress:
-        return [steps]
-    size = max(1, math.ceil(steps / SHORT_RUN))
-    return [size] * (steps // size) + ([steps % size] if steps % size else [])
-
-
 def _drive(run, state, steps: int, progress, description: str):
-    """Run `steps` in `_chunks`, updating a progress bar between chunks; a TraceError at the first chunk whose
+    """Run `steps` in `run_chunks`, updating a progress bar between chunks; a TraceError at the first chunk whose
     iterates or gradients are not finite (the run diverged; nothing is released)."""
     params, grads = [], []
     with progress_bar(steps, description, progress) as bar:
-        for n in _chunks(steps, progress):
+        for n in run_chunks(steps, progress):
             state, (p, g) = run(state, n)
             # waiting for the chunk (rather than its asynchronous dispatch) keeps the bar's rate honest
             params.append(np.asarray(p))
@@ -400,9 +387,12 @@ def record_dpvi(
     settings: DPVISettings | Mapping | None = None,
     preflight: str | None = None,
     progress: bool | Callable = False,
+    summary: bool = False,
     **overrides,
-) -> Trace:
-    """Run DPVI on `model(**data)` and return its released Trace (module doc has the algorithm).
+) -> Trace | TraceSummary:
+    """Run DPVI on `model(**data)` and return its released Trace (module doc has the algorithm); with
+    `summary=True` the same run kept as a `TraceSummary` (window sums and sample rows, O(P) memory for any T:
+    `recording.summarised`, docs/summaries.md).
 
     Privacy: exactly one of `epsilon` (σ calibrated by the PLD accountant at `delta`),
     `noise_multiplier`, or `non_private=True` (σ = 0, ε = ∞; needs a learning_rate or an optimizer). δ should
@@ -436,6 +426,8 @@ def record_dpvi(
     if preflight is None and not non_private:
         warnings.warn(UNCHECKED_HINT, SettingsHint, stacklevel=2)
     prepared = recorder.prepare(data)
+    if summary:
+        return record_summary(recorder, prepared, key, progress)
     hyper = recorder.hyper()
     state, params, grads = _drive(
         lambda st, n: _run(recorder.program, hyper, prepared, st, n),

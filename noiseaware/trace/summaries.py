@@ -83,7 +83,7 @@ class TraceSummary:
     steps: int
 
     def __post_init__(self):
-        sums = WindowSums(*(None if x is None else _frozen(x) for x in self.sums[:-1]), self.sums.cross)
+        sums = self.sums._replace(**{k: _frozen(v) for k, v in self.sums._asdict().items() if k != "cross"})
         if sums.cross is not None:
             sums = sums._replace(cross=type(sums.cross)(*(_frozen(x) for x in sums.cross)))
         object.__setattr__(self, "sums", sums)
@@ -236,7 +236,7 @@ def _validate(summary: TraceSummary) -> None:
         raise TraceError("sample_steps must increase strictly from step 0 to step T − 1")
     p, scale = summary.sample.n_params, scale_rows_of(summary.sample.family)
     rows = scale.stop - scale.start
-    shapes = {"first": (p,), "growth": (p,)}
+    shapes = {"first": (p,), "growth": (p,), "open_reference": (p,), "previous": (p,), "open_psi_reference": (rows,)}
     shapes |= dict.fromkeys(
         ("reference", "y", "yy", "g", "gg", "gy", "yyy", "yyyy", "yyg", "lag", "last"), (sums.windows, p)
     )

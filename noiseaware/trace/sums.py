@@ -11,7 +11,9 @@ sums precise), with G the noisy sum of clipped gradients:
   Σ G ω, Σ G ω v;
 * for a mean-field family of d ≤ `COUPLING_LIMIT`, the μ rows' cross moments that the wander of the other coordinates
   needs (docs/method.md §2.10), (W, d, d): Σ y_k y_j, Σ y_k² y_j, Σ y_k² y_l², Σ y_k G_j, Σ y_k² G_j;
-* the counts n_w (W,), the first row φ_0 and the growth max_t |φ_t − φ_0| over every step (P,).
+* the counts n_w (W,), the first row φ_0 and the growth max_t |φ_t − φ_0| over every step (P,);
+* the open window's K_w (P,) and L_w (R,) and the step's y (P,), which the next step reads: kept apart from the
+  (W, ·) arrays, which a step only writes, so that XLA updates those in place.
 
 `add_step` adds one step (pure jax, jittable, inside `lax.scan`); `pooled` combines windows s..W−1 into sums about
 their own mean, exactly, in float64 (the sum about c of a window is Σ(y − e)² = Σ y² − 2eΣ y + n e², e = c − K_w).
@@ -53,7 +55,8 @@ class CrossMoments(NamedTuple):
 
 class WindowSums(NamedTuple):
     """The sums of the module doc: count (W,); first, growth (P,); reference, y, yy, g, gg, gy, yyy, yyyy, yyg, lag,
-    last (W, P); the scale rows' psi_reference, v, ww, wwv, wwvv, gw, gwv (W, R); cross: `CrossMoments` or None."""
+    last (W, P); the scale rows' psi_reference, v, ww, wwv, wwvv, gw, gwv (W, R); cross: `CrossMoments` or None;
+    open_reference, previous (P,) and open_psi_reference (R,): the open window's K_w, the last step's y, its L_w."""
 
     count: jax.Array
     first: jax.Array
@@ -77,10 +80,20 @@ class WindowSums(NamedTuple):
     gw: jax.Array
     gwv: jax.Array
     cross: CrossMoments | None
+    open_reference: jax.Array
+    previous: jax.Array
+    open_psi_reference: jax.Array
 
     @property
     def windows(self) -> int:
         return self.count.shape[0]
+
+
+WINDOWED = (
+    "count", "reference", "y", "yy", "g", "gg", "gy", "yyy", "yyyy", "yyg", "lag", "last",
+    "psi_reference", "v", "ww", "wwv", "wwvv", "gw", "gwv",
+)  # fmt: skip
+"""The fields of `WindowSums` kept per window (a leading axis W)."""
 
 
 def window_bounds(steps: int, windows: int) -> np.ndarray:
@@ -105,6 +118,9 @@ def empty_sums(n_params: int, windows: int, scale_rows: slice, coupled: int, dty
         *(zeros(windows, n_params) for _ in range(11)),
         *(zeros(windows, scale) for _ in range(7)),
         CrossMoments(*(zeros(windows, coupled, coupled) for _ in range(5))) if coupled else None,
+        zeros(n_params),
+        zeros(n_params),
+        zeros(scale),
     )
 
 
@@ -116,13 +132,13 @@ def add_step(sums: WindowSums, step, params: jax.Array, grads: jax.Array, *, sta
     w = jnp.searchsorted(jnp.asarray(starts), step, side="right") - 1
     opens = step == jnp.asarray(starts)[w]
     first = jnp.where(step == 0, phi, sums.first)
-    reference = jnp.where(opens, phi, sums.reference[w])
+    reference = jnp.where(opens, phi, sums.open_reference)
     y = phi - reference
     square = y * y
     rho = phi[scale_rows]
     scale = jax.nn.softplus(rho)
     psi, weight = scale * scale, jax.nn.sigmoid(rho) / scale
-    psi_reference = jnp.where(opens, psi, sums.psi_reference[w])
+    psi_reference = jnp.where(opens, psi, sums.open_psi_reference)
     v, g_rho = psi - psi_reference, grad[scale_rows]
     ww = weight * weight
 
@@ -153,7 +169,7 @@ def add_step(sums: WindowSums, step, params: jax.Array, grads: jax.Array, *, sta
         put(sums.yyy, square * y),
         put(sums.yyyy, square * square),
         put(sums.yyg, square * grad),
-        put(sums.lag, y * sums.last[w]),  # y = 0 where the window opens: no product across windows
+        put(sums.lag, y * sums.previous),  # y = 0 where the window opens: no product across windows
         sums.last.at[w].set(y),
         sums.psi_reference.at[w].set(psi_reference),
         put(sums.v, v),
@@ -163,6 +179,9 @@ def add_step(sums: WindowSums, step, params: jax.Array, grads: jax.Array, *, sta
         put(sums.gw, g_rho * weight),
         put(sums.gwv, g_rho * weight * v),
         cross,
+        reference,
+        y,
+        psi_reference,
     )
 
 
@@ -200,7 +219,7 @@ def pooled(sums: WindowSums, start: int) -> Pooled:
     """Windows start..W−1 of `sums` combined about their own mean (module doc), in float64."""
     if not 0 <= start < sums.windows:
         raise ValueError(f"the first kept window must be between 0 and {sums.windows - 1}, got {start}")
-    s = {name: np.asarray(value, np.float64)[start:] for name, value in sums._asdict().items() if name != "cross"}
+    s = {name: np.asarray(value, np.float64)[start:] for name, value in sums._asdict().items() if name in WINDOWED}
     n_w = s["count"][:, None]
     n = float(n_w.sum())
     centre = np.sum(n_w * s["reference"] + s["y"], axis=0) / n

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["chunk_slices", "padded_chunks"]
+__all__ = ["SHORT_RUN", "chunk_slices", "padded_chunks", "run_chunks"]
+
+SHORT_RUN = 20
+"""Runs of at most this many steps go one step per chunk, so short runs of any length share one compiled program."""
 
 
 def chunk_slices(stop: int, size: int, start: int = 0) -> list[slice]:
@@ -22,3 +25,13 @@ def padded_chunks(count: int, size: int) -> list[tuple[np.ndarray, int]]:
         kept = part.stop - part.start
         out.append((np.minimum(np.arange(part.start, part.start + size), part.stop - 1), kept))
     return out
+
+
+def run_chunks(steps: int, progress=True) -> list[int]:
+    """The chunk lengths of a run of `steps` steps: ≤ 20 chunks of ≤ 2 lengths (≤ 2 compilations) for a progress bar,
+    else one chunk (each costs ≈ 0.5 ms CPU to start and collect: 9 % of M1's 10⁴-step run in 20 chunks); a short
+    run (`SHORT_RUN`) one step per chunk either way."""
+    if steps > SHORT_RUN and not progress:
+        return [steps]
+    size = max(1, -(-steps // SHORT_RUN))
+    return [size] * (steps // size) + ([steps % size] if steps % size else [])

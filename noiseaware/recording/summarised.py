@@ -1,0 +1,70 @@
+"""DPVI kept as a `TraceSummary` instead of a trace: `record_dpvi(..., summary=True)` (docs/summaries.md).
+
+The recorder's steps run in the same compiled scan, and each step's (φ_t, G_t) is added to the window sums
+(`noiseaware.trace.sums.add_step`) and, at the sample's steps, written to its R rows: memory O(W·P + R·P) for any T.
+The run is the trace's bit for bit (the same keys and steps); only what is kept of it differs.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..trace import TraceError
+from ..trace.summaries import ROWS, WINDOWS, TraceSummary, coupled_dim, sample_steps, scale_rows_of
+from ..trace.sums import add_step, empty_sums, window_bounds
+from ..util.chunks import run_chunks
+from ..util.progress import progress_bar
+
+__all__ = ["record_summary"]
+
+
+def record_summary(recorder: Any, data, key, progress) -> TraceSummary:
+    """The summary of the run `recorder` (a `dpvi.Recorder`) makes on prepared `data` from `key`, in the chunks of
+    `run_chunks` (a progress bar between them); a TraceError when the run diverges (nothing is released)."""
+    steps, family = recorder.settings.steps, recorder.settings.family
+    kept = sample_steps(steps, ROWS)
+    starts = tuple(window_bounds(steps, WINDOWS)[:-1].tolist())
+    size = family.n_params
+    state = recorder.init(key)
+    carry = (
+        empty_sums(size, WINDOWS, scale_rows_of(family), coupled_dim(family), recorder.dtype),
+        jnp.zeros((kept.size, size), recorder.dtype),
+        jnp.zeros((kept.size, size), recorder.dtype),
+    )
+    hyper, done = recorder.hyper(), 0
+    with progress_bar(steps, "DPVI (summarised)", progress) as advance:
+        for n in run_chunks(steps, progress):
+            state, carry = _run(recorder.program, hyper, data, state, carry, done, n, starts, tuple(kept.tolist()))
+            done += n
+            if not all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(carry)):
+                raise TraceError(
+                    f"DPVI diverged: its iterates or gradients are not finite by step {done} of {steps}, so nothing "
+                    "is released; record again with a smaller learning rate"
+                )
+            advance(n)
+    sums, params, grads = jax.tree.map(np.asarray, carry)
+    return TraceSummary(sums, recorder.to_trace(params, grads, state.params), kept, steps)
+
+
+@functools.partial(jax.jit, static_argnames=("program", "n_steps", "starts", "kept"))
+def _run(program, hyper, data, state, carry, first: int, n_steps: int, starts: tuple, kept: tuple):
+    scale = scale_rows_of(program.family)
+    sample = jnp.asarray(kept)
+
+    def step(inner, t):
+        state, (sums, rows, grads_rows) = inner
+        state, (params, grads) = program.step(hyper, data, state)
+        sums = add_step(sums, t, params, grads, starts=starts, scale_rows=scale)
+        r = jnp.minimum(jnp.searchsorted(sample, t), sample.size - 1)
+        hit = sample[r] == t
+        rows = rows.at[r].set(jnp.where(hit, params, rows[r]))
+        grads_rows = grads_rows.at[r].set(jnp.where(hit, grads, grads_rows[r]))
+        return (state, (sums, rows, grads_rows)), None
+
+    return lax.scan(step, (state, carry), first + jnp.arange(n_steps))[0]
