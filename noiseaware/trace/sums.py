@@ -89,10 +89,8 @@ class WindowSums(NamedTuple):
         return self.count.shape[0]
 
 
-WINDOWED = (
-    "count", "reference", "y", "yy", "g", "gg", "gy", "yyy", "yyyy", "yyg", "lag", "last",
-    "psi_reference", "v", "ww", "wwv", "wwvv", "gw", "gwv",
-)  # fmt: skip
+WINDOWED = ("count", "reference", "y", "yy", "g", "gg", "gy", "yyy", "yyyy", "yyg", "lag", "last")
+WINDOWED += ("psi_reference", "v", "ww", "wwv", "wwvv", "gw", "gwv")
 """The fields of `WindowSums` kept per window (a leading axis W)."""
 
 
