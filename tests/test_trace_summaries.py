@@ -262,3 +262,23 @@ def test_record_dpvi_keeps_the_same_run_as_a_summary():
         np.testing.assert_allclose(getattr(kept[0].sums, name), want, rtol=1e-4, atol=1e-5 * np.max(np.abs(want)))
     for a, b in zip(jax.tree.leaves(kept[0].sums), jax.tree.leaves(kept[1].sums)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_summary_reads_as_its_trace_in_text_and_in_a_full_rank_fit():
+    """summary() is the trace's table under its own title; a full-rank run (no cross moments, its ρ block in ψ for the
+    repair) is fitted from its summary as from its trace."""
+    bm = na.models.get("linreg-10d")
+    _, data = bm.simulate(jax.random.key(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = na.record_dpvi(bm.model, data, key=4, epsilon=1.0, **(bm.dpvi_settings | {"steps": 1000}))
+        summary = na.summarize(trace)
+        assert summary.summary().splitlines()[1:] == trace.summary().splitlines()[1:]
+        assert summary.summary().startswith("noiseaware trace summary")
+        full = na.record_dpvi(
+            bm.model, data, key=4, epsilon=1.0, family="full-rank", **(bm.dpvi_settings | {"steps": 1000})
+        )
+        kept = na.summarize(full)
+        assert kept.sums.cross is None
+        a, b = (na.fit(source, key=0, checks="off") for source in (full, kept))
+    assert np.max(np.abs(a.optimum_chains - b.optimum_chains) / a.optimum_chains.std(axis=(0, 1))) < 1e-8

@@ -20,9 +20,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core import Trace
+from .data import BURN_IN
 from .families import VariationalFamily
-from .summary_files import is_summary_file, read_summary, write_summary
-from .sums import COUPLING_LIMIT, WindowSums, add_step, empty_sums, window_bounds
+from .summary import summary_text
+from .summary_files import SUMMARY_SCHEMA, SUMMARY_VERSION, is_summary_file, read_summary, write_summary
+from .sums import COUPLING_LIMIT, WindowSums, add_step, empty_sums, pooled, window_bounds
 from .validation import TraceError
 
 __all__ = [
@@ -63,6 +65,9 @@ SETTINGS = (
     "dim",
     "site_map",
     "noise_sd",
+    "step_noise_multipliers",
+    "step_clips",
+    "step_grad_scales",
 )
 """The run's settings and what follows from them, read from the sample (a `Trace`) under their trace names."""
 
@@ -128,6 +133,21 @@ class TraceSummary:
                 f"burn_in={step / self.steps:g} (step {step} of {self.steps}) does not: use one of {offered}"
             )
         return int(found[0])
+
+    def mean_noise_sd(self, start: int = 0) -> np.ndarray:
+        """σ·b·C/s (P,): the DP noise sd of every step (a summary's settings are constant)."""
+        return np.broadcast_to(self.noise_sd, (self.n_params,))
+
+    def summary(self) -> str:
+        """A readable table, as `Trace.summary`: the settings, then per θ coordinate μ and sd at φ_T, the mean of μ
+        and the sd of G over the windows after the default burn-in, beside the DP noise sd σC/s."""
+        pool = pooled(self.sums, self.first_kept_window(BURN_IN))
+        grad_sd = np.sqrt(np.maximum(pool.sum_gg / pool.count - (pool.sum_g / pool.count) ** 2, 0.0))
+        title = (
+            f"noiseaware trace summary (schema {SUMMARY_SCHEMA} v{SUMMARY_VERSION}: {self.windows} windows, "
+            f"{len(self.sample_steps)} sample rows)"
+        )
+        return summary_text(self, kept=(pool.centre[: self.dim], grad_sd), title=title)
 
     def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> None:
         """Write the summary to `path` (.npz) atomically; an existing file is replaced only with `overwrite=True`."""

@@ -19,9 +19,11 @@ if TYPE_CHECKING:
 __all__ = ["short_description", "summary_text"]
 
 
-def summary_text(trace: TraceData) -> str:
-    """The text of `Trace.summary`: the settings lines, a blank line, the per-coordinate table."""
-    return "\n".join([*_settings_lines(trace), "", _coordinate_table(trace)])
+def summary_text(trace: TraceData, kept=None, title: str | None = None) -> str:
+    """The text of `Trace.summary`: the settings lines, a blank line, the per-coordinate table. kept: the mean of
+    μ (d,) and the sd of G (P,) over the steps after the burn-in, where the caller has them (a summary's windows);
+    else from the trace's rows. title: the first line (default: the trace's schema)."""
+    return "\n".join([*_settings_lines(trace, title), "", _coordinate_table(trace, kept)])
 
 
 def short_description(trace: TraceData) -> str:
@@ -56,7 +58,7 @@ def _sigma(trace: TraceData) -> str:
     return _range(trace.step_noise_multipliers, trace.noise_multiplier)
 
 
-def _settings_lines(trace: TraceData) -> list[str]:
+def _settings_lines(trace: TraceData, title: str | None) -> list[str]:
     privacy = "non-private (σ = 0)" if trace.epsilon == math.inf else f"ε = {_fmt(trace.epsilon)}"
     sites = trace.sites or ()
     rows = [
@@ -69,11 +71,11 @@ def _settings_lines(trace: TraceData) -> list[str]:
         ("sites", ", ".join(f"{s.name}{list(s.shape)} {s.transform}" for s in sites) or "unknown"),
     ]
     width = max(len(label) for label, _ in rows)
-    title = f"noiseaware trace (schema {SCHEMA} v{written_version(trace)})"
+    title = title or f"noiseaware trace (schema {SCHEMA} v{written_version(trace)})"
     return [title] + [f"  {label:<{width}}  {text}" for label, text in rows]
 
 
-def _coordinate_table(trace: TraceData) -> str:
+def _coordinate_table(trace: TraceData, kept) -> str:
     """One row per θ coordinate j: final μ_j and sd_j = sqrt(Σ_jj) (softplus(ρ_j) for mean-field), post-burn-in
     mean of μ_j, and the sd of G vs σC/s."""
     try:
@@ -81,8 +83,10 @@ def _coordinate_table(trace: TraceData) -> str:
     except TraceError:
         final, source = trace.params[-1], "φ_(T-1), φ_T unknown"
     d, start = trace.dim, int(BURN_IN * trace.steps)
-    grad_sd, noise_sd = trace.grads[start:].std(axis=0), trace.mean_noise_sd(start)
-    mean_mu, final_sd = trace.params[start:, :d].mean(axis=0), trace.family.marginal_sd(np.asarray(final, float))
+    noise_sd, final_sd = trace.mean_noise_sd(start), trace.family.marginal_sd(np.asarray(final, float))
+    mean_mu, grad_sd = (
+        (trace.params[start:, :d].mean(axis=0), trace.grads[start:].std(axis=0)) if kept is None else kept
+    )
     header = (
         "θ (unconstrained)",
         f"μ at {source}",
