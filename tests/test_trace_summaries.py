@@ -207,9 +207,11 @@ def test_the_trace_checks_of_a_summary_are_the_traces(name):
     assert na.TraceDiagnosis.from_dict(kept.to_dict()).unchecked == ("autocorrelation",)
 
 
-def test_noiseaware_fit_reads_a_summary_file_and_refuses_its_plot(tmp_path, capsys):
-    _, trace = _trace("gamma-exponential", 1000)
-    na.summarize(trace).save(tmp_path / "run.npz")
+def test_noiseaware_record_keeps_a_summary_that_fit_reads_and_refuses_to_plot(tmp_path, capsys):
+    record = ("record", "--model", "gamma-exponential", "--epsilon", "1", "--steps", "1000", "--summary")
+    assert "a trace summary file ends in .npz" in single_error(capsys, *record, "--out", tmp_path / "run.nc")
+    code, out, _ = run(capsys, *record, "--out", tmp_path / "run.npz")
+    assert code == 0 and "trace summary saved to" in out and "noiseaware trace summary" in out
     code, out, _ = run(capsys, "fit", str(tmp_path / "run.npz"), "--seed", "1", "--out", str(tmp_path / "post.nc"))
     assert code == 0
     assert "not checked: autocorrelated residuals" in out

@@ -152,6 +152,11 @@ def add_parser(subparsers) -> None:
         "they replace the preset and every setting option",
     )
     parser.add_argument("--float64", action="store_true", help="record in 64-bit floats")
+    parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="keep the run as a trace summary (window sums and 64 sample rows, docs/summaries.md): --out FILE.npz",
+    )
     parser.set_defaults(run=run)
 
 
@@ -170,7 +175,10 @@ class _Job:
 
 def run(args) -> int:
     outputs = Outputs(force=args.force, inputs=() if args.data is None else (args.data,))
-    out = outputs.file(args.out, "--out", TRACE_SUFFIXES, "a trace file ends in .nc (netCDF4) or .npz (numpy)")
+    if args.summary:
+        out = outputs.file(args.out, "--out", (".npz",), "a trace summary file ends in .npz")
+    else:
+        out = outputs.file(args.out, "--out", TRACE_SUFFIXES, "a trace file ends in .nc (netCDF4) or .npz (numpy)")
     report_path = outputs.file(settings_path(out), "--out", (".json",), "")
     key_simulation, key_dpvi = keys(_record_seed(args))
     if args.settings is not None:
@@ -183,7 +191,14 @@ def run(args) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SettingsHint)
         trace = record_dpvi(
-            job.model, job.data, key=key_dpvi, progress=True, dtype=_dtype(args), **_privacy(args), **used
+            job.model,
+            job.data,
+            key=key_dpvi,
+            progress=True,
+            dtype=_dtype(args),
+            summary=args.summary,
+            **_privacy(args),
+            **used,
         )
     report = settings_report(
         job.model,
@@ -203,7 +218,8 @@ def run(args) -> int:
     if job.truth is not None:
         print()
         print(_truth_report(*job.truth))
-    print(f"\ntrace saved to {out}; what the run used (priors, settings and their sources): {report_path}")
+    kind = "trace summary" if args.summary else "trace"
+    print(f"\n{kind} saved to {out}; what the run used (priors, settings and their sources): {report_path}")
     if checks is not None and "runaway" in checks.fired:
         print("it cannot be fitted (its iterates ran away): record again with a smaller learning rate")
     elif ":" not in args.model:
