@@ -110,27 +110,9 @@ def trace_of(
     )
 
 
-def summary_of_aggregate(
-    opt_state,
-    *,
-    clip: float,
-    noise_multiplier: float,
-    sampling_rate: float,
-    n_examples: int,
-    sampling: str = "fixed",
-    neighbouring: str = "replace",
-    final_params=None,
-    **fields,
-) -> TraceSummary:
-    """The summary of the run kept in `opt_state` (a chain's state holding one `summarizing_aggregate`); the
-    arguments are `trace_of`'s."""
-    return summary_of(
-        opt_state,
-        convention=_convention(sampling, neighbouring),
-        noise_multiplier=noise_multiplier,
-        clip=clip,
-        sampling_rate=sampling_rate,
-        n_examples=n_examples,
-        final_params=final_params,
-        **fields,
-    )
+def summary_of_aggregate(opt_state, **settings) -> TraceSummary:
+    """The summary of the run kept in `opt_state` (a chain's state holding one `summarizing_aggregate`). settings:
+    `trace_of`'s keywords (clip, noise_multiplier, sampling_rate, n_examples, sampling, neighbouring, final_params
+    and the other `Trace.from_arrays` fields); grad_scale was the summarizing transformation's."""
+    sampling, neighbouring = settings.pop("sampling", "fixed"), settings.pop("neighbouring", "replace")
+    return summary_of(opt_state, convention=_convention(sampling, neighbouring), **settings)

@@ -27,6 +27,7 @@ __all__ = [
     "TraceBuffer",
     "buffer_trace",
     "empty",
+    "one_state",
     "producer",
     "record",
     "recorded_trace",
@@ -116,15 +117,19 @@ def recording(
 
 def recording_state(opt_state) -> RecordingState:
     """The one RecordingState inside an optimizer state (a chain's tuple, nested); a ValueError without exactly one."""
+    return one_state(opt_state, RecordingState, "recorders", "recording_aggregate")
+
+
+def one_state(opt_state, kind: type, plural: str, first: str):
+    """The one leaf of type `kind` inside an optimizer state (a chain's tuple, nested); a ValueError naming how many
+    `plural` it holds otherwise, with a chain that starts with `first`."""
     found = [
-        leaf
-        for leaf in jax.tree.leaves(opt_state, is_leaf=lambda x: isinstance(x, RecordingState))
-        if isinstance(leaf, RecordingState)
+        leaf for leaf in jax.tree.leaves(opt_state, is_leaf=lambda x: isinstance(x, kind)) if isinstance(leaf, kind)
     ]
     if len(found) != 1:
         raise ValueError(
-            f"the optimizer state holds {len(found)} recorders; chain exactly one recording transformation first, "
-            "e.g. optax.chain(recording_aggregate(...), optax.sgd(learning_rate))"
+            f"the optimizer state holds {len(found)} {plural}; chain exactly one first, "
+            f"e.g. optax.chain({first}(...), optax.sgd(learning_rate))"
         )
     return found[0]
 

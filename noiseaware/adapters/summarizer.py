@@ -23,7 +23,7 @@ from ..trace.families import MEAN_FIELD, family_for
 from ..trace.summaries import ROWS, WINDOWS, TraceSummary, coupled_dim, sample_steps, scale_rows_of
 from ..trace.sums import WindowSums, add_step, empty_sums, window_bounds
 from ..util.checks import positive_int
-from .recorder import TraceBuffer, buffer_trace, empty, record
+from .recorder import TraceBuffer, buffer_trace, empty, one_state, record
 
 __all__ = ["SummaryState", "summary_of", "summary_state", "summarizing"]
 
@@ -90,17 +90,7 @@ def summarizing(
 
 def summary_state(opt_state) -> SummaryState:
     """The one SummaryState inside an optimizer state (a chain's tuple, nested); a ValueError without exactly one."""
-    found = [
-        leaf
-        for leaf in jax.tree.leaves(opt_state, is_leaf=lambda x: isinstance(x, SummaryState))
-        if isinstance(leaf, SummaryState)
-    ]
-    if len(found) != 1:
-        raise ValueError(
-            f"the optimizer state holds {len(found)} summaries; chain exactly one summarizing transformation first, "
-            "e.g. optax.chain(summarizing_aggregate(...), optax.sgd(learning_rate))"
-        )
-    return found[0]
+    return one_state(opt_state, SummaryState, "summaries", "summarizing_aggregate")
 
 
 def summary_of(opt_state, *, convention: Convention, final_params=None, **fields) -> TraceSummary:
