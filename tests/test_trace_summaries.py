@@ -176,6 +176,16 @@ def test_summary_files_round_trip_and_refuse_what_is_not_theirs(tmp_path):
     np.savez(tmp_path / "bad.npz", **fields)
     with pytest.raises(na.TraceError, match="bad.npz: the window counts"):
         na.TraceSummary.load(tmp_path / "bad.npz")
+    fields = dict(np.load(tmp_path / "s.npz"))
+    fields["sums_gy"] = np.where(fields["sums_gy"] > 0, np.nan, fields["sums_gy"])
+    np.savez(tmp_path / "nan.npz", **fields)
+    with pytest.raises(na.TraceError, match="nan.npz: the summary's gy must be finite"):
+        na.TraceSummary.load(tmp_path / "nan.npz")
+    fields = dict(np.load(tmp_path / "s.npz"))
+    fields["sums_y"] = np.array([{"a": 1}], dtype=object)
+    np.savez(tmp_path / "pickle.npz", **fields)
+    with pytest.raises(na.TraceError, match="never unpickled"):
+        na.TraceSummary.load(tmp_path / "pickle.npz")
 
 
 def test_what_a_summary_cannot_give_is_refused_with_what_to_do():
