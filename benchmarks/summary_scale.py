@@ -7,7 +7,7 @@ plain SGD; the training step of the toy costs O(P), like the summary, so the ove
 relative overhead on any real model from above), `steps` steps, run twice in one jitted `lax.scan`: plain, and with
 the summary's `add_step` (W = 10 windows). Recorded: the summary's bytes (float32 sums, its arrays' nbytes), the
 warm seconds per step of both loops and their ratio, and the exact route's fit of every coordinate from the summary
-(`ExactOptions(draws=…)`, blocks of 4 096), warm, with the peak resident memory of the case's process (each case runs
+(`ExactOptions(draws=…)`, blocks of 2 048), warm, with the peak resident memory of the case's process (each case runs
 in a fresh process: `--case P` is the worker). A case whose fit would take over `--fit-limit` seconds (projected from
 the previous case, linear in P) is not fitted; the results file says so. Writes benchmarks/results/summary_scale.json.
 """

@@ -18,8 +18,9 @@ from .gradient_model import GradientModel, select_rows
 
 __all__ = ["BLOCK", "solve_in_blocks"]
 
-BLOCK = 4096
-"""Coordinates per block: the exact route's grid over them (96 × 32 nodes per coordinate) takes about 100 MB."""
+BLOCK = 2048
+"""Coordinates per block: the exact route's grid over them (96 × 32 nodes per coordinate) takes about 50 MB; measured
+on P = 3.3·10⁴ (400 draws), 0.26 ms per coordinate against 0.29 at 1 024, 4 096 and 8 192."""
 
 Solve = Callable[..., list[Draws | FitFailure]]
 
