@@ -7,6 +7,7 @@ coupling through the cross moments) and without; the optax transformation leaves
 and keeps the same sums in float32; files round-trip and refuse what is not theirs.
 """
 
+import dataclasses
 import warnings
 
 import jax
@@ -15,6 +16,7 @@ import numpy as np
 import optax
 import pytest
 from cli_helpers import run, single_error
+from scipy import stats as scipy_stats
 
 import noiseaware as na
 from noiseaware.adapters import optax as optax_adapter
@@ -294,3 +296,93 @@ def test_a_summary_reads_as_its_trace_in_text_and_in_a_full_rank_fit():
         assert kept.sums.cross is None
         a, b = (na.fit(source, key=0, checks="off") for source in (full, kept))
     assert np.max(np.abs(a.optimum_chains - b.optimum_chains) / a.optimum_chains.std(axis=(0, 1))) < 1e-8
+
+
+@pytest.mark.parametrize(
+    "convention, reported",
+    [
+        (na.trace.Convention(normaliser="microbatches", clipping="microbatch", microbatch_size=2, sampling="fixed"), 8),
+        (na.trace.Convention(normaliser="expected-batch", batch_divisor=5.0), 7),
+        (na.trace.Convention(normaliser="sum"), 3),
+    ],
+)
+def test_the_summary_of_a_loop_takes_its_producers_convention_as_the_trace_does(convention, reported):
+    """The same loop recorded as a trace and kept as a summary, under a convention whose noisy sum is not the reported
+    divisor times the release (microbatches: b·D_t/b; a constant divisor that the loop reports otherwise): the
+    summary's sums are the trace's."""
+    from noiseaware.adapters.recorder import recorded_trace, recording
+    from noiseaware.adapters.summarizer import summarizing, summary_of
+
+    steps, key = 300, jax.random.key(5)
+    sums = jax.random.normal(key, (steps, 4))  # stand-ins for the noisy sums the loop releases, one per step
+
+    def loop(first):
+        opt = optax.chain(first, optax.sgd(0.01))
+
+        def step(carry, noisy):
+            phi, state = carry
+            updates, state = opt.update(noisy + 0.5 * phi, state, phi)
+            return (optax.apply_updates(phi, updates), state), None
+
+        phi0 = jnp.array([0.3, -0.2, -1.0, -2.0])
+        return jax.lax.scan(step, (phi0, opt.init(phi0)), sums)[0]
+
+    release, divisor = optax.scale(1.0 / reported), (lambda updates: float(reported))
+    settings = dict(noise_multiplier=1.0, clip=1.0, sampling_rate=0.1, n_examples=50)
+    phi, recorded = loop(recording(release, steps=steps, divisor=divisor))
+    _, kept = loop(summarizing(release, steps=steps, divisor=divisor, rows=8))
+    trace = recorded_trace(recorded, convention=convention, final_params=phi, **settings)
+    summary = summary_of(kept, convention=convention, final_params=phi, **settings)
+    reference = na.summarize(trace, rows=8)
+    for name in ("g", "gg", "gy", "yyg", "gw", "gwv"):
+        np.testing.assert_allclose(getattr(summary.sums, name), getattr(reference.sums, name), rtol=1e-4, atol=1e-5)
+
+
+def test_a_summary_refuses_batch_sizes_that_vary_under_poisson_sampling():
+    """A Poisson run's realised batch sizes are not DP-released: a summary that saw them vary is refused, whatever its
+    sample rows show."""
+    from noiseaware.adapters.summarizer import summarizing, summary_of
+
+    size = summarizing(optax.identity(), steps=40, divisor=lambda u: 10.0 + (u[0] > 1.5), rows=2)  # B_t = 11 once
+    opt = optax.chain(size, optax.sgd(0.01))
+    phi = jnp.zeros(2)
+    state = opt.init(phi)
+    for t in range(40):
+        updates, state = opt.update(jnp.array([1.0 + (t == 17), 1.0]), state, phi)
+    poisson = na.trace.Convention(normaliser="realised-batch", sampling="poisson")
+    with pytest.raises(na.TraceError, match="varied from 10 to 11 under Poisson sampling"):
+        summary_of(state, convention=poisson, noise_multiplier=1.0, clip=1.0, sampling_rate=0.1, n_examples=50)
+
+
+def test_drift_of_unequal_windows_is_the_ar1_variance_of_their_means():
+    """The drift test's sd of the last minus the first window's mean, for windows of 30 and 20 steps 70 apart, is
+    √(aᵀ Σ a) with Σ_ts = γ₀ r^|t−s| (the stationary AR(1)) and a the two means' weights: z = 1.5 gives its p."""
+    from noiseaware.checks.statistics import KeptSums, _drift
+
+    n, u, v, r, gamma = 90, 30, 20, 0.6, 2.0
+    t = np.arange(n)
+    weights = np.where(t < u, -1.0 / u, np.where(t >= n - v, 1.0 / v, 0.0))
+    sd = np.sqrt(weights @ (gamma * r ** np.abs(t[:, None] - t[None, :])) @ weights)
+    windows = np.array([[[u], [0.0], [0.0]], [[40.0], [0.0], [0.0]], [[v], [1.5 * sd], [0.0]]])
+    zero = np.zeros(1)
+    sums = KeptSums(n, zero, zero, zero, zero, zero, zero, zero, zero, zero, windows, zero, zero, zero, 0, None)
+    np.testing.assert_allclose(_drift(sums, np.array([1 - r]), np.array([gamma])), 2 * scipy_stats.norm.sf(1.5))
+
+
+def test_burn_ins_and_windows_a_summary_cannot_check_say_so():
+    """T = 90: a burn-in of 0.7 starts window 7 at step 63 although ⌊0.7·90⌋ = 62 (accepted); one kept window leaves
+    the windows' agreement and the drift unchecked, and the report says so; summary() works without φ_T and with a
+    window count that 0.2 does not divide."""
+    bm = na.models.get("gamma-exponential")
+    _, data = bm.simulate(jax.random.key(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", na.recording.settings.SettingsHint)
+        trace = na.record_dpvi(bm.model, data, key=4, epsilon=1.0, **(bm.dpvi_settings | {"steps": 900}))
+    summary = na.summarize(trace)
+    assert summary.first_kept_window(0.7) == 7
+    report = na.diagnose(summary, burn_in=0.9)
+    assert set(report.unchecked) == {"autocorrelation", "windows", "drift"}
+    assert "not checked: autocorrelated residuals, windows disagree on φ*, drift" in report.verdict
+    unknown = dataclasses.replace(trace, final_params=None, optimizer="adam")
+    text = na.summarize(unknown, windows=4).summary()
+    assert "φ_(T-1), φ_T unknown" in text and "mean μ last 75%" in text

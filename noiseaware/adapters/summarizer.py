@@ -18,7 +18,8 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
-from ..trace import Convention
+from ..trace import Convention, TraceError
+from ..trace.convention import divisors
 from ..trace.families import MEAN_FIELD, family_for
 from ..trace.summaries import ROWS, WINDOWS, TraceSummary, coupled_dim, sample_steps, scale_rows_of
 from ..trace.sums import WindowSums, add_step, empty_sums, window_bounds
@@ -30,7 +31,8 @@ __all__ = ["SummaryState", "summary_of", "summary_state", "summarizing"]
 
 class SummaryState(NamedTuple):
     """The wrapped transformation's state; the window sums; the sample rows (a `TraceBuffer` of R rows); the updates
-    seen (step); the run's declared length T (steps); the scale s (P,) the run divides φ by."""
+    seen (step); the run's declared length T (steps); the scale s (P,) the run divides φ by; the smallest and the
+    largest divisor D_t seen (2,), which `summary_of` checks against the convention."""
 
     inner: Any
     sums: WindowSums
@@ -38,6 +40,7 @@ class SummaryState(NamedTuple):
     step: jax.Array
     steps: jax.Array
     grad_scale: jax.Array
+    divisors: jax.Array
 
 
 def summarizing(
@@ -71,6 +74,7 @@ def summarizing(
             jnp.array(0),
             jnp.array(steps),
             scale,
+            jnp.array([jnp.inf, -jnp.inf]),
         )
 
     def update_fn(updates, state, params=None):
@@ -83,7 +87,8 @@ def summarizing(
         t, s = state.step, state.grad_scale
         sums = add_step(state.sums, t, phi * s, out * scaled / s, starts=starts, scale_rows=rows_of)
         sample = jax.lax.cond(jnp.any(kept == t), lambda b: record(b, phi, out, scaled), lambda b: b, state.sample)
-        return released, SummaryState(inner_state, sums, sample, t + 1, state.steps, s)
+        seen = jnp.array([jnp.minimum(state.divisors[0], scaled), jnp.maximum(state.divisors[1], scaled)])
+        return released, SummaryState(inner_state, sums, sample, t + 1, state.steps, s, seen)
 
     return optax.GradientTransformation(init_fn, update_fn)
 
@@ -106,12 +111,42 @@ def summary_of(opt_state, *, convention: Convention, final_params=None, **fields
             f"the run took {taken} updates but the summary was made for steps={steps}: its windows are cut for that "
             f"length; create the summarizing transformation with steps={taken}"
         )
+    rows = scale_rows_of(family_for(fields.get("variational_family", MEAN_FIELD), state.sums.first.size))
+    if rows.stop - rows.start != state.sums.psi_reference.shape[-1]:
+        raise ValueError(
+            f"the summary was made for a family whose ρ block has {state.sums.psi_reference.shape[-1]} rows, not "
+            f"variational_family={fields.get('variational_family', MEAN_FIELD)!r}: pass the family the summarizing "
+            "transformation was created with"
+        )
     scale = np.asarray(state.grad_scale)
     sample = buffer_trace(state.sample, convention=convention, final_params=final_params, grad_scale=scale, **fields)
+    factor = _to_sums(convention, np.asarray(state.divisors), sample.sampling_rate, sample.n_examples)
     sums = jax.tree.map(np.asarray, state.sums)
-    if convention.clip_factor != 1:  # microbatches: the noisy sum is b·D_t·G̃_t
-        sums = scaled_gradients(sums, convention.clip_factor)
+    if factor != 1.0:
+        sums = scaled_gradients(sums, factor)
     return TraceSummary(sums, sample, np.asarray(sample_steps(steps, state.sample.params.shape[0])), steps)
+
+
+def _to_sums(convention: Convention, seen: np.ndarray, sampling_rate: float, n_examples: int) -> float:
+    """What turns the sums of D_t·G̃_t (D_t the divisors the run reported, seen: their least and largest) into sums of
+    the noisy sums b·D'_t·G̃_t, D'_t the convention's divisor (`trace.convention.divisors`): 1 where the convention
+    divides by the reported batch sizes, else b·D'/D for a constant D. A TraceError for batch sizes that vary under
+    Poisson sampling (not DP-released) and a ValueError for a divisor that varies where the convention's does not."""
+    low, high = float(seen[0]), float(seen[1])
+    if convention.needs_batch_sizes():
+        if convention.sampling == "poisson" and low != high:
+            raise TraceError(
+                f"the batch sizes varied from {low:g} to {high:g} under Poisson sampling: the realised size of a "
+                "Poisson sample is not DP-released, so it may not enter a summary; divide by the expected batch size "
+                "(normaliser 'expected-batch') or pad the batches to one size"
+            )
+        return 1.0
+    if low != high:
+        raise ValueError(
+            f"the divisor varied from {low:g} to {high:g} between steps, but normaliser {convention.normaliser!r} "
+            "divides by a constant: give the summarizing transformation the divisor the producer used"
+        )
+    return float(convention.clip_factor * divisors(convention, None, sampling_rate, n_examples, 1)[0]) / low
 
 
 def scaled_gradients(sums: WindowSums, factor: float) -> WindowSums:

@@ -343,7 +343,7 @@ def diagnose(trace: TraceData | TraceSummary, *, burn_in: float = BURN_IN, level
         window_optima=statistics.window_optima,
         proposed_burn_in=proposed,
         rows=tuple(int(j) for j in trace.family.block_rows),
-        unchecked=("autocorrelation",) if isinstance(trace, TraceSummary) else (),
+        unchecked=_unchecked(trace, burn_in),
     )
 
 
@@ -367,6 +367,15 @@ def _statistics(trace: TraceData | TraceSummary, start: int) -> CheckStatistics:
     )
 
 
+def _unchecked(trace, burn_in: float) -> tuple[str, ...]:
+    """The checks a summary cannot run: the residuals' autocorrelation (no rows), and with one kept window the
+    windows' agreement and the drift (nothing to compare)."""
+    if not isinstance(trace, TraceSummary):
+        return ()
+    single = trace.windows - trace.first_kept_window(burn_in) < 2
+    return ("autocorrelation",) + (("windows", "drift") if single else ())
+
+
 def _flags(s: CheckStatistics, alpha: float) -> dict[str, np.ndarray]:
     """{check: (P,) bool}: a test fires below α per coordinate, a NaN statistic never fires. (κ̂ ≥ 2 needs SGD's
     step sizes: read off φ's autocorrelation, κ̂ = 1 − ρ₁ < 2.)"""
@@ -388,7 +397,7 @@ def _flags(s: CheckStatistics, alpha: float) -> dict[str, np.ndarray]:
 def _settled(trace: TraceData, burn_in: float, alpha: float) -> bool:
     """Whether, after ⌊burn_in·T⌋ steps, the windows agree, nothing drifts and the start is forgotten."""
     start = math.floor(burn_in * trace.steps)
-    if kept_steps(trace, burn_in) < MIN_STEPS or (isinstance(trace, TraceSummary) and start not in trace.bounds):
+    if kept_steps(trace, burn_in) < MIN_STEPS or (isinstance(trace, TraceSummary) and not trace.offers(burn_in)):
         return False
     flags = _flags(_statistics(trace, start), alpha)
     return not any(flags[name].any() for name in ("windows", "drift", "transient"))

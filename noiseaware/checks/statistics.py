@@ -253,19 +253,23 @@ def _dynamics(sums: KeptSums, slope, slope_se, residual_var, learning_rate):
 
 
 def _drift(sums: KeptSums, kappa: np.ndarray, variance: np.ndarray) -> np.ndarray:
-    """p-value of the first and last windows' means of φ under the stationary AR(1) with coefficient r = 1 − κ and
-    variance γ₀: Var(mean of w steps) = γ₀/w² (w(1 + r)/(1 − r) − 2r(1 − r^w)/(1 − r)²), Cov of two windows s
-    steps apart = γ₀ r^(s−w+1) ((1 − r^w)/(1 − r))²/w². NaN where 0 < κ < 2 fails (no stationary law)."""
-    w = float(sums.windows[0, 0, 0])
-    gap = sums.n - float(sums.windows[-1, 0, 0])
+    """p-value of the first and last windows' means of φ (u and v steps long, the last starting s steps after the
+    first) under the stationary AR(1) with coefficient r = 1 − κ and variance γ₀: Var(mean of w steps) =
+    γ₀/w² (w(1 + r)/(1 − r) − 2r(1 − r^w)/(1 − r)²), their covariance γ₀ r^(s−u+1) (1 − r^u)(1 − r^v)/((1 − r)² u v).
+    NaN where 0 < κ < 2 fails (no stationary law)."""
+    u, v = float(sums.windows[0, 0, 0]), float(sums.windows[-1, 0, 0])
+    gap = sums.n - v
     r = 1.0 - kappa
     stable = (kappa > 0) & (kappa < 2)
     r = np.where(stable, r, 0.0)
     one = 1.0 - r
-    power = r**w
-    var_mean = variance / w**2 * (w * (1 + r) / one - 2 * r * (1 - power) / one**2)
-    cov = variance / w**2 * np.sign(r) ** (gap - w + 1) * np.abs(r) ** (gap - w + 1) * ((1 - power) / one) ** 2
-    sd = np.sqrt(np.maximum(2.0 * var_mean - 2.0 * cov, 0.0))
+
+    def mean_variance(w):
+        return variance / w**2 * (w * (1 + r) / one - 2 * r * (1 - r**w) / one**2)
+
+    lag = gap - u + 1
+    cov = variance / (u * v) * np.sign(r) ** lag * np.abs(r) ** lag * (1 - r**u) * (1 - r**v) / one**2
+    sd = np.sqrt(np.maximum(mean_variance(u) + mean_variance(v) - 2.0 * cov, 0.0))
     z = (sums.windows[-1, 1] - sums.windows[0, 1]) / sd
     return np.where(stable & (sd > 0), 2.0 * stats.norm.sf(np.abs(z)), np.nan)
 

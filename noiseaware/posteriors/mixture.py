@@ -364,7 +364,10 @@ class MixturePosterior(PosteriorBase):
         else:
             dataset = _site_dataset(self.site_map, self.site_map.unflatten(mu), coords, constrained=False)
         dataset.attrs["sample_dims"] = ["chain", "draw"]
-        dataset.attrs["description"] = "DPVI iterates μ_t (unconstrained), one chain whose draws are the steps t"
+        dataset.attrs["description"] = (
+            "DPVI iterates μ_t (unconstrained), one chain whose draws are the steps t in order (every step of a "
+            "trace, or the sample rows of a trace summary)"
+        )
         return dataset
 
     def _attrs(self) -> dict[str, Any]:

@@ -28,6 +28,11 @@ def record_summary(recorder: Any, data, key, progress) -> TraceSummary:
     """The summary of the run `recorder` (a `dpvi.Recorder`) makes on prepared `data` from `key`, in the chunks of
     `run_chunks` (a progress bar between them); a TraceError when the run diverges (nothing is released)."""
     steps, family = recorder.settings.steps, recorder.settings.family
+    if steps < WINDOWS:
+        raise ValueError(
+            f"a summary keeps {WINDOWS} windows of steps, so its run needs at least {WINDOWS}; got steps={steps}: "
+            "record more steps, or record the trace itself (summary=False)"
+        )
     kept = sample_steps(steps, ROWS)
     starts = tuple(window_bounds(steps, WINDOWS)[:-1].tolist())
     size = family.n_params

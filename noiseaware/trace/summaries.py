@@ -22,7 +22,7 @@ import numpy as np
 from .core import Trace
 from .data import BURN_IN
 from .families import VariationalFamily
-from .summary import summary_text
+from .summary import KeptColumns, summary_text
 from .summary_files import SUMMARY_SCHEMA, SUMMARY_VERSION, is_summary_file, read_summary, write_summary
 from .sums import COUPLING_LIMIT, WindowSums, add_step, empty_sums, pooled, window_bounds
 from .validation import TraceError
@@ -124,30 +124,42 @@ class TraceSummary:
         return self.window_from(math.floor(burn_in * self.steps))
 
     def window_from(self, step: int) -> int:
-        """The window that starts at `step`; a ValueError naming the burn-ins the summary offers when none does."""
-        found = np.flatnonzero(self.bounds[:-1] == step)
-        if not found.size:
-            offered = ", ".join(f"{w / self.windows:g}" for w in range(self.windows))
-            raise ValueError(
-                f"a summary keeps its sums over {self.windows} windows, so a burn-in must start a window; "
-                f"burn_in={step / self.steps:g} (step {step} of {self.steps}) does not: use one of {offered}"
-            )
-        return int(found[0])
+        """The window w whose burn-in starts at `step`: its first step ⌊w·T/W⌋, or ⌊(w/W)·T⌋ as a burn-in of w/W
+        computes it (one step apart for some T); a ValueError naming the burn-ins the summary offers when none does."""
+        for w in range(self.windows):
+            if step in (self.bounds[w], math.floor((w / self.windows) * self.steps)):
+                return w
+        offered = ", ".join(f"{w / self.windows:g}" for w in range(self.windows))
+        raise ValueError(
+            f"a summary keeps its sums over {self.windows} windows, so a burn-in must start a window; "
+            f"burn_in={step / self.steps:g} (step {step} of {self.steps}) does not: use one of {offered}"
+        )
+
+    def offers(self, burn_in: float) -> bool:
+        """Whether a burn-in of `burn_in` starts one of the summary's windows."""
+        try:
+            self.first_kept_window(burn_in)
+        except ValueError:
+            return False
+        return True
 
     def mean_noise_sd(self, start: int = 0) -> np.ndarray:
         """σ·b·C/s (P,): the DP noise sd of every step (a summary's settings are constant)."""
         return np.broadcast_to(self.noise_sd, (self.n_params,))
 
     def summary(self) -> str:
-        """A readable table, as `Trace.summary`: the settings, then per θ coordinate μ and sd at φ_T, the mean of μ
-        and the sd of G over the windows after the default burn-in, beside the DP noise sd σC/s."""
-        pool = pooled(self.sums, self.first_kept_window(BURN_IN))
+        """A readable table, as `Trace.summary`: the settings, then per θ coordinate μ and sd at φ_T (the last sample
+        row where φ_T is unknown), the mean of μ and the sd of G over the windows after the default burn-in (the first
+        window that starts at or after it), beside the DP noise sd σC/s."""
+        first = math.ceil(BURN_IN * self.windows - 1e-9)
+        pool = pooled(self.sums, first)
         grad_sd = np.sqrt(np.maximum(pool.sum_gg / pool.count - (pool.sum_g / pool.count) ** 2, 0.0))
         title = (
             f"noiseaware trace summary (schema {SUMMARY_SCHEMA} v{SUMMARY_VERSION}: {self.windows} windows, "
             f"{len(self.sample_steps)} sample rows)"
         )
-        return summary_text(self, kept=(pool.centre[: self.dim], grad_sd), title=title)
+        kept = KeptColumns(pool.centre[: self.dim], grad_sd, self.sample.params[-1], 1.0 - first / self.windows)
+        return summary_text(self, kept=kept, title=title)
 
     def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> None:
         """Write the summary to `path` (.npz) atomically; an existing file is replaced only with `overwrite=True`."""
@@ -265,6 +277,10 @@ def _validate(summary: TraceSummary) -> None:
         value = getattr(sums, name)
         if value.shape != shape or not np.all(np.isfinite(value)):
             raise TraceError(f"the summary's {name} must be finite with shape {shape}; got shape {value.shape}")
+    if not np.allclose(sums.first, summary.sample.params[0], rtol=1e-5, atol=1e-6 * np.max(np.abs(sums.first))):
+        raise TraceError(
+            "the summary's first row φ_0 is not its sample's first row: the sums and the sample are of different runs"
+        )
     if sums.cross is not None:
         d = summary.sample.dim
         for name, value in sums.cross._asdict().items():

@@ -4,7 +4,7 @@ with the DP noise (`Trace.summary`). The trace checks' verdicts are their own re
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -16,13 +16,23 @@ from .validation import TraceError
 if TYPE_CHECKING:
     from .data import TraceData
 
-__all__ = ["short_description", "summary_text"]
+__all__ = ["KeptColumns", "short_description", "summary_text"]
 
 
-def summary_text(trace: TraceData, kept=None, title: str | None = None) -> str:
-    """The text of `Trace.summary`: the settings lines, a blank line, the per-coordinate table. kept: the mean of
-    μ (d,) and the sd of G (P,) over the steps after the burn-in, where the caller has them (a summary's windows);
-    else from the trace's rows. title: the first line (default: the trace's schema)."""
+class KeptColumns(NamedTuple):
+    """What a summary gives the table in place of the trace's rows: the mean of μ (d,) and the sd of G (P,) over the
+    kept steps, the last row φ (P,) where φ_T is unknown, and the share of the steps kept."""
+
+    mean_mu: np.ndarray
+    grad_sd: np.ndarray
+    last_row: np.ndarray
+    kept: float
+
+
+def summary_text(trace: TraceData, kept: KeptColumns | None = None, title: str | None = None) -> str:
+    """The text of `Trace.summary`: the settings lines, a blank line, the per-coordinate table. kept: the columns
+    a summary's windows give (`KeptColumns`), else they come from the trace's rows after the default burn-in.
+    title: the first line (default: the trace's schema)."""
     return "\n".join([*_settings_lines(trace, title), "", _coordinate_table(trace, kept)])
 
 
@@ -81,17 +91,17 @@ def _coordinate_table(trace: TraceData, kept) -> str:
     try:
         final, source = trace.final_iterate(), "φ_T"
     except TraceError:
-        final, source = trace.params[-1], "φ_(T-1), φ_T unknown"
+        final, source = (trace.params[-1] if kept is None else kept.last_row), "φ_(T-1), φ_T unknown"
     d, start = trace.dim, int(BURN_IN * trace.steps)
     noise_sd, final_sd = trace.mean_noise_sd(start), trace.family.marginal_sd(np.asarray(final, float))
-    mean_mu, grad_sd = (
-        (trace.params[start:, :d].mean(axis=0), trace.grads[start:].std(axis=0)) if kept is None else kept
-    )
+    if kept is None:
+        kept = KeptColumns(trace.params[start:, :d].mean(axis=0), trace.grads[start:].std(axis=0), None, 1 - BURN_IN)
+    mean_mu, grad_sd = kept.mean_mu, kept.grad_sd
     header = (
         "θ (unconstrained)",
         f"μ at {source}",
         "sd of q",
-        f"mean μ last {1 - BURN_IN:.0%}",
+        f"mean μ last {kept.kept:.0%}",
         "sd G_μ",
         "noise sd_μ",
         "sd G_ρ",
