@@ -386,3 +386,14 @@ def test_burn_ins_and_windows_a_summary_cannot_check_say_so():
     unknown = dataclasses.replace(trace, final_params=None, optimizer="adam")
     text = na.summarize(unknown, windows=4).summary()
     assert "φ_(T-1), φ_T unknown" in text and "mean μ last 75%" in text
+
+
+def test_the_laplace_route_fits_a_summary_as_its_trace():
+    """The Laplace route reads the same statistics: its fit of a summary is its fit of the trace, same key."""
+    bm, trace = _trace("gamma-exponential", 1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        full, kept = (
+            na.fit(source, "laplace", key=0, model=bm, checks="off") for source in (trace, na.summarize(trace))
+        )
+    assert np.max(np.abs(full.optimum_chains - kept.optimum_chains) / full.optimum_chains.std(axis=(0, 1))) < 1e-6
