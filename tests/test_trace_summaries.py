@@ -397,3 +397,24 @@ def test_the_laplace_route_fits_a_summary_as_its_trace():
             na.fit(source, "laplace", key=0, model=bm, checks="off") for source in (trace, na.summarize(trace))
         )
     assert np.max(np.abs(full.optimum_chains - kept.optimum_chains) / full.optimum_chains.std(axis=(0, 1))) < 1e-6
+
+
+def test_the_models_prior_of_a_large_model_estimates_its_curvature(monkeypatch):
+    """Above DENSE_CURVATURE the curvature comes from Hessian–vector probes, without coupling, and θ's moments from
+    chunked sums: on the 10D regression (forced down that path) they are the dense path's within the estimate's
+    error, and a fit with the model's prior runs without the coupling."""
+    import noiseaware.models.benchmark as benchmark
+
+    bm, trace = _trace("linreg-10d", 1000)
+    dense = bm.optimum_prior()
+    monkeypatch.setattr(benchmark, "DENSE_CURVATURE", 0)
+    monkeypatch.setattr(benchmark, "_OPTIMUM_PRIORS", {})
+    probed = bm.optimum_prior()
+    assert probed.coupling is None and dense.coupling is not None
+    np.testing.assert_allclose(probed.theta_mean, dense.theta_mean, atol=1e-4 * dense.theta_sd.max())
+    np.testing.assert_allclose(probed.theta_sd, dense.theta_sd, rtol=1e-4)
+    np.testing.assert_allclose(probed.curvature.mean(axis=0), dense.curvature.mean(axis=0), rtol=0.02)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = na.fit(na.summarize(trace), key=0, model=bm, checks="off")
+    assert post.info["optimum_prior"] == "model"

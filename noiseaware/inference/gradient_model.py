@@ -161,7 +161,7 @@ def gradient_model(
     prior = resolve_prior(prior)
     scale_rows = scale_coordinates(trace) & (prior.scale_model == "variance")
     from_model = model_prior is not None and prior.optimum_prior == "model"
-    coupling = model_prior.coupling if from_model and trace.family.kind == "mean-field" else None
+    coupling = model_prior.coupling if from_model and trace.family.kind == "mean-field" else None  # None: large d
     # the wander's curvature from the model: a trace's ρ may still lag far behind ρ* (M3's research preset)
     curvature = None if coupling is None else np.median(model_prior.curvature, axis=0)
     stats = trace_statistics(trace, burn_in, scale_rows, coupling, curvature)

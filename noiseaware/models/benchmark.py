@@ -33,6 +33,14 @@ PRIOR_DRAWS = 4000
 """Prior draws of θ behind `BenchmarkModel.optimum_prior` (Monte Carlo error of the mean: 1.6 % of the prior sd)."""
 PRIOR_SIMULATIONS = 64
 """Simulated data sets whose curvature at the truth `BenchmarkModel.optimum_prior` keeps."""
+DENSE_CURVATURE = 256
+"""The largest d whose curvature `optimum_prior` reads off the d × d Hessian, with the coupling; above it the diagonal
+is estimated from `CURVATURE_PROBES` Hessian–vector products and there is no coupling (d² numbers would not fit)."""
+CURVATURE_PROBES = 64
+"""Rademacher probes v of the estimate h ≈ −mean_k v_k ⊙ H v_k (unbiased; its error falls as 1/√probes, and with the
+off-diagonal share of each row of H)."""
+PRIOR_CHUNK = 100
+"""Prior draws per compiled step when d > DENSE_CURVATURE: θ's moments are summed chunk by chunk, O(d) memory."""
 
 
 def _identity(value):
@@ -53,13 +61,35 @@ class ModelOptimumPrior:
     curvature (M, d): h_mj = −∂²_jj log p(x_m, θ_m) of M simulated data sets at N examples; for a Gaussian VI
     optimum sd*_j = h_j^(−1/2) and the −ELBO's slope in μ_j is h_j, in ρ_j 2·sigmoid(ρ*_j)²·h_j (method.md §2.3).
     coupling (d, d): c_kj = ∂_j h_k / h_k, the simulations' mean: how coordinate k's wander δ_k moves coordinate j's
-    gradient, ½ Σ_k c_kj h_k δ_k² (the third derivatives of log p, relative to the curvature; method.md §2.10).
+    gradient, ½ Σ_k c_kj h_k δ_k² (the third derivatives of log p, relative to the curvature; method.md §2.10); None
+    for d > DENSE_CURVATURE, whose curvature is estimated (`CURVATURE_PROBES`) and whose coupling is not computed.
     """
 
     theta_mean: np.ndarray
     theta_sd: np.ndarray
     curvature: np.ndarray
-    coupling: np.ndarray
+    coupling: np.ndarray | None
+
+
+def _chunked_moments(draw, key, draws: int) -> tuple[np.ndarray, np.ndarray]:
+    """The mean and sd of `draws` draws of θ = draw(key_i) (d,), summed PRIOR_CHUNK at a time in the draws' dtype:
+    O(d) memory for any number of draws (the draws beyond whole chunks are left out)."""
+    chunks = max(draws // PRIOR_CHUNK, 1)
+    keys = jax.random.split(key, chunks * PRIOR_CHUNK).reshape(chunks, PRIOR_CHUNK)
+
+    @jax.jit
+    def sums(keys):
+        def add(total, chunk):
+            theta = jax.vmap(draw)(chunk)
+            return (total[0] + theta.sum(axis=0), total[1] + (theta * theta).sum(axis=0)), None
+
+        zero = jnp.zeros_like(draw(keys[0, 0]))
+        return jax.lax.scan(add, (zero, zero), keys)[0]
+
+    first, second = (np.asarray(x, np.float64) for x in sums(keys))
+    n = chunks * PRIOR_CHUNK
+    mean = first / n
+    return mean, np.sqrt(np.maximum(second / n - mean**2, 0.0))
 
 
 @dataclass(frozen=True)
@@ -146,15 +176,31 @@ class BenchmarkModel:
             h, third = diagonal(theta), jax.jacfwd(diagonal)(theta)
             return h, third / h[:, None]
 
-        theta = np.asarray(jax.jit(jax.vmap(one))(jax.random.split(key_draws, draws)), np.float64)
+        def estimated(key):
+            theta, data = self.simulate(key)
+            kwargs = dict(data)
+            if N_EXAMPLES_ARG in model_arguments(self.model):
+                kwargs[N_EXAMPLES_ARG] = self.n_examples
+            gradient = jax.grad(lambda u: log_joint(self.model, self.site_map, kwargs, u))
+            probes = jax.random.rademacher(jax.random.fold_in(key, 1), (CURVATURE_PROBES, theta.size), theta.dtype)
+            return -jnp.mean(jax.lax.map(lambda v: v * jax.jvp(gradient, (theta,), (v,))[1], probes), axis=0)
+
         keys = jax.random.split(key_simulations, simulations)
-        hessian, coupling = (np.asarray(x, np.float64) for x in jax.jit(lambda k: jax.lax.map(curvature, k))(keys))
-        if not (np.all(np.isfinite(theta)) and np.all(np.isfinite(hessian)) and np.all(np.isfinite(coupling))):
+        if self.dim <= DENSE_CURVATURE:
+            theta = np.asarray(jax.jit(jax.vmap(one))(jax.random.split(key_draws, draws)), np.float64)
+            theta_mean, theta_sd = theta.mean(axis=0), theta.std(axis=0)
+            hessian, coupling = (np.asarray(x, np.float64) for x in jax.jit(lambda k: jax.lax.map(curvature, k))(keys))
+            coupling = coupling.mean(axis=0)
+        else:
+            theta_mean, theta_sd = _chunked_moments(one, key_draws, draws)
+            hessian, coupling = np.asarray(jax.jit(lambda k: jax.lax.map(estimated, k))(keys), np.float64), None
+        finite = np.all(np.isfinite(theta_sd)) and np.all(np.isfinite(hessian))
+        if not (finite and (coupling is None or np.all(np.isfinite(coupling)))):
             raise ModelError(
                 f"the prior of {self.name!r} gives non-finite unconstrained values of θ or of its log density's "
                 "curvature: check its latent sites' priors"
             )
-        facts = ModelOptimumPrior(theta.mean(axis=0), theta.std(axis=0), hessian, coupling.mean(axis=0))
+        facts = ModelOptimumPrior(theta_mean, theta_sd, hessian, coupling)
         _OPTIMUM_PRIORS[tuple(map(_identity, memo))] = (memo, facts)
         return facts
 
