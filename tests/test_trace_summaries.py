@@ -418,3 +418,10 @@ def test_the_models_prior_of_a_large_model_estimates_its_curvature(monkeypatch):
         warnings.simplefilter("ignore")
         post = na.fit(na.summarize(trace), key=0, model=bm, checks="off")
     assert post.info["optimum_prior"] == "model"
+
+
+def test_draws_that_would_not_fit_in_memory_are_refused_before_any_work():
+    """A fit whose draws of φ*, A and u would take over half the machine's memory names the draws that fit."""
+    _, trace = _trace("gamma-exponential", 1000)
+    with pytest.raises(ValueError, match=r"with draws=1000000000 would keep .* GB of draws.*pass draws=\d+ or fewer"):
+        na.fit(na.summarize(trace), key=0, draws=10**9)

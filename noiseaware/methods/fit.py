@@ -12,6 +12,7 @@ issue them, once per distinct note, as `FitWarning`s.
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -33,7 +34,7 @@ from .base import Batch, Method, Outcome, Registry, fit_problems, split_keys
 from .model_prior import check_model_matches
 from .registry import DEFAULT_REGISTRY
 
-__all__ = ["fit", "fit_batch", "fit_each", "fit_notes", "runaway_failure"]
+__all__ = ["check_draws_fit", "fit", "fit_batch", "fit_each", "fit_notes", "runaway_failure"]
 
 OnError = Literal["raise", "skip"]
 Checks = Literal["warn", "raise", "off"]
@@ -153,6 +154,8 @@ def _fit(
             )
         check_model_matches(model, traces)
     settings = chosen.make_options(options, **option_values)
+    if chosen.summaries and traces:
+        check_draws_fit(len(traces), traces[0].n_params, settings)
     outcomes, reports = fit_each(chosen, Batch(tuple(traces), model=model), keys, settings, checks=checks)
     failed = [(m, o) for m, o in enumerate(outcomes) if isinstance(o, FitFailure)]
     if failed and on_error == "raise":
@@ -169,6 +172,21 @@ def _fit(
             stacklevel=stacklevel,
         )
     return [None if isinstance(o, FitFailure) else o for o in outcomes]
+
+
+def check_draws_fit(traces: int, n_params: int, opts) -> None:
+    """A ValueError, before any work, when the draws of φ*, A and u (float64, chains × K × P each, per trace) would
+    take more than half of this machine's memory: a large model (a summary of 10⁵ parameters) needs fewer draws."""
+    chains = getattr(opts, "chains", 1)
+    needed = 3 * 8 * traces * chains * opts.draws * n_params
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if needed > memory / 2:
+        fitting = max(1, int(memory / 2 / (3 * 8 * traces * chains * n_params)))
+        raise ValueError(
+            f"{traces} fit(s) of P = {n_params} parameters with draws={opts.draws} would keep {needed / 1e9:.1f} GB of "
+            f"draws, over half of this machine's {memory / 1e9:.0f} GB: pass draws={fitting} or fewer (the exact "
+            "route's means and sds of φ* come from its grid whatever the draws), or fit fewer traces at once"
+        )
 
 
 def fit_each(
