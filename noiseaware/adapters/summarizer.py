@@ -111,12 +111,12 @@ def summary_of(opt_state, *, convention: Convention, final_params=None, **fields
             f"the run took {taken} updates but the summary was made for steps={steps}: its windows are cut for that "
             f"length; create the summarizing transformation with steps={taken}"
         )
-    rows = scale_rows_of(family_for(fields.get("variational_family", MEAN_FIELD), state.sums.first.size))
+    family = fields.get("variational_family", MEAN_FIELD)
+    rows = scale_rows_of(family_for(family, state.sums.first.size))
     if rows.stop - rows.start != state.sums.psi_reference.shape[-1]:
         raise ValueError(
             f"the summary was made for a family whose ρ block has {state.sums.psi_reference.shape[-1]} rows, not "
-            f"variational_family={fields.get('variational_family', MEAN_FIELD)!r}: pass the family the summarizing "
-            "transformation was created with"
+            f"variational_family={family!r}: pass the family the summarizing transformation was created with"
         )
     scale = np.asarray(state.grad_scale)
     sample = buffer_trace(state.sample, convention=convention, final_params=final_params, grad_scale=scale, **fields)

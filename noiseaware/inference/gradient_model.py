@@ -37,6 +37,7 @@ import numpyro.distributions as dist
 
 from ..models.benchmark import ModelOptimumPrior
 from ..trace import BURN_IN, Trace
+from ..trace.summaries import scale_rows_of
 from ..util.numerics import sigmoid, softplus_inverse
 from .expansion import TermStatistics, set_log_likelihoods, term_statistics
 from .priors import PRIORS, Prior, resolve_prior
@@ -129,7 +130,7 @@ class GradientModel:
 def scale_coordinates(trace: Trace) -> np.ndarray:
     """(P,) bool: the trace's scale coordinates ρ, the rows the variance model may take."""
     mask = np.zeros(trace.n_params, bool)
-    mask[dict(trace.family.blocks)["rho"]] = True
+    mask[scale_rows_of(trace.family)] = True
     return mask
 
 
@@ -161,7 +162,7 @@ def gradient_model(
     prior = resolve_prior(prior)
     scale_rows = scale_coordinates(trace) & (prior.scale_model == "variance")
     from_model = model_prior is not None and prior.optimum_prior == "model"
-    coupling = model_prior.coupling if from_model and trace.family.kind == "mean-field" else None  # None: large d
+    coupling = model_prior.coupling if from_model and trace.family.kind == "mean-field" else None
     # the wander's curvature from the model: a trace's ρ may still lag far behind ρ* (M3's research preset)
     curvature = None if coupling is None else np.median(model_prior.curvature, axis=0)
     stats = trace_statistics(trace, burn_in, scale_rows, coupling, curvature)

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..trace import BURN_IN, Trace
-from ..trace.summaries import TraceSummary
+from ..trace.summaries import TraceSummary, scale_rows_of
 from ..trace.sums import Pooled, pooled
 from ..util.errors import FROZEN, NO_NOISE, FitFailure
 from ..util.numerics import sigmoid, softplus
@@ -104,7 +104,7 @@ def summary_statistics(
     summary's cross moments (`wander_sums`)."""
     pool = pooled(summary.sums, summary.first_kept_window(burn_in))
     rows = np.zeros(summary.n_params, bool) if scale_rows is None else np.asarray(scale_rows, bool)
-    scale = dict(summary.family.blocks)["rho"]
+    scale = scale_rows_of(summary.family)
 
     def in_psi(linear, psi):
         out = np.array(linear, np.float64)

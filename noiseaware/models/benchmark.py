@@ -164,24 +164,26 @@ class BenchmarkModel:
             trace = run_model(self.model, self.model_inputs(key_covariates, 1), None, seed=key_model)
             return self.site_map.unconstrain({name: trace[name]["value"] for name in self.site_map.names})
 
-        def curvature(key):
+        def simulated(key):
+            """A simulated data set's true θ and its log density as a function of θ."""
             theta, data = self.simulate(key)
             kwargs = dict(data)
             if N_EXAMPLES_ARG in model_arguments(self.model):
                 kwargs[N_EXAMPLES_ARG] = self.n_examples
+            return theta, lambda u: log_joint(self.model, self.site_map, kwargs, u)
+
+        def curvature(key):
+            theta, log_density = simulated(key)
 
             def diagonal(t):
-                return -jnp.diagonal(jax.hessian(lambda u: log_joint(self.model, self.site_map, kwargs, u))(t))
+                return -jnp.diagonal(jax.hessian(log_density)(t))
 
             h, third = diagonal(theta), jax.jacfwd(diagonal)(theta)
             return h, third / h[:, None]
 
         def estimated(key):
-            theta, data = self.simulate(key)
-            kwargs = dict(data)
-            if N_EXAMPLES_ARG in model_arguments(self.model):
-                kwargs[N_EXAMPLES_ARG] = self.n_examples
-            gradient = jax.grad(lambda u: log_joint(self.model, self.site_map, kwargs, u))
+            theta, log_density = simulated(key)
+            gradient = jax.grad(log_density)
             probes = jax.random.rademacher(jax.random.fold_in(key, 1), (CURVATURE_PROBES, theta.size), theta.dtype)
             return -jnp.mean(jax.lax.map(lambda v: v * jax.jvp(gradient, (theta,), (v,))[1], probes), axis=0)
 

@@ -24,7 +24,7 @@ from .data import BURN_IN
 from .families import VariationalFamily
 from .summary import KeptColumns, summary_text
 from .summary_files import SUMMARY_SCHEMA, SUMMARY_VERSION, is_summary_file, read_summary, write_summary
-from .sums import COUPLING_LIMIT, WindowSums, add_step, empty_sums, pooled, window_bounds
+from .sums import COUPLING_LIMIT, ROW_SUMS, SCALE_SUMS, WindowSums, add_step, empty_sums, pooled, window_bounds
 from .validation import TraceError
 
 __all__ = [
@@ -269,10 +269,7 @@ def _validate(summary: TraceSummary) -> None:
     p, scale = summary.sample.n_params, scale_rows_of(summary.sample.family)
     rows = scale.stop - scale.start
     shapes = {"first": (p,), "growth": (p,), "open_reference": (p,), "previous": (p,), "open_psi_reference": (rows,)}
-    shapes |= dict.fromkeys(
-        ("reference", "y", "yy", "g", "gg", "gy", "yyy", "yyyy", "yyg", "lag", "last"), (sums.windows, p)
-    )
-    shapes |= dict.fromkeys(("psi_reference", "v", "ww", "wwv", "wwvv", "gw", "gwv"), (sums.windows, rows))
+    shapes |= dict.fromkeys(ROW_SUMS, (sums.windows, p)) | dict.fromkeys(SCALE_SUMS, (sums.windows, rows))
     for name, shape in shapes.items():
         value = getattr(sums, name)
         if value.shape != shape or not np.all(np.isfinite(value)):

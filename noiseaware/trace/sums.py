@@ -29,6 +29,8 @@ import numpy as np
 
 __all__ = [
     "COUPLING_LIMIT",
+    "ROW_SUMS",
+    "SCALE_SUMS",
     "CrossMoments",
     "Pooled",
     "WindowSums",
@@ -89,8 +91,11 @@ class WindowSums(NamedTuple):
         return self.count.shape[0]
 
 
-WINDOWED = ("count", "reference", "y", "yy", "g", "gg", "gy", "yyy", "yyyy", "yyg", "lag", "last")
-WINDOWED += ("psi_reference", "v", "ww", "wwv", "wwvv", "gw", "gwv")
+ROW_SUMS = ("reference", "y", "yy", "g", "gg", "gy", "yyy", "yyyy", "yyg", "lag", "last")
+"""The fields of `WindowSums` kept per window for every row, (W, P)."""
+SCALE_SUMS = ("psi_reference", "v", "ww", "wwv", "wwvv", "gw", "gwv")
+"""The fields of `WindowSums` kept per window for the scale rows, (W, R)."""
+WINDOWED = ("count", *ROW_SUMS, *SCALE_SUMS)
 """The fields of `WindowSums` kept per window (a leading axis W)."""
 
 
@@ -113,8 +118,8 @@ def empty_sums(n_params: int, windows: int, scale_rows: slice, coupled: int, dty
         jnp.zeros(windows, jnp.int32),
         zeros(n_params),
         zeros(n_params),
-        *(zeros(windows, n_params) for _ in range(11)),
-        *(zeros(windows, scale) for _ in range(7)),
+        *(zeros(windows, n_params) for _ in ROW_SUMS),
+        *(zeros(windows, scale) for _ in SCALE_SUMS),
         CrossMoments(*(zeros(windows, coupled, coupled) for _ in range(5))) if coupled else None,
         zeros(n_params),
         zeros(n_params),
