@@ -23,7 +23,7 @@ from .inference.gradient_model import Prior
 from .methods import DEFAULT_REGISTRY, FitFailure, Method, Registry, fit, fit_batch, per_problem, per_trace
 from .posteriors import DrawsPosterior, MixturePosterior, Posterior, load_posterior
 from .privacy import epsilon_spent, noise_multiplier
-from .recording import DPVISettings, ModelError, Optimizer, record_dpvi, record_dpvi_batch
+from .recording import DPVISettings, ModelError, Optimizer, SparseFeatures, record_dpvi, record_dpvi_batch
 from .trace import Trace, TraceError, TraceSummary, summarize
 from .tuning import PreflightReport, TunedSettings, preflight, tune
 from .util.compilation import use_compilation_cache
@@ -43,6 +43,7 @@ __all__ = [
     "PreflightReport",
     "Prior",
     "Registry",
+    "SparseFeatures",
     "Trace",
     "TraceCheckError",
     "TraceDiagnosis",

@@ -409,3 +409,21 @@ def test_dp_pvi_refuses_a_non_positive_or_infinite_epsilon_option():
         with pytest.raises(ValueError, match=r"^epsilon must be positive and finite"):
             PVIOptions(epsilon=value)
     assert PVIOptions(clients=4, epsilon=0.5).epsilon == 0.5
+
+
+def test_a_report_on_many_parameters_counts_them_and_names_a_few():
+    """Issue 42: at 10⁵ coordinates a finding names five and counts the rest, and the printed report lists at most
+    FLAGGED_LINES coordinates, saying where the others are."""
+    from noiseaware.checks.diagnosis import FLAGGED_LINES, Finding, TraceDiagnosis
+
+    d = 200
+    names = tuple(f"mu:theta[{j}]" for j in range(d)) + tuple(f"rho:theta[{j}]" for j in range(d))
+    finding = Finding("drift", names[:120], "p = 0.001", "record a longer trace")
+    assert str(finding).startswith(
+        "drift (mu:theta[0], mu:theta[1], mu:theta[2], mu:theta[3], mu:theta[4], …, and 115 "
+    )
+    flags = {"drift": np.arange(2 * d) < 120}
+    report = TraceDiagnosis(names, 0.05, 0.1, (finding,), flags, {}, np.zeros((1, 2 * d)))
+    lines = str(report).splitlines()
+    assert len(lines) == 3 + FLAGGED_LINES + 1
+    assert lines[-1] == f"    … and {120 - FLAGGED_LINES} more (all of them: report.theta_verdicts())"

@@ -54,19 +54,21 @@ def empty(steps: int, n_params: int, dtype) -> TraceBuffer:
     )
 
 
-def record(buffer: TraceBuffer, params: jax.Array, released: jax.Array, divisor) -> TraceBuffer:
-    """The buffer with row `step` set to (φ_t, G̃_t, D_t) (φ, G̃ flat (P,)); past the last row nothing is written."""
+def record(buffer: TraceBuffer, params: jax.Array, released: jax.Array, divisor, keep=True) -> TraceBuffer:
+    """The buffer with row `step` set to (φ_t, G̃_t, D_t) (φ, G̃ flat (P,)) where `keep` (a traced bool), and its
+    step advanced by one; past the last row nothing is written. The row is written in place (an out-of-range index
+    is dropped), never selected over the whole buffer, which would copy it every step."""
     t = buffer.step
-    inside = t < buffer.params.shape[0]
+    index = jnp.where(keep, t, buffer.params.shape[0])
 
     def put(array, row):
-        return jnp.where(inside, array.at[jnp.minimum(t, array.shape[0] - 1)].set(row), array)
+        return array.at[index].set(row, mode="drop")
 
     return TraceBuffer(
         put(buffer.params, params.astype(buffer.params.dtype)),
         put(buffer.released, released.astype(buffer.released.dtype)),
         put(buffer.divisors, jnp.asarray(divisor, buffer.divisors.dtype)),
-        t + 1,
+        t + jnp.asarray(keep, t.dtype),
     )
 
 

@@ -86,7 +86,7 @@ def summarizing(
         rows_of = scale_rows_of(family_for(family, phi.size))
         t, s = state.step, state.grad_scale
         sums = add_step(state.sums, t, phi * s, out * scaled / s, starts=starts, scale_rows=rows_of)
-        sample = jax.lax.cond(jnp.any(kept == t), lambda b: record(b, phi, out, scaled), lambda b: b, state.sample)
+        sample = record(state.sample, phi, out, scaled, keep=jnp.any(kept == t))
         seen = jnp.array([jnp.minimum(state.divisors[0], scaled), jnp.maximum(state.divisors[1], scaled)])
         return released, SummaryState(inner_state, sums, sample, t + 1, state.steps, s, seen)
 

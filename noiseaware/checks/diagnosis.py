@@ -22,6 +22,7 @@ from scipy import stats
 from ..trace import BURN_IN, kept_steps
 from ..trace.convention import normaliser_advice
 from ..trace.summaries import TraceSummary
+from ..util.notes import named
 from ..util.tables import text_table
 from .statistics import EXCESS, WINDOWS, CheckStatistics, checks_of_sums, trace_checks
 from .summary_sums import summary_kept_sums
@@ -40,6 +41,8 @@ __all__ = [
     "diagnose_if_long_enough",
 ]
 
+FLAGGED_LINES = 50
+"""The most θ coordinates a printed report lists one per line (`TraceDiagnosis.theta_verdicts` has them all)."""
 MIN_STEPS = 50
 """The fewest kept steps the checks need."""
 LEVEL = 0.05
@@ -161,7 +164,7 @@ class Finding:
         return CHECKS[self.check].title
 
     def __str__(self) -> str:
-        return f"{self.title} ({', '.join(self.parameters)}; {self.statistic}): {self.advice}"
+        return f"{self.title} ({named(self.parameters)}; {self.statistic}): {self.advice}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,7 +265,9 @@ class TraceDiagnosis:
         names = (name.removeprefix("mu:") for name in self.param_names)
         flagged = [(name, verdict) for name, verdict in zip(names, self.theta_verdicts()) if verdict != "ok"]
         if flagged:
-            lines += ["  per θ coordinate (the others ok):"] + [f"    {name}: {verdict}" for name, verdict in flagged]
+            lines += ["  per θ coordinate (the others ok):"] + [f"    {n}: {v}" for n, v in flagged[:FLAGGED_LINES]]
+        if len(flagged) > FLAGGED_LINES:
+            lines.append(f"    … and {len(flagged) - FLAGGED_LINES} more (all of them: report.theta_verdicts())")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:

@@ -210,7 +210,7 @@ REPAIR_EVIDENCE = math.log(3.0)
 """log Bayes factor from which a scale row is refitted linear in softplus(ρ)²: 3 to 1 (on traces drawn from the
 paper's model, and on M1–M3's research traces, no row reached it: docs/gradient-model.md)."""
 REPAIR_NOTE = (
-    "the gradient of a scale coordinate is curved in ρ ({names}: Bayes factor > 3 for the gradient model with the "
+    "the gradient of these scale coordinates is curved in ρ (Bayes factor > 3 for the gradient model with the "
     "row linear in ψ = softplus(ρ)², Prior(scale_model='variance'), docs/method.md §2.9); those rows were fitted "
     "that way instead of linear in ρ; repair=False keeps the paper's model"
 )
@@ -242,8 +242,8 @@ def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, so
             repaired.append(linear)
             notes.append(None)
             continue
-        names = ", ".join(np.asarray(batch.traces[m].param_names)[scale[better]])
-        notes.append(Note("curvature repaired", REPAIR_NOTE.format(names=names)))
+        names = np.asarray(batch.traces[m].param_names)[scale[better]].tolist()
+        notes.append(Note("curvature repaired", REPAIR_NOTE, parameters=names))
         repaired.append(_take_rows(linear, curved, scale, better))
     return repaired, notes
 

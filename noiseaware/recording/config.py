@@ -23,6 +23,7 @@ import numpy as np
 from ..trace.families import FAMILY_KINDS
 from ..util.checks import positive_float, positive_int
 from .optimizer import Optimizer, as_optimizer
+from .sparse import SparseFeatures, as_sparse
 
 __all__ = ["DEFAULT_INIT", "DPVISettings", "as_settings", "check_names", "required_settings", "setting_names"]
 
@@ -43,7 +44,8 @@ class DPVISettings(Mapping[str, Any]):
     stored as tuples of floats; mc_draws S; family 'mean-field', 'full-rank' or 'low-rank' with `rank`;
     optimizer: None (SGD with λ) or an `Optimizer`; transforms 'numpyro', 'research' or {site: name}; sites:
     the order of θ's sites; labels {site: names}; batch_size: the padded chunk of sampled examples (None: Nq
-    + 6 sd); dtype 'float32' or 'float64' (None: JAX's default float).
+    + 6 sd); dtype 'float32' or 'float64' (None: JAX's default float); sparse: a `SparseFeatures` (a GLM on sparse
+    features, clipped in O(B·k) rather than O(B·P): `recording.sparse`) or None.
     """
 
     steps: int
@@ -62,6 +64,7 @@ class DPVISettings(Mapping[str, Any]):
     labels: Mapping[str, tuple[str, ...]] | None = None
     batch_size: int | None = None
     dtype: str | None = None
+    sparse: SparseFeatures | None = None
 
     def __post_init__(self):
         def put(name, value):
@@ -94,6 +97,7 @@ class DPVISettings(Mapping[str, Any]):
         if self.batch_size is not None:
             put("batch_size", positive_int("batch_size", self.batch_size))
         put("dtype", _dtype(self.dtype))
+        put("sparse", as_sparse(self.sparse))
 
     @classmethod
     def create(cls, **settings) -> DPVISettings:
@@ -113,6 +117,7 @@ class DPVISettings(Mapping[str, Any]):
         """Plain JSON data (numbers, strings, lists, dicts, None): `from_data` reads it back to an equal value."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["optimizer"] = None if self.optimizer is None else self.optimizer.to_data()
+        data["sparse"] = None if self.sparse is None else self.sparse.to_data()
         return json.loads(json.dumps(data))
 
     @classmethod

@@ -48,6 +48,7 @@ from ..util.progress import progress_bar
 from .config import DPVISettings, as_settings
 from .contract import ModelSpec, as_data, check_data_sets, first_data_set, inspect_model
 from .settings import DEFAULT_DELTA, UNCHECKED_HINT, ResolvedSettings, SettingsHint, resolve_settings
+from .sparse import SparseFeatures, check_sparse, sparse_summand
 from .subsampling import clip_weights, poisson_sum
 from .summarised import record_summary
 
@@ -106,6 +107,7 @@ class _Program:
     batch_size: int
     optimizer: optax.GradientTransformation | None
     family: VariationalFamily
+    sparse: SparseFeatures | None = None
 
     @property
     def dim(self) -> int:
@@ -151,9 +153,10 @@ class _Program:
         """g_i = ∇_φ ℓ_i(φ) for a batch: params (P,), eps (S, m), examples (B, …) → (B, P)."""
         return jnp.concatenate(self.gradient_blocks(params, eps, examples, constants), axis=-1)
 
-    def clipped_sum(self, hyper: Hyper, params, eps, key, per_example, constants):
-        """Σ over the Poisson sample of clip_C(s ⊙ g_i), (P,): chunks of `batch_size` until the sample ends."""
-        d, P = self.dim, self.family.n_params
+    def dense_summand(self, hyper: Hyper, params, eps, constants):
+        """summand(examples (B, …), mask (B,)) → Σ_i c_i·s ⊙ g_i as its μ block and the rest, c_i the clipping
+        weights: every example's gradient in full, (B, P)."""
+        d = self.dim
         scale_mu, scale_rho = hyper.grad_scale[:d], hyper.grad_scale[d:]
 
         def summand(examples, mask):
@@ -164,6 +167,18 @@ class _Program:
             h_mu, h_rho = jnp.where(keep[:, None], h_mu, 0.0), jnp.where(keep[:, None], h_rho, 0.0)
             return factor @ h_mu, factor @ h_rho
 
+        return summand
+
+    def clipped_sum(self, hyper: Hyper, params, eps, key, per_example, constants):
+        """Σ over the Poisson sample of clip_C(s ⊙ g_i), (P,): chunks of `batch_size` until the sample ends; a GLM
+        on sparse features (`sparse`) sums its examples' k entries (`recording.sparse`) instead of P."""
+        d, P = self.dim, self.family.n_params
+        if self.sparse is None:
+            summand = self.dense_summand(hyper, params, eps, constants)
+        else:
+            summand = sparse_summand(
+                self.sparse, self.spec, params, eps, per_example, constants, hyper.grad_scale, hyper.clip
+            )
         zeros = (jnp.zeros((d,), params.dtype), jnp.zeros((P - d,), params.dtype))
         total_mu, total_rho = poisson_sum(
             key, hyper.sampling_rate, self.batch_size, self.spec.n_examples, per_example, summand, zeros
@@ -341,8 +356,11 @@ def build_recorder(
         allow_weak_privacy=allow_weak_privacy,
     )
     optimizer = None if settings.optimizer is None else settings.optimizer.transformation(settings.steps)
-    program = _Program(spec, resolved.mc_draws, resolved.batch_size, optimizer, resolved.family)
-    return Recorder(program, resolved, _float_dtype(settings.dtype))
+    program = _Program(spec, resolved.mc_draws, resolved.batch_size, optimizer, resolved.family, settings.sparse)
+    recorder = Recorder(program, resolved, _float_dtype(settings.dtype))
+    if settings.sparse is not None:
+        check_sparse(program, recorder.hyper(), recorder.prepare(first), jax.random.key(0))
+    return recorder
 
 
 def check_finite(data: Mapping) -> None:

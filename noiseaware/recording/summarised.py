@@ -67,9 +67,9 @@ def _run(program, hyper, data, state, carry, first: int, n_steps: int, starts: t
         state, (params, grads) = program.step(hyper, data, state)
         sums = add_step(sums, t, params, grads, starts=starts, scale_rows=scale)
         r = jnp.minimum(jnp.searchsorted(sample, t), sample.size - 1)
-        hit = sample[r] == t
-        rows = rows.at[r].set(jnp.where(hit, params, rows[r]))
-        grads_rows = grads_rows.at[r].set(jnp.where(hit, grads, grads_rows[r]))
+        r = jnp.where(sample[r] == t, r, sample.size)  # off the sample's steps: out of range, dropped
+        rows = rows.at[r].set(params, mode="drop")  # in place: selecting over the rows would copy them each step
+        grads_rows = grads_rows.at[r].set(grads, mode="drop")
         return (state, (sums, rows, grads_rows)), None
 
     return lax.scan(step, (state, carry), first + jnp.arange(n_steps))[0]

@@ -148,6 +148,10 @@ def add_step(sums: WindowSums, step, params: jax.Array, grads: jax.Array, *, sta
     def put(array, value):
         return array.at[w].add(value)
 
+    def opening(array, value):
+        """Row w set to value where the window opens; otherwise nothing written (out of range, dropped)."""
+        return array.at[jnp.where(opens, w, array.shape[0])].set(value, mode="drop")
+
     cross = sums.cross
     if cross is not None:
         d = cross.yy.shape[-1]
@@ -163,7 +167,7 @@ def add_step(sums: WindowSums, step, params: jax.Array, grads: jax.Array, *, sta
         sums.count.at[w].add(1),
         first,
         jnp.maximum(sums.growth, jnp.abs(phi - first)),
-        sums.reference.at[w].set(reference),
+        opening(sums.reference, phi),
         put(sums.y, y),
         put(sums.yy, square),
         put(sums.g, grad),
@@ -174,7 +178,7 @@ def add_step(sums: WindowSums, step, params: jax.Array, grads: jax.Array, *, sta
         put(sums.yyg, square * grad),
         put(sums.lag, y * sums.previous),  # y = 0 where the window opens: no product across windows
         sums.last.at[w].set(y),
-        sums.psi_reference.at[w].set(psi_reference),
+        opening(sums.psi_reference, psi),
         put(sums.v, v),
         put(sums.ww, ww),
         put(sums.wwv, ww * v),

@@ -26,12 +26,21 @@ from typing import Literal
 
 from .files import plain
 
-__all__ = ["FitWarning", "Note", "gather", "issue", "notes_from_json", "notes_json", "notes_of", "tally"]
+__all__ = ["FitWarning", "Note", "gather", "issue", "named", "notes_from_json", "notes_json", "notes_of", "tally"]
 
 Combine = Literal["sum", "max"]
 MAX_NAMED = 10
 """The most parameters a line names one by one; more are counted, the first NAMED_FIRST of them named."""
 NAMED_FIRST = 5
+
+
+def named(names) -> str:
+    """The names joined by commas, or, past MAX_NAMED, the first NAMED_FIRST and a count: "a, b, c, d, e, …, and 95
+    more of 100 parameters" (a model of 10⁵ coordinates must not print them all)."""
+    names = list(names)
+    if len(names) <= MAX_NAMED:
+        return ", ".join(names)
+    return ", ".join(names[:NAMED_FIRST]) + f", …, and {len(names) - NAMED_FIRST} more of {len(names)} parameters"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,11 +164,8 @@ def _line(
     """kind[ in times of count unit][ (parameters; value)]: advice."""
     parts = []
     if parameters:  # the most often named first (a stable sort: ties in the order they appeared)
-        named = sorted(parameters.items(), key=lambda item: -item[1])
-        shown = named if len(named) <= MAX_NAMED else named[:NAMED_FIRST]
-        listed = ", ".join(name if count == 1 else f"{name} in {n}" for name, n in shown)
-        more = len(named) - len(shown)
-        parts.append(listed + (f", …, and {more} more of {len(named)} parameters" if more else ""))
+        ordered = sorted(parameters.items(), key=lambda item: -item[1])
+        parts.append(named(name if count == 1 else f"{name} in {n}" for name, n in ordered))
     if value is not None:
         number = f"{value:.4g}"
         parts.append((f"{number} in all" if count > 1 else number) if combine == "sum" else f"largest {number}")

@@ -1,0 +1,250 @@
+"""The showcase at scale (issue 42): a noise-aware posterior on every coefficient of a d = 10⁵ logistic regression.
+
+    python benchmarks/showcase_scale.py [--seeds 0,1,2] [--d 100000] [--n 100000] [--steps 10000] [--epsilon 1]
+                                        [--delta 1e-6]
+                                        [--draws 400] [--force]
+
+The model is `noiseaware.models.bag_of_words` (θ ~ N(0, I_d); 8 words a document from a Zipf(0.8) vocabulary). Each
+seed simulates a data set from the prior (a known truth), records DPVI with sparse per-example clipping kept as a
+summary (`record_dpvi(..., summary=True)`, P = 2d), runs the trace checks, and fits the exact route with the model's
+own prior (blocks of 2 048 coordinates, `--draws` draws of φ*). Recorded per seed:
+
+* the record's seconds and the summary's MB (its arrays' nbytes; a trace of the run would take 2·T·P·4 bytes);
+* the checks' verdict, and the fit's seconds (warm: the model's prior is computed once per process, first);
+* the 90 % marginal intervals of θ from the posterior's draws: the fraction of the d true coefficients they cover
+  and their median width, overall and by the word's expected count N·k·p_j (head ≥ 1 000, mid 30–1 000, tail < 30),
+  beside the naive posterior q(θ; φ_T) of the last iterate;
+* the same intervals from non-private VI (σ = 0, `REFERENCE_LEARNING_RATE`, its last iterate): what the family
+  itself covers, the target the noise-aware posterior approximates (`--no-reference` skips it);
+* calibration on N held-out documents simulated with the same θ: calibration RMSE over 10 equal-count bins and log
+  loss (`na.calibration_metrics`) of the posterior predictive probabilities p̂_i = mean_k sigmoid(η_i(θ_k)), beside
+  the naive last iterate's.
+
+`--step` measures the training step at the showcase's size instead: µs per step of the DP-SGD step alone (a jitted
+`lax.scan` of the recorder's step, nothing kept) and with the summary's sums and sample rows, warm, over 200 steps.
+Each seed is saved when done (rerunning skips it unless --force). Writes benchmarks/results/showcase_scale.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _common import merge_results, provenance, read_results
+
+import noiseaware as na
+from noiseaware.models.bag_of_words import bag_of_words
+from noiseaware.recording.settings import SettingsHint
+
+RESULTS = Path(__file__).parent / "results" / "showcase_scale.json"
+SETTINGS = {
+    "steps": 10_000,
+    "sampling_rate": 0.1,
+    "clip": 1.0,
+    "learning_rate": (2e-4, 2e-4),
+    "init": (0.0, -3.0),
+}
+"""DP-SGD settings of the showcase: the step size keeps the head's wander near its posterior sd (λ·q·h ≈ 0.02 for
+the most frequent word); tail words barely move and the model's prior carries them."""
+REFERENCE_LEARNING_RATE = (5e-3, 5e-3)
+"""The non-private reference run's step size (σ = 0: no wander to keep small), so that every coordinate settles
+(λ·q·h ≥ 5·10⁻⁴ for the rarest word, ≤ 0.5 for the most frequent)."""
+BANDS = {"head": (1000, np.inf), "mid": (30, 1000), "tail": (0, 30)}
+"""Bands of a word's expected count N·k·p_j."""
+LEVEL = 0.9
+DRAW_CHUNK = 25
+"""Posterior draws per pass over the held-out documents ((chunk, n, k) gathered values)."""
+
+
+def expected_counts(d: int, n: int, k: int = 8, exponent: float = 0.8) -> np.ndarray:
+    """N·k·p_j, p_j ∝ (j + 1)^(−exponent): the design's expected count of each word (public, from the model)."""
+    weights = np.arange(1, d + 1, dtype=np.float64) ** -exponent
+    return n * k * weights / weights.sum()
+
+
+def predictive(theta_draws, data) -> np.ndarray:
+    """p̂_i = mean_k sigmoid(Σ_j θ_k[w_ij]·x_ij): draws (K, d) → (n,), in chunks of draws."""
+
+    @jax.jit
+    def chunk_sum(thetas):
+        eta = jnp.einsum("knj,nj->kn", thetas[:, data["words"]], data["x"])
+        return jnp.sum(jax.nn.sigmoid(eta), axis=0)
+
+    total = sum(
+        chunk_sum(jnp.asarray(theta_draws[i : i + DRAW_CHUNK], jnp.float32))
+        for i in range(0, len(theta_draws), DRAW_CHUNK)
+    )
+    return np.clip(np.asarray(total, np.float64) / len(theta_draws), 0.0, 1.0)
+
+
+def calibrated(y, p) -> dict:
+    """Calibration RMSE (10 equal-count bins) and log loss of held-out predictions p (n,) of labels y (n,)."""
+    metrics = na.calibration_metrics(y, p)
+    return {"calibration_rmse": round(metrics.calibration_rmse, 4), "log_loss": round(metrics.log_loss, 4)}
+
+
+def scores(low, high, truth, counts) -> dict:
+    """Coverage and median width of intervals (low, high) (d,) of the truth, overall and by band."""
+    inside = (truth >= low) & (truth <= high)
+    out = {"coverage": round(float(inside.mean()), 4), "median_width": round(float(np.median(high - low)), 4)}
+    for band, (lo, hi) in BANDS.items():
+        chosen = (counts >= lo) & (counts < hi)
+        out[band] = {
+            "coordinates": int(chosen.sum()),
+            "coverage": round(float(inside[chosen].mean()), 4),
+            "median_width": round(float(np.median((high - low)[chosen])), 4),
+        }
+    return out
+
+
+def run_seed(bm, seed: int, args) -> dict:
+    d = args.d
+    truth, data = bm.simulate(jax.random.key(seed))
+    held_out = bm.simulate_given(truth, jax.random.key(10_000 + seed))
+    truth = np.asarray(truth, np.float64)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SettingsHint)
+        summary = na.record_dpvi(
+            bm.model,
+            data,
+            key=100 + seed,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            summary=True,
+            progress=True,
+            **bm.dpvi_settings,
+        )
+    record_seconds = time.perf_counter() - start
+    report = na.diagnose(summary)
+    start = time.perf_counter()
+    post = na.fit(summary, key=seed, model=bm, draws=args.draws, progress=True)
+    fit_seconds = time.perf_counter() - start
+    draws = np.asarray(post.sample(jax.random.key(seed), args.draws), np.float32)
+    low, high = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0)
+    last = np.asarray(summary.sample.final_params, np.float64)
+    mu, sd = last[:d], np.logaddexp(0.0, last[d:])
+    z = 1.6448536269514722
+    naive_draws = (mu + sd * np.asarray(jax.random.normal(jax.random.key(seed), (args.draws, d)))).astype(np.float32)
+    counts = expected_counts(d, bm.n_examples)
+    y = np.asarray(held_out["y"], np.float64)
+    reference = {}
+    if args.reference:
+        settings = bm.dpvi_settings | {"learning_rate": REFERENCE_LEARNING_RATE}
+        exact_vi = na.record_dpvi(bm.model, data, key=100 + seed, non_private=True, summary=True, **settings)
+        last_vi = np.asarray(exact_vi.sample.final_params, np.float64)
+        mu_vi, sd_vi = last_vi[:d], np.logaddexp(0.0, last_vi[d:])
+        reference = {"non_private_vi": scores(mu_vi - z * sd_vi, mu_vi + z * sd_vi, truth, counts)}
+    return reference | {
+        "record_seconds": round(record_seconds, 1),
+        "summary_mb": round(sum(np.asarray(x).nbytes for x in jax.tree.leaves(summary.sums)) / 1e6, 1),
+        "sample_mb": round(2 * np.asarray(summary.sample.params).nbytes / 1e6, 1),
+        "trace_mb_float32": round(2 * summary.steps * 2 * d * 4 / 1e6, 1),
+        "checks": report.verdict,
+        "fit_seconds": round(fit_seconds, 1),
+        "fit_draws": args.draws,
+        "noise_aware": scores(low, high, truth, counts) | calibrated(y, predictive(draws, held_out)),
+        "naive_last_iterate": scores(mu - z * sd, mu + z * sd, truth, counts)
+        | calibrated(y, predictive(naive_draws, held_out)),
+        "held_out": int(y.size),
+    }
+
+
+def step_costs(bm, steps: int = 200) -> dict:
+    """µs per step of the recorder's DP-SGD step alone and with the summary (module doc), warm."""
+    from noiseaware.recording.dpvi import build_recorder
+    from noiseaware.recording.summarised import _run as summarised_run
+    from noiseaware.trace.summaries import ROWS, WINDOWS, coupled_dim, sample_steps, scale_rows_of
+    from noiseaware.trace.sums import empty_sums, window_bounds
+
+    _, data = bm.simulate(jax.random.key(0))
+    settings = bm.dpvi_settings | {"steps": steps}
+    recorder = build_recorder(bm.model, data, noise_multiplier=1.0, **settings)
+    program, hyper, prepared = recorder.program, recorder.hyper(), recorder.prepare(data)
+    family, size = recorder.settings.family, recorder.settings.family.n_params
+    kept = sample_steps(steps, ROWS)
+    starts = tuple(window_bounds(steps, WINDOWS)[:-1].tolist())
+
+    @jax.jit
+    def plain(state):
+        return jax.lax.scan(lambda s, _: (program.step(hyper, prepared, s)[0], None), state, None, length=steps)[0]
+
+    def summarised(state):
+        carry = (
+            empty_sums(size, WINDOWS, scale_rows_of(family), coupled_dim(family), recorder.dtype),
+            jnp.zeros((kept.size, size), recorder.dtype),
+            jnp.zeros((kept.size, size), recorder.dtype),
+        )
+        return summarised_run(program, hyper, prepared, state, carry, 0, steps, starts, tuple(kept.tolist()))
+
+    out = {}
+    for name, run in (("plain", plain), ("summary", summarised)):
+        state = recorder.init(jax.random.key(1))
+        jax.block_until_ready(run(state))
+        start = time.perf_counter()
+        jax.block_until_ready(run(state))
+        out[f"{name}_us_per_step"] = round(1e6 * (time.perf_counter() - start) / steps, 1)
+    out["overhead"] = round(out["summary_us_per_step"] / out["plain_us_per_step"], 3)
+    out["steps_timed"] = steps
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--d", type=int, default=100_000)
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--steps", type=int, default=SETTINGS["steps"])
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--delta", type=float, default=1e-6, help="δ, well below 1/N")
+    parser.add_argument("--draws", type=int, default=400)
+    parser.add_argument(
+        "--no-reference", dest="reference", action="store_false", help="skip the non-private VI run of each seed"
+    )
+    parser.add_argument("--step", action="store_true", help="measure the step's cost instead of the seeds")
+    parser.add_argument("--force", action="store_true", help="rerun seeds already in the results file")
+    args = parser.parse_args()
+    bm = bag_of_words(args.d, args.n, **(SETTINGS | {"steps": args.steps}))
+    command = (
+        f"python benchmarks/showcase_scale.py --d {args.d} --n {args.n} --steps {args.steps} "
+        f"--epsilon {args.epsilon} --delta {args.delta} --draws {args.draws}"
+    )
+    label = f"d={args.d},n={args.n},T={args.steps},eps={args.epsilon},delta={args.delta}"
+    if args.step:
+        case = step_costs(bm) | provenance(command + " --step")
+        merge_results(RESULTS, {f"{label},step": case})
+        print(
+            f"step at P = {2 * args.d}: {case['plain_us_per_step']} µs alone, {case['summary_us_per_step']} µs with "
+            f"the summary ({case['overhead']}×)"
+        )
+        return
+    done = read_results(RESULTS).get("results", {})
+    start = time.perf_counter()
+    bm.optimum_prior()
+    print(f"the model's prior: {time.perf_counter() - start:.1f} s", flush=True)
+    for seed in (int(s) for s in args.seeds.split(",")):
+        name = f"{label},seed={seed}"
+        if name in done and not args.force:
+            print(f"seed {seed}: done already")
+            continue
+        case = run_seed(bm, seed, args) | provenance(command + f" --seeds {seed}")
+        merge_results(RESULTS, {name: case})
+        aware, naive = case["noise_aware"], case["naive_last_iterate"]
+        print(
+            f"seed {seed}: coverage {aware['coverage']} (head {aware['head']['coverage']}, mid "
+            f"{aware['mid']['coverage']}, tail {aware['tail']['coverage']}), naive {naive['coverage']}; "
+            f"calibration RMSE {aware['calibration_rmse']} vs naive {naive['calibration_rmse']}; "
+            f"record {case['record_seconds']} s, fit {case['fit_seconds']} s, summary {case['summary_mb']} MB; "
+            f"{case['checks']}"
+            + (f"; non-private VI covers {case['non_private_vi']}" if "non_private_vi" in case else ""),
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
