@@ -25,9 +25,10 @@ class Prior:
     """How the empirical-Bayes priors of the gradient model are built from a trace (docs/method.md §2).
 
     optimum_prior: where μ*'s prior comes from. "model" (the default): where the fit is given the trace's model (every
-        study; `fit(trace, model=bm)`; `noiseaware fit --model`), μ*_j ~ N(E θ_j, Var θ_j) under the model's own
-        prior (`BenchmarkModel.prior_moments`; docs/method.md §2.3), so a trace that says nothing returns the prior;
-        without a model, and for ρ*, as "trace". "trace": φ*_j ~ N(φ̄_j, τ_φ²), centred on the trace (the paper's).
+        study; `fit(trace, model=bm)`; `noiseaware fit --model`), μ*_j ~ N(E θ_j, Var θ_j − E h_j⁻¹) under the
+        model's own prior (`BenchmarkModel.optimum_prior`; docs/method.md §2.3), so a trace that says nothing
+        returns the prior; without a model, and for ρ*, as "trace". "trace": φ*_j ~ N(φ̄_j, τ_φ²), centred on the
+        trace (the paper's).
     optimum_sd: τ_φ, the prior sd of φ*_j around the post-burn-in mean φ̄_j (the "trace" prior).
     hessian_link: a = softplus(ã) (the paper) or a = exp(ã) (a log-normal prior on the Hessian diagonal).
     hessian_centre: "slope" puts ã_j ~ N(â_j, (w·τ_j)²) on the pre-softplus scale as the research code did
