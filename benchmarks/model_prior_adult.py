@@ -23,7 +23,7 @@ import numpy as np
 from _common import machine, write_json
 
 import noiseaware as na
-import noiseaware.inference.gradient_model as gradient_model
+import noiseaware.inference.model_prior as model_prior
 from noiseaware.evaluation.calibration import calibration_metrics, predictive_probabilities
 
 RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
@@ -54,7 +54,7 @@ def main() -> None:
     )  # fmt: skip
     print(f"{args.runs} DPVI runs: {time.time() - start:.0f} s")
     rows = {"trace prior": calibration_rmse(traces, data), "model prior": calibration_rmse(traces, data, model=bm)}
-    gradient_model.SLOPE_PRIOR_SD = 3.0
+    model_prior.SLOPE_PRIOR_SD = 3.0
     rows["model prior, slopes' floor 3"] = calibration_rmse(traces, data, model=bm)
     results = {
         "epsilon": args.epsilon, "sigma": RESEARCH_SIGMA[args.epsilon], "runs": args.runs, "seed": 0,

@@ -201,3 +201,34 @@ def test_bad_grid_settings_raise(traces):
         with pytest.raises(ValueError, match="passes ≥ 1 and at least 3 nodes per grid axis"):
             exact_grid(model, **(GRID_DEFAULTS | options))
     exact_grid(gradient_model(traces[0], PRIORS["none"]), extra_nodes=1, hessian_nodes=8, passes=1)  # no u axis
+
+
+_ON_TWO_DEVICES = """
+import faulthandler; faulthandler.dump_traceback_later(240, exit=True)  # a hang fails with its stacks
+import os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+import numpy as np
+import noiseaware as na
+from tests_ou import ou_traces
+(trace,) = ou_traces(1, steps=600, optimum=np.full(24, 0.5), hessian=np.full(24, 50.0), scale=np.ones(24))
+one = na.fit(trace, "exact", key=2, checks="off", block=8, devices=1, draws=50, prior="trace")
+two = na.fit(trace, "exact", key=2, checks="off", block=8, devices=2, draws=50, prior="trace", progress=True)
+print(float(np.max(np.abs(np.asarray(one.sample(0, 40)) - np.asarray(two.sample(0, 40))))))
+"""
+
+
+def test_blocks_shared_by_two_devices_give_the_same_draws(tmp_path):
+    """Issue 42: block b runs on device b mod n (here two CPU devices in a fresh process), with the same draws."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "tests_ou.py").write_text((Path(__file__).parent / "ou.py").read_text())
+    run = subprocess.run(
+        [sys.executable, "-c", _ON_TWO_DEVICES], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "on 2 devices" in run.stderr
+    assert float(run.stdout.strip().splitlines()[-1]) == 0.0
+    with pytest.raises(ValueError, match="jax has 1 device"):
+        ExactOptions(devices=2)

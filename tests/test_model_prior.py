@@ -10,7 +10,8 @@ import pytest
 
 import noiseaware as na
 from noiseaware.cli import main
-from noiseaware.inference.gradient_model import gradient_model, model_optimum_prior
+from noiseaware.inference.gradient_model import gradient_model
+from noiseaware.inference.model_prior import model_optimum_prior
 from noiseaware.inference.statistics import wander_shift
 from noiseaware.util.numerics import softplus
 

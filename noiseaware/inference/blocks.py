@@ -1,12 +1,15 @@
 """Fits of many coordinates in blocks: the diagonal gradient model's rows are independent given the trace, so a route
 solves P coordinates B at a time (memory O(B), not O(P)), each block padded to B coordinates so that every block
 runs one compiled program. Block b draws with fold_in(key, b); a model of P ≤ B is one block, solved as it always was.
+Where jax has several devices (GPUs, or CPU devices made with XLA_FLAGS=--xla_force_host_platform_device_count=n),
+block b runs on device b mod n, one thread per device: the same draws as on one device.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import numpy as np
@@ -26,25 +29,41 @@ Solve = Callable[..., list[Draws | FitFailure]]
 
 
 def solve_in_blocks(
-    solve: Solve, models: Sequence[GradientModel], *, keys, options, block: int, progress: Progress = False
+    solve: Solve,
+    models: Sequence[GradientModel],
+    *,
+    keys,
+    options,
+    block: int,
+    progress: Progress = False,
+    devices: int | None = None,
 ) -> list[Draws | FitFailure]:
     """solve(models, keys=…, options=…) over blocks of `block` coordinates, joined into one Draws per model (a model
-    whose solve fails in any block gets that block's FitFailure). Models with extra terms are solved whole."""
+    whose solve fails in any block gets that block's FitFailure). Models with extra terms are solved whole. devices:
+    how many of jax's devices share the blocks (None: all of them; module doc)."""
     size = models[0].n_params
     if size <= block or any(model.terms for model in models):
         return solve(models, keys=keys, options=options)
     starts = range(0, size, block)
-    parts: list[list[Draws | FitFailure]] = [[] for _ in models]
-    with progress_bar(len(starts), f"{size} coordinates in blocks of {block}", progress, unit="block") as advance:
-        for number, start in enumerate(starts):
-            rows = np.minimum(np.arange(start, start + block), size - 1)  # the last block repeats its last row
-            kept = min(block, size - start)
-            block_keys = jax.vmap(lambda key, b=number: jax.random.fold_in(key, b))(keys)
+    used = jax.devices()[: len(jax.devices()) if devices is None else devices]
+
+    def one(number: int) -> list[Draws | FitFailure]:
+        start = starts[number]
+        rows = np.minimum(np.arange(start, start + block), size - 1)  # the last block repeats its last row
+        kept = min(block, size - start)
+        block_keys = jax.vmap(lambda key: jax.random.fold_in(key, number))(keys)
+        with jax.default_device(used[number % len(used)]):
             results = solve([select_rows(model, rows) for model in models], keys=block_keys, options=options)
-            for outcomes, result in zip(parts, results):
-                outcomes.append(result if isinstance(result, FitFailure) else _first_columns(result, block, kept))
-            advance(1)
-    return [_joined(outcomes) for outcomes in parts]
+        return [r if isinstance(r, FitFailure) else _first_columns(r, block, kept) for r in results]
+
+    title = f"{size} coordinates in blocks of {block}" + (f" on {len(used)} devices" if len(used) > 1 else "")
+    with progress_bar(len(starts), title, progress, unit="block") as advance:
+        if len(used) == 1:
+            blocks = [(one(number), advance(1))[0] for number in range(len(starts))]
+        else:
+            with ThreadPoolExecutor(len(used)) as pool:
+                blocks = [(result, advance(1))[0] for result in pool.map(one, range(len(starts)))]
+    return [_joined([results[m] for results in blocks]) for m in range(len(models))]
 
 
 def _first_columns(draws: Draws, block: int, kept: int) -> Draws:

@@ -322,11 +322,13 @@ class ExactSettings(Protocol):
     passes: int
     block: int
     progress: Progress
+    devices: int | None
 
 
 def fit_exact_batch(models: Sequence[GradientModel], *, keys, options: ExactSettings) -> list[Draws | FitFailure]:
     """Fit each trace's gradient model by adaptive quadrature in one vmapped, compiled computation per block of
-    `options.block` coordinates (`blocks.solve_in_blocks`; a progress bar over blocks with `options.progress`):
+    `options.block` coordinates (`blocks.solve_in_blocks`; a progress bar over blocks with `options.progress`; the
+    blocks shared by `options.devices` of jax's devices):
     Draws (1, K, P) per model (same P and prior), plus exact moments in diagnostics; a trace is a batch of one.
 
     Model m uses keys[m] (keys: M jax PRNG keys). diagnostics: optimum_mean/optimum_sd/hessian_mean/hessian_sd (P,)
@@ -335,7 +337,13 @@ def fit_exact_batch(models: Sequence[GradientModel], *, keys, options: ExactSett
     (NON_FINITE) in its place.
     """
     return solve_in_blocks(
-        _fit_whole, models, keys=keys, options=options, block=options.block, progress=options.progress
+        _fit_whole,
+        models,
+        keys=keys,
+        options=options,
+        block=options.block,
+        progress=options.progress,
+        devices=options.devices,
     )
 
 

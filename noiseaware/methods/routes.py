@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Literal
 
+import jax
 import numpy as np
 
 from ..checks import MIN_STEPS
@@ -82,7 +83,8 @@ class ExactOptions(GradientModelOptions):
     a scale coordinate ρ whose trace favours the gradient model with its row linear in softplus(ρ)² 3 to 1
     (`Prior(scale_model="variance")`, docs/method.md §2.9) is fitted that way, and the fit says so. block: the
     coordinates solved per compiled program (`inference.blocks`: memory bounded for large P); progress: a bar over
-    the blocks of a long fit."""
+    the blocks of a long fit; devices: how many of jax's devices share the blocks, one thread each (None: all; the
+    same draws on any number)."""
 
     hessian_nodes: int = exact.GRID_DEFAULTS["hessian_nodes"]
     extra_nodes: int = exact.GRID_DEFAULTS["extra_nodes"]
@@ -90,12 +92,20 @@ class ExactOptions(GradientModelOptions):
     repair: bool = True
     block: int = BLOCK
     progress: Progress = False
+    devices: int | None = None
 
     def __post_init__(self):
         super().__post_init__()
         flag("repair", self.repair)
         positive_int("block", self.block, hint=f"the coordinates fitted per compiled program, e.g. block={BLOCK}")
         check_progress(self.progress)
+        if self.devices is not None:
+            positive_int("devices", self.devices, hint="how many of jax.devices() share the blocks, e.g. devices=2")
+            if self.devices > len(jax.devices()):
+                raise ValueError(
+                    f"devices={self.devices}, but jax has {len(jax.devices())} device(s) here; pass at most that, or "
+                    "None for all of them"
+                )
         for name in ("hessian_nodes", "extra_nodes"):
             positive_int(name, getattr(self, name), minimum=3, hint="a grid axis needs at least 3 nodes")
         positive_int("passes", self.passes, hint="the number of placements of the grid, e.g. passes=3")
