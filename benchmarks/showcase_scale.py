@@ -31,6 +31,7 @@ benchmarks/results/showcase_scale.json.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 import warnings
 from pathlib import Path
@@ -53,7 +54,19 @@ SETTINGS = {
     "init": (0.0, -3.0),
 }
 """DP-SGD settings of the showcase: the step size keeps the head's wander near its posterior sd (λ·q·h ≈ 0.02 for
-the most frequent word); tail words barely move and the model's prior carries them."""
+the most frequent word); tail words barely move and the model's prior carries them. With `--init model` (the default)
+ρ₀ is each coordinate's ρ* as the model predicts it, softplus⁻¹(mean_m h_mj^(−1/2)) (`prior_informed`), in place of
+−3."""
+
+
+def prior_informed(bm):
+    """bm with ρ₀_j = softplus⁻¹(mean_m h_mj^(−1/2)), the model's own prediction of ρ*_j (`optimum_prior`, which costs
+    no privacy: the model and the public N), and μ₀ = 0; the same model object, so its prior is computed once."""
+    sd = np.mean(bm.optimum_prior().curvature, axis=0) ** -0.5
+    rho = sd + np.log(-np.expm1(-sd))
+    return dataclasses.replace(bm, dpvi_settings=bm.dpvi_settings | {"init": (0.0, tuple(rho.tolist()))})
+
+
 REFERENCE_LEARNING_RATE = (5e-3, 5e-2)
 """The non-private reference run's step sizes (μ block, ρ block; σ = 0: no wander to keep small), so that every
 coordinate settles within T (λ·q·h ≥ 5·10⁻⁴ for the rarest word's μ, ≤ 0.5 for the most frequent's; on a d = 10⁴
@@ -227,6 +240,7 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--delta", type=float, default=1e-6, help="δ, well below 1/N")
     parser.add_argument("--draws", type=int, default=400)
+    parser.add_argument("--init", choices=("model", "fixed"), default="model", help="ρ₀ from the model, or −3")
     parser.add_argument("--reference", action="store_true", help="run non-private VI on the seeds' data instead")
     parser.add_argument("--step", action="store_true", help="measure the step's cost instead of the seeds")
     parser.add_argument("--force", action="store_true", help="rerun seeds already in the results file")
@@ -237,6 +251,8 @@ def main() -> None:
         f"--epsilon {args.epsilon} --delta {args.delta} --draws {args.draws}"
     )
     label = f"d={args.d},n={args.n},T={args.steps},eps={args.epsilon},delta={args.delta}"
+    if args.init == "model" and not args.reference:
+        bm, label, command = prior_informed(bm), label + ",init=model", command + " --init model"
     if args.step:
         case = step_costs(bm) | provenance(command + " --step")
         merge_results(RESULTS, {f"{label},step": case})
