@@ -43,7 +43,7 @@ def test_options_are_typed_and_unknown_options_are_refused():
     exact = na.DEFAULT_REGISTRY["exact"]
     assert exact.make_options() == ExactOptions()
     assert exact.make_options({"prior": "paper"}, passes=2) == ExactOptions(prior="paper", passes=2)
-    with pytest.raises(ValueError, match="method 'exact' has no option 'style'; its options: block, burn_in, devices, draws"):
+    with pytest.raises(ValueError, match="'exact' has no option 'style'; its options: block, burn_in, devices, draws"):
         exact.make_options(style="paper")
 
 

@@ -148,3 +148,22 @@ def test_a_full_rank_trace_takes_only_the_mean_rows_from_the_model():
     np.testing.assert_array_equal(with_model.optimum_loc[d:], without.optimum_loc[d:])
     np.testing.assert_array_equal(with_model.hessian_loc[d:], without.hessian_loc[d:])
     np.testing.assert_array_equal(with_model.stats.sum_g, without.stats.sum_g)  # no wander shift off mean-field
+
+
+def test_the_optimum_prior_spread_is_the_van_trees_bound():
+    """μ*_j's prior variance is Var θ_j − 1/E h_j (E Var(θ_j | x) ≥ 1/E h_j, so never too narrow), not
+    Var θ_j − E[1/h_j], which Jensen makes smaller; at least 0.1·Var θ_j; Var θ_j where E h_j ≤ 0.
+
+    A normal mean with known noise (θ ~ N(0, τ²), x_i ~ N(θ, 1), N = 4): h = 1/τ² + N for every data set, and
+    E[θ | x] = x̄·N/h has variance exactly τ² − 1/h, which the prior equals."""
+    from noiseaware.models.benchmark import ModelOptimumPrior
+
+    tau2, n = 2.0, 4
+    h = 1 / tau2 + n
+    curvature = np.array([[h, 1.0, 1.05, -1.0], [h, 3.0, 1.05, 0.5]])  # conjugate; Jensen's case; floored; E h ≤ 0
+    facts = ModelOptimumPrior(np.zeros(4), np.sqrt([tau2, 1.0, 1.0, 1.0]), curvature, None)
+    sd = model_optimum_prior(facts).optimum_sd[:4]
+    np.testing.assert_allclose(sd[0] ** 2, tau2 - 1 / h)  # Var E[θ | x], exactly
+    np.testing.assert_allclose(sd[1] ** 2, 1.0 - 1 / 2.0)  # 1/mean h = 0.5, not mean 1/h = 2/3
+    np.testing.assert_allclose(sd[2] ** 2, 0.1)  # 1/1.05 > 0.9: the floor
+    np.testing.assert_allclose(sd[3] ** 2, 1.0)  # mean h ≤ 0: the bound says nothing

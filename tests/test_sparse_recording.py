@@ -132,3 +132,28 @@ def test_the_noise_aware_posterior_covers_where_the_last_iterate_does_not():
     naive = np.mean(np.abs(truth - last[:d]) <= 1.645 * sd)
     assert 0.85 <= covered <= 0.97
     assert naive < 0.5
+
+
+def test_indices_out_of_range_in_any_data_set_of_a_batch_are_refused():
+    """A −1 (a common padding) would wrap to θ[d − 1] in the model but count as its own entry in the norm, so one
+    example could contribute more than C: refused before any work in every data set of a batch, not only the first."""
+    data = _data("bernoulli-logit")
+    second = dict(data, words=data["words"].at[0, 0].set(-1))
+    batch = {k: jnp.stack([data[k], second[k]]) for k in data}
+    with pytest.raises(ValueError, match="outside"):
+        na.record_dpvi_batch(
+            _glm, batch, keys=[1, 2], noise_multiplier=0.8, sparse=na.SparseFeatures("words", "x", "y"), **SETTINGS
+        )
+
+
+def test_a_likelihood_scaled_by_a_constant_is_refused_even_where_clipping_binds():
+    """Clipped at C every example's term is about C·direction, so a tempered likelihood (×3) would pass a comparison
+    of clipped sums; the check compares the unclipped sums too."""
+
+    def tempered(words, x, y=None):
+        theta = numpyro.sample("theta", dist.Normal(0.0, 1.0).expand([30]).to_event(1))
+        with numpyro.plate("data", words.shape[0]), numpyro.handlers.scale(scale=3.0):
+            numpyro.sample("y", dist.Bernoulli(logits=jnp.sum(theta[words] * x, -1)), obs=y)
+
+    with pytest.raises(ValueError, match="not those of a bernoulli-logit GLM"):
+        _record(tempered, _data("bernoulli-logit"), sparse=na.SparseFeatures("words", "x", "y"))

@@ -2,7 +2,8 @@
 solves P coordinates B at a time (memory O(B), not O(P)), each block padded to B coordinates so that every block
 runs one compiled program. Block b draws with fold_in(key, b); a model of P ≤ B is one block, solved as it always was.
 Where jax has several devices (GPUs, or CPU devices made with XLA_FLAGS=--xla_force_host_platform_device_count=n),
-block b runs on device b mod n, one thread per device: the same draws as on one device.
+block b runs on device b mod n, one thread per device: the same draws as on one device. A block's solve sets what it
+needs (the exact route its float64); other thread-local jax contexts of the caller do not reach the threads.
 """
 
 from __future__ import annotations
@@ -52,8 +53,12 @@ def solve_in_blocks(
         rows = np.minimum(np.arange(start, start + block), size - 1)  # the last block repeats its last row
         kept = min(block, size - start)
         block_keys = jax.vmap(lambda key: jax.random.fold_in(key, number))(keys)
-        with jax.default_device(used[number % len(used)]):
-            results = solve([select_rows(model, rows) for model in models], keys=block_keys, options=options)
+        chosen = [select_rows(model, rows) for model in models]
+        if len(used) == 1:  # the caller's own default device stands
+            results = solve(chosen, keys=block_keys, options=options)
+        else:
+            with jax.default_device(used[number % len(used)]):
+                results = solve(chosen, keys=block_keys, options=options)
         return [r if isinstance(r, FitFailure) else _first_columns(r, block, kept) for r in results]
 
     title = f"{size} coordinates in blocks of {block}" + (f" on {len(used)} devices" if len(used) > 1 else "")
@@ -62,7 +67,13 @@ def solve_in_blocks(
             blocks = [(one(number), advance(1))[0] for number in range(len(starts))]
         else:
             with ThreadPoolExecutor(len(used)) as pool:
-                blocks = [(result, advance(1))[0] for result in pool.map(one, range(len(starts)))]
+                futures = [pool.submit(one, number) for number in range(len(starts))]
+                try:
+                    blocks = [(future.result(), advance(1))[0] for future in futures]
+                except BaseException:  # an error or an interrupt: the blocks not started are not run
+                    for future in futures:
+                        future.cancel()
+                    raise
     return [_joined([results[m] for results in blocks]) for m in range(len(models))]
 
 

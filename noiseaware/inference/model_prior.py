@@ -29,9 +29,9 @@ SCALE_PRIOR_FLOOR = 0.5
 on the model's own design, which may differ from the real one (a factor 2.7 in h is 0.5 in ρ*). Measured on the 10D
 regression (ε = 0.1 and 1) and M1: TARP within 0.001 of a floor of 0.1."""
 OPTIMUM_SPREAD_FLOOR = 0.1
-"""The least prior variance of μ*_j from the model, as a fraction of Var θ_j: Var θ_j − E h_j⁻¹ is an upper bound on
-Var μ*_j, but h is taken at the truth and, above d = 256, estimated from probes; the floor keeps a coordinate whose
-estimate of E h⁻¹ reaches Var θ from a point prior."""
+"""The least prior variance of μ*_j from the model, as a fraction of Var θ_j: Var θ_j − 1/E h_j bounds Var μ*_j from
+above, but h is averaged over 64 simulations and, above d = 256, estimated from probes; the floor keeps a coordinate
+whose estimate of 1/E h reaches Var θ from a point prior."""
 SLOPE_PRIOR_SD = 0.3
 """The least prior sd of log a from the model: clipping makes the trace's slope smaller than the model's curvature.
 A wider one lets a weakly identified μ row mix components of very different widths, heavy tails that TARP's
@@ -41,15 +41,17 @@ joint balls see (10D regression at ε = 0.1, 100 simulations: TARP 0.085 at 1, 0
 def model_optimum_prior(facts: ModelOptimumPrior) -> OptimumPriorMoments:
     """The model's priors on φ* = (μ*, ρ*) and on the slopes a, (2d,) each (docs/method.md §2.3).
 
-    μ*_j ~ N(E θ_j, max(Var θ_j − mean_m h_mj⁻¹, 0.1·Var θ_j)): μ* ≈ E[θ | x] has variance Var θ − E Var(θ | x),
-    and Var(θ_j | x) ≥ h_j⁻¹ (docs/method.md §2.3). For a Gaussian VI optimum the ρ row's zero is sd*_j = h_j^(−1/2)
-    and the −ELBO's slopes are h_j in μ_j and 2·sigmoid(ρ*_j)²·h_j in ρ_j, one curvature h_j per coordinate; over the
-    simulations' h_mj, ρ*_j ~ N(mean, sd² + 0.5²) of softplus⁻¹(h_mj^(−1/2)) and log a_j ~ N(mean, sd² + 0.3²) of
-    their logs.
+    μ*_j ~ N(E θ_j, max(Var θ_j − 1/mean_m h_mj, 0.1·Var θ_j)): μ* ≈ E[θ | x] has variance Var θ − E Var(θ | x),
+    and E Var(θ_j | x) ≥ 1/E h_j, the Bayesian Cramér–Rao (van Trees) bound, h the joint log density's curvature
+    (docs/method.md §2.3); where mean_m h_mj ≤ 0 the bound says nothing and Var θ_j stands. For a Gaussian VI
+    optimum the ρ row's zero is sd*_j = h_j^(−1/2) and the −ELBO's slopes are h_j in μ_j and 2·sigmoid(ρ*_j)²·h_j in
+    ρ_j, one curvature h_j per coordinate; over the simulations' h_mj, ρ*_j ~ N(mean, sd² + 0.5²) of
+    softplus⁻¹(h_mj^(−1/2)) and log a_j ~ N(mean, sd² + 0.3²) of their logs.
     """
+    variance, information = facts.theta_sd**2, np.mean(facts.curvature, axis=0)
+    bound = np.where(information > 0, 1.0 / np.where(information > 0, information, 1.0), 0.0)
+    spread = np.maximum(variance - bound, OPTIMUM_SPREAD_FLOOR * variance)
     curvature = np.maximum(facts.curvature, np.finfo(np.float64).tiny)
-    variance = facts.theta_sd**2
-    spread = np.maximum(variance - np.mean(1.0 / curvature, axis=0), OPTIMUM_SPREAD_FLOOR * variance)
     sd = curvature**-0.5
     rho = sd + np.log(-np.expm1(-sd))
     log_slopes = np.concatenate([np.log(curvature), np.log(2.0 * curvature) + 2.0 * np.log(sigmoid(rho))], axis=1)

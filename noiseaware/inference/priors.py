@@ -25,7 +25,7 @@ class Prior:
     """How the empirical-Bayes priors of the gradient model are built from a trace (docs/method.md §2).
 
     optimum_prior: where μ*'s prior comes from. "model" (the default): where the fit is given the trace's model (every
-        study; `fit(trace, model=bm)`; `noiseaware fit --model`), μ*_j ~ N(E θ_j, Var θ_j − E h_j⁻¹) under the
+        study; `fit(trace, model=bm)`; `noiseaware fit --model`), μ*_j ~ N(E θ_j, Var θ_j − 1/E h_j) under the
         model's own prior (`BenchmarkModel.optimum_prior`; docs/method.md §2.3), so a trace that says nothing
         returns the prior; without a model, and for ρ*, as "trace". "trace": φ*_j ~ N(φ̄_j, τ_φ²), centred on the
         trace (the paper's).

@@ -57,7 +57,7 @@ class ModelOptimumPrior:
     """The model's own facts about the VI optimum (`BenchmarkModel.optimum_prior`), before any trace.
 
     theta_mean, theta_sd (d,): θ's prior moments (unconstrained). Under the prior predictive the VI optimum's mean
-    μ* ≈ E[θ | x] has mean E θ and variance Var θ − E Var(θ | x) ≤ Var θ − E h⁻¹ (`model_optimum_prior`).
+    μ* ≈ E[θ | x] has mean E θ and variance Var θ − E Var(θ | x) ≤ Var θ − 1/E h (`model_optimum_prior`).
     curvature (M, d): h_mj = −∂²_jj log p(x_m, θ_m) of M simulated data sets at N examples; for a Gaussian VI
     optimum sd*_j = h_j^(−1/2) and the −ELBO's slope in μ_j is h_j, in ρ_j 2·sigmoid(ρ*_j)²·h_j (method.md §2.3).
     coupling (d, d): c_kj = ∂_j h_k / h_k, the simulations' mean: how coordinate k's wander δ_k moves coordinate j's

@@ -359,7 +359,8 @@ def build_recorder(
     program = _Program(spec, resolved.mc_draws, resolved.batch_size, optimizer, resolved.family, settings.sparse)
     recorder = Recorder(program, resolved, _float_dtype(settings.dtype))
     if settings.sparse is not None:
-        check_sparse(program, recorder.hyper(), recorder.prepare(first), jax.random.key(0))
+        indices = data[settings.sparse.indices] if settings.sparse.indices in data else None
+        check_sparse(program, recorder.hyper(), recorder.prepare(first), jax.random.key(0), indices)
     return recorder
 
 

@@ -32,8 +32,8 @@ LINKS = {
     "poisson-log": lambda y, eta: y - jnp.exp(eta),
 }
 """∂_η log p(y | η) for each likelihood a sparse GLM may declare: Bernoulli with logit link, Poisson with log link."""
-_CHECKED_EXAMPLES = 8
-"""Examples on which `check_sparse` compares the sparse per-example gradients with the dense ones."""
+_CHECKED_EXAMPLES = 16
+"""Examples, drawn at random, on which `check_sparse` compares the sparse sums with the dense per-example gradients."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +92,10 @@ def sparse_summand(features: SparseFeatures, spec, params, eps, per_example, con
     shared_rho = scale_rho * ((-jnp.mean(grad_prior * eps, 0) / n) * dsd - dsd / sd / n)
 
     def summand(examples, mask):
-        words = examples[features.indices]  # (B, k)
-        x = examples[features.values].astype(params.dtype)
+        raw = examples[features.indices]  # (B, k); a slot outside [0, d) counts for nothing (never wraps around)
+        inside = (raw >= 0) & (raw < d)
+        words = jnp.where(inside, raw, 0)
+        x = jnp.where(inside, examples[features.values], 0).astype(params.dtype)
         eta = jnp.einsum("sbk,bk->sb", thetas[:, words], x)
         r = link(examples[features.response].astype(params.dtype), eta)  # (S, B)
         part_mu = scale_mu[words] * (-jnp.mean(r, 0)[:, None] * x)
@@ -111,17 +113,18 @@ def sparse_summand(features: SparseFeatures, spec, params, eps, per_example, con
 
         def total(part, shared):
             spread = jnp.zeros(d, params.dtype).at[words.ravel()].add(jnp.where(weight > 0, weight * part, 0.0).ravel())
-            return spread + kept * shared
+            return spread + jnp.where(kept > 0, kept * shared, 0.0)  # none kept: 0, not 0 × a non-finite shared part
 
         return total(part_mu, shared_mu), total(part_rho, shared_rho)
 
     return summand
 
 
-def check_sparse(program, hyper, data, key) -> None:
+def check_sparse(program, hyper, data, key, indices=None) -> None:
     """Refuse (ValueError) a `sparse` declaration the model does not match: the model's single real-vector site,
-    the data's shapes, and the sparse clipped sum against the dense per-example gradients on a few examples at a
-    random φ (relative difference under 10⁻⁴)."""
+    the data's shapes, indices in [0, d) (`indices`: every data set's, for a batch; default data's), and the sparse
+    sums against the dense per-example gradients on `_CHECKED_EXAMPLES` examples chosen at random, at a random φ,
+    clipped at C and unclipped (so that a likelihood scaled by a constant is seen even where clipping binds)."""
     features, spec = program.sparse, program.spec
     if program.family.kind != "mean-field":
         raise ValueError(f"sparse features need the mean-field family, got {program.family.kind!r}")
@@ -141,22 +144,30 @@ def check_sparse(program, hyper, data, key) -> None:
             f"sparse features need {features.indices!r} as integer indices (N, k) and {features.values!r} of the "
             f"same shape; got {words.dtype} {words.shape} and {values.shape}"
         )
-    if words.min() < 0 or words.max() >= d:
-        raise ValueError(f"{features.indices!r} holds indices outside [0, {d}): they index θ's {d} coefficients")
+    every = words if indices is None else np.asarray(indices)
+    if every.min() < 0 or every.max() >= d:
+        raise ValueError(
+            f"{features.indices!r} holds indices outside [0, {d}): they index θ's {d} coefficients (a padded slot "
+            "takes any index with value 0)"
+        )
     per_example, constants = spec.split_data(data)
-    examples = {k: v[:_CHECKED_EXAMPLES] for k, v in per_example.items()}
-    mask = jnp.ones(next(iter(examples.values())).shape[0], bool)
-    key_params, key_eps = jax.random.split(key)
+    key_rows, key_params, key_eps = jax.random.split(key, 3)
+    size = words.shape[0]
+    rows = jax.random.choice(key_rows, size, (min(_CHECKED_EXAMPLES, size),), replace=False)
+    examples = {k: v[rows] for k, v in per_example.items()}
+    mask = jnp.ones(rows.shape[0], bool)
     params = jax.random.normal(key_params, (2 * d,)) * 0.5 - jnp.concatenate([jnp.zeros(d), jnp.ones(d)])
     eps = jax.random.normal(key_eps, (program.mc_draws, d))
-    sparse = sparse_summand(features, spec, params, eps, examples, constants, hyper.grad_scale, hyper.clip)
-    sparse = sparse(examples, mask)
-    dense = program.dense_summand(hyper, params, eps, constants)(examples, mask)
-    got, want = (np.concatenate([np.asarray(x, np.float64) for x in pair]) for pair in (sparse, dense))
-    error = np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30)
-    if not error < 1e-4:
-        raise ValueError(
-            f"the model's gradients are not those of a {features.likelihood} GLM on ({features.indices!r}, "
-            f"{features.values!r}) (relative difference {error:.1e} on {len(mask)} examples): check the likelihood "
-            "and that η = Σ θ[indices]·values, or record without sparse="
+    for clip in (hyper.clip, jnp.inf):
+        settings = hyper._replace(clip=jnp.asarray(clip, hyper.clip.dtype))
+        sparse = sparse_summand(features, spec, params, eps, examples, constants, settings.grad_scale, settings.clip)
+        dense = program.dense_summand(settings, params, eps, constants)(examples, mask)
+        got, want = (
+            np.concatenate([np.asarray(x, np.float64) for x in pair]) for pair in (sparse(examples, mask), dense)
         )
+        if not np.max(np.abs(got - want)) < 1e-4 * max(np.max(np.abs(want)), 1e-30):
+            raise ValueError(
+                f"the model's gradients are not those of a {features.likelihood} GLM on ({features.indices!r}, "
+                f"{features.values!r}): check the likelihood and that η = Σ θ[indices]·values, or record without "
+                "sparse="
+            )
