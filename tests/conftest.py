@@ -39,6 +39,10 @@ def compilation_effort(request):
     jax.config.update("jax_disable_most_optimizations", fast)
     yield
     jax.config.update("jax_disable_most_optimizations", previous)
+    # Every compiled XLA CPU program holds memory maps; a worker that keeps all of a run's programs passed the
+    # kernel's vm.max_map_count (65 530 here) and died of a segmentation fault inside XLA (2026-11-28: 37 000 maps
+    # in the other worker at 93 %). Programs a later module needs again come back from the persistent cache.
+    jax.clear_caches()
 
 
 @pytest.fixture
