@@ -42,8 +42,9 @@ import numpy as np
 from _common import merge_results, provenance, read_results
 
 import noiseaware as na
-from noiseaware.models.bag_of_words import bag_of_words
+from noiseaware.models.bag_of_words import bag_of_words, word_frequencies
 from noiseaware.recording.settings import SettingsHint
+from noiseaware.util.numerics import softplus_inverse
 
 RESULTS = Path(__file__).parent / "results" / "showcase_scale.json"
 SETTINGS = {
@@ -62,8 +63,7 @@ the most frequent word); tail words barely move and the model's prior carries th
 def prior_informed(bm):
     """bm with ρ₀_j = softplus⁻¹(mean_m h_mj^(−1/2)), the model's own prediction of ρ*_j (`optimum_prior`, which costs
     no privacy: the model and the public N), and μ₀ = 0; the same model object, so its prior is computed once."""
-    sd = np.mean(bm.optimum_prior().curvature, axis=0) ** -0.5
-    rho = sd + np.log(-np.expm1(-sd))
+    rho = softplus_inverse(np.mean(bm.optimum_prior().curvature, axis=0) ** -0.5)
     return dataclasses.replace(bm, dpvi_settings=bm.dpvi_settings | {"init": (0.0, tuple(rho.tolist()))})
 
 
@@ -81,9 +81,8 @@ DRAW_CHUNK = 25
 
 
 def expected_counts(d: int, n: int, k: int = 8, exponent: float = 0.8) -> np.ndarray:
-    """N·k·p_j, p_j ∝ (j + 1)^(−exponent): the design's expected count of each word (public, from the model)."""
-    weights = np.arange(1, d + 1, dtype=np.float64) ** -exponent
-    return n * k * weights / weights.sum()
+    """N·k·p_j: the design's expected count of each word (`word_frequencies`; public, from the model)."""
+    return n * k * np.asarray(word_frequencies(d, exponent), np.float64)
 
 
 def predictive(theta_draws, data) -> np.ndarray:
@@ -149,9 +148,6 @@ def run_seed(bm, seed: int, args) -> dict:
     exact_seconds = time.perf_counter() - start
     draws = np.asarray(post.sample(jax.random.key(seed), args.draws), np.float32)
     low, high = np.quantile(draws, [(1 - LEVEL) / 2, (1 + LEVEL) / 2], axis=0)
-    last = np.asarray(summary.sample.final_params, np.float64)
-    mu, sd = last[:d], np.logaddexp(0.0, last[d:])
-    naive_draws = (mu + sd * np.asarray(jax.random.normal(jax.random.key(seed), (args.draws, d)))).astype(np.float32)
     counts = expected_counts(d, bm.n_examples)
     y = np.asarray(held_out["y"], np.float64)
     return {
@@ -164,29 +160,34 @@ def run_seed(bm, seed: int, args) -> dict:
         "exact_fit_seconds": round(exact_seconds, 1),
         "fit_draws": args.draws,
         "noise_aware": scores(low, high, truth, counts) | calibrated(y, predictive(draws, held_out)),
-        "naive_last_iterate": scores(mu - Z90 * sd, mu + Z90 * sd, truth, counts)
-        | calibrated(y, predictive(naive_draws, held_out)),
+        "naive_last_iterate": last_iterate_scores(summary, truth, held_out, seed, args),
         "held_out": int(y.size),
     }
+
+
+def last_iterate_scores(run, truth, held_out, seed: int, args) -> dict:
+    """`scores` and `calibrated` of q(θ; φ_T), the Gaussian of a run's last iterate: μ_T ± Z90·softplus(ρ_T), and
+    `args.draws` draws of it for the predictive."""
+    d = args.d
+    last = np.asarray(run.sample.final_params, np.float64)
+    mu, sd = last[:d], np.logaddexp(0.0, last[d:])
+    draws = (mu + sd * np.asarray(jax.random.normal(jax.random.key(seed), (args.draws, d)))).astype(np.float32)
+    counts = expected_counts(d, args.n)
+    y = np.asarray(held_out["y"], np.float64)
+    return scores(mu - Z90 * sd, mu + Z90 * sd, truth, counts) | calibrated(y, predictive(draws, held_out))
 
 
 def run_reference(bm, seed: int, args) -> dict:
     """Non-private VI on the seed's data (σ = 0, `REFERENCE_LEARNING_RATE`), its last iterate q(θ; φ_T) scored as
     the seeds' posteriors are: what the mean-field family itself covers."""
-    d = args.d
     truth, data = bm.simulate(jax.random.key(seed))
     held_out = bm.simulate_given(truth, jax.random.key(10_000 + seed))
     start = time.perf_counter()
     settings = bm.dpvi_settings | {"learning_rate": REFERENCE_LEARNING_RATE}
     run = na.record_dpvi(bm.model, data, key=100 + seed, non_private=True, summary=True, progress=True, **settings)
     seconds = time.perf_counter() - start
-    last = np.asarray(run.sample.final_params, np.float64)
-    mu, sd = last[:d], np.logaddexp(0.0, last[d:])
-    draws = (mu + sd * np.asarray(jax.random.normal(jax.random.key(seed), (args.draws, d)))).astype(np.float32)
-    y = np.asarray(held_out["y"], np.float64)
-    scored = scores(mu - Z90 * sd, mu + Z90 * sd, np.asarray(truth, np.float64), expected_counts(d, bm.n_examples))
     return {
-        "non_private_vi": scored | calibrated(y, predictive(draws, held_out)),
+        "non_private_vi": last_iterate_scores(run, np.asarray(truth, np.float64), held_out, seed, args),
         "record_seconds": round(seconds, 1),
         "learning_rate": list(REFERENCE_LEARNING_RATE),
     }

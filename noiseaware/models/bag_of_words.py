@@ -20,7 +20,7 @@ import numpyro.distributions as dist
 from ..recording.sparse import SparseFeatures
 from .benchmark import BenchmarkModel, from_numpyro
 
-__all__ = ["SPARSE", "bag_of_words", "bag_of_words_logistic", "zipf_design"]
+__all__ = ["SPARSE", "bag_of_words", "bag_of_words_logistic", "word_frequencies", "zipf_design"]
 
 SPARSE = SparseFeatures(indices="words", values="x", response="y", likelihood="bernoulli-logit")
 """How the model's data declare their sparsity to the recorder."""
@@ -35,11 +35,16 @@ def bag_of_words_logistic(words, x, y=None, n_features: int = 1):
         numpyro.sample("y", dist.Bernoulli(logits=eta), obs=y)
 
 
-def zipf_design(key, n: int, *, d: int, k: int, exponent: float) -> dict:
-    """n documents of k words from a vocabulary of d, P(word j) ∝ (j + 1)^(−exponent), drawn by inverting the
-    cumulative frequencies (O(n·k·log d), never an n × d array): {"words": (n, k) int32, "x": (n, k) = 1/√k}."""
+def word_frequencies(d: int, exponent: float) -> jax.Array:
+    """p_j ∝ (j + 1)^(−exponent), j = 0..d−1: the vocabulary's word frequencies, (d,)."""
     weights = jnp.arange(1, d + 1, dtype=jnp.float32) ** -exponent
-    cumulative = jnp.cumsum(weights / jnp.sum(weights))
+    return weights / jnp.sum(weights)
+
+
+def zipf_design(key, n: int, *, d: int, k: int, exponent: float) -> dict:
+    """n documents of k words from a vocabulary of d with `word_frequencies`, drawn by inverting the cumulative
+    frequencies (O(n·k·log d), never an n × d array): {"words": (n, k) int32, "x": (n, k) = 1/√k}."""
+    cumulative = jnp.cumsum(word_frequencies(d, exponent))
     words = jnp.searchsorted(cumulative, jax.random.uniform(key, (n, k)) * cumulative[-1])
     return {"words": jnp.minimum(words, d - 1).astype(jnp.int32), "x": jnp.full((n, k), 1 / math.sqrt(k))}
 
