@@ -1,4 +1,5 @@
-"""Same numbers bit for bit before and after a refactor: digests of a small Table 1 and a small Adult calibration.
+"""Same numbers bit for bit before and after a refactor: digests of a small Table 1, a small Adult calibration, and
+fits and checks of traces and of their summaries.
 
     python benchmarks/behaviour_check.py [--write] [--out benchmarks/results/behaviour_check.json]
 
@@ -7,6 +8,10 @@ Runs `na.coverage` for M1 at ε = 1, M2 at ε = 0.3 and M3 at ε = 0.1 (M = 50 s
 naive, dpvim, random-scaling), and `na.calibration` on UCI Adult at ε = 1 (2 runs, exact, laplace, naive and dpvim,
 key 0). Each array of each result (ECP curves per reference rule, the marginal curves, the width ratios; the
 calibration's metrics and curves) is reduced to the sha256 of its float64 bytes, beside its rounded headline number.
+Fits and checks (`RUNS`: M1 at ε = 1 and the 10D regression at ε = 1, key 1, each as its trace and as
+`na.windowed(trace)`): every statistic of `na.diagnose` and the mean and sd of 2 000 draws of the exact, laplace and
+nuts fits (with and without the model, key 2). A trace's digests must agree bit for bit; a summary's numbers are the
+same up to float rounding, so theirs are compared to `SUMMARY_RTOL` relative (their digests are stored too).
 With --write the digests are stored in --out; without it they are compared with the stored ones, and every array
 that changed is named (exit status 1). Refactors that must not change behaviour are checked with it.
 """
@@ -20,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 from _common import machine, read_results, write_json
 
@@ -28,6 +34,10 @@ import noiseaware as na
 TABLE1 = (("gamma-exponential", 1.0), ("beta-bernoulli", 0.3), ("dirichlet-categorical", 0.1))
 TRACE_METHODS = ("exact", "nuts", "laplace", "naive", "dpvim", "random-scaling")
 CALIBRATION_METHODS = ("exact", "laplace", "naive", "dpvim")
+RUNS = (("gamma-exponential", 1.0), ("linreg-10d", 1.0))
+RUN_METHODS = ("exact", "laplace", "nuts")
+SUMMARY_RTOL = 1e-6
+"""How far (relative, or absolute on a scale of the array's largest entry) a summary's numbers may move."""
 
 
 def digest(array) -> str:
@@ -73,9 +83,57 @@ def calibration_digests(runs: int) -> dict:
     }
 
 
+def run_numbers(trace, bm) -> dict:
+    """The checks' statistics and the fits' draw means and sds of one trace or summary, as lists of floats."""
+    report = na.diagnose(trace)
+    out = {"checks": {k: np.asarray(v, np.float64).tolist() for k, v in report.statistics.items()}}
+    out["flags"] = {k: np.asarray(v, np.float64).tolist() for k, v in report.flags.items()}
+    for method in RUN_METHODS:
+        for model in (None, bm):
+            post = na.fit(trace, method, key=2, model=model, checks="off")
+            draws = np.asarray(post.sample(jax.random.key(3), 2_000), np.float64)
+            name = f"{method}{'+model' if model is not None else ''}"
+            out[name] = {"mean": draws.mean(axis=0).tolist(), "sd": draws.std(axis=0).tolist()}
+    return out
+
+
+def run_digests() -> dict:
+    out = {}
+    for model, epsilon in RUNS:
+        start = time.time()
+        bm = na.models.get(model, epsilon=epsilon)
+        _, data = bm.simulate(0)
+        trace = na.record_dpvi(bm.model, data, epsilon=epsilon, key=1, **bm.dpvi_settings)
+        summary = na.windowed(trace)
+        values = run_numbers(summary, bm)
+        out[f"{model}@{epsilon:g}"] = {
+            "trace": digests(run_numbers(trace, bm)),
+            "summary": digests(values),
+            "summary_values": values,
+            "seconds": round(time.time() - start, 1),
+        }
+    return out
+
+
+def close(stored, now, path: str = "") -> list[str]:
+    """The paths of a summary's numbers that moved by more than SUMMARY_RTOL."""
+    if isinstance(stored, dict) and isinstance(now, dict):
+        return [p for k in sorted(set(stored) | set(now)) for p in close(stored.get(k), now.get(k), f"{path}/{k}")]
+    a, b = np.asarray(stored, np.float64), np.asarray(now, np.float64)
+    if a.shape != b.shape:
+        return [path]
+    scale = np.nanmax(np.abs(a)) if a.size and np.any(np.isfinite(a)) else 0.0
+    same = np.isclose(a, b, rtol=SUMMARY_RTOL, atol=SUMMARY_RTOL * scale, equal_nan=True)
+    return [] if np.all(same) else [path]
+
+
 def changed(stored, now, path: str = "") -> list[str]:
     """The paths whose digests differ between two nested results (timings and machine ignored)."""
     if isinstance(stored, dict) and isinstance(now, dict):
+        if "summary_values" in stored or "summary_values" in now:
+            return [f"{path}/trace"] * (stored.get("trace") != now.get("trace")) + close(
+                stored.get("summary_values"), now.get("summary_values"), f"{path}/summary"
+            )
         keys = (set(stored) | set(now)) - {"seconds", "_meta"}
         return [p for k in sorted(keys) for p in changed(stored.get(k), now.get(k), f"{path}/{k}")]
     return [] if stored == now else [path]
@@ -87,8 +145,11 @@ def main() -> None:
     parser.add_argument("--simulations", type=int, default=50)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "behaviour_check.json")
+    parser.add_argument("--only-runs", action="store_true", help="the fits and checks of traces and summaries only")
     args = parser.parse_args()
-    now = coverage_digests(args.simulations) | calibration_digests(args.runs)
+    now = run_digests()
+    if not args.only_runs:
+        now |= coverage_digests(args.simulations) | calibration_digests(args.runs)
     if args.write:
         sizes = f"--simulations {args.simulations} --runs {args.runs}"
         now["_meta"] = {

@@ -6,7 +6,7 @@
 
 The model is `noiseaware.models.bag_of_words` (θ ~ N(0, I_d); 8 words a document from a Zipf(0.8) vocabulary). Each
 seed simulates a data set from the prior (a known truth), records DPVI with sparse per-example clipping kept as a
-summary (`record_dpvi(..., summary=True)`, P = 2d), runs the trace checks, and fits the exact route with the model's
+summary (`record_dpvi(..., windowed=True)`, P = 2d), runs the trace checks, and fits the exact route with the model's
 own prior (blocks of 2 048 coordinates, `--draws` draws of φ*). Recorded per seed:
 
 * the record's seconds and the summary's MB (its arrays' nbytes; a trace of the run would take 2·T·P·4 bytes);
@@ -134,7 +134,7 @@ def run_seed(bm, seed: int, args) -> dict:
             key=100 + seed,
             epsilon=args.epsilon,
             delta=args.delta,
-            summary=True,
+            windowed=True,
             progress=True,
             **bm.dpvi_settings,
         )
@@ -196,9 +196,10 @@ def run_reference(bm, seed: int, args) -> dict:
 def step_costs(bm, steps: int = 200) -> dict:
     """µs per step of the recorder's DP-SGD step alone and with the summary (module doc), warm."""
     from noiseaware.recording.dpvi import build_recorder
-    from noiseaware.recording.summarised import _run as summarised_run
-    from noiseaware.trace.summaries import ROWS, WINDOWS, coupled_dim, sample_steps, scale_rows_of
+    from noiseaware.recording.windowed import _run as summarised_run
+    from noiseaware.trace.run import scale_rows_of
     from noiseaware.trace.sums import empty_sums, window_bounds
+    from noiseaware.trace.windowed import ROWS, WINDOWS, coupled_dim, sample_steps
 
     _, data = bm.simulate(jax.random.key(0))
     settings = bm.dpvi_settings | {"steps": steps}

@@ -35,8 +35,8 @@ def run_case(n_params: int, steps: int, draws: int, fit: bool) -> dict:
     from noiseaware.inference.exact import fit_exact_batch
     from noiseaware.inference.gradient_model import gradient_model, select_rows
     from noiseaware.methods.routes import ExactOptions
-    from noiseaware.trace.summaries import TraceSummary
     from noiseaware.trace.sums import add_step, empty_sums, window_bounds
+    from noiseaware.trace.windowed import WindowedTrace
 
     d = n_params // 2
     q, sigma, clip = 0.01, 2.0, 1.0
@@ -86,7 +86,7 @@ def run_case(n_params: int, steps: int, draws: int, fit: bool) -> dict:
             n_examples=100_000,
             final_params=np.asarray(phi),
         )
-        summary = TraceSummary(sums, sample, np.array([0, steps - 1]), steps)
+        summary = WindowedTrace(sums, sample, np.array([0, steps - 1]), steps)
         options = ExactOptions(draws=draws)
         model = gradient_model(summary)
         keys = jax.random.split(jax.random.key(1), 1)

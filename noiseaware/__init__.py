@@ -24,9 +24,10 @@ from .methods import DEFAULT_REGISTRY, FitFailure, Method, Registry, fit, fit_ba
 from .posteriors import DrawsPosterior, MixturePosterior, Posterior, load_posterior
 from .privacy import epsilon_spent, noise_multiplier
 from .recording import DPVISettings, ModelError, Optimizer, SparseFeatures, record_dpvi, record_dpvi_batch
-from .trace import Trace, TraceError, TraceSummary, summarize
+from .trace import DEPRECATED, Run, Trace, TraceError, WindowedTrace, windowed
 from .tuning import PreflightReport, TunedSettings, preflight, tune
 from .util.compilation import use_compilation_cache
+from .util.deprecation import deprecated_names
 
 __version__ = "0.1.0"
 
@@ -44,12 +45,13 @@ __all__ = [
     "Prior",
     "Registry",
     "SparseFeatures",
+    "Run",
     "Trace",
     "TraceCheckError",
     "TraceDiagnosis",
     "TraceError",
-    "TraceSummary",
     "TunedSettings",
+    "WindowedTrace",
     "calibration",
     "calibration_curve",
     "calibration_metrics",
@@ -71,10 +73,12 @@ __all__ = [
     "preflight",
     "record_dpvi",
     "record_dpvi_batch",
-    "summarize",
     "tarp_ecp",
     "tune",
     "use_compilation_cache",
+    "windowed",
     "studies",
     "tuning",
 ]
+
+__getattr__ = deprecated_names(__name__, DEPRECATED)

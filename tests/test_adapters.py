@@ -326,7 +326,7 @@ def test_opacus_adaptive_clipping_is_recorded_per_step_accounted_and_refused_by_
         combined == pytest.approx((sigma[0] ** -2 + 2.0**-2) ** -0.5, rel=1e-12) and combined < SIGMA
     )  # accounting the count with sensitivity 1 is more cautious than Opacus's factor 2
     assert trace.epsilon == na.privacy.epsilon_spent(combined, 1e-5, 20 / 400, 300) and trace.accountant == "pld"
-    assert "C = " in trace.summary() and "(varies per step)" in trace.summary()
+    assert "C = " in trace.describe() and "(varies per step)" in trace.describe()
     with pytest.raises(na.methods.FitFailure, match="the clip norm C_t of this trace varies from step to step"):
         na.fit(trace, "exact", key=0, checks="off")
     with pytest.raises(TraceError, match="varies from step to step"):

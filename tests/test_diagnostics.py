@@ -14,7 +14,7 @@ import noiseaware as na
 from noiseaware import plots
 from noiseaware.checks import CHECKS, TraceCheckError, diagnose_if_long_enough
 from noiseaware.checks.diagnosis import TESTS
-from noiseaware.checks.statistics import trace_checks
+from noiseaware.checks.statistics import checks_of_moments
 from noiseaware.cli import main
 from noiseaware.cli.common import trace_report
 from noiseaware.trace import Trace
@@ -201,12 +201,8 @@ def test_each_check_fires_at_most_at_its_stated_rate(null_traces):
 
 
 def _checks(trace):
-    return trace_checks(
-        trace.params,
-        trace.grads,
-        start=math.floor(0.2 * trace.steps),
-        noise_sd=trace.noise_sd,
-        learning_rate=trace.learning_rate,
+    return checks_of_moments(
+        trace.moments(0.2), trace.rows(), noise_sd=trace.noise_sd, learning_rate=trace.learning_rate
     )
 
 
@@ -286,11 +282,11 @@ def test_the_report_shows_verdict_findings_and_each_flagged_coordinate(doubled):
 
 
 def test_the_summary_leaves_the_checks_to_the_report_and_record_prints_both(doubled):
-    """`trace.summary()` is the settings and numbers; `noiseaware record` and `demo` print the report below it."""
-    assert "checks" not in doubled.summary()
-    assert trace_report(doubled, diagnose_if_long_enough(doubled)) == f"{doubled.summary()}\n\n{na.diagnose(doubled)}"
+    """`trace.describe()` is the settings and numbers; `noiseaware record` and `demo` print the report below it."""
+    assert "checks" not in doubled.describe()
+    assert trace_report(doubled, diagnose_if_long_enough(doubled)) == f"{doubled.describe()}\n\n{na.diagnose(doubled)}"
     short = ou_trace(steps=60)  # 48 steps after the burn-in: too few for the checks
-    assert trace_report(short, diagnose_if_long_enough(short)) == short.summary()
+    assert trace_report(short, diagnose_if_long_enough(short)) == short.describe()
 
 
 def test_cli_fit_prints_the_verdict_and_raises_on_request(doubled, tmp_path, capsys):

@@ -2,6 +2,8 @@
 against a brute-force Gaussian marginal, the paper's model as the diagonal special case, and the coverage of φ*
 on traces with a coupled Hessian, where the diagonal model is overconfident."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,7 +14,7 @@ from scipy import stats
 import noiseaware as na
 from noiseaware.inference.exact import fit_exact_batch
 from noiseaware.inference.expansion import set_log_likelihoods, term_statistics
-from noiseaware.inference.gradient_model import Prior, gradient_model, log_likelihood, trace_statistics
+from noiseaware.inference.gradient_model import Prior, gradient_model, log_likelihood
 from noiseaware.methods import ExactOptions
 
 
@@ -27,15 +29,15 @@ def test_integrated_likelihood_equals_the_gaussian_marginal(term_set):
     evaluated directly on the (T', p) design."""
     trace = ou_trace(steps=150, seed=4)
     params, grads = _kept(trace)
-    stats = trace_statistics(trace)
-    q, n_params = stats.sampling_rate, params.shape[1]
+    model = gradient_model(trace)
+    stats, q, n_params = model.stats, model.sampling_rate, params.shape[1]
     slope = np.array([30.0, 300.0, 15.0, 4.0])
     (terms,) = term_statistics(params, grads, q, slope, 2, (term_set,), 0.7, 1.3)
     phi = params - params.mean(axis=0)
     spread = np.sqrt(np.mean(phi**2, axis=0))
-    offset, hessian, var = np.array([0.01, -0.02, 0.03, 0.0]), np.array([35.0, 410.0, 18.0, 6.0]), stats.noise_var * 1.7
+    offset, hessian, var = np.array([0.01, -0.02, 0.03, 0.0]), np.array([35.0, 410.0, 18.0, 6.0]), model.noise_var * 1.7
     with jax.enable_x64(True):
-        got = np.asarray(set_log_likelihoods(stats, (terms,), offset, q * hessian, var))[0] - terms.log_prior
+        got = np.asarray(set_log_likelihoods(stats, (terms,), offset, q * hessian, var, q))[0] - terms.log_prior
     for j in range(n_params):
         columns, sds = [], []
         if term_set in ("coupled", "second-order"):
@@ -67,13 +69,13 @@ def test_the_diagonal_set_is_the_papers_model():
     """Prior(terms=("diagonal",)) builds no term statistics; a diagonal set among the candidates adds nothing."""
     trace = ou_trace(seed=5)
     assert gradient_model(trace).terms == ()
-    stats = trace_statistics(trace)
+    model = gradient_model(trace)
     params, grads = _kept(trace)
-    diagonal = term_statistics(params, grads, stats.sampling_rate, np.ones(4), 2, ("diagonal",), 1.0, 1.0)
+    diagonal = term_statistics(params, grads, model.sampling_rate, np.ones(4), 2, ("diagonal",), 1.0, 1.0)
     optimum, hessian, extra = np.asarray(OPTIMUM) + 0.01, np.array([40.0, 400.0, 20.0, 5.0]), np.full(4, 0.3)
     with jax.enable_x64(True):
-        plain = log_likelihood(stats, optimum, hessian, extra)
-        mixed = log_likelihood(stats, optimum, hessian, extra, diagonal)
+        plain = log_likelihood(model, optimum, hessian, extra)
+        mixed = log_likelihood(dataclasses.replace(model, terms=diagonal), optimum, hessian, extra)
     np.testing.assert_allclose(mixed, plain, rtol=1e-12)
 
 

@@ -5,14 +5,15 @@ import pytest
 from ou import CLIP, HESSIAN, SCALE, SIGMA, N, Q, ou_trace  # noqa: F401  (ou_trace is re-exported for other tests)
 from scipy import stats as scipy_stats
 
-from noiseaware.inference.gradient_model import log_likelihood, slope_estimates, trace_statistics
+from noiseaware.inference.gradient_model import gradient_model, log_likelihood, slope_estimates
+from noiseaware.inference.statistics import model_moments
 from noiseaware.trace import Trace
 from noiseaware.util.errors import FROZEN, FitFailure
 
 
 def test_log_likelihood_from_sums_equals_the_direct_sum():
     trace = ou_trace(steps=500)
-    stats = trace_statistics(trace, burn_in=0.2)
+    model = gradient_model(trace, burn_in=0.2)
     rng = np.random.default_rng(1)
     for _ in range(3):
         optimum = rng.normal(size=4)
@@ -22,22 +23,23 @@ def test_log_likelihood_from_sums_equals_the_direct_sum():
         direct = scipy_stats.norm.logpdf(
             grads, Q * hessian * (params - optimum), np.sqrt(trace.noise_sd**2 + extra)
         ).sum(axis=0)
-        np.testing.assert_allclose(np.asarray(log_likelihood(stats, optimum, hessian, extra)), direct, rtol=2e-5)
+        np.testing.assert_allclose(np.asarray(log_likelihood(model, optimum, hessian, extra)), direct, rtol=2e-5)
 
 
 def test_statistics_use_only_the_post_burn_in_steps_centred_at_their_mean():
     trace = ou_trace(steps=100)
-    stats = trace_statistics(trace, burn_in=0.25)
-    assert stats.count == 75
+    model = gradient_model(trace, burn_in=0.25)
+    stats = model.stats
+    assert stats.count == 75 and stats.start == 25
     np.testing.assert_allclose(stats.centre, trace.params[25:].mean(axis=0))
     np.testing.assert_allclose(stats.sum_phi, 0.0, atol=1e-9)
-    np.testing.assert_allclose(stats.noise_var, (SIGMA * CLIP / SCALE) ** 2)
+    np.testing.assert_allclose(model.noise_var, (SIGMA * CLIP / SCALE) ** 2)
 
 
 def test_slope_is_ols_through_the_centre_and_recovers_the_hessian():
     trace = ou_trace(steps=20000)
-    stats = trace_statistics(trace)
-    slope, se = slope_estimates(stats)
+    model = gradient_model(trace)
+    slope, se = slope_estimates(model.stats, model.noise_var, model.sampling_rate, model.scale_rows)
     phi = trace.params[4000:] - trace.params[4000:].mean(axis=0)
     for j in range(4):
         ols = np.linalg.lstsq(phi[:, j : j + 1], trace.grads[4000:, j], rcond=None)[0][0]
@@ -49,9 +51,9 @@ def test_slope_is_ols_through_the_centre_and_recovers_the_hessian():
 def test_bad_inputs_raise():
     trace = ou_trace(steps=10)
     with pytest.raises(ValueError, match="burn_in must be a fraction"):
-        trace_statistics(trace, burn_in=1.0)
+        model_moments(trace, burn_in=1.0)
     with pytest.raises(ValueError, match="leaving 1 after a burn-in"):
-        trace_statistics(
+        model_moments(
             Trace.from_arrays(
                 trace.params[:5], trace.grads[:5], noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q, n_examples=N
             ),
@@ -59,9 +61,7 @@ def test_bad_inputs_raise():
         )
     frozen = trace.params.copy()
     frozen[:, 1] = 0.3
-    stats = trace_statistics(
-        Trace.from_arrays(frozen, trace.grads, noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q, n_examples=N)
-    )
+    still = Trace.from_arrays(frozen, trace.grads, noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q, n_examples=N)
     with pytest.raises(FitFailure, match=r"parameters \[1\] never move") as failed:
-        slope_estimates(stats)
+        gradient_model(still)
     assert failed.value.reason == FROZEN

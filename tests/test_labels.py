@@ -65,7 +65,7 @@ def test_labelled_trace_round_trips_through_its_file(tmp_path, suffix):
     assert loaded.site_map.theta_names() == trace.site_map.theta_names()
     assert loaded.site_map.element_names("p") == ("p[low]", "p[mid]", "p[high]")
     assert loaded.param_names == trace.param_names
-    assert "theta[hours-per-week]" in loaded.summary()
+    assert "theta[hours-per-week]" in loaded.describe()
 
 
 def test_a_trace_without_labels_writes_no_label_field_and_old_files_load(tmp_path):

@@ -120,18 +120,18 @@ def quadrature_moments(model):
     a = model.hessian_loc + model.hessian_sd * np.linspace(-8.0, 8.0, 121)[:, None, None, None]
     u = np.zeros((1, 1, 1, 1))
     if model.extra_noise != "none":
-        top = np.minimum(4.0 * model.extra_sd, np.sqrt(20.0 * stats.noise_var * np.sqrt(2.0 / stats.count)))
+        top = np.minimum(4.0 * model.extra_sd, np.sqrt(20.0 * model.noise_var * np.sqrt(2.0 / stats.count)))
         u = top * np.linspace(0.0, 1.0, 61)[None, :, None, None]
     log_prior = scipy_stats.norm.logpdf(a, model.hessian_loc, model.hessian_sd)
     if model.extra_noise != "none":
         log_prior = log_prior - 0.5 * (u / model.extra_sd) ** 2
     hessian = np.asarray(model.hessian(jnp.asarray(a)))
-    spread = 60.0 * np.sqrt(stats.noise_var / stats.count) / (stats.sampling_rate * hessian.min(axis=(0, 1, 2)))
+    spread = 60.0 * np.sqrt(model.noise_var / stats.count) / (model.sampling_rate * hessian.min(axis=(0, 1, 2)))
 
     def on_grid(centre, width):
         """φ*'s posterior weights on a grid of 301 values per coordinate over centre ± width, with their mean and sd."""
         optimum = centre + width * np.linspace(-1.0, 1.0, 301)[:, None]
-        log_weight = np.asarray(log_likelihood(stats, optimum, hessian, u**2)) + log_prior
+        log_weight = np.asarray(log_likelihood(model, optimum, hessian, u**2)) + log_prior
         log_weight = log_weight + scipy_stats.norm.logpdf(optimum, model.optimum_loc, model.optimum_sd)
         weight = np.exp(log_weight - log_weight.max(axis=(0, 1, 2)))
         weight /= weight.sum(axis=(0, 1, 2))
@@ -206,7 +206,7 @@ def saddle_and_improper(model):
     Coordinate 1: Σφ̃² < 0, so the likelihood grows without bound as a → ∞.
     """
     stats = model.stats
-    c = stats.sampling_rate * float(model.hessian(model.hessian_loc[2]))
+    c = model.sampling_rate * float(model.hessian(model.hessian_loc[2]))
     sum_phi = stats.sum_phi.copy()
     sum_phi[2] = 1e3 * np.sqrt(stats.count * stats.sum_phiphi[2])
     sum_g, sum_gphi, sum_phiphi = stats.sum_g.copy(), stats.sum_gphi.copy(), stats.sum_phiphi.copy()

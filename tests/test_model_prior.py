@@ -12,7 +12,7 @@ import noiseaware as na
 from noiseaware.cli import main
 from noiseaware.inference.gradient_model import gradient_model
 from noiseaware.inference.model_prior import model_optimum_prior
-from noiseaware.inference.statistics import wander_shift
+from noiseaware.trace.moments import moments_of_rows, without_wander
 from noiseaware.util.numerics import softplus
 
 
@@ -45,20 +45,26 @@ def test_coupling_of_a_regression_noise_scale():
     )
 
 
-def test_wander_shift_matches_a_slow_loop():
+def test_the_wander_correction_is_the_moments_of_the_gradients_less_a_slow_loops_shift():
+    """`without_wander` from the cross moments = the moments of G − shift, shift_tj = ½ q Σ_{k≠j} c_kj h_k δ_tk²
+    summed step by step."""
     rng = np.random.default_rng(0)
     d, steps, q = 3, 7, 0.1
     params = np.concatenate([rng.normal(size=(steps, d)), rng.normal(-2.0, 0.3, size=(steps, d))], axis=1)
+    grads = rng.normal(size=(steps, 2 * d))
     coupling, curvature = rng.normal(size=(d, d)), rng.uniform(1.0, 9.0, size=d)
-    shift = wander_shift(params, q, coupling, curvature)
     mean = params[:, :d]
-    expected = np.zeros_like(params)
+    shift = np.zeros_like(params)
     for t in range(steps):
         for j in range(d):
             for k in range(d):
                 if k != j:
-                    expected[t, j] += 0.5 * q * coupling[k, j] * curvature[k] * (mean[t, k] - mean[:, k].mean()) ** 2
-    np.testing.assert_allclose(shift, expected, rtol=1e-12)
+                    shift[t, j] += 0.5 * q * coupling[k, j] * curvature[k] * (mean[t, k] - mean[:, k].mean()) ** 2
+    rho = slice(d, 2 * d)
+    got = without_wander(moments_of_rows(params, grads, 0, rho, cross=d), q, coupling, curvature)
+    want = moments_of_rows(params, grads - shift, 0, rho)
+    for name in ("sum_g", "sum_gg", "grad_ss", "sum_gphi"):
+        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-12, atol=1e-12, err_msg=name)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from scipy import stats
 
 import noiseaware as na
 from noiseaware.inference.exact import GRID_DEFAULTS, exact_cdf, exact_grid
-from noiseaware.inference.gradient_model import gradient_model, slope_estimates, trace_statistics
+from noiseaware.inference.gradient_model import gradient_model, slope_estimates
 from noiseaware.inference.laplace import fit_laplace_batch, laplace_approximation
 from noiseaware.methods import LaplaceOptions
 from noiseaware.models.builtin import GAMMA_PRIOR
@@ -43,11 +43,11 @@ def test_the_priors_of_a_reference_trace_are_scaled_by_the_noise_it_shows():
     the residual sd of G on φ, close to the true gradient noise sd (T' = 3200 residuals: relative sd ≈ 1.3 %),
     so u's prior has sd 10× that, and the slope's standard error is the OLS one."""
     (trace,) = reference_traces(1)
-    stats_ = trace_statistics(trace)
-    assert np.all(stats_.noise_var == 0)
     model = gradient_model(trace)
+    stats_ = model.stats
+    assert np.all(model.noise_var == 0)
     np.testing.assert_allclose(model.extra_sd, 10 * EXTRA, rtol=0.05)
-    slope, se = slope_estimates(stats_)
+    slope, se = slope_estimates(stats_, model.noise_var, model.sampling_rate, model.scale_rows)
     np.testing.assert_allclose(se, EXTRA / np.sqrt(stats_.sum_phiphi) / Q, rtol=0.05)
     assert np.all(np.isfinite(model.hessian_sd)) and np.all(model.hessian_sd > 0)
 

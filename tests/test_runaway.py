@@ -11,7 +11,7 @@ from ou import ou_traces
 import noiseaware as na
 from noiseaware.checks import CHECKS
 from noiseaware.checks.diagnosis import RUNAWAY
-from noiseaware.checks.statistics import trace_checks
+from noiseaware.checks.statistics import checks_of_moments
 from noiseaware.trace.sites import SiteSpec
 from noiseaware.util.errors import DIVERGED, NON_FINITE
 
@@ -36,7 +36,7 @@ def test_the_growth_is_the_largest_distance_from_the_start_in_units_of_the_start
     trace = runaway_trace(steps=300)
     params = np.asarray(trace.params, np.float64)
     expected = [max(abs(row[j] - params[0, j]) for row in params) / (1 + abs(params[0, j])) for j in range(2)]
-    statistics = trace_checks(trace.params, trace.grads, start=60, noise_sd=trace.noise_sd, learning_rate=None)
+    statistics = checks_of_moments(trace.moments(0.2), trace.rows(), noise_sd=trace.noise_sd, learning_rate=None)
     np.testing.assert_allclose(statistics.growth, expected, rtol=1e-12)
 
 

@@ -8,7 +8,7 @@ from ou import ou_trace, ou_traces, scale_traces
 
 import noiseaware as na
 from noiseaware.inference.exact import fit_exact_batch
-from noiseaware.inference.gradient_model import Prior, gradient_model, log_likelihood, trace_statistics
+from noiseaware.inference.gradient_model import Prior, gradient_model, log_likelihood
 from noiseaware.methods import ExactOptions
 
 
@@ -19,20 +19,22 @@ def _softplus(x):
 def test_scale_rows_likelihood_equals_the_direct_sum():
     """log p(G_ρ | ψ*, a, u) from the weighted statistics = Σ_t log N(G_t; q a w_t (ψ_t − ψ*), v) over t ≥ B."""
     (trace,), _ = scale_traces(1, steps=600, seed=2)
-    stats = trace_statistics(trace, 0.2, np.array([False, True]))
+    model = gradient_model(trace, Prior(scale_model="variance"), 0.2)
+    stats = model.stats
+    assert list(model.scale_rows) == [False, True]
     params, grads = np.asarray(trace.params)[120:], np.asarray(trace.grads)[120:]
     rho, g = params[:, 1], grads[:, 1]
     weight = 1.0 / (1.0 + np.exp(-rho)) / _softplus(rho)
     psi = _softplus(rho) ** 2
     assert stats.centre[1] == pytest.approx(psi.mean())
     for psi_star, slope, extra in [(0.001, 1000.0, 0.0), (0.0025, 400.0, 0.7)]:
-        var = stats.noise_var[1] + extra**2
+        var = np.broadcast_to(model.noise_var, (2,))[1] + extra**2
         direct = (
             -0.5 * len(g) * np.log(2 * np.pi * var)
             - 0.5 * np.sum((g - 0.1 * slope * weight * (psi - psi_star)) ** 2) / var
         )
         with jax.enable_x64(True):
-            got = log_likelihood(stats, np.array([0.3, psi_star]), np.array([1000.0, slope]), np.array([0.0, extra**2]))
+            got = log_likelihood(model, np.array([0.3, psi_star]), np.array([1000.0, slope]), np.array([0.0, extra**2]))
         assert float(got[1]) == pytest.approx(direct, rel=1e-10)
 
 

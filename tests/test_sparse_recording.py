@@ -121,7 +121,7 @@ def test_the_noise_aware_posterior_covers_where_the_last_iterate_does_not():
     truth, data = bm.simulate(jax.random.key(0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SettingsHint)
-        summary = na.record_dpvi(bm.model, data, key=1, epsilon=1.0, summary=True, **bm.dpvi_settings)
+        summary = na.record_dpvi(bm.model, data, key=1, epsilon=1.0, windowed=True, **bm.dpvi_settings)
     post = na.fit(summary, key=2, model=bm, draws=200, checks="off")
     draws = np.asarray(post.sample(jax.random.key(3), 400))
     low, high = np.quantile(draws, [0.05, 0.95], axis=0)

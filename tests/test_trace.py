@@ -328,7 +328,7 @@ def test_arrays_are_read_only_copies():
 
 def test_summary_shows_settings_and_one_row_per_coordinate():
     trace = full_trace(steps=10)
-    lines = trace.summary().splitlines()
+    lines = trace.describe().splitlines()
     text = "\n".join(lines)
     for expected in ("ε = 1", "δ = 1e-05", "pld", "σ = 1.1", "C = 2", "q = 0.01", "N = 1000", "T = 10", "S = 10"):
         assert expected in text, expected

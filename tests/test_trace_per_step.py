@@ -62,9 +62,9 @@ def test_per_step_settings_survive_a_file_and_constant_ones_write_version_3(tmp_
 
 
 def test_the_summary_shows_the_range_of_a_varying_setting():
-    text = _trace(clip=np.linspace(1.0, 3.0, T)).summary()
+    text = _trace(clip=np.linspace(1.0, 3.0, T)).describe()
     assert "σ = 1, C = 1 … 3 (varies per step)" in text and "v4" in text
-    assert "v3" in _trace().summary()
+    assert "v3" in _trace().describe()
 
 
 @pytest.mark.parametrize(

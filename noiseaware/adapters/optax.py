@@ -1,4 +1,4 @@
-"""optax: record a run of `optax.contrib.differentially_private_aggregate` as a trace, or keep it as a summary.
+"""optax: record a run of `optax.contrib.differentially_private_aggregate` as a trace, or keep it as a windowed trace.
 
 optax's aggregate releases G̃_t = (Σ_i clip_C(g_i) + C·σ·z_t) / B_t, B_t the leading dimension of the per-example
 gradients it is given (the batch as fed, padding rows included): convention "realised-batch" with batch_sizes B_t.
@@ -8,8 +8,8 @@ Chain `recording_aggregate` first, as optax requires of the aggregate:
     ... updates, state = opt.update(per_example_grads, state, params) ...
     trace = trace_of(state, clip=clip, noise_multiplier=sigma, sampling_rate=B / N, n_examples=N)
 
-`summarizing_aggregate(clip, sigma, key, steps=T)` and `summary_of_aggregate(state, …)` keep the run as a
-`TraceSummary` (window sums and a sample of rows, O(P) memory) instead.
+`windowing_aggregate(clip, sigma, key, steps=T)` and `windowed_of_aggregate(state, …)` keep the run as a
+`WindowedTrace` (window sums and a sample of rows, O(P) memory) instead.
 
 The batch sizes are public only when batches have a fixed (or padded) size: pass sampling="fixed" for shuffled
 fixed-size batches, or sampling="poisson" for Poisson samples padded to one size (a varying B_t under Poisson
@@ -24,12 +24,13 @@ from optax.contrib import differentially_private_aggregate
 
 from ..trace import Convention, Trace
 from ..trace.families import MEAN_FIELD
-from ..trace.summaries import ROWS, WINDOWS, TraceSummary
+from ..trace.windowed import ROWS, WINDOWS, WindowedTrace
 from ..util.checks import positive_float
+from ..util.deprecation import deprecated_names
 from .recorder import recorded_trace, recording
-from .summarizer import summarizing, summary_of
+from .windowing import windowed_of, windowing
 
-__all__ = ["recording_aggregate", "summarizing_aggregate", "summary_of_aggregate", "trace_of"]
+__all__ = ["recording_aggregate", "windowing_aggregate", "windowed_of_aggregate", "trace_of"]
 
 
 def recording_aggregate(
@@ -40,7 +41,7 @@ def recording_aggregate(
     return recording(_aggregate(l2_norm_clip, noise_multiplier, key), steps=steps, divisor=_batch_size)
 
 
-def summarizing_aggregate(
+def windowing_aggregate(
     l2_norm_clip: float,
     noise_multiplier: float,
     key,
@@ -52,10 +53,10 @@ def summarizing_aggregate(
     grad_scale=None,
 ) -> optax.GradientTransformation:
     """optax's `differentially_private_aggregate(l2_norm_clip, noise_multiplier, key)`, its `steps` updates kept as
-    a summary (`summarizer.summarizing`: `windows` window sums, `rows` sample rows; grad_scale s: the run optimised
+    a windowed trace (`windowing.windowing`: `windows` window sums, `rows` sample rows; grad_scale s: the run optimised
     φ' = φ ⊘ s) instead of a trace; its outputs are unchanged, bit for bit."""
     inner = _aggregate(l2_norm_clip, noise_multiplier, key)
-    return summarizing(
+    return windowing(
         inner, steps=steps, divisor=_batch_size, family=family, windows=windows, rows=rows, grad_scale=grad_scale
     )
 
@@ -110,9 +111,18 @@ def trace_of(
     )
 
 
-def summary_of_aggregate(opt_state, **settings) -> TraceSummary:
-    """The summary of the run kept in `opt_state` (a chain's state holding one `summarizing_aggregate`). settings:
+def windowed_of_aggregate(opt_state, **settings) -> WindowedTrace:
+    """The windowed trace of the run kept in `opt_state` (a chain's state holding one `windowing_aggregate`). settings:
     `trace_of`'s keywords (clip, noise_multiplier, sampling_rate, n_examples, sampling, neighbouring, final_params
-    and the other `Trace.from_arrays` fields); grad_scale was the summarizing transformation's."""
+    and the other `Trace.from_arrays` fields); grad_scale was the windowing transformation's."""
     sampling, neighbouring = settings.pop("sampling", "fixed"), settings.pop("neighbouring", "replace")
-    return summary_of(opt_state, convention=_convention(sampling, neighbouring), **settings)
+    return windowed_of(opt_state, convention=_convention(sampling, neighbouring), **settings)
+
+
+__getattr__ = deprecated_names(
+    __name__,
+    {
+        "summarizing_aggregate": ("windowing_aggregate", windowing_aggregate),
+        "summary_of_aggregate": ("windowed_of_aggregate", windowed_of_aggregate),
+    },
+)

@@ -20,7 +20,7 @@ from ..models.benchmark import BenchmarkModel
 from ..posteriors.draws import DrawsPosterior
 from ..recording.dpvi import record_dpvi_batch
 from ..trace import BURN_IN, Trace, kept_steps
-from ..trace.data import varying_settings_reason
+from ..trace.run import varying_settings_reason
 from ..util.diagnostics import Diagnostics
 from ..util.errors import VARYING_SETTINGS, FitFailure
 from ..util.keys import as_key

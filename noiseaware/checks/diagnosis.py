@@ -21,14 +21,13 @@ from scipy import stats
 
 from ..trace import BURN_IN, kept_steps
 from ..trace.convention import normaliser_advice
-from ..trace.summaries import TraceSummary
+from ..trace.moments import CHECK_WINDOWS
 from ..util.notes import named
 from ..util.tables import text_table
-from .statistics import EXCESS, WINDOWS, CheckStatistics, checks_of_sums, trace_checks
-from .summary_sums import summary_kept_sums
+from .statistics import EXCESS, CheckStatistics, checks_of_moments
 
 if TYPE_CHECKING:
-    from ..trace.data import TraceData
+    from ..trace.run import Run
 
 __all__ = [
     "CHECKS",
@@ -304,9 +303,9 @@ class TraceDiagnosis:
         )
 
 
-def diagnose(trace: TraceData | TraceSummary, *, burn_in: float = BURN_IN, level: float = LEVEL) -> TraceDiagnosis:
-    """Check `trace` against the gradient model's assumptions over the steps after ⌊burn_in·T⌋. A `TraceSummary` is
-    checked from its window sums (`summary_sums`; the residuals' autocorrelation is not: `unchecked`).
+def diagnose(trace: Run, *, burn_in: float = BURN_IN, level: float = LEVEL) -> TraceDiagnosis:
+    """Check `trace` (a `Run`) against the gradient model's assumptions over the steps after ⌊burn_in·T⌋, from its
+    moments; a run kept as windows gives no rows for the residuals' autocorrelation (`unchecked`).
 
     level α: the chance that a trace meeting every assumption raises any finding (each of the 7 tests gets
     α/7, split over the P coordinates). Needs at least 50 kept steps.
@@ -322,7 +321,8 @@ def diagnose(trace: TraceData | TraceSummary, *, burn_in: float = BURN_IN, level
             f"need at least {MIN_STEPS}; record a longer trace"
         )
     alpha = level / (TESTS * trace.n_params)
-    statistics = _statistics(trace, start)
+    moments = trace.moments(burn_in)
+    statistics = _statistics(trace, moments)
     flags = _flags(statistics, alpha)
     proposed = None
     if any(flags[name].any() for name in ("windows", "drift", "transient")):
@@ -348,37 +348,27 @@ def diagnose(trace: TraceData | TraceSummary, *, burn_in: float = BURN_IN, level
         window_optima=statistics.window_optima,
         proposed_burn_in=proposed,
         rows=tuple(int(j) for j in trace.family.block_rows),
-        unchecked=_unchecked(trace, burn_in),
+        unchecked=_unchecked(trace, moments),
     )
 
 
-def diagnose_if_long_enough(trace: TraceData, burn_in: float = BURN_IN) -> TraceDiagnosis | None:
+def diagnose_if_long_enough(trace: Run, burn_in: float = BURN_IN) -> TraceDiagnosis | None:
     """`diagnose` at the default level, or None for a trace with fewer than MIN_STEPS steps after the burn-in
     (whoever fits it decides whether it can)."""
     return diagnose(trace, burn_in=burn_in) if kept_steps(trace, burn_in) >= MIN_STEPS else None
 
 
-def _statistics(trace: TraceData | TraceSummary, start: int) -> CheckStatistics:
-    sgd = trace.optimizer == "sgd" and trace.learning_rate is not None
-    if isinstance(trace, TraceSummary):
-        rate = np.broadcast_to(trace.learning_rate, (trace.n_params,)) if sgd else None
-        return checks_of_sums(summary_kept_sums(trace, start), noise_sd=trace.noise_sd, learning_rate=rate)
-    return trace_checks(
-        trace.params,
-        trace.grads,
-        start=start,
-        noise_sd=trace.mean_noise_sd(start),
-        learning_rate=np.broadcast_to(trace.learning_rate, (trace.n_params,)) if sgd else None,
-    )
+def _statistics(trace: Run, moments) -> CheckStatistics:
+    noise_sd = trace.mean_noise_sd(moments.start)
+    return checks_of_moments(moments, trace.rows(), noise_sd=noise_sd, learning_rate=trace.settings.plain_sgd_rate)
 
 
-def _unchecked(trace, burn_in: float) -> tuple[str, ...]:
-    """The checks a summary cannot run: the residuals' autocorrelation (no rows), and with one kept window the
-    windows' agreement and the drift (nothing to compare)."""
-    if not isinstance(trace, TraceSummary):
+def _unchecked(trace: Run, moments) -> tuple[str, ...]:
+    """The checks a run kept as windows cannot run: the residuals' autocorrelation (no rows), and with one kept
+    window the windows' agreement and the drift (nothing to compare)."""
+    if trace.rows() is not None:
         return ()
-    single = trace.windows - trace.first_kept_window(burn_in) < 2
-    return ("autocorrelation",) + (("windows", "drift") if single else ())
+    return ("autocorrelation",) + (("windows", "drift") if len(moments.windows) < 2 else ())
 
 
 def _flags(s: CheckStatistics, alpha: float) -> dict[str, np.ndarray]:
@@ -399,12 +389,11 @@ def _flags(s: CheckStatistics, alpha: float) -> dict[str, np.ndarray]:
     }
 
 
-def _settled(trace: TraceData, burn_in: float, alpha: float) -> bool:
+def _settled(trace: Run, burn_in: float, alpha: float) -> bool:
     """Whether, after ⌊burn_in·T⌋ steps, the windows agree, nothing drifts and the start is forgotten."""
-    start = math.floor(burn_in * trace.steps)
-    if kept_steps(trace, burn_in) < MIN_STEPS or (isinstance(trace, TraceSummary) and not trace.offers(burn_in)):
+    if kept_steps(trace, burn_in) < MIN_STEPS or not trace.offers(burn_in):
         return False
-    flags = _flags(_statistics(trace, start), alpha)
+    flags = _flags(_statistics(trace, trace.moments(burn_in)), alpha)
     return not any(flags[name].any() for name in ("windows", "drift", "transient"))
 
 
@@ -414,7 +403,7 @@ def _statistic(name: str, s: CheckStatistics, flagged: np.ndarray) -> str:
     pick = {
         "noise": (s.noise_ratio, "min", "r²/ν² = {:.3g}"),
         "excess_noise": (s.noise_ratio, "max", "r²/ν² = {:.3g}"),
-        "windows": (s.p_windows, "min", f"{WINDOWS} windows, p = " + "{:.2g}"),
+        "windows": (s.p_windows, "min", f"{CHECK_WINDOWS} windows, p = " + "{:.2g}"),
         "curvature": (s.p_curvature, "min", "quadratic term p = {:.2g}"),
         "autocorrelation": (s.p_autocorrelation, "min", "Ljung–Box p = {:.2g}"),
         "drift": (s.p_drift, "min", "first vs last window p = {:.2g}"),
@@ -436,16 +425,18 @@ def _statistic(name: str, s: CheckStatistics, flagged: np.ndarray) -> str:
     return text.format(chosen.min() if how == "min" else chosen.max())
 
 
-def _advice(name: str, s: CheckStatistics, flags, proposed: float | None, trace: TraceData) -> str:
+def _advice(name: str, s: CheckStatistics, flags, proposed: float | None, trace: Run) -> str:
     advice = CHECKS[name].advice
     if name in ("windows", "drift", "transient") and proposed is not None:
         advice = f"fit with burn_in={proposed:g} (the checks pass from there), or " + LONGER
     elif name in ("windows", "drift", "transient"):
         advice = f"no burn-in up to {BURN_INS[-1]:g} settles it: " + LONGER
-    if name == "runaway" and trace.learning_rate is not None:
-        largest = float(np.max(trace.learning_rate))
+    if name == "runaway" and trace.settings.learning_rate is not None:
+        largest = float(np.max(trace.settings.learning_rate))
         advice = f"record again with a learning rate well below this trace's λ = {largest:.3g} (e.g. its preset's)"
     if name in ("noise", "excess_noise"):
-        named = normaliser_advice(float(np.nanmedian(s.noise_ratio[flags[name]])), trace, small=name == "noise")
+        named = normaliser_advice(
+            float(np.nanmedian(s.noise_ratio[flags[name]])), trace.settings, trace.batch_sizes, small=name == "noise"
+        )
         advice = advice if named is None else f"{named} ({METADATA})"
     return advice

@@ -24,7 +24,8 @@ e_tj ~ N(0, ν_j² + u_j²) independent over t, with ν_j = σC/s_j the recorded
 * runaway (rule): the growth max_t |φ_tj − φ_0j| / (1 + |φ_0j|) over every step, burn-in included: how far the
   iterates went from their start, in units of the start's own size.
 
-Every p-value is a (P,) array; `trace_checks` computes them all in float64 from O(n·P) sums.
+Every p-value is a (P,) array; `checks_of_moments` computes them all in float64 from a run's `Moments` (and its rows
+for the residuals' autocorrelation, where it kept them).
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ from typing import NamedTuple
 import numpy as np
 from scipy import stats
 
-__all__ = ["CheckStatistics", "EXCESS", "KeptSums", "LAGS", "WINDOWS", "checks_of_sums", "kept_sums", "trace_checks"]
+from ..trace.moments import Moments
 
-WINDOWS = 4
-"""K, the windows of the kept steps whose optima must agree; the drift test compares the first and the last."""
+__all__ = ["CheckStatistics", "EXCESS", "LAGS", "checks_of_moments"]
+
 EXCESS = 3.0
 """The excess-noise test asks whether r²/ν² exceeds this: G varying 3× more than the recorded DP noise."""
 LAGS = 10
@@ -74,79 +75,15 @@ class CheckStatistics(NamedTuple):
     growth: np.ndarray
 
 
-class KeptSums(NamedTuple):
-    """What the checks read of the kept steps, (P,) float64 unless said: n; mean φ̄ and Ḡ; about φ̄ (x = φ − φ̄),
-    sxx Σ x², sgg Σ (G − Ḡ)², sxg Σ x G, x3 Σ x³, x4 Σ x⁴, x2g Σ x² G, lag Σ_t x_t x_{t−1}; windows (K, 3, P): per
-    window its steps, mean φ and mean G; early: the mean φ over the kept trace's first tenth; first φ_0 and growth
-    max_t |φ_t − φ_0| over every step; start B; rows (x, G − Ḡ) (n, P) for the residuals' autocorrelation, or None
-    (a summary keeps no rows)."""
-
-    n: int
-    mean: np.ndarray
-    grad_mean: np.ndarray
-    sxx: np.ndarray
-    sgg: np.ndarray
-    sxg: np.ndarray
-    x3: np.ndarray
-    x4: np.ndarray
-    x2g: np.ndarray
-    lag: np.ndarray
-    windows: np.ndarray
-    early: np.ndarray
-    first: np.ndarray
-    growth: np.ndarray
-    start: int
-    rows: tuple[np.ndarray, np.ndarray] | None
-
-
-def kept_sums(params: np.ndarray, grads: np.ndarray, start: int) -> KeptSums:
-    """The `KeptSums` of the steps t ≥ start of params, grads (T, P), in float64."""
-    phi_all = np.asarray(params, np.float64)
-    phi, grad = phi_all[start:], np.asarray(grads, np.float64)[start:]
-    x = phi - phi.mean(axis=0)
-    windows = np.stack(
-        [
-            [np.full(phi.shape[1], part.stop - part.start), phi[part].mean(axis=0), grad[part].mean(axis=0)]
-            for part in _window_slices(phi.shape[0])
-        ]
-    )
-    return KeptSums(
-        n=phi.shape[0],
-        mean=phi.mean(axis=0),
-        grad_mean=grad.mean(axis=0),
-        sxx=np.sum(x * x, axis=0),
-        sgg=np.sum((grad - grad.mean(axis=0)) ** 2, axis=0),
-        sxg=np.sum(x * grad, axis=0),
-        x3=np.sum(x**3, axis=0),
-        x4=np.sum(x**4, axis=0),
-        x2g=np.sum(x * x * grad, axis=0),
-        lag=np.sum(x[1:] * x[:-1], axis=0),
-        windows=windows,
-        early=phi[: max(phi.shape[0] // 10, 1)].mean(axis=0),
-        first=phi_all[0],
-        growth=np.max(np.abs(phi_all - phi_all[0]), axis=0),
-        start=start,
-        rows=(x, grad - grad.mean(axis=0)),
-    )
-
-
-def trace_checks(
-    params: np.ndarray,
-    grads: np.ndarray,
-    *,
-    start: int,
-    noise_sd: np.ndarray,
-    learning_rate: np.ndarray | None,
+def checks_of_moments(
+    sums: Moments, rows: tuple | None, *, noise_sd: np.ndarray, learning_rate: np.ndarray | None
 ) -> CheckStatistics:
-    """All statistics for the steps t ≥ start of params, grads (T, P); noise_sd ν (P,), learning_rate λ (P,) of
-    plain SGD or None."""
-    return checks_of_sums(kept_sums(params, grads, start), noise_sd=noise_sd, learning_rate=learning_rate)
-
-
-def checks_of_sums(sums: KeptSums, *, noise_sd: np.ndarray, learning_rate: np.ndarray | None) -> CheckStatistics:
-    """All statistics from the kept steps' sums; the autocorrelation test needs the rows (NaN without them)."""
-    n, sxx, sgg, sxg = sums.n, sums.sxx, sums.sgg, sums.sxg
-    moves = sxx > n * (1e-12 * np.maximum(1.0, np.abs(sums.mean))) ** 2
+    """All statistics from the kept steps' moments; rows: (φ_t, G_t) (T, P) of every step, for the residuals'
+    autocorrelation (NaN without them: a windowed trace). noise_sd ν (P,); learning_rate λ (P,) of plain SGD or
+    None."""
+    n, sxx, sgg, sxg = sums.count, sums.sum_phiphi, sums.grad_ss, sums.sum_gphi
+    grad_mean = sums.sum_g / n
+    moves = sxx > n * (1e-12 * np.maximum(1.0, np.abs(sums.centre))) ** 2
     safe = np.where(moves, sxx, 1.0)
     slope = np.where(moves, sxg / safe, np.nan)
     rss = np.maximum(sgg - slope * sxg, 0.0)
@@ -158,15 +95,15 @@ def checks_of_sums(sums: KeptSums, *, noise_sd: np.ndarray, learning_rate: np.nd
         noise_ratio = np.where(noise_var > 0, residual_var / noise_var, np.inf)
         p_noise = np.where(noise_var > 0, stats.chi2.cdf((n - 2) * noise_ratio, n - 2), np.nan)
         p_excess = np.where(noise_var > 0, stats.chi2.sf((n - 2) * noise_ratio / EXCESS, n - 2), np.nan)
-        optimum = sums.mean - sums.grad_mean / slope
+        optimum = sums.centre - grad_mean / slope
         p_windows, window_optima = _windows(sums, slope, residual_var)
         p_curvature = _curvature(sums, rss)
-        p_autocorrelation = np.full_like(slope, np.nan) if sums.rows is None else _ljung_box(sums.rows, slope)
+        p_autocorrelation = np.full_like(slope, np.nan) if rows is None else _ljung_box(sums, rows, slope)
         relaxation, variance = _dynamics(sums, slope, slope_se, residual_var, learning_rate)
         kappa, kappa_up = relaxation
         p_drift = _drift(sums, kappa, variance)
         stationary_sd = np.sqrt(variance)
-        optimum_se = _optimum_se(sums.grad_mean, slope, slope_se, residual_var, n)
+        optimum_se = _optimum_se(grad_mean, slope, slope_se, residual_var, n)
         offset = np.maximum(np.abs(sums.first - optimum) - 2.0 * optimum_se, 0.0)
         decay = np.exp(sums.start * np.log(np.clip(1.0 - kappa_up, 1e-300, None)))
         leftover = np.where(kappa_up < 1.0, offset * decay / stationary_sd, 0.0)
@@ -197,35 +134,32 @@ def _blank(values: np.ndarray, where: np.ndarray) -> np.ndarray:
     return np.where(where, np.nan, values).astype(np.float64)
 
 
-def _window_slices(n: int) -> list[slice]:
-    bounds = np.linspace(0, n, WINDOWS + 1).astype(int)
-    return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-def _windows(sums: KeptSums, slope: np.ndarray, residual_var: np.ndarray):
+def _windows(sums: Moments, slope: np.ndarray, residual_var: np.ndarray):
     """Score test that the K windows agree on φ* given the pooled fit: the windows' mean residuals ē_w of the
     pooled OLS fit, ē_w = (Ḡ_w − Ḡ) − ĉ (φ̄_w − φ̄), S = Σ_w n_w ē_w² / r² ~ χ²_{K−1}. (Refitting the slope within
     windows would bias it where a window holds few relaxation times, as fixed effects do in dynamic panels.) Returns
     p (P,) and the windows' optima φ̄_w − Ḡ_w/ĉ (K, P)."""
     size, mean, grad_mean = sums.windows[:, 0], sums.windows[:, 1], sums.windows[:, 2]
-    residual = (grad_mean - sums.grad_mean) - slope * (mean - sums.mean)
+    residual = (grad_mean - sums.sum_g / sums.count) - slope * (mean - sums.centre)
     statistic = np.sum(size * residual**2, axis=0) / residual_var
     return stats.chi2.sf(statistic, len(sums.windows) - 1), mean - grad_mean / slope
 
 
-def _curvature(sums: KeptSums, rss: np.ndarray) -> np.ndarray:
+def _curvature(sums: Moments, rss: np.ndarray) -> np.ndarray:
     """t test of γ in G = α + c x + γ z + e, z = x² orthogonalised against (1, x): γ̂ = Σ z G / Σ z², two-sided, with
     Σ z² = Σ x⁴ − (Σ x²)²/n − (Σ x³)²/Σ x² and Σ z G = Σ x² G − Ḡ Σ x² − (Σ x³/Σ x²) Σ x G."""
-    szz = sums.x4 - sums.sxx**2 / sums.n - sums.x3**2 / sums.sxx
-    szg = sums.x2g - sums.grad_mean * sums.sxx - sums.x3 / sums.sxx * sums.sxg
-    residual_var = np.maximum(rss - szg**2 / szz, 0.0) / (sums.n - 3)
+    n, sxx = sums.count, sums.sum_phiphi
+    szz = sums.x4 - sxx**2 / n - sums.x3**2 / sxx
+    szg = sums.x2g - sums.sum_g / n * sxx - sums.x3 / sxx * sums.sum_gphi
+    residual_var = np.maximum(rss - szg**2 / szz, 0.0) / (n - 3)
     t = (szg / szz) / np.sqrt(residual_var / szz)
-    return 2.0 * stats.t.sf(np.abs(t), sums.n - 3)
+    return 2.0 * stats.t.sf(np.abs(t), n - 3)
 
 
-def _ljung_box(rows: tuple[np.ndarray, np.ndarray], slope: np.ndarray) -> np.ndarray:
-    """Ljung–Box p-value over LAGS lags of the residuals e_t = (G_t − Ḡ) − ĉ x_t of rows (x, G − Ḡ) (n, P)."""
-    x, g = rows
+def _ljung_box(sums: Moments, rows: tuple[np.ndarray, np.ndarray], slope: np.ndarray) -> np.ndarray:
+    """Ljung–Box p-value over LAGS lags of the residuals e_t = (G_t − Ḡ) − ĉ x_t of the kept rows, x = φ − φ̄."""
+    params, grads = (np.asarray(a, np.float64)[sums.start :] for a in rows)
+    x, g = params - sums.centre, grads - sums.sum_g / sums.count
     residuals = g - slope * x
     n = residuals.shape[0]
     total = np.sum(residuals * residuals, axis=0)
@@ -236,7 +170,7 @@ def _ljung_box(rows: tuple[np.ndarray, np.ndarray], slope: np.ndarray) -> np.nda
     return stats.chi2.sf(n * (n + 2) * statistic, LAGS)
 
 
-def _dynamics(sums: KeptSums, slope, slope_se, residual_var, learning_rate):
+def _dynamics(sums: Moments, slope, slope_se, residual_var, learning_rate):
     """((κ̂, κ⁺), γ₀): the relaxation per step and its upper bound, and the stationary variance of φ.
 
     Plain SGD with known λ: κ = λĉ, κ⁺ = λ(ĉ + 2 se), γ₀ = λ² r²/(κ(2 − κ)). Otherwise φ's lag-1 autocorrelation
@@ -247,18 +181,18 @@ def _dynamics(sums: KeptSums, slope, slope_se, residual_var, learning_rate):
         kappa, kappa_up = lam * slope, lam * (slope + 2.0 * slope_se)
         variance = lam**2 * residual_var / (kappa * (2.0 - kappa))
         return (kappa, kappa_up), variance
-    variance = sums.sxx / sums.n
-    kappa = 1.0 - sums.lag / sums.sxx
+    variance = sums.sum_phiphi / sums.count
+    kappa = 1.0 - sums.lag / sums.sum_phiphi
     return (kappa, kappa), variance
 
 
-def _drift(sums: KeptSums, kappa: np.ndarray, variance: np.ndarray) -> np.ndarray:
+def _drift(sums: Moments, kappa: np.ndarray, variance: np.ndarray) -> np.ndarray:
     """p-value of the first and last windows' means of φ (u and v steps long, the last starting s steps after the
     first) under the stationary AR(1) with coefficient r = 1 − κ and variance γ₀: Var(mean of w steps) =
     γ₀/w² (w(1 + r)/(1 − r) − 2r(1 − r^w)/(1 − r)²), their covariance γ₀ r^(s−u+1) (1 − r^u)(1 − r^v)/((1 − r)² u v).
     NaN where 0 < κ < 2 fails (no stationary law)."""
     u, v = float(sums.windows[0, 0, 0]), float(sums.windows[-1, 0, 0])
-    gap = sums.n - v
+    gap = sums.count - v
     r = 1.0 - kappa
     stable = (kappa > 0) & (kappa < 2)
     r = np.where(stable, r, 0.0)

@@ -71,9 +71,9 @@ def import_attribute(spec: str):
 
 
 def trace_report(trace: Trace, report: TraceDiagnosis | None) -> str:
-    """What a command prints after recording: `trace.summary()`, then the trace checks' report (`report`, from
+    """What a command prints after recording: `trace.describe()`, then the trace checks' report (`report`, from
     `diagnose_if_long_enough(trace)`: verdict, findings, verdict per θ coordinate) when there is one."""
-    return trace.summary() if report is None else f"{trace.summary()}\n\n{report}"
+    return trace.describe() if report is None else f"{trace.describe()}\n\n{report}"
 
 
 def route_options(args) -> dict:

@@ -25,8 +25,8 @@ from ..plots.densities import coordinate_sites, site_elements
 from ..plots.trace_panels import coordinate_names
 from ..posteriors.mixture import MixturePosterior
 from ..posteriors.summary import comparison_table
-from ..trace import Trace, TraceError, TraceSummary
-from ..trace.summaries import load_run
+from ..trace import Trace, TraceError
+from ..trace.windowed import load_run
 from ..util.keys import as_key
 from .common import (
     LEVEL,
@@ -66,7 +66,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "trace",
         metavar="TRACE",
-        help="trace file (.nc or .npz), e.g. from `noiseaware record`, or a trace summary (.npz, docs/summaries.md)",
+        help="trace file (.nc or .npz), e.g. from `noiseaware record`, or a trace summary (.npz, docs/windowed.md)",
     )
     parser.add_argument(
         "--method",
@@ -166,18 +166,18 @@ def run(args) -> int:
         raise ValueError("--coordinates chooses what --plot shows: pass --plot FILE too")
     options = route_options(args)
     trace = load_run(args.trace)
-    if isinstance(trace, TraceSummary) and plot is not None:
+    if trace.rows() is None and plot is not None:
         raise ValueError(
-            f"{args.trace} is a trace summary, which keeps {len(trace.sample_steps)} sample rows, not the iterates "
+            f"{args.trace} is a windowed trace, which keeps {len(trace.iterates())} sample rows, not the iterates "
             "--plot draws: drop --plot, or fit the full trace"
         )
     check_constant_settings(trace)  # every route fits the gradient model: refuse before any work
     if args.coordinates is not None:
         _check_coordinates(trace, args.coordinates)
     start = math.floor(args.burn_in * trace.steps)
-    epsilon = "ε unknown" if trace.epsilon is None else f"ε = {trace.epsilon:g}"
+    epsilon = "ε unknown" if trace.settings.epsilon is None else f"ε = {trace.settings.epsilon:g}"
     print(
-        f"trace {args.trace}: {epsilon}, σ = {trace.noise_multiplier:.4g}, T = {trace.steps} steps; fitting "
+        f"trace {args.trace}: {epsilon}, σ = {trace.settings.noise_multiplier:.4g}, T = {trace.steps} steps; fitting "
         f"steps {start}…{trace.steps - 1} (burn-in {args.burn_in:g}) by {args.method}"
     )
     report = None if args.checks == "off" else diagnose_if_long_enough(trace, args.burn_in)

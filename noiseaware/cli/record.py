@@ -153,9 +153,12 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument("--float64", action="store_true", help="record in 64-bit floats")
     parser.add_argument(
+        "--windowed",
         "--summary",
+        dest="windowed",
         action="store_true",
-        help="keep the run as a trace summary (window sums and 64 sample rows, docs/summaries.md): --out FILE.npz",
+        help="keep the run as a windowed trace (window sums and 64 sample rows, docs/windowed.md): --out FILE.npz "
+        "(--summary is its older name)",
     )
     parser.set_defaults(run=run)
 
@@ -175,8 +178,8 @@ class _Job:
 
 def run(args) -> int:
     outputs = Outputs(force=args.force, inputs=() if args.data is None else (args.data,))
-    if args.summary:
-        out = outputs.file(args.out, "--out", (".npz",), "a trace summary file ends in .npz")
+    if args.windowed:
+        out = outputs.file(args.out, "--out", (".npz",), "a windowed trace's file ends in .npz")
     else:
         out = outputs.file(args.out, "--out", TRACE_SUFFIXES, "a trace file ends in .nc (netCDF4) or .npz (numpy)")
     report_path = outputs.file(settings_path(out), "--out", (".json",), "")
@@ -196,7 +199,7 @@ def run(args) -> int:
             key=key_dpvi,
             progress=True,
             dtype=_dtype(args),
-            summary=args.summary,
+            windowed=args.windowed,
             **_privacy(args),
             **used,
         )
@@ -218,7 +221,7 @@ def run(args) -> int:
     if job.truth is not None:
         print()
         print(_truth_report(*job.truth))
-    kind = "trace summary" if args.summary else "trace"
+    kind = "windowed trace" if args.windowed else "trace"
     print(f"\n{kind} saved to {out}; what the run used (priors, settings and their sources): {report_path}")
     if checks is not None and "runaway" in checks.fired:
         print("it cannot be fitted (its iterates ran away): record again with a smaller learning rate")

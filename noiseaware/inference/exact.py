@@ -82,9 +82,9 @@ def _initial_guess(model: GradientModel):
     posterior is narrow, and a grid from 0 would be too coarse to place the next one.
     """
     s = model.stats
-    n, q = s.count, s.sampling_rate
+    n, q = s.count, model.sampling_rate
     slope, residual = ols_fit(s)
-    variance = jnp.maximum(residual, s.noise_var)
+    variance = jnp.maximum(residual, model.noise_var)
     slope_se = jnp.sqrt(variance / centred_phiphi(s)) / q
     a = jnp.maximum(jnp.abs(slope) / q, slope_se)
     if model.hessian_link == "exp":
@@ -94,7 +94,7 @@ def _initial_guess(model: GradientModel):
         raw_se = slope_se / jax.nn.sigmoid(raw)
     precision = 1.0 / raw_se**2 + 1.0 / model.hessian_sd**2
     centre = (raw / raw_se**2 + model.hessian_loc / model.hessian_sd**2) / precision
-    excess, spread = residual - s.noise_var, WIDTH * variance * jnp.sqrt(2.0 / n)
+    excess, spread = residual - model.noise_var, WIDTH * variance * jnp.sqrt(2.0 / n)
     extra_low, extra_high = (jnp.sqrt(jnp.maximum(excess + sign * spread, 0.0)) for sign in (-1.0, 1.0))
     return centre, jax.lax.rsqrt(precision), extra_low, extra_high
 
@@ -263,7 +263,13 @@ def exact_draws(model: GradientModel, grid: QuadratureGrid, key, draws: int):
     optimum = mean + sd * jax.random.normal(noise_key, cells.shape)
     if model.terms:
         optimum = solve_optimum(
-            model.stats, model.terms, optimum - model.stats.centre, hessian, model.stats.noise_var + extra**2, solve_key
+            model.stats,
+            model.terms,
+            optimum - model.stats.centre,
+            hessian,
+            model.noise_var + extra**2,
+            solve_key,
+            model.sampling_rate,
         )
     return optimum, hessian, extra
 
@@ -272,7 +278,7 @@ def _scale_rows_to_rho(model: GradientModel, mean, sd, hessian, key):
     """Draws of φ* and a on φ's scale when the scale rows are modelled in ψ = softplus(ρ)² (method.md §2.9):
     ψ* from its conditional Gaussian truncated to ψ* > 0, ρ* = softplus⁻¹(√ψ*), and the slope a (per unit ψ, as
     G = q a w (ψ − ψ*)) carried to ρ: dG/dρ at ρ* = q·2a·sigmoid(ρ*)²."""
-    rows = model.stats.scale_rows
+    rows = model.scale_rows
     lower = jnp.where(rows, -mean / sd, -jnp.inf)
     optimum = mean + sd * jax.random.truncated_normal(key, lower, jnp.inf, mean.shape, mean.dtype)
     root = jnp.sqrt(jnp.where(rows, jnp.maximum(optimum, jnp.finfo(optimum.dtype).tiny), 1.0))
@@ -364,7 +370,7 @@ def _fit_whole(models: Sequence[GradientModel], *, keys, options: ExactSettings)
                 FitFailure(
                     NON_FINITE,
                     "the exact solver met non-finite posterior weights: the trace's statistics are not finite or the "
-                    "prior is degenerate; check the trace with na.diagnose(trace) and trace.summary()",
+                    "prior is degenerate; check the trace with na.diagnose(trace) and trace.describe()",
                 )
             )
             continue

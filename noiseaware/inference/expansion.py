@@ -156,16 +156,16 @@ def term_statistics(
     return tuple(out)
 
 
-def set_log_likelihoods(stats, terms: tuple[TermStatistics, ...], offset, c, var):
+def set_log_likelihoods(stats, terms: tuple[TermStatistics, ...], offset, c, var, sampling_rate):
     """log p(trace_j | δ'_j, a_j, v_j, set) for each set, (…, S, P), γ integrated out.
 
-    stats: the `TraceStatistics`; offset δ' (…, P); c = q·a (…, P); var v (…, P).
+    stats: the gradient model's `Moments`; offset δ' (…, P); c = q·a (…, P); var v (…, P); sampling_rate q.
     """
     var = jnp.asarray(var)
     out = []
     for term in terms:
         extra_gg, extra_gphi, extra_phiphi, log_det = term.corrections(var)
-        q2 = stats.sampling_rate**2
+        q2 = sampling_rate**2
         squares = (
             stats.sum_gg
             - q2 * extra_gg
@@ -179,12 +179,12 @@ def set_log_likelihoods(stats, terms: tuple[TermStatistics, ...], offset, c, var
     return jnp.stack([jnp.broadcast_to(x, shape) for x in out], axis=-2)
 
 
-def solve_optimum(stats, terms: tuple[TermStatistics, ...], offset, hessian, var, key):
+def solve_optimum(stats, terms: tuple[TermStatistics, ...], offset, hessian, var, key, sampling_rate):
     """φ* draws from draws of (δ'_j, a_j, v_j), each (K, P): per row a term set ∝ its likelihood, γ_j | a_j, v_j,
     then (diag(a) + H_off) δ = a ⊙ δ' + s. Returns φ* (K, P)."""
-    q = stats.sampling_rate
+    q = sampling_rate
     c = q * hessian
-    log_like = set_log_likelihoods(stats, terms, offset, c, var)  # (K, S, P)
+    log_like = set_log_likelihoods(stats, terms, offset, c, var, q)  # (K, S, P)
     set_key, noise_key = jax.random.split(key)
     chosen = jax.random.categorical(set_key, jnp.moveaxis(log_like, -2, -1), axis=-1)  # (K, P)
     rows = jnp.zeros(offset.shape + (offset.shape[-1] + 1,), offset.dtype)

@@ -10,7 +10,8 @@ post-burn-in mean, so Σ_t φ̃_tj = 0 up to rounding) and δ_j = φ*_j − φ̄
 
     Σ_t (G_tj − q a_j (φ̃_tj − δ_j))² = S_GG − 2 q a (S_Gφ − δ S_G) + q² a² (S_φφ − 2 δ S_φ + T' δ²).
 
-The sums, and the slope and noise estimates read off them, are in `statistics` (re-exported here).
+The sums are the run's `Moments` as `statistics.model_moments` gives them; the slope and noise estimates read off
+them are in `statistics`.
 
 Priors (empirical Bayes from the trace, docs/method.md §2), independent over coordinates:
 
@@ -36,29 +37,27 @@ import numpyro
 import numpyro.distributions as dist
 
 from ..models.benchmark import ModelOptimumPrior
-from ..trace import BURN_IN, Trace
-from ..trace.summaries import scale_rows_of
+from ..trace import BURN_IN
+from ..trace.moments import Moments
+from ..trace.run import Run, scale_rows_of
 from ..util.numerics import sigmoid, softplus_inverse
 from .expansion import TermStatistics, set_log_likelihoods, term_statistics
 from .model_prior import model_optimum_prior
 from .priors import PRIORS, Prior, resolve_prior
 from .statistics import (
-    TraceStatistics,
     centred_phiphi,
     is_non_private,
-    kept_arrays,
+    model_moments,
     noise_reference,
     ols_fit,
     partial_slopes,
     slope_estimates,
-    trace_statistics,
 )
 
 __all__ = [
     "PRIORS",
     "GradientModel",
     "Prior",
-    "TraceStatistics",
     "gradient_model",
     "integrate_optimum",
     "is_non_private",
@@ -71,23 +70,23 @@ __all__ = [
     "scale_coordinates",
     "select_rows",
     "slope_estimates",
-    "trace_statistics",
 ]
 
 
-def log_likelihood(stats: TraceStatistics, optimum, hessian, extra_var=0.0, terms: tuple[TermStatistics, ...] = ()):
+def log_likelihood(model: GradientModel, optimum, hessian, extra_var=0.0):
     """Per-coordinate log-likelihood of the trace, (P,) (broadcasting over leading axes of the arguments).
 
     optimum φ*' (…, P) (φ* itself without extra terms), hessian a (…, P) (the positive Hessian diagonal),
-    extra_var u² (…, P) added to the DP noise variance; terms: the candidate term sets of `expansion`, whose
-    coefficients are integrated out and whose likelihoods are averaged by their prior probabilities. Evaluated
-    from the sufficient statistics in O(P) (O(P·p) with terms).
+    extra_var u² (…, P) added to the DP noise variance; the model's extra term sets (`expansion`) have their
+    coefficients integrated out and their likelihoods averaged by their prior probabilities. Evaluated from the
+    sufficient statistics in O(P) (O(P·p) with terms).
     """
+    stats = model.stats
     delta = optimum - stats.centre
-    qa = stats.sampling_rate * hessian
-    var = stats.noise_var + extra_var
-    if terms:
-        return jax.nn.logsumexp(set_log_likelihoods(stats, terms, delta, qa, var), axis=-2)
+    qa = model.sampling_rate * hessian
+    var = model.noise_var + extra_var
+    if model.terms:
+        return jax.nn.logsumexp(set_log_likelihoods(stats, model.terms, delta, qa, var, model.sampling_rate), axis=-2)
     squares = (
         stats.sum_gg
         - 2.0 * qa * (stats.sum_gphi - delta * stats.sum_g)
@@ -99,7 +98,9 @@ def log_likelihood(stats: TraceStatistics, optimum, hessian, extra_var=0.0, term
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class GradientModel:
-    """The gradient model of one trace: sufficient statistics and per-coordinate prior parameters, all (P,).
+    """The gradient model of one trace: its moments as the model reads them (`model_moments`), the DP noise variance
+    noise_var (σC/s)² (P,), the sampling rate q, the scale rows read in ψ (P,) bool, and per-coordinate prior
+    parameters, all (P,).
 
     optimum ~ N(optimum_loc, optimum_sd²); hessian_raw ã ~ N(hessian_loc, hessian_sd²), a = `hessian(ã)`
     (softplus or exp by `hessian_link`); extra noise u ~ `extra_noise`(0, extra_sd²) (half-normal or normal;
@@ -107,7 +108,10 @@ class GradientModel:
     and `hessian_link` are static.
     """
 
-    stats: TraceStatistics
+    stats: Moments
+    noise_var: jax.Array
+    sampling_rate: jax.Array
+    scale_rows: jax.Array
     optimum_loc: jax.Array
     optimum_sd: jax.Array
     hessian_loc: jax.Array
@@ -128,7 +132,7 @@ class GradientModel:
         return self.optimum_loc.shape[-1]
 
 
-def scale_coordinates(trace: Trace) -> np.ndarray:
+def scale_coordinates(trace: Run) -> np.ndarray:
     """(P,) bool: the trace's scale coordinates ρ, the rows the variance model may take."""
     mask = np.zeros(trace.n_params, bool)
     mask[scale_rows_of(trace.family)] = True
@@ -145,7 +149,7 @@ def select_rows(model: GradientModel, rows: np.ndarray) -> GradientModel:
 
 
 def gradient_model(
-    trace: Trace,
+    trace: Run,
     prior: str | Prior = "default",
     burn_in: float = BURN_IN,
     model_prior: ModelOptimumPrior | None = None,
@@ -166,21 +170,22 @@ def gradient_model(
     coupling = model_prior.coupling if from_model and trace.family.kind == "mean-field" else None
     # the wander's curvature from the model: a trace's ρ may still lag far behind ρ* (M3's research preset)
     curvature = None if coupling is None else np.median(model_prior.curvature, axis=0)
-    stats = trace_statistics(trace, burn_in, scale_rows, coupling, curvature)
-    if prior.extra_noise == "none" and is_non_private(stats):
+    stats = model_moments(trace, burn_in, scale_rows, coupling, curvature)
+    noise_var, q = np.asarray(trace.settings.noise_sd, np.float64) ** 2, float(trace.settings.sampling_rate)
+    if prior.extra_noise == "none" and is_non_private(noise_var):
         raise ValueError(
             "the trace is non-private (σ = 0), so the extra noise u (subsampling and Monte Carlo noise) is the "
             "gradient model's only noise, and this prior has extra_noise='none', which leaves it no noise at "
             "all: use a prior with extra noise (the default, or Prior(extra_noise='half-normal'))"
         )
-    slope, se = slope_estimates(stats)
-    noise_sd = noise_reference(stats)
+    slope, se = slope_estimates(stats, noise_var, q, scale_rows)
+    noise_sd = noise_reference(stats, noise_var)
     if prior.scale_model == "variance":
         # in ψ the trace mean ψ̄ is not near the root (E softplus(ρ)² ≠ softplus(E ρ)²): centre the scale rows' slope
         # prior at the least-squares slope with a free intercept, and its standard error
         free, _ = ols_fit(stats)
-        slope = np.where(scale_rows, np.abs(free) / stats.sampling_rate, slope)
-        se = np.where(scale_rows, noise_sd / np.sqrt(centred_phiphi(stats)) / stats.sampling_rate, se)
+        slope = np.where(scale_rows, np.abs(free) / q, slope)
+        se = np.where(scale_rows, noise_sd / np.sqrt(centred_phiphi(stats)) / q, se)
     if prior.hessian_centre == "slope":
         loc, sd = slope, se
     else:
@@ -196,13 +201,13 @@ def gradient_model(
     if prior.terms != ("diagonal",):
         # with other columns in a row its own slope is a partial one: the extra terms' prior scales use the larger
         # of the two, and ã's prior is widened by how far the partial slope lies from the marginal one
-        params, grads = kept_arrays(trace, burn_in)
-        partial = partial_slopes(params, grads, stats.sampling_rate)
+        params, grads = (np.asarray(rows, np.float64)[stats.start :] for rows in trace.rows())
+        partial = partial_slopes(params, grads, q)
         scale = np.maximum(scale, partial)
         terms = term_statistics(
             params,
             grads,
-            stats.sampling_rate,
+            q,
             scale,
             trace.family.dim,
             prior.terms,
@@ -231,6 +236,9 @@ def gradient_model(
             sd[rows] = moments.hessian_sd[rows] / prior.hessian_width
     return GradientModel(
         stats=stats,
+        noise_var=noise_var,
+        sampling_rate=q,
+        scale_rows=scale_rows,
         optimum_loc=optimum_loc,
         optimum_sd=optimum_sd,
         hessian_loc=loc,
@@ -269,7 +277,7 @@ def log_density(model: GradientModel, optimum, hessian_raw, extra_noise=None):
     if "extra_noise" in priors:
         total = total + priors["extra_noise"].log_prob(extra_noise)
         extra_var = extra_noise**2
-    return total + log_likelihood(model.stats, optimum, model.hessian(hessian_raw), extra_var, model.terms)
+    return total + log_likelihood(model, optimum, model.hessian(hessian_raw), extra_var)
 
 
 def numpyro_model(model: GradientModel) -> None:
@@ -279,7 +287,7 @@ def numpyro_model(model: GradientModel) -> None:
     extra_var = values["extra_noise"] ** 2 if "extra_noise" in values else 0.0
     hessian = model.hessian(values["hessian_raw"])
     numpyro.deterministic("hessian", hessian)
-    numpyro.factor("trace", jnp.sum(log_likelihood(model.stats, values["optimum"], hessian, extra_var, model.terms)))
+    numpyro.factor("trace", jnp.sum(log_likelihood(model, values["optimum"], hessian, extra_var)))
 
 
 class OptimumGivenHessian(NamedTuple):
@@ -304,11 +312,11 @@ def integrate_optimum(model: GradientModel, hessian_raw, extra_var=0.0) -> Optim
     corrections and −½ Σ log(1 + λ/v) + log(prior probability) added; the sets are then mixed.
     """
     stats = model.stats
-    c = stats.sampling_rate * model.hessian(hessian_raw)
-    var = stats.noise_var + extra_var
+    c = model.sampling_rate * model.hessian(hessian_raw)
+    var = model.noise_var + extra_var
     if not model.terms:
         return _integrate(model, c, var, stats.sum_gg, stats.sum_gphi, stats.sum_phiphi, 0.0)
-    q2 = stats.sampling_rate**2
+    q2 = model.sampling_rate**2
     parts = []
     for term in model.terms:
         extra_gg, extra_gphi, extra_phiphi, log_det = term.corrections(var)
@@ -358,5 +366,5 @@ def _integrate(model: GradientModel, c, var, sum_gg, sum_gphi, sum_phiphi, log_f
         truncation = jax.scipy.special.log_ndtr(mean / sd) - jax.scipy.special.log_ndtr(
             model.optimum_loc / model.optimum_sd
         )
-        log_marginal = log_marginal + jnp.where(stats.scale_rows, truncation, 0.0)
+        log_marginal = log_marginal + jnp.where(model.scale_rows, truncation, 0.0)
     return OptimumGivenHessian(log_marginal, mean, sd)

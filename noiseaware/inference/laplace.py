@@ -246,7 +246,7 @@ def _check_models(style: str, models: Sequence[GradientModel]) -> None:
     """One ValueError, before any work, for a style="paper" fit the models cannot take."""
     if style == "paper" and models[0].n_params % 2:
         raise ValueError(f"style='paper' splits φ* = (μ*, ρ*) in halves, but P = {models[0].n_params} is odd")
-    if style == "paper" and any(is_non_private(model.stats) for model in models):
+    if style == "paper" and any(is_non_private(model.noise_var) for model in models):
         raise ValueError(
             "style='paper' fixes the extra noise u at 0, and the trace is non-private (σ = 0): without DP noise the "
             "model would have no noise at all; use style='full' (the default), which fits u, the subsampling and "

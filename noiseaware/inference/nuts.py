@@ -365,7 +365,7 @@ def _draws_from_run(run: NutsRun, settings: dict) -> Draws | FitFailure:
         return FitFailure(
             DIVERGED,
             "NUTS produced non-finite draws: the trace's statistics are not finite or the prior is degenerate; "
-            "check the trace with na.diagnose(trace) and trace.summary()",
+            "check the trace with na.diagnose(trace) and trace.describe()",
         )
     samples = {"optimum": run.optimum, "hessian": run.hessian}
     if run.extra_noise is not None:

@@ -169,7 +169,7 @@ def exact_placement(model: GradientModel, names: tuple[str, ...]):
         weights = jnp.sum(grid.weights, axis=0)
         low, median, high = marginal_quantiles(grid.extra_noise, weights).T
         spread = 0.5 * (high - low)
-        apart = (low > spread) | (model.stats.noise_var == 0.0)
+        apart = (low > spread) | (model.noise_var == 0.0)
         centre["extra_noise"] = jnp.where(apart, median, 0.0)
         scale["extra_noise"] = jnp.where(apart, spread, jnp.sqrt(jnp.sum(weights * grid.extra_noise**2, axis=0)))
     warm = grid.edge_mass <= EDGE_TRUST

@@ -125,7 +125,7 @@ class Batch:
 FitBatch = Callable[[Batch, jax.Array, Any], Sequence[Outcome]]
 
 
-UNNAMING = ("description", "summaries")
+UNNAMING = ("description", "reads_rows")
 """The fields of a `Method` that do not change its results, left out of its fingerprint."""
 
 
@@ -140,8 +140,9 @@ class Method:
     itself); models: the model names it supports (None: any); needs_epsilon: it spends an ε of its own (a run
     given by σ alone must say which ε σ stands for); transforms: "research" when its posteriors' θ uses the
     built-in models' research transforms whatever the run's (the sufficient-statistic baselines), None when it
-    uses the run's own; summaries: it fits a `TraceSummary` too (it reads a trace only through its sums, as the
-    gradient-model routes do); description: one line for tables and --help; version: the
+    uses the run's own; reads_rows: it reads a trace's rows, so a run kept as windows (`Run.rows()` is None) is
+    refused (False: it reads a run only through its moments, as the gradient-model routes do); description: one
+    line for tables and --help; version: the
     method's own version, which names it in a study's fingerprint instead of its code (bump it when its
     results change; without one, a study hashes fit_batch's code and closure values, so a changed body is new
     work).
@@ -157,7 +158,7 @@ class Method:
     description: str = ""
     version: str | None = None
     transforms: str | None = None
-    summaries: bool = False
+    reads_rows: bool = True
 
     def __fingerprint__(self) -> dict[str, Any]:
         """What names the method in a study: its declared version, or its fields with fit_batch's code."""

@@ -25,8 +25,8 @@ from ..models.benchmark import BenchmarkModel
 from ..posteriors.base import Posterior
 from ..posteriors.mixture import MixturePosterior
 from ..posteriors.summary import constrain
-from ..trace import BURN_IN, Trace
-from ..trace.summaries import TraceSummary
+from ..trace import BURN_IN
+from ..trace.run import Run
 from ..util.errors import DIVERGED, NON_FINITE, FitFailure
 from ..util.keys import as_key
 from ..util.notes import FitWarning, Note, issue, notes_of
@@ -42,7 +42,7 @@ CHECK_MODES = ("warn", "raise", "off")
 
 
 def fit(
-    trace: Trace,
+    trace: Run,
     method: str | Method = "exact",
     *,
     key,
@@ -81,7 +81,7 @@ def fit(
 
 
 def fit_batch(
-    traces: Sequence[Trace],
+    traces: Sequence[Run],
     method: str | Method = "exact",
     *,
     key,
@@ -110,7 +110,7 @@ def fit_batch(
 
 
 def _fit(
-    traces: list[Trace],
+    traces: list[Run],
     method: str | Method,
     keys,
     options,
@@ -133,16 +133,16 @@ def _fit(
             "baseline function on your data"
         )
     for trace in traces:
-        if not isinstance(trace, (Trace, TraceSummary)):
+        if not isinstance(trace, Run):
             raise TypeError(
-                f"fit needs a noiseaware.Trace or TraceSummary, got {type(trace).__name__}: load one with "
-                "Trace.load(path) or TraceSummary.load(path)"
+                f"fit needs a noiseaware.Trace or WindowedTrace, got {type(trace).__name__}: load one with "
+                "Trace.load(path) or WindowedTrace.load(path)"
             )
-        if isinstance(trace, TraceSummary) and not chosen.summaries:
-            summarised = ", ".join(name for name, method in registry.items() if method.summaries)
+        if chosen.reads_rows and trace.rows() is None:
+            windowed = ", ".join(name for name, method in registry.items() if not method.reads_rows)
             raise ValueError(
-                f"method {chosen.name!r} reads the full rows of a trace, which a TraceSummary does not keep: fit a "
-                f"summary with {summarised}, or record the full trace for {chosen.name!r}"
+                f"method {chosen.name!r} reads the full rows of a trace, which a WindowedTrace does not keep: fit a "
+                f"windowed trace with {windowed}, or record the full trace for {chosen.name!r}"
             )
     if checks not in CHECK_MODES:
         raise ValueError(f"checks must be one of {', '.join(map(repr, CHECK_MODES))}; got {checks!r}")
@@ -154,7 +154,7 @@ def _fit(
             )
         check_model_matches(model, traces)
     settings = chosen.make_options(options, **option_values)
-    if chosen.summaries and traces:
+    if not chosen.reads_rows and traces:
         check_draws_fit(len(traces), traces[0].n_params, settings)
     outcomes, reports = fit_each(chosen, Batch(tuple(traces), model=model), keys, settings, checks=checks)
     failed = [(m, o) for m, o in enumerate(outcomes) if isinstance(o, FitFailure)]
@@ -225,7 +225,7 @@ def fit_notes(outcome: Outcome, report: TraceDiagnosis | None) -> tuple[Note, ..
     return tuple(Note(f"trace check: {f.title}", f.advice, tuple(f.parameters)) for f in findings) + notes_of(outcome)
 
 
-def _diagnose(traces: list[Trace], burn_in: float, checks: Checks) -> list[TraceDiagnosis | None]:
+def _diagnose(traces: list[Run], burn_in: float, checks: Checks) -> list[TraceDiagnosis | None]:
     """The trace checks of every trace (None for "off", and for a trace too short for them, with a warning: the
     method decides whether it can fit it); "raise" raises for the first trace that fails."""
     if checks == "off":

@@ -24,7 +24,7 @@ def model_prior_of(batch: Batch, prior: Prior) -> ModelOptimumPrior | None:
         check_model_matches(batch.model, batch.traces)
     except ValueError:
         return None
-    sizes = {trace.n_examples for trace in batch.traces} - {None}
+    sizes = {trace.settings.n_examples for trace in batch.traces} - {None}
     model = batch.model
     if len(sizes) == 1 and sizes != {model.n_examples}:
         model = dataclasses.replace(model, n_examples=int(sizes.pop()))  # the curvature at the traces' public N
@@ -36,7 +36,11 @@ def check_model_matches(model, traces: Sequence[Trace]) -> None:
     trace: its prior would then describe other coordinates."""
     expected = [(s.name, tuple(s.shape), s.transform) for s in model.site_map.sites]
     for index, trace in enumerate(traces):
-        sites = None if trace.sites is None else [(s.name, tuple(s.shape), s.transform) for s in trace.sites]
+        sites = (
+            None
+            if trace.settings.sites is None
+            else [(s.name, tuple(s.shape), s.transform) for s in trace.settings.sites]
+        )
         if sites != expected:
             where = "the trace" if len(traces) == 1 else f"trace {index}"
             raise ValueError(

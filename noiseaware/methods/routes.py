@@ -31,8 +31,8 @@ from ..inference.gradient_model import (
     slope_estimates,
 )
 from ..posteriors.mixture import MixturePosterior
-from ..trace import BURN_IN, Trace, TraceSummary, kept_steps
-from ..trace.data import varying_settings_reason
+from ..trace import BURN_IN, kept_steps
+from ..trace.run import Run, varying_settings_reason
 from ..util.checks import choice, flag, fraction, positive_int, probability
 from ..util.defaults import DRAWS, WARMUP
 from ..util.diagnostics import MAX_RHAT
@@ -213,7 +213,7 @@ def _route(
             )
         return outcomes
 
-    return Method(name, fit_batch, options, "trace", description=description, summaries=True)
+    return Method(name, fit_batch, options, "trace", description=description, reads_rows=False)
 
 
 REPAIR_EVIDENCE = math.log(3.0)
@@ -279,20 +279,20 @@ def _take_rows(linear: Draws, curved: Draws, scale: np.ndarray, better: np.ndarr
     )
 
 
-def check_constant_settings(trace: Trace) -> None:
+def check_constant_settings(trace: Run) -> None:
     """FitFailure (settings vary per step), naming what varies and what to do, for a trace whose σ_t, C_t or s_t
     change: the gradient model needs one noise sd σC/s per coordinate and one clipping geometry."""
-    if trace.varying_settings:
+    if trace.settings.varying_settings:
         needs = "the gradient model needs one noise sd σC/s per coordinate and one clipping geometry"
-        raise FitFailure(VARYING_SETTINGS, varying_settings_reason(trace, needs))
+        raise FitFailure(VARYING_SETTINGS, varying_settings_reason(trace.settings, needs))
 
 
-def _gradient_model(trace: Trace, prior: Prior, burn_in: float, model_prior=None) -> GradientModel:
+def _gradient_model(trace: Run, prior: Prior, burn_in: float, model_prior=None) -> GradientModel:
     check_constant_settings(trace)
-    if isinstance(trace, TraceSummary) and prior.terms != ("diagonal",):
+    if trace.rows() is None and prior.terms != ("diagonal",):
         raise ValueError(
             f"the extra terms {', '.join(prior.terms)} of the prior are fitted from the trace's rows, which a "
-            "TraceSummary does not keep: fit it with the diagonal model (the default prior), or fit the full trace"
+            "WindowedTrace does not keep: fit it with the diagonal model (the default prior), or fit the full trace"
         )
     kept = kept_steps(trace, burn_in)
     if kept < MIN_STEPS:
@@ -304,7 +304,7 @@ def _gradient_model(trace: Trace, prior: Prior, burn_in: float, model_prior=None
 
 
 def _posterior(
-    trace: Trace, result: Draws, method: str, prior: str, burn_in: float, model_prior: bool, notes: tuple[Note, ...]
+    trace: Run, result: Draws, method: str, prior: str, burn_in: float, model_prior: bool, notes: tuple[Note, ...]
 ) -> MixturePosterior:
     return MixturePosterior.from_trace(
         trace,
@@ -341,7 +341,7 @@ DIVERGENCE_ADVICE = "the draws may be biased; raise target_accept (e.g. 0.95) or
 def _weak_slopes(model: GradientModel, param_names, model_prior: bool) -> list[Note]:
     """The note on coordinates whose gradients barely respond to the parameter (|â|/τ < 2): their Hessian, and
     so their optimum, is known mainly from the prior, the model's (model_prior) or the trace-centred one."""
-    slope, se = slope_estimates(model.stats)
+    slope, se = slope_estimates(model.stats, model.noise_var, model.sampling_rate, model.scale_rows)
     weak = np.flatnonzero(slope < WEAK_SLOPE * se)
     if not weak.size:
         return []

@@ -1,4 +1,4 @@
-"""A Bayesian logistic regression on a bag-of-words design: the showcase at scale (docs/summaries.md).
+"""A Bayesian logistic regression on a bag-of-words design: the showcase at scale (docs/windowed.md).
 
 Document i holds k words w_i1 … w_ik drawn from a vocabulary of d words with Zipf-like frequencies p_j ∝ j^(−a);
 θ ~ N(0, I_d); y_i ~ Bernoulli(sigmoid(η_i)), η_i = Σ_j θ[w_ij]·x_ij with x_ij = 1/√k (a word drawn twice counts

@@ -35,10 +35,9 @@ import xarray as xr
 from scipy import special
 
 from ..checks import TraceDiagnosis
-from ..trace import Trace
 from ..trace.families import MEAN_FIELD, VariationalFamily, family_for
+from ..trace.run import Run
 from ..trace.sites import SiteMap, SiteSpec
-from ..trace.summaries import TraceSummary
 from ..util.defaults import DRAWS
 from ..util.diagnostics import Diagnostics, NoDiagnostics
 from ..util.errors import NON_FINITE, FitFailure
@@ -144,7 +143,7 @@ class MixturePosterior(PosteriorBase):
             object.__setattr__(self, "iterates", iterates)
 
     @classmethod
-    def from_trace(cls, trace: Trace, optimum, *, method: str, hessian=None, extra_noise=None, **fields):
+    def from_trace(cls, trace: Run, optimum, *, method: str, hessian=None, extra_noise=None, **fields):
         """A posterior of `trace` from draws of φ* (C, K, P) (and of A, u): the trace's names, family, sites, facts
         and iterates μ_t filled in; fields: the rest (diagnostics, prior, and info facts beyond the trace's)."""
         info = trace_facts(trace, **fields.pop("info", {}))
@@ -154,8 +153,8 @@ class MixturePosterior(PosteriorBase):
             extra_noise_chains=extra_noise,
             method=method,
             param_names=trace.param_names,
-            family=trace.variational_family,
-            sites=trace.sites,
+            family=trace.settings.variational_family,
+            sites=trace.settings.sites,
             info=info,
             iterates=trace_iterates(trace),
             **fields,
@@ -401,15 +400,16 @@ class MixturePosterior(PosteriorBase):
         )
 
 
-def trace_facts(trace: Trace, **more) -> dict[str, Any]:
-    """The trace's settings a posterior carries: privacy level and size (and `more`, e.g. the burn-in)."""
+def trace_facts(trace: Run, **more) -> dict[str, Any]:
+    """The run's settings a posterior carries: privacy level and size (and `more`, e.g. the burn-in)."""
+    s = trace.settings
     return {
-        "epsilon": trace.epsilon,
-        "delta": trace.delta,
-        "noise_multiplier": trace.noise_multiplier,
-        "clip": trace.clip,
-        "sampling_rate": trace.sampling_rate,
-        "n_examples": trace.n_examples,
+        "epsilon": s.epsilon,
+        "delta": s.delta,
+        "noise_multiplier": s.noise_multiplier,
+        "clip": s.clip,
+        "sampling_rate": s.sampling_rate,
+        "n_examples": s.n_examples,
         "steps": trace.steps,
     } | more
 
@@ -427,11 +427,10 @@ def _site_dataset(site_map: SiteMap, values: Mapping[str, np.ndarray], coords, *
     return xr.Dataset(variables, coords=dict(coords) | labels)
 
 
-def trace_iterates(trace: Trace | TraceSummary) -> np.ndarray:
-    """The trace's iterates μ_t (T, d) a posterior keeps (a view: nothing is copied); a summary's are its sample's
-    (R, d), thinned."""
-    rows = trace.sample.params if isinstance(trace, TraceSummary) else trace.params
-    return rows[:, : trace.dim]
+def trace_iterates(trace: Run) -> np.ndarray:
+    """The run's iterates μ_t (T, d) a posterior keeps (a view: nothing is copied); a windowed trace's are its
+    sample's (R, d), thinned (`Run.iterates`)."""
+    return trace.iterates()[:, : trace.dim]
 
 
 def mixture_quantile(means: np.ndarray, sds: np.ndarray, probability: float) -> np.ndarray:

@@ -40,7 +40,7 @@ import numpy as np
 import optax
 from jax import lax
 
-from ..trace import Convention, Trace, TraceError, TraceSummary
+from ..trace import Convention, Trace, TraceError, WindowedTrace
 from ..trace.families import VariationalFamily
 from ..util.chunks import run_chunks
 from ..util.keys import as_key, as_keys
@@ -50,7 +50,7 @@ from .contract import ModelSpec, as_data, check_data_sets, first_data_set, inspe
 from .settings import DEFAULT_DELTA, UNCHECKED_HINT, ResolvedSettings, SettingsHint, resolve_settings
 from .sparse import SparseFeatures, check_sparse, sparse_summand
 from .subsampling import clip_weights, poisson_sum
-from .summarised import record_summary
+from .windowed import record_windowed
 
 __all__ = [
     "RUN_KEYWORDS",
@@ -406,12 +406,13 @@ def record_dpvi(
     settings: DPVISettings | Mapping | None = None,
     preflight: str | None = None,
     progress: bool | Callable = False,
-    summary: bool = False,
+    windowed: bool = False,
+    summary: bool | None = None,
     **overrides,
-) -> Trace | TraceSummary:
+) -> Trace | WindowedTrace:
     """Run DPVI on `model(**data)` and return its released Trace (module doc has the algorithm); with
-    `summary=True` the same run kept as a `TraceSummary` (window sums and sample rows, O(P) memory for any T:
-    `recording.summarised`, docs/summaries.md).
+    `windowed=True` the same run kept as a `WindowedTrace` (window sums and sample rows, O(P) memory for any T:
+    `recording.windowed`, docs/windowed.md; `summary=` is its deprecated name).
 
     Privacy: exactly one of `epsilon` (σ calibrated by the PLD accountant at `delta`),
     `noise_multiplier`, or `non_private=True` (σ = 0, ε = ∞; needs a learning_rate or an optimizer). δ should
@@ -431,6 +432,9 @@ def record_dpvi(
     `preflight`: the fingerprint of the simulation check the settings passed (`na.TunedSettings` carries it);
     a private run without one gets a one-line `SettingsHint` to check the settings on simulations first.
     """
+    if summary is not None:
+        warnings.warn("record_dpvi(summary=) is deprecated: use windowed=", DeprecationWarning, stacklevel=2)
+        windowed = summary
     recorder = build_recorder(
         model,
         data,
@@ -445,8 +449,8 @@ def record_dpvi(
     if preflight is None and not non_private:
         warnings.warn(UNCHECKED_HINT, SettingsHint, stacklevel=2)
     prepared = recorder.prepare(data)
-    if summary:
-        return record_summary(recorder, prepared, key, progress)
+    if windowed:
+        return record_windowed(recorder, prepared, key, progress)
     hyper = recorder.hyper()
     state, params, grads = _drive(
         lambda st, n: _run(recorder.program, hyper, prepared, st, n),

@@ -1,4 +1,4 @@
-"""Per-example clipping for a GLM on sparse features, in O(B·k) per chunk instead of O(B·P) (docs/summaries.md).
+"""Per-example clipping for a GLM on sparse features, in O(B·k) per chunk instead of O(B·P) (docs/windowed.md).
 
 A model whose θ is one site of d coefficients, and whose example i reads θ only through the linear predictor
 η_i = Σ_j θ[w_ij]·x_ij (k feature indices w_i, values x_i), has per-example gradients that are sparse plus one

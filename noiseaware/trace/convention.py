@@ -182,18 +182,18 @@ def implied_normaliser(
     return claimed, implied, kind if matches else None
 
 
-def normaliser_advice(ratio: float, trace, *, small: bool) -> str | None:
-    """The noise checks' advice for `trace` (a TraceData) at the observed r²/ν²: the normaliser the data match; when
-    the noise is too small (`small`) and none matches, σ or C 2× too large (r²/ν² ≈ 1/4) or the divisor the data
-    imply; None when there is nothing to add."""
-    implied = implied_normaliser(ratio, trace.convention, trace.batch_sizes, trace.sampling_rate, trace.n_examples)
+def normaliser_advice(ratio: float, settings, batch_sizes, *, small: bool) -> str | None:
+    """The noise checks' advice for a run with `settings` (a `RunSettings`) and released batch sizes (or None) at the
+    observed r²/ν²: the normaliser the data match; when the noise is too small (`small`) and none matches, σ or C 2×
+    too large (r²/ν² ≈ 1/4) or the divisor the data imply; None when there is nothing to add."""
+    implied = implied_normaliser(ratio, settings.convention, batch_sizes, settings.sampling_rate, settings.n_examples)
     if implied is None:
         return None
     claimed, divisor, kind = implied
     if kind is not None:
         return (
             f"r²/ν² ≈ {ratio:.3g}: the released grads look divided by {divisor:.4g} ({kind}), not by the recorded "
-            f"{trace.convention.normaliser} divisor {claimed:.4g}; load them with "
+            f"{settings.convention.normaliser} divisor {claimed:.4g}; load them with "
             f"convention=Convention(normaliser={kind!r})"
         )
     if not small:

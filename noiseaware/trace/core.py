@@ -11,12 +11,13 @@ which lives in the modules below and takes a `TraceData`, so none of them import
 
 Only DP-released values (iterates, noisy gradients, settings) may enter a trace. Files are `.npz` or
 `.nc` (netCDF4 via h5netcdf), never pickled; docs/trace-format.md describes the schema. The fields are
-checked in `validation`, read and written in `files`, summarised in `summary`.
+checked in `validation`, read and written in `files`, described in `report`.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -25,8 +26,8 @@ import numpy as np
 from .convention import Convention, to_sum
 from .data import TraceData
 from .files import read_trace, write_trace
+from .report import description, short_description
 from .sites import SiteMap, SiteSpec
-from .summary import short_description, summary_text
 from .validation import VARIATIONAL_FAMILIES, TraceError
 
 __all__ = ["Trace"]
@@ -34,14 +35,19 @@ __all__ = ["Trace"]
 
 class Trace(TraceData):
     """The released output of DPVI (the fields and what follows from them: `TraceData`) with its behaviour:
-    `summary()`, `save()`, `Trace.load`, `Trace.from_arrays`. Its checks are `na.diagnose(trace)`, its figure
+    `describe()`, `save()`, `Trace.load`, `Trace.from_arrays`. Its checks are `na.diagnose(trace)`, its figure
     `noiseaware.plots.plot_trace(trace)`. Equality is identity."""
 
-    def summary(self) -> str:
-        """A readable multi-line table: the settings, then per θ coordinate the final μ and sd, the post-burn-in
+    def describe(self) -> str:
+        """A readable multi-line report: the settings, then per θ coordinate the final μ and sd, the post-burn-in
         mean of μ and the sd of G over the last 80 % next to the DP noise sd σC/s. The trace checks' verdicts
         per coordinate and their findings are `print(na.diagnose(trace))`."""
-        return summary_text(self)
+        return description(self)
+
+    def summary(self) -> str:
+        """Deprecated: `describe()` (a posterior's `summary` is its table; a trace's report is `describe`)."""
+        warnings.warn("Trace.summary() is deprecated: use Trace.describe()", DeprecationWarning, stacklevel=2)
+        return self.describe()
 
     def __repr__(self) -> str:
         """A short description (steps, dimension, privacy, sites), not the arrays."""

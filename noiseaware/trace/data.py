@@ -1,23 +1,27 @@
-"""The trace's data: the released fields, validated, and what follows from them alone (T, P, d, the family, the
-site map, the noise sd, φ_T). `Trace` (`core`) adds the behaviour (summary, files) on top of it, so the modules
-that implement that behaviour take a `TraceData` and never import `core`."""
+"""The trace's data: the released fields, validated, and what follows from them alone (T, P, its `RunSettings`, its
+moments after a burn-in, φ_T): a `Run` (`run`) that keeps its rows. `Trace` (`core`) adds the behaviour (the text
+report, files) on top of it, so the modules that implement that behaviour take a `TraceData` and never import
+`core`."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 
 from .convention import Convention
-from .families import VariationalFamily, family_for
+from .families import VariationalFamily
+from .moments import Moments, moments_of_rows
+from .run import RunSettings, scale_rows_of
 from .sites import SiteMap, SiteSpec
 from .validation import VARIATIONAL_FAMILIES, TraceError, validate
 
-__all__ = ["BURN_IN", "TraceData", "kept_steps", "varying_settings_reason"]
+__all__ = ["BURN_IN", "TraceData"]
 
 BURN_IN = 0.2
-"""Fraction of the steps treated as burn-in by default (`Trace.summary`, `na.diagnose`, the fits)."""
+"""Fraction of the steps treated as burn-in by default (`Trace.describe`, `na.diagnose`, the fits)."""
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -79,20 +83,69 @@ class TraceData:
         """P, the length of φ (2d for mean-field)."""
         return self.params.shape[1]
 
+    @cached_property
+    def settings(self) -> RunSettings:
+        """The run's settings as one record (the fields other than the rows)."""
+        return RunSettings(
+            noise_multiplier=self.noise_multiplier,
+            clip=self.clip,
+            sampling_rate=self.sampling_rate,
+            n_examples=self.n_examples,
+            grad_scale=self.grad_scale,
+            learning_rate=self.learning_rate,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            accountant=self.accountant,
+            mc_draws=self.mc_draws,
+            optimizer=self.optimizer,
+            variational_family=self.variational_family,
+            param_names=self.param_names,
+            sites=self.sites,
+            convention=self.convention,
+            n_params=self.n_params,
+            varying_settings=self.varying_settings,
+        )
+
     @property
     def family(self) -> VariationalFamily:
         """The variational family q_φ with its layout of φ (`noiseaware.trace.families`)."""
-        return family_for(self.variational_family, self.n_params)
+        return self.settings.family
 
     @property
     def dim(self) -> int:
         """d, the dimension of θ (P/2 for mean-field)."""
-        return self.family.dim
+        return self.settings.dim
 
     @property
     def site_map(self) -> SiteMap | None:
         """The map from θ (d,) to the model's named sites, or None when the trace has none."""
-        return None if self.sites is None else SiteMap(self.sites)
+        return self.settings.site_map
+
+    def moments(self, burn_in: float = BURN_IN, *, cross: bool = False) -> Moments:
+        """The moments of the rows t ≥ B = ⌊burn_in·T⌋ (`moments_of_rows`); with cross, the μ rows' cross moments of
+        a mean-field trace. A ValueError for a burn-in outside [0, 1) or fewer than 2 kept steps."""
+        if not 0.0 <= burn_in < 1.0:
+            raise ValueError(f"burn_in must be a fraction in [0, 1), got {burn_in}")
+        start = math.floor(burn_in * self.steps)
+        if self.steps - start < 2:
+            raise ValueError(
+                f"the trace has {self.steps} steps, leaving {self.steps - start} after a burn-in of {burn_in:g}: "
+                "the gradient model needs at least 2 (and many more for a useful posterior)"
+            )
+        coupled = self.dim if cross and self.family.kind == "mean-field" else 0
+        return moments_of_rows(self.params, self.grads, start, scale_rows_of(self.family), coupled)
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(φ_t, G_t), (T, P) each: a trace keeps every row."""
+        return self.params, self.grads
+
+    def iterates(self) -> np.ndarray:
+        """φ_t (T, P): every row."""
+        return self.params
+
+    def offers(self, burn_in: float) -> bool:
+        """True: a trace gives its moments after any burn-in (the steps left are checked by `moments`)."""
+        return True
 
     @property
     def varying_settings(self) -> tuple[str, ...]:
@@ -107,12 +160,9 @@ class TraceData:
 
     @property
     def noise_sd(self) -> np.ndarray:
-        """σ·b·C/s, shape (P,): the standard deviation of the DP noise in G_t per coordinate (b = 1 unless
-        microbatches of b examples were clipped as one). A TraceError when σ, C or s vary from step to step
-        (`varying_settings`): the per-step values are `step_noise_sd`."""
-        if self.varying_settings:
-            raise TraceError(varying_settings_reason(self, "one noise sd per coordinate needs one σ, C and s"))
-        return self.noise_multiplier * self.convention.clip_factor * self.clip / self.grad_scale
+        """σ·b·C/s, shape (P,): the standard deviation of the DP noise in G_t per coordinate (`RunSettings.noise_sd`);
+        a TraceError when σ, C or s vary from step to step: the per-step values are `step_noise_sd`."""
+        return self.settings.noise_sd
 
     @property
     def step_noise_sd(self) -> np.ndarray:
@@ -141,21 +191,3 @@ class TraceData:
                 "learning_rate with optimizer='sgd' if the run was plain SGD"
             )
         return self.params[-1] - self.learning_rate * self.grads[-1]
-
-
-def varying_settings_reason(trace: TraceData, needs: str) -> str:
-    """Why a computation refuses `trace`, whose σ, C or s vary from step to step, and what to do instead; `needs`
-    says what it needs, e.g. "the gradient model needs one noise sd σC/s per coordinate"."""
-    names = {"noise_multiplier": "the noise multiplier σ_t", "clip": "the clip norm C_t", "grad_scale": "the scale s_t"}
-    varying = " and ".join(names[name] for name in trace.varying_settings)
-    verb = "vary" if len(trace.varying_settings) > 1 else "varies"
-    return (
-        f"{varying} of this trace {verb} from step to step (adaptive clipping, a noise schedule, or a per-step scale "
-        f"before clipping), and {needs} for the whole run; fit it with a method that does not model the noise "
-        "(naive, dpvim, random-scaling), or re-run with a fixed clip norm, noise multiplier and scale"
-    )
-
-
-def kept_steps(trace: TraceData, burn_in: float) -> int:
-    """T − ⌊burn_in·T⌋, the steps after the burn-in that the checks and the fits use."""
-    return trace.steps - math.floor(burn_in * trace.steps)

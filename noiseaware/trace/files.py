@@ -110,7 +110,7 @@ _NC_VARIABLE = {"param_names": "param"}
 _NC_FIELD = {variable: field for field, variable in _NC_VARIABLE.items()}
 _NC_IGNORED_VARIABLE_ATTRS = ("_FillValue",)
 """Variable attributes that netCDF writers add on their own (xarray writes a NaN _FillValue)."""
-SUMMARY_HINT = "a trace summary (window sums and sample rows): read it with noiseaware.TraceSummary.load"
+WINDOWED_HINT = "a windowed trace (window sums and sample rows): read it with noiseaware.WindowedTrace.load"
 _FORMAT_NAMES = {
     ".npz": "a numpy .npz archive",
     ".nc": "netCDF4 (HDF5-based; netCDF3 is not read: with xarray use to_netcdf(engine='h5netcdf'))",
@@ -267,7 +267,7 @@ def _check_steps(steps, trace: TraceData) -> None:
 
 def _check_schema(schema, version) -> None:
     if schema != SCHEMA:
-        other = {"posterior": "a posterior: read it with noiseaware.load_posterior", "summary": SUMMARY_HINT}
+        other = {"posterior": "a posterior: read it with noiseaware.load_posterior", "summary": WINDOWED_HINT}
         kind = next((f" but {hint}" for word, hint in other.items() if word in str(schema)), "")
         raise TraceError(f"schema is {schema!r}, not {SCHEMA!r}; this file is not a noiseaware trace{kind}")
     if version not in READABLE_VERSIONS:

@@ -15,8 +15,8 @@ sums precise), with G the noisy sum of clipped gradients:
 * the open window's K_w (P,) and L_w (R,) and the step's y (P,), which the next step reads: kept apart from the
   (W, ·) arrays, which a step only writes, so that XLA updates those in place.
 
-`add_step` adds one step (pure jax, jittable, inside `lax.scan`); `pooled` combines windows s..W−1 into sums about
-their own mean, exactly, in float64 (the sum about c of a window is Σ(y − e)² = Σ y² − 2eΣ y + n e², e = c − K_w).
+`add_step` adds one step (pure jax, jittable, inside `lax.scan`); `moments.moments_of_windows` combines windows
+s..W−1 into the moments about their own mean, exactly, in float64.
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ __all__ = [
     "COUPLING_LIMIT",
     "ROW_SUMS",
     "SCALE_SUMS",
+    "WINDOWED",
     "CrossMoments",
-    "Pooled",
     "WindowSums",
     "add_step",
     "empty_sums",
-    "pooled",
     "window_bounds",
 ]
 
@@ -190,97 +189,3 @@ def add_step(sums: WindowSums, step, params: jax.Array, grads: jax.Array, *, sta
         y,
         psi_reference,
     )
-
-
-class Pooled(NamedTuple):
-    """Windows s..W−1 pooled about their own means, float64: count n; centre φ̄ (P,); sum_phi Σ φ̃, sum_phiphi Σ φ̃²,
-    sum_g Σ G, sum_gg Σ G², sum_gphi Σ G φ̃, and for the checks x3 Σ φ̃³, x4 Σ φ̃⁴, x2g Σ φ̃² G, lag Σ φ̃_t φ̃_{t−1} over
-    each window's consecutive steps (P,), φ̃ = φ − φ̄; the scale rows in ψ about ψ̄ (R,): psi_centre ψ̄,
-    psi_phi Σ ω²(ψ − ψ̄), psi_phiphi Σ ω²(ψ − ψ̄)², psi_g Σ G ω, psi_gphi Σ G ω (ψ − ψ̄), psi_ww Σ ω²; and, with the
-    cross moments, about μ̄ (d, d): wander Σ δ_k² δ_j, wander_g Σ δ_k² G_j, wander2 Σ δ_k² δ_l² (δ = μ − μ̄), else None.
-    """
-
-    count: int
-    centre: np.ndarray
-    sum_phi: np.ndarray
-    sum_phiphi: np.ndarray
-    sum_g: np.ndarray
-    sum_gg: np.ndarray
-    sum_gphi: np.ndarray
-    x3: np.ndarray
-    x4: np.ndarray
-    x2g: np.ndarray
-    lag: np.ndarray
-    psi_centre: np.ndarray
-    psi_phi: np.ndarray
-    psi_phiphi: np.ndarray
-    psi_g: np.ndarray
-    psi_gphi: np.ndarray
-    psi_ww: np.ndarray
-    wander: np.ndarray | None
-    wander_g: np.ndarray | None
-    wander2: np.ndarray | None
-
-
-def pooled(sums: WindowSums, start: int) -> Pooled:
-    """Windows start..W−1 of `sums` combined about their own mean (module doc), in float64."""
-    if not 0 <= start < sums.windows:
-        raise ValueError(f"the first kept window must be between 0 and {sums.windows - 1}, got {start}")
-    s = {name: np.asarray(value, np.float64)[start:] for name, value in sums._asdict().items() if name in WINDOWED}
-    n_w = s["count"][:, None]
-    n = float(n_w.sum())
-    centre = np.sum(n_w * s["reference"] + s["y"], axis=0) / n
-    e = centre - s["reference"]
-    psi_centre = np.sum(n_w * s["psi_reference"] + s["v"], axis=0) / n
-    f = psi_centre - s["psi_reference"]
-    wander = wander_g = wander2 = None
-    if sums.cross is not None:
-        wander, wander_g, wander2 = _recentred_cross(sums.cross, s, e, start)
-    return Pooled(
-        count=int(n),
-        centre=centre,
-        sum_phi=np.sum(s["y"] - n_w * e, axis=0),
-        sum_phiphi=np.sum(s["yy"] - 2.0 * e * s["y"] + n_w * e * e, axis=0),
-        sum_g=s["g"].sum(axis=0),
-        sum_gg=s["gg"].sum(axis=0),
-        sum_gphi=np.sum(s["gy"] - e * s["g"], axis=0),
-        x3=np.sum(s["yyy"] - 3 * e * s["yy"] + 3 * e**2 * s["y"] - n_w * e**3, axis=0),
-        x4=np.sum(s["yyyy"] - 4 * e * s["yyy"] + 6 * e**2 * s["yy"] - 4 * e**3 * s["y"] + n_w * e**4, axis=0),
-        x2g=np.sum(s["yyg"] - 2 * e * s["gy"] + e**2 * s["g"], axis=0),
-        lag=np.sum(s["lag"] - e * (2 * s["y"] - s["last"]) + (n_w - 1) * e**2, axis=0),
-        psi_centre=psi_centre,
-        psi_phi=np.sum(s["wwv"] - f * s["ww"], axis=0),
-        psi_phiphi=np.sum(s["wwvv"] - 2.0 * f * s["wwv"] + f * f * s["ww"], axis=0),
-        psi_g=s["gw"].sum(axis=0),
-        psi_gphi=np.sum(s["gwv"] - f * s["gw"], axis=0),
-        psi_ww=s["ww"].sum(axis=0),
-        wander=wander,
-        wander_g=wander_g,
-        wander2=wander2,
-    )
-
-
-def _recentred_cross(cross: CrossMoments, s: dict, e: np.ndarray, start: int):
-    """Σ δ_k² δ_j, Σ δ_k² G_j and Σ δ_k² δ_l² (d, d) over the kept windows, δ = y − e per window (e = μ̄ − K_w):
-    the products of δ_k² = y_k² − 2e_k y_k + e_k² with δ_j, G_j and δ_l², expanded into the windows' moments."""
-    c = {name: np.asarray(value, np.float64)[start:] for name, value in cross._asdict().items()}
-    d = c["yy"].shape[-1]
-    e = e[:, :d]
-    n = s["count"][:, None, None]
-    y, yy, g = s["y"][:, :d], s["yy"][:, :d], s["g"][:, :d]
-    ek, ej = e[:, :, None], e[:, None, :]
-    yk, yj, yyk, yyj = y[:, :, None], y[:, None, :], yy[:, :, None], yy[:, None, :]
-    wander = c["y2y"] - ej * yyk - 2 * ek * c["yy"] + 2 * ek * ej * yk + ek**2 * yj - n * ek**2 * ej
-    wander_g = c["gy2"] - 2 * ek * c["gy"] + ek**2 * g[:, None, :]
-    wander2 = (
-        c["y2y2"]
-        - 2 * ej * c["y2y"]
-        + ej**2 * yyk
-        - 2 * ek * np.swapaxes(c["y2y"], 1, 2)
-        + 4 * ek * ej * c["yy"]
-        - 2 * ek * ej**2 * yk
-        + ek**2 * yyj
-        - 2 * ek**2 * ej * yj
-        + n * ek**2 * ej**2
-    )
-    return wander.sum(axis=0), wander_g.sum(axis=0), wander2.sum(axis=0)

@@ -1,5 +1,5 @@
-"""The trace's text summary: its settings, then one row per θ coordinate comparing the noisy gradients
-with the DP noise (`Trace.summary`). The trace checks' verdicts are their own report (`noiseaware.checks`)."""
+"""A run's text report: its settings, then one row per θ coordinate comparing the noisy gradients with the DP noise
+(`Trace.describe`, `WindowedTrace.describe`). The trace checks' verdicts are their own report (`noiseaware.checks`)."""
 
 from __future__ import annotations
 
@@ -16,24 +16,26 @@ from .validation import TraceError
 if TYPE_CHECKING:
     from .data import TraceData
 
-__all__ = ["KeptColumns", "short_description", "summary_text"]
+__all__ = ["KeptColumns", "description", "short_description"]
 
 
 class KeptColumns(NamedTuple):
-    """What a summary gives the table in place of the trace's rows: the mean of μ (d,) and the sd of G (P,) over the
-    kept steps, the last row φ (P,) where φ_T is unknown, and the share of the steps kept."""
+    """What a windowed trace gives the table in place of the trace's rows: the mean of μ (d,) and the sd of G (P,)
+    over the kept steps, the last row φ (P,) where φ_T is unknown, the share of the steps kept and T."""
 
     mean_mu: np.ndarray
     grad_sd: np.ndarray
     last_row: np.ndarray
     kept: float
+    steps: int
 
 
-def summary_text(trace: TraceData, kept: KeptColumns | None = None, title: str | None = None) -> str:
-    """The text of `Trace.summary`: the settings lines, a blank line, the per-coordinate table. kept: the columns
-    a summary's windows give (`KeptColumns`), else they come from the trace's rows after the default burn-in.
-    title: the first line (default: the trace's schema)."""
-    return "\n".join([*_settings_lines(trace, title), "", _coordinate_table(trace, kept)])
+def description(trace: TraceData, kept: KeptColumns | None = None, title: str | None = None) -> str:
+    """The text of `Trace.describe`: the settings lines, a blank line, the per-coordinate table. kept: the columns
+    a windowed trace's sums give (`KeptColumns`; `trace` is then its sample), else they come from the trace's rows
+    after the default burn-in. title: the first line (default: the trace's schema)."""
+    steps = trace.steps if kept is None else kept.steps
+    return "\n".join([*_settings_lines(trace, title, steps), "", _coordinate_table(trace, kept, steps)])
 
 
 def short_description(trace: TraceData) -> str:
@@ -68,13 +70,13 @@ def _sigma(trace: TraceData) -> str:
     return _range(trace.step_noise_multipliers, trace.noise_multiplier)
 
 
-def _settings_lines(trace: TraceData, title: str | None) -> list[str]:
+def _settings_lines(trace: TraceData, title: str | None, steps: int) -> list[str]:
     privacy = "non-private (σ = 0)" if trace.epsilon == math.inf else f"ε = {_fmt(trace.epsilon)}"
     sites = trace.sites or ()
     rows = [
         ("privacy", f"{privacy}, δ = {_fmt(trace.delta)}, accountant {_fmt(trace.accountant)}"),
         ("DP-SGD", f"σ = {_sigma(trace)}, C = {_range(trace.step_clips, trace.clip)}, q = {_fmt(trace.sampling_rate)}"),
-        ("size", f"N = {trace.n_examples}, T = {trace.steps}, S = {_fmt(trace.mc_draws)}"),
+        ("size", f"N = {trace.n_examples}, T = {steps}, S = {_fmt(trace.mc_draws)}"),
         ("optimizer", f"{_fmt(trace.optimizer)}, learning rate λ {_range(trace.learning_rate)}"),
         ("grad scale", f"s {_range(trace.step_grad_scales, trace.grad_scale)}"),
         ("family", f"{trace.variational_family}, d = {trace.dim}, P = {trace.n_params}"),
@@ -85,17 +87,19 @@ def _settings_lines(trace: TraceData, title: str | None) -> list[str]:
     return [title] + [f"  {label:<{width}}  {text}" for label, text in rows]
 
 
-def _coordinate_table(trace: TraceData, kept) -> str:
+def _coordinate_table(trace: TraceData, kept, steps: int) -> str:
     """One row per θ coordinate j: final μ_j and sd_j = sqrt(Σ_jj) (softplus(ρ_j) for mean-field), post-burn-in
     mean of μ_j, and the sd of G vs σC/s."""
     try:
         final, source = trace.final_iterate(), "φ_T"
     except TraceError:
         final, source = (trace.params[-1] if kept is None else kept.last_row), "φ_(T-1), φ_T unknown"
-    d, start = trace.dim, int(BURN_IN * trace.steps)
+    d, start = trace.dim, int(BURN_IN * steps)
     noise_sd, final_sd = trace.mean_noise_sd(start), trace.family.marginal_sd(np.asarray(final, float))
     if kept is None:
-        kept = KeptColumns(trace.params[start:, :d].mean(axis=0), trace.grads[start:].std(axis=0), None, 1 - BURN_IN)
+        kept = KeptColumns(
+            trace.params[start:, :d].mean(axis=0), trace.grads[start:].std(axis=0), None, 1 - BURN_IN, steps
+        )
     mean_mu, grad_sd = kept.mean_mu, kept.grad_sd
     header = (
         "θ (unconstrained)",

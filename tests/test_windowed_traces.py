@@ -1,7 +1,8 @@
-"""Issue 42: a run kept as its window sums and a sample of rows (`TraceSummary`), accumulated in a training loop.
+"""A run kept as its window sums and a sample of rows (`WindowedTrace`), accumulated in a training loop.
 
-The window sums pooled after any window's burn-in are the direct sums of the kept rows (float64, random rows); the
-gradient model's statistics from a summary are the full trace's, and a fit from the summary is the full trace's fit
+The moments of the windows after any window's burn-in are the direct sums of the kept rows (float64, random rows) and
+the rows' own moments; the gradient model's moments from a windowed trace are the full trace's, and a fit from the
+windowed trace is the full trace's fit
 with the same key, up to float rounding, on M1, the 10D regression and the Adult model, with the model's prior (its
 coupling through the cross moments) and without; the optax transformation leaves the aggregate's outputs bit for bit
 and keeps the same sums in float32; files round-trip and refuse what is not theirs.
@@ -21,9 +22,10 @@ from scipy import stats as scipy_stats
 import noiseaware as na
 from noiseaware.adapters import optax as optax_adapter
 from noiseaware.inference.gradient_model import scale_coordinates
-from noiseaware.inference.statistics import trace_statistics
-from noiseaware.trace.summaries import accumulate
-from noiseaware.trace.sums import pooled, window_bounds
+from noiseaware.inference.statistics import model_moments
+from noiseaware.trace.moments import moments_of_rows, moments_of_windows
+from noiseaware.trace.sums import window_bounds
+from noiseaware.trace.windowed import accumulate
 
 
 def _walk(seed: int, steps: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -34,7 +36,7 @@ def _walk(seed: int, steps: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("start", [0, 2, 9])
-def test_pooled_window_sums_are_the_kept_rows_sums(start):
+def test_the_windows_moments_are_the_kept_rows_sums(start):
     dim, steps, windows = 3, 1003, 10
     params, grads = _walk(0, steps, dim)
     bounds = window_bounds(steps, windows)
@@ -43,7 +45,7 @@ def test_pooled_window_sums_are_the_kept_rows_sums(start):
         sums = accumulate(
             jnp.asarray(params), jnp.asarray(grads), starts=starts, scale_rows=slice(dim, 2 * dim), coupled=dim
         )
-    pool = pooled(jax.tree.map(np.asarray, sums), start)
+    pool = moments_of_windows(jax.tree.map(np.asarray, sums), start, int(bounds[start]))
     phi, grad = params[bounds[start] :], grads[bounds[start] :]
     x = phi - phi.mean(axis=0)
     np.testing.assert_allclose(pool.centre, phi.mean(axis=0), rtol=1e-14)
@@ -64,6 +66,11 @@ def test_pooled_window_sums_are_the_kept_rows_sums(start):
     np.testing.assert_allclose(pool.x2g, np.sum(x * x * grad, axis=0), rtol=1e-9)
     opening = np.isin(np.arange(bounds[start], steps)[1:], bounds)  # pairs across two windows are not kept
     np.testing.assert_allclose(pool.lag, np.sum((x[1:] * x[:-1])[~opening], axis=0), rtol=1e-10)
+    rows = moments_of_rows(params, grads, int(bounds[start]), slice(dim, 2 * dim), cross=dim)
+    for name in ("count", "start", "centre", "sum_phiphi", "sum_g", "sum_gg", "grad_ss", "sum_gphi", "psi_centre"):
+        np.testing.assert_allclose(getattr(pool, name), getattr(rows, name), rtol=1e-9, atol=1e-9, err_msg=name)
+    for name in ("psi_phi", "psi_phiphi", "psi_g", "psi_gphi", "psi_ww", "wander", "wander_g", "wander2", "x4"):
+        np.testing.assert_allclose(getattr(pool, name), getattr(rows, name), rtol=1e-9, atol=1e-9, err_msg=name)
 
 
 def _trace(name: str, steps: int) -> tuple[na.models.BenchmarkModel, na.Trace]:
@@ -80,13 +87,13 @@ def _trace(name: str, steps: int) -> tuple[na.models.BenchmarkModel, na.Trace]:
 @pytest.mark.parametrize("name", ["gamma-exponential", "linreg-10d", "adult-logistic"])
 def test_a_fit_from_the_summary_is_the_fit_from_the_full_trace(name):
     bm, trace = _trace(name, 2000)
-    summary = na.summarize(trace)
+    summary = na.windowed(trace)
     model_prior = bm.optimum_prior()
     rows = scale_coordinates(trace)
     for scale_rows, coupling in [(None, None), (rows, None), (None, model_prior.coupling)]:
         curvature = None if coupling is None else np.median(model_prior.curvature, axis=0)
-        want = trace_statistics(trace, 0.2, scale_rows, coupling, curvature)
-        got = trace_statistics(summary, 0.2, scale_rows, coupling, curvature)
+        want = model_moments(trace, 0.2, scale_rows, coupling, curvature)
+        got = model_moments(summary, 0.2, scale_rows, coupling, curvature)
         for field in ("centre", "sum_g", "sum_gg", "sum_phiphi", "sum_gphi", "sum_ww"):
             np.testing.assert_allclose(getattr(got, field), getattr(want, field), rtol=1e-9, err_msg=field)
         # Σ φ̃ is 0 up to the rounding of T' values of the size of φ̄
@@ -130,19 +137,19 @@ def test_the_optax_summary_leaves_the_aggregate_bit_for_bit_and_keeps_the_traces
     clip, sigma, key, steps = 1.0, 2.0, jax.random.key(7), 600
     plain, _ = _optax_run(optax.contrib.differentially_private_aggregate(clip, sigma, key))
     phi, recorded = _optax_run(optax_adapter.recording_aggregate(clip, sigma, key, steps=steps))
-    summed, state = _optax_run(optax_adapter.summarizing_aggregate(clip, sigma, key, steps=steps))
+    summed, state = _optax_run(optax_adapter.windowing_aggregate(clip, sigma, key, steps=steps))
     for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(summed)):
         np.testing.assert_array_equal(a, b)
     settings = dict(clip=clip, noise_multiplier=sigma, sampling_rate=0.1, n_examples=400, final_params=phi)
     trace = optax_adapter.trace_of(recorded, **settings)
-    summary = optax_adapter.summary_of_aggregate(state, **settings)
-    reference = na.summarize(trace)
+    summary = optax_adapter.windowed_of_aggregate(state, **settings)
+    reference = na.windowed(trace)
     for name in ("y", "yy", "g", "gg", "gy", "gw", "gwv", "wwvv"):
         got, want = getattr(summary.sums, name), getattr(reference.sums, name)
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-6 * np.max(np.abs(want)))
     np.testing.assert_array_equal(summary.sample.params, reference.sample.params)
     np.testing.assert_allclose(summary.sample.grads, reference.sample.grads, rtol=1e-6)
-    assert summary.convention == trace.convention
+    assert summary.settings.convention == trace.convention
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         full, kept = (na.fit(source, key=1, checks="off") for source in (trace, summary))
@@ -150,54 +157,54 @@ def test_the_optax_summary_leaves_the_aggregate_bit_for_bit_and_keeps_the_traces
 
 
 def test_a_run_of_another_length_than_the_summary_was_made_for_is_refused():
-    _, state = _optax_run(optax_adapter.summarizing_aggregate(1.0, 2.0, jax.random.key(7), steps=700))
-    with pytest.raises(ValueError, match="took 600 updates but the summary was made for steps=700"):
-        optax_adapter.summary_of_aggregate(state, clip=1.0, noise_multiplier=2.0, sampling_rate=0.1, n_examples=400)
+    _, state = _optax_run(optax_adapter.windowing_aggregate(1.0, 2.0, jax.random.key(7), steps=700))
+    with pytest.raises(ValueError, match=r"600 updates.*steps=700"):
+        optax_adapter.windowed_of_aggregate(state, clip=1.0, noise_multiplier=2.0, sampling_rate=0.1, n_examples=400)
 
 
 def test_summary_files_round_trip_and_refuse_what_is_not_theirs(tmp_path):
     _, trace = _trace("linreg-10d", 1000)
-    summary = na.summarize(trace, windows=5, rows=16)
+    summary = na.windowed(trace, windows=5, rows=16)
     summary.save(tmp_path / "s.npz")
-    loaded = na.TraceSummary.load(tmp_path / "s.npz")
+    loaded = na.WindowedTrace.load(tmp_path / "s.npz")
     for a, b in zip(jax.tree.leaves(summary.sums), jax.tree.leaves(loaded.sums)):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(loaded.sample.params, summary.sample.params)
     assert (loaded.steps, loaded.windows, loaded.sample_steps.tolist()) == (1000, 5, summary.sample_steps.tolist())
     with pytest.raises(FileExistsError):
         summary.save(tmp_path / "s.npz")
-    with pytest.raises(na.TraceError, match="read it with noiseaware.TraceSummary.load"):
+    with pytest.raises(na.TraceError, match="read it with noiseaware.WindowedTrace.load"):
         na.Trace.load(tmp_path / "s.npz")
     trace.save(tmp_path / "t.npz")
     with pytest.raises(na.TraceError, match="it is a trace: read it with noiseaware.Trace.load"):
-        na.TraceSummary.load(tmp_path / "t.npz")
+        na.WindowedTrace.load(tmp_path / "t.npz")
     with pytest.raises(na.TraceError, match="ends in .npz"):
         summary.save(tmp_path / "s.nc")
     fields = dict(np.load(tmp_path / "s.npz"))
     fields["sums_count"] = fields["sums_count"] + 1
     np.savez(tmp_path / "bad.npz", **fields)
     with pytest.raises(na.TraceError, match="bad.npz: the window counts"):
-        na.TraceSummary.load(tmp_path / "bad.npz")
+        na.WindowedTrace.load(tmp_path / "bad.npz")
     fields = dict(np.load(tmp_path / "s.npz"))
     fields["sums_gy"] = np.where(fields["sums_gy"] > 0, np.nan, fields["sums_gy"])
     np.savez(tmp_path / "nan.npz", **fields)
-    with pytest.raises(na.TraceError, match="nan.npz: the summary's gy must be finite"):
-        na.TraceSummary.load(tmp_path / "nan.npz")
+    with pytest.raises(na.TraceError, match=r"nan.npz: .*\bgy\b"):
+        na.WindowedTrace.load(tmp_path / "nan.npz")
     fields = dict(np.load(tmp_path / "s.npz"))
     fields["sums_y"] = np.array([{"a": 1}], dtype=object)
     np.savez(tmp_path / "pickle.npz", **fields)
     with pytest.raises(na.TraceError, match="never unpickled"):
-        na.TraceSummary.load(tmp_path / "pickle.npz")
+        na.WindowedTrace.load(tmp_path / "pickle.npz")
 
 
 def test_what_a_summary_cannot_give_is_refused_with_what_to_do():
     _, trace = _trace("gamma-exponential", 1000)
-    summary = na.summarize(trace)
+    summary = na.windowed(trace)
     with pytest.raises(ValueError, match="burn_in=0.25 .* does not: use one of 0, 0.1, 0.2"):
         na.fit(summary, key=0, burn_in=0.25, checks="off")
-    with pytest.raises(ValueError, match="'dpvim' reads the full rows .* fit a summary with exact, laplace, nuts"):
+    with pytest.raises(ValueError, match=r"'dpvim'.* exact, laplace, nuts"):
         na.fit(summary, "dpvim", key=0)
-    with pytest.raises(ValueError, match="extra terms .* TraceSummary does not keep"):
+    with pytest.raises(ValueError, match="extra terms .* WindowedTrace does not keep"):
         na.fit(summary, key=0, prior="expanded", checks="off")
     post = na.fit(summary, key=0, checks="raise")
     assert post.iterates.shape == (len(summary.sample_steps), 1)
@@ -209,7 +216,7 @@ def test_the_trace_checks_of_a_summary_are_the_traces(name):
     """Every statistic but the start offset (the summary's first kept window stands for the kept trace's first tenth)
     and the residuals' autocorrelation (no rows: not checked, and said so) is the full trace's; so are the verdicts."""
     _, trace = _trace(name, 3000)
-    full, kept = na.diagnose(trace), na.diagnose(na.summarize(trace))
+    full, kept = na.diagnose(trace), na.diagnose(na.windowed(trace))
     assert kept.unchecked == ("autocorrelation",) and "not checked: autocorrelated residuals" in kept.verdict
     assert full.fired == kept.fired
     for statistic, value in full.statistics.items():
@@ -220,17 +227,17 @@ def test_the_trace_checks_of_a_summary_are_the_traces(name):
 
 
 def test_noiseaware_record_keeps_a_summary_that_fit_reads_and_refuses_to_plot(tmp_path, capsys):
-    record = ("record", "--model", "gamma-exponential", "--epsilon", "1", "--steps", "1000", "--summary")
-    assert "a trace summary file ends in .npz" in single_error(capsys, *record, "--out", tmp_path / "run.nc")
+    record = ("record", "--model", "gamma-exponential", "--epsilon", "1", "--steps", "1000", "--windowed")
+    assert ".npz" in single_error(capsys, *record, "--out", tmp_path / "run.nc")
     code, out, _ = run(capsys, *record, "--out", tmp_path / "run.npz")
-    assert code == 0 and "trace summary saved to" in out and "noiseaware trace summary" in out
+    assert code == 0 and "windowed trace saved to" in out and "noiseaware windowed trace" in out
     code, out, _ = run(capsys, "fit", str(tmp_path / "run.npz"), "--seed", "1", "--out", str(tmp_path / "post.nc"))
     assert code == 0
     assert "not checked: autocorrelated residuals" in out
     assert "noise-aware posterior: method exact" in out and "naive 90%" in out
     assert na.load_posterior(tmp_path / "post.nc").info["steps"] == 1000
     error = single_error(capsys, "fit", str(tmp_path / "run.npz"), "--plot", str(tmp_path / "p.png"))
-    assert "is a trace summary" in error and "drop --plot" in error
+    assert "windowed" in error and "--plot" in error
 
 
 def test_a_fit_in_blocks_of_coordinates_is_the_whole_fit():
@@ -238,7 +245,7 @@ def test_a_fit_in_blocks_of_coordinates_is_the_whole_fit():
     moments and evidence of every coordinate are the whole fit's; the draws are the blocks' own; the repair takes the
     same rows (whose moments are their draws')."""
     bm, trace = _trace("linreg-10d", 2000)
-    summary = na.summarize(trace)
+    summary = na.windowed(trace)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         whole = na.fit(trace, key=0, model=bm, checks="off", repair=False)
@@ -256,7 +263,7 @@ def test_a_fit_in_blocks_of_coordinates_is_the_whole_fit():
 
 
 def test_record_dpvi_keeps_the_same_run_as_a_summary():
-    """summary=True runs the trace's steps (same keys) and keeps their sums in float32: the sample rows are the
+    """windowed=True runs the trace's steps (same keys) and keeps their sums in float32: the sample rows are the
     trace's bit for bit, the sums its float64 sums up to float32 rounding, with or without a progress bar."""
     bm = na.models.get("gamma-exponential")
     _, data = bm.simulate(jax.random.key(3))
@@ -265,9 +272,9 @@ def test_record_dpvi_keeps_the_same_run_as_a_summary():
         warnings.simplefilter("ignore", na.recording.settings.SettingsHint)
         trace = na.record_dpvi(bm.model, data, key=4, epsilon=1.0, **settings)
         kept = [
-            na.record_dpvi(bm.model, data, key=4, epsilon=1.0, summary=True, progress=p, **settings) for p in (0, 1)
+            na.record_dpvi(bm.model, data, key=4, epsilon=1.0, windowed=True, progress=p, **settings) for p in (0, 1)
         ]
-    reference = na.summarize(trace)
+    reference = na.windowed(trace)
     np.testing.assert_array_equal(kept[0].sample.params, reference.sample.params)
     np.testing.assert_array_equal(kept[0].sample.grads, reference.sample.grads)
     np.testing.assert_array_equal(kept[0].final_iterate(), trace.final_iterate())
@@ -279,20 +286,24 @@ def test_record_dpvi_keeps_the_same_run_as_a_summary():
 
 
 def test_a_summary_reads_as_its_trace_in_text_and_in_a_full_rank_fit():
-    """summary() is the trace's table under its own title; a full-rank run (no cross moments, its ρ block in ψ for the
+    """describe() is the trace's report under its own title; a full-rank run (no cross moments, its ρ block in ψ for the
     repair) is fitted from its summary as from its trace."""
     bm = na.models.get("linreg-10d")
     _, data = bm.simulate(jax.random.key(3))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trace = na.record_dpvi(bm.model, data, key=4, epsilon=1.0, **(bm.dpvi_settings | {"steps": 1000}))
-        summary = na.summarize(trace)
-        assert summary.summary().splitlines()[1:] == trace.summary().splitlines()[1:]
-        assert summary.summary().startswith("noiseaware trace summary")
+        summary = na.windowed(trace)
+        assert summary.describe().splitlines()[1:] == trace.describe().splitlines()[1:]
+        assert summary.describe().startswith("noiseaware windowed trace")
+        with pytest.deprecated_call():
+            assert summary.summary() == summary.describe()
+        with pytest.deprecated_call():
+            assert trace.summary() == trace.describe()
         full = na.record_dpvi(
             bm.model, data, key=4, epsilon=1.0, family="full-rank", **(bm.dpvi_settings | {"steps": 1000})
         )
-        kept = na.summarize(full)
+        kept = na.windowed(full)
         assert kept.sums.cross is None
         a, b = (na.fit(source, key=0, checks="off") for source in (full, kept))
     assert np.max(np.abs(a.optimum_chains - b.optimum_chains) / a.optimum_chains.std(axis=(0, 1))) < 1e-8
@@ -311,7 +322,7 @@ def test_the_summary_of_a_loop_takes_its_producers_convention_as_the_trace_does(
     divisor times the release (microbatches: b·D_t/b; a constant divisor that the loop reports otherwise): the
     summary's sums are the trace's."""
     from noiseaware.adapters.recorder import recorded_trace, recording
-    from noiseaware.adapters.summarizer import summarizing, summary_of
+    from noiseaware.adapters.windowing import windowed_of, windowing
 
     steps, key = 300, jax.random.key(5)
     sums = jax.random.normal(key, (steps, 4))  # stand-ins for the noisy sums the loop releases, one per step
@@ -330,10 +341,10 @@ def test_the_summary_of_a_loop_takes_its_producers_convention_as_the_trace_does(
     release, divisor = optax.scale(1.0 / reported), (lambda updates: float(reported))
     settings = dict(noise_multiplier=1.0, clip=1.0, sampling_rate=0.1, n_examples=50)
     phi, recorded = loop(recording(release, steps=steps, divisor=divisor))
-    _, kept = loop(summarizing(release, steps=steps, divisor=divisor, rows=8))
+    _, kept = loop(windowing(release, steps=steps, divisor=divisor, rows=8))
     trace = recorded_trace(recorded, convention=convention, final_params=phi, **settings)
-    summary = summary_of(kept, convention=convention, final_params=phi, **settings)
-    reference = na.summarize(trace, rows=8)
+    summary = windowed_of(kept, convention=convention, final_params=phi, **settings)
+    reference = na.windowed(trace, rows=8)
     for name in ("g", "gg", "gy", "yyg", "gw", "gwv"):
         np.testing.assert_allclose(getattr(summary.sums, name), getattr(reference.sums, name), rtol=1e-4, atol=1e-5)
 
@@ -341,9 +352,9 @@ def test_the_summary_of_a_loop_takes_its_producers_convention_as_the_trace_does(
 def test_a_summary_refuses_batch_sizes_that_vary_under_poisson_sampling():
     """A Poisson run's realised batch sizes are not DP-released: a summary that saw them vary is refused, whatever its
     sample rows show."""
-    from noiseaware.adapters.summarizer import summarizing, summary_of
+    from noiseaware.adapters.windowing import windowed_of, windowing
 
-    size = summarizing(optax.identity(), steps=40, divisor=lambda u: 10.0 + (u[0] > 1.5), rows=2)  # B_t = 11 once
+    size = windowing(optax.identity(), steps=40, divisor=lambda u: 10.0 + (u[0] > 1.5), rows=2)  # B_t = 11 once
     opt = optax.chain(size, optax.sgd(0.01))
     phi = jnp.zeros(2)
     state = opt.init(phi)
@@ -351,21 +362,20 @@ def test_a_summary_refuses_batch_sizes_that_vary_under_poisson_sampling():
         updates, state = opt.update(jnp.array([1.0 + (t == 17), 1.0]), state, phi)
     poisson = na.trace.Convention(normaliser="realised-batch", sampling="poisson")
     with pytest.raises(na.TraceError, match="varied from 10 to 11 under Poisson sampling"):
-        summary_of(state, convention=poisson, noise_multiplier=1.0, clip=1.0, sampling_rate=0.1, n_examples=50)
+        windowed_of(state, convention=poisson, noise_multiplier=1.0, clip=1.0, sampling_rate=0.1, n_examples=50)
 
 
 def test_drift_of_unequal_windows_is_the_ar1_variance_of_their_means():
     """The drift test's sd of the last minus the first window's mean, for windows of 30 and 20 steps 70 apart, is
     √(aᵀ Σ a) with Σ_ts = γ₀ r^|t−s| (the stationary AR(1)) and a the two means' weights: z = 1.5 gives its p."""
-    from noiseaware.checks.statistics import KeptSums, _drift
+    from noiseaware.checks.statistics import _drift
 
     n, u, v, r, gamma = 90, 30, 20, 0.6, 2.0
     t = np.arange(n)
     weights = np.where(t < u, -1.0 / u, np.where(t >= n - v, 1.0 / v, 0.0))
     sd = np.sqrt(weights @ (gamma * r ** np.abs(t[:, None] - t[None, :])) @ weights)
     windows = np.array([[[u], [0.0], [0.0]], [[40.0], [0.0], [0.0]], [[v], [1.5 * sd], [0.0]]])
-    zero = np.zeros(1)
-    sums = KeptSums(n, zero, zero, zero, zero, zero, zero, zero, zero, zero, windows, zero, zero, zero, 0, None)
+    sums = moments_of_rows(np.zeros((n, 1)), np.zeros((n, 1)), 0, slice(1, 1))._replace(windows=windows)
     np.testing.assert_allclose(_drift(sums, np.array([1 - r]), np.array([gamma])), 2 * scipy_stats.norm.sf(1.5))
 
 
@@ -378,13 +388,13 @@ def test_burn_ins_and_windows_a_summary_cannot_check_say_so():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", na.recording.settings.SettingsHint)
         trace = na.record_dpvi(bm.model, data, key=4, epsilon=1.0, **(bm.dpvi_settings | {"steps": 900}))
-    summary = na.summarize(trace)
+    summary = na.windowed(trace)
     assert summary.first_kept_window(0.7) == 7
     report = na.diagnose(summary, burn_in=0.9)
     assert set(report.unchecked) == {"autocorrelation", "windows", "drift"}
     assert "not checked: autocorrelated residuals, windows disagree on φ*, drift" in report.verdict
     unknown = dataclasses.replace(trace, final_params=None, optimizer="adam")
-    text = na.summarize(unknown, windows=4).summary()
+    text = na.windowed(unknown, windows=4).describe()
     assert "φ_(T-1), φ_T unknown" in text and "mean μ last 75%" in text
 
 
@@ -394,7 +404,7 @@ def test_the_laplace_route_fits_a_summary_as_its_trace():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         full, kept = (
-            na.fit(source, "laplace", key=0, model=bm, checks="off") for source in (trace, na.summarize(trace))
+            na.fit(source, "laplace", key=0, model=bm, checks="off") for source in (trace, na.windowed(trace))
         )
     assert np.max(np.abs(full.optimum_chains - kept.optimum_chains) / full.optimum_chains.std(axis=(0, 1))) < 1e-6
 
@@ -416,7 +426,7 @@ def test_the_models_prior_of_a_large_model_estimates_its_curvature(monkeypatch):
     np.testing.assert_allclose(probed.curvature.mean(axis=0), dense.curvature.mean(axis=0), rtol=0.02)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        post = na.fit(na.summarize(trace), key=0, model=bm, checks="off")
+        post = na.fit(na.windowed(trace), key=0, model=bm, checks="off")
     assert post.info["optimum_prior"] == "model"
 
 
@@ -424,4 +434,4 @@ def test_draws_that_would_not_fit_in_memory_are_refused_before_any_work():
     """A fit whose draws of φ*, A and u would take over half the machine's memory names the draws that fit."""
     _, trace = _trace("gamma-exponential", 1000)
     with pytest.raises(ValueError, match=r"with draws=1000000000 would keep .* GB of draws.*pass draws=\d+ or fewer"):
-        na.fit(na.summarize(trace), key=0, draws=10**9)
+        na.fit(na.windowed(trace), key=0, draws=10**9)

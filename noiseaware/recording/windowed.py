@@ -1,4 +1,4 @@
-"""DPVI kept as a `TraceSummary` instead of a trace: `record_dpvi(..., summary=True)` (docs/summaries.md).
+"""DPVI kept as a `WindowedTrace` instead of a trace: `record_dpvi(..., windowed=True)` (docs/windowed.md).
 
 The recorder's steps run in the same compiled scan, and each step's (φ_t, G_t) is added to the window sums
 (`noiseaware.trace.sums.add_step`) and, at the sample's steps, written to its R rows: memory O(W·P + R·P) for any T.
@@ -16,22 +16,23 @@ import numpy as np
 from jax import lax
 
 from ..trace import TraceError
-from ..trace.summaries import ROWS, WINDOWS, TraceSummary, coupled_dim, sample_steps, scale_rows_of
+from ..trace.run import scale_rows_of
 from ..trace.sums import add_step, empty_sums, window_bounds
+from ..trace.windowed import ROWS, WINDOWS, WindowedTrace, coupled_dim, sample_steps
 from ..util.chunks import run_chunks
 from ..util.progress import progress_bar
 
-__all__ = ["record_summary"]
+__all__ = ["record_windowed"]
 
 
-def record_summary(recorder: Any, data, key, progress) -> TraceSummary:
-    """The summary of the run `recorder` (a `dpvi.Recorder`) makes on prepared `data` from `key`, in the chunks of
-    `run_chunks` (a progress bar between them); a TraceError when the run diverges (nothing is released)."""
+def record_windowed(recorder: Any, data, key, progress) -> WindowedTrace:
+    """The windowed trace of the run `recorder` (a `dpvi.Recorder`) makes on prepared `data` from `key`, in the
+    chunks of `run_chunks` (a progress bar between them); a TraceError when the run diverges (nothing is released)."""
     steps, family = recorder.settings.steps, recorder.settings.family
     if steps < WINDOWS:
         raise ValueError(
-            f"a summary keeps {WINDOWS} windows of steps, so its run needs at least {WINDOWS}; got steps={steps}: "
-            "record more steps, or record the trace itself (summary=False)"
+            f"a windowed trace keeps {WINDOWS} windows, so its run needs at least {WINDOWS} steps; got steps={steps}: "
+            "record more steps, or record the trace itself (windowed=False)"
         )
     kept = sample_steps(steps, ROWS)
     starts = tuple(window_bounds(steps, WINDOWS)[:-1].tolist())
@@ -43,7 +44,7 @@ def record_summary(recorder: Any, data, key, progress) -> TraceSummary:
         jnp.zeros((kept.size, size), recorder.dtype),
     )
     hyper, done = recorder.hyper(), 0
-    with progress_bar(steps, "DPVI (summarised)", progress) as advance:
+    with progress_bar(steps, "DPVI (windowed)", progress) as advance:
         for n in run_chunks(steps, progress):
             state, carry = _run(recorder.program, hyper, data, state, carry, done, n, starts, tuple(kept.tolist()))
             done += n
@@ -54,7 +55,7 @@ def record_summary(recorder: Any, data, key, progress) -> TraceSummary:
                 )
             advance(n)
     sums, params, grads = jax.tree.map(np.asarray, carry)
-    return TraceSummary(sums, recorder.to_trace(params, grads, state.params), kept, steps)
+    return WindowedTrace(sums, recorder.to_trace(params, grads, state.params), kept, steps)
 
 
 @functools.partial(jax.jit, static_argnames=("program", "n_steps", "starts", "kept"))
