@@ -15,7 +15,7 @@ from ..baselines.naive import naive_posterior
 from ..checks import MIN_STEPS, TraceCheckError, diagnose_if_long_enough
 from ..inference.nuts import STARTS
 from ..methods import GradientModelOptions, NutsOptions
-from ..methods.fit import runaway_failure
+from ..methods.fit_loop import runaway_failure
 from ..methods.model_prior import check_model_matches
 from ..methods.registry import DEFAULT_REGISTRY
 from ..methods.routes import check_constant_settings

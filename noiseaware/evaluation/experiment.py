@@ -26,7 +26,7 @@ import numpy as np
 
 from ..checks import CHECKS, diagnose_if_long_enough
 from ..methods.base import Batch, Method, Outcome, Registry, failure_reasons, split_keys
-from ..methods.fit import fit_each
+from ..methods.fit_loop import fit_each
 from ..recording.config import setting_names
 from ..recording.dpvi import RUN_KEYWORDS
 from ..trace import BURN_IN

@@ -34,7 +34,8 @@ from ..util.checks import positive_float, positive_int
 from ..util.diagnostics import Diagnostics
 from ..util.errors import FitFailure
 from ..util.numerics import softplus_inverse
-from .base import Batch, Method, Outcome, fit_problems, split_keys
+from .base import Batch, Method, Outcome, split_keys
+from .fit_loop import fit_each
 from .routes import EXACT
 
 __all__ = ["DP_PVI", "NA_DP_PVI", "PVIDiagnostics", "PVIOptions", "check_clients", "client_traces"]
@@ -172,7 +173,8 @@ def _plain(traces, key, prior) -> Outcome:
 
 
 def _noise_aware(traces, key, prior) -> Outcome:
-    fits = fit_problems(EXACT, Batch(tuple(traces)), split_keys(key, len(traces)), EXACT.make_options())
+    # the one fit loop: a client whose iterates ran away is refused, a fit that is not finite is a failure
+    fits, _ = fit_each(EXACT, Batch(tuple(traces)), split_keys(key, len(traces)), EXACT.make_options(), checks="warn")
     failed = [f for f in fits if isinstance(f, FitFailure)]
     if failed:
         return failed[0]

@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 COUPLING_LIMIT = 64
-"""The largest d whose μ rows' cross moments (5·W·d² numbers) a mean-field summary keeps."""
+"""The largest d whose μ rows' cross moments (5·W·d² numbers) a mean-field windowed trace keeps."""
 
 
 class CrossMoments(NamedTuple):

@@ -269,10 +269,10 @@ def _frozen(array) -> np.ndarray:
     return out
 
 
-def _validate(summary: WindowedTrace) -> None:
+def _validate(run: WindowedTrace) -> None:
     """A TraceError naming the first inconsistency between the sums, the sample and T."""
-    sums, steps, kept = summary.sums, summary.steps, summary.sample_steps
-    if summary.sample.varying_settings:
+    sums, steps, kept = run.sums, run.steps, run.sample_steps
+    if run.sample.varying_settings:
         raise TraceError(
             "a windowed trace keeps runs with one σ, C and s; its sample's settings vary from step to step"
         )
@@ -282,11 +282,11 @@ def _validate(summary: WindowedTrace) -> None:
             f"the window counts {sums.count.tolist()} are not the sizes {np.diff(bounds).tolist()} of {sums.windows} "
             f"windows of {steps} steps: the windowed trace holds a run of another length, or one still in progress"
         )
-    if kept.ndim != 1 or kept.size != summary.sample.steps or kept.size < 2:
-        raise TraceError(f"sample_steps must list the sample's {summary.sample.steps} steps (at least 2)")
+    if kept.ndim != 1 or kept.size != run.sample.steps or kept.size < 2:
+        raise TraceError(f"sample_steps must list the sample's {run.sample.steps} steps (at least 2)")
     if np.any(np.diff(kept) <= 0) or kept[0] != 0 or kept[-1] != steps - 1:
         raise TraceError("sample_steps must increase strictly from step 0 to step T − 1")
-    p, scale = summary.sample.n_params, scale_rows_of(summary.sample.family)
+    p, scale = run.sample.n_params, scale_rows_of(run.sample.family)
     rows = scale.stop - scale.start
     shapes = {"first": (p,), "growth": (p,), "open_reference": (p,), "previous": (p,), "open_psi_reference": (rows,)}
     shapes |= dict.fromkeys(ROW_SUMS, (sums.windows, p)) | dict.fromkeys(SCALE_SUMS, (sums.windows, rows))
@@ -294,13 +294,13 @@ def _validate(summary: WindowedTrace) -> None:
         value = getattr(sums, name)
         if value.shape != shape or not np.all(np.isfinite(value)):
             raise TraceError(f"the windowed trace's {name} must be finite with shape {shape}; got shape {value.shape}")
-    if not np.allclose(sums.first, summary.sample.params[0], rtol=1e-5, atol=1e-6 * np.max(np.abs(sums.first))):
+    if not np.allclose(sums.first, run.sample.params[0], rtol=1e-5, atol=1e-6 * np.max(np.abs(sums.first))):
         raise TraceError(
             "the windowed trace's first row φ_0 is not its sample's first row: the sums and the sample are of "
             "different runs"
         )
     if sums.cross is not None:
-        d = summary.sample.dim
+        d = run.sample.dim
         for name, value in sums.cross._asdict().items():
             if value.shape != (sums.windows, d, d) or not np.all(np.isfinite(value)):
                 raise TraceError(

@@ -40,23 +40,23 @@ SUMS = tuple(name for name in WindowSums._fields if name != "cross")
 CROSS = CrossMoments._fields
 
 
-def write_windowed(summary, path: str | os.PathLike, *, overwrite: bool = False) -> None:
-    """Write `summary` (a WindowedTrace) to `path` (.npz) atomically; an existing file is replaced only with
+def write_windowed(run, path: str | os.PathLike, *, overwrite: bool = False) -> None:
+    """Write `run` (a WindowedTrace) to `path` (.npz) atomically; an existing file is replaced only with
     `overwrite=True`."""
     path = _npz(path)
     if not path.parent.is_dir():
         raise TraceError(f"cannot save {path}: the directory {path.parent} does not exist; create it first")
-    fields = trace_fields(summary.sample)
+    fields = trace_fields(run.sample)
     fields |= {
         "schema": np.array(WINDOWED_SCHEMA),
         "schema_version": np.array(WINDOWED_VERSION),
-        "trace_schema_version": np.array(written_version(summary.sample)),
-        "summary_steps": np.array(summary.steps),
-        "summary_sample_steps": summary.sample_steps,
+        "trace_schema_version": np.array(written_version(run.sample)),
+        "summary_steps": np.array(run.steps),
+        "summary_sample_steps": run.sample_steps,
     }
-    fields |= {f"sums_{name}": np.asarray(getattr(summary.sums, name)) for name in SUMS}
-    if summary.sums.cross is not None:
-        fields |= {f"sums_cross_{name}": np.asarray(value) for name, value in summary.sums.cross._asdict().items()}
+    fields |= {f"sums_{name}": np.asarray(getattr(run.sums, name)) for name in SUMS}
+    if run.sums.cross is not None:
+        fields |= {f"sums_cross_{name}": np.asarray(value) for name, value in run.sums.cross._asdict().items()}
     atomic_write(path, lambda temporary: write_npz(temporary, fields), overwrite=overwrite)
 
 

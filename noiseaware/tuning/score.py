@@ -26,7 +26,7 @@ from scipy import special, stats
 
 from ..evaluation.experiment import check_counts
 from ..methods.base import Batch, failure_reasons, split_keys
-from ..methods.fit import fit_each
+from ..methods.fit_loop import fit_each
 from ..methods.registry import DEFAULT_REGISTRY
 from ..recording.dpvi import record_dpvi_batch
 from ..trace import BURN_IN
