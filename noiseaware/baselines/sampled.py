@@ -10,7 +10,7 @@ Both are posteriors over the model's unconstrained θ (d,), with the model's sit
   sites' scale, and the draws a saved file holds) need a key.
 
 Their diagnostics are typed: `ReleaseDiagnostics` (the released statistic and the privacy facts) and
-`GibbsDiagnostics` (those, the mixing and the support fallbacks), each with the `summarise` a coverage study
+`GibbsDiagnostics` (those, the mixing and the support fallbacks), each with the `aggregate` a coverage study
 reports and the `describe` a posterior's one-line description shows.
 """
 
@@ -90,7 +90,7 @@ class ReleaseDiagnostics(Diagnostics):
     release: Mapping[str, Any]
 
     @classmethod
-    def summarise(cls, records: Sequence[ReleaseDiagnostics]) -> dict[str, Any]:
+    def aggregate(cls, records: Sequence[ReleaseDiagnostics]) -> dict[str, Any]:
         """{"release": the RELEASE_FACTS of the first fit} (every fit of one study shares them)."""
         if not records:
             return {}
@@ -122,15 +122,15 @@ class GibbsDiagnostics(MixingDiagnostics, ReleaseDiagnostics):
         return self.fallbacks / self.sweeps
 
     @classmethod
-    def summarise(cls, records: Sequence[GibbsDiagnostics]) -> dict[str, Any]:
-        """The mixing summary, the fallbacks summed and the fits that had any, and the release."""
+    def aggregate(cls, records: Sequence[GibbsDiagnostics]) -> dict[str, Any]:
+        """The mixing facts, the fallbacks summed and the fits that had any, and the release."""
         if not records:
             return {}
         fallbacks = np.array([r.fallbacks for r in records])
         return (
-            MixingDiagnostics.summarise(records)
+            MixingDiagnostics.aggregate(records)
             | {"fallbacks": int(fallbacks.sum()), "simulations_with_fallbacks": int(np.count_nonzero(fallbacks))}
-            | ReleaseDiagnostics.summarise(records)
+            | ReleaseDiagnostics.aggregate(records)
         )
 
     def describe(self, posterior) -> list[str]:
