@@ -5,6 +5,7 @@ import dataclasses
 import warnings
 
 import pytest
+from toy_results import calibration_result, coverage_result
 
 from noiseaware.util.diagnostics import Diagnostics, MixingDiagnostics
 
@@ -31,3 +32,9 @@ def test_a_subclass_that_defines_summarise_has_it_read_as_aggregate():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert Counted.aggregate([Counted(2), Counted(3)]) == {"total": 5}
+
+
+def test_result_summary_warns_and_gives_the_headline():
+    for result in (coverage_result(), calibration_result()):
+        with pytest.warns(DeprecationWarning, match=rf"{type(result).__name__}\.headline\(\)"):
+            assert result.summary() == result.headline()
