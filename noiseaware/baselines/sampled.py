@@ -29,6 +29,7 @@ from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from ..posteriors.base import PosteriorBase, tail_probability
 from ..posteriors.draws import DrawsPosterior, draws_attrs, save_draws
 from ..posteriors.mixture import DEFAULT_THETA_DRAWS
+from ..posteriors.summary import INTERVAL_LEVEL
 from ..trace.sites import SiteMap, SiteSpec
 from ..util.diagnostics import Diagnostics, MixingDiagnostics
 from ..util.errors import DIVERGED, FitFailure
@@ -239,7 +240,7 @@ class ClosedFormPosterior(PosteriorBase):
     def _sample(self, key, n: int) -> np.ndarray:
         return self.law.draw(key, n)
 
-    def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
+    def interval(self, level: float = INTERVAL_LEVEL, *, key=None) -> tuple[np.ndarray, np.ndarray]:
         """Exact: g_j(F_j⁻¹(α/2)) and g_j(F_j⁻¹(1 − α/2)), (d,) each (no key)."""
         alpha = tail_probability(level)
         ends = np.array([[g(law.ppf(p)) for law, g in self.law.marginals()] for p in (alpha, 1.0 - alpha)], np.float64)
