@@ -155,8 +155,8 @@ class CalibrationResult:
         return "\n".join([text_table(header, rows), *legend])
 
     def headline(self) -> dict[str, Any]:
-        """The headline numbers per method, plain JSON: each metric's mean and sd, the paired difference to naive, failures
-        (None where undefined: no successful repeat, or an sd of fewer than 2)."""
+        """The headline numbers per method, plain JSON: each metric's mean and sd, the paired difference to naive,
+        failures (None where undefined: no successful repeat, or an sd of fewer than 2)."""
         paired = {metric: self.paired(metric=metric) for metric in METRICS}
         out = {}
         for method in self.methods:
