@@ -164,7 +164,7 @@ def method_options(methods: list[str], draws: int, prior: str) -> dict[str, dict
 
 def _entry(result, method: str, seconds: dict, provenance: dict) -> dict:
     """One method's row: every metric's mean and sd, the paired difference to naive, failures, provenance."""
-    summary = result.summary()[method]
+    summary = result.headline()[method]
     entry = {k: _round(v) for k, v in summary.items() if k.endswith(("_mean", "_sd"))}
     entry |= {
         "failures": summary["failures"],
@@ -177,7 +177,7 @@ def _entry(result, method: str, seconds: dict, provenance: dict) -> dict:
 
 
 def _round(value):
-    return None if value is None else round(value, 5)  # summary() gives None for undefined numbers
+    return None if value is None else round(value, 5)  # headline() gives None for undefined numbers
 
 
 if __name__ == "__main__":

@@ -21,10 +21,11 @@ import numpy as np
 from _common import machine, merge_results, read_results
 
 from noiseaware import models
-from noiseaware.cli.demo import DEMO_MODEL, LAMBDA_DRAWS, demo_run
+from noiseaware.cli.demo import DEMO_MODEL, demo_run
 from noiseaware.cli.m1_closed_form import exact_posterior
 from noiseaware.cli.presets import preset_models
 from noiseaware.models.builtin import GAMMA_PRIOR
+from noiseaware.posteriors.base import SUMMARY_DRAWS
 
 RESULTS = Path(__file__).parent / "results" / "demo_width.json"
 
@@ -32,7 +33,7 @@ RESULTS = Path(__file__).parent / "results" / "demo_width.json"
 def one_seed(bm, epsilon: float, seed: int, method: str) -> dict:
     """The demo's run at (ε, seed): the noise-aware and exact non-private sds of λ and their ratio."""
     run = demo_run(bm, epsilon, seed, steps=None, method=method, options={}, quiet=True)
-    draws = np.asarray(run.posterior.constrained_sample(run.draw_key, LAMBDA_DRAWS)["rate"], np.float64)
+    draws = np.asarray(run.posterior.constrained_sample(run.draw_key, SUMMARY_DRAWS)["rate"], np.float64)
     exact_sd = float(exact_posterior(np.asarray(run.data["x"], np.float64), GAMMA_PRIOR).std())
     return {
         "seed": seed,

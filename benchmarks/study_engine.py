@@ -212,7 +212,7 @@ def task_seconds(plan: Plan, seconds) -> dict[str, dict[str, float]]:
     by_model: dict[str, list[float]] = {}
     for task in plan.tasks:
         if task.id in seconds:
-            by_model.setdefault(plan.summaries[task.group]["model"], []).append(seconds[task.id])
+            by_model.setdefault(plan.spec_records[task.group]["model"], []).append(seconds[task.id])
     return {
         model: {
             "tasks": len(values),

@@ -24,7 +24,7 @@ from _common import machine, write_json
 from coverage import RESEARCH_SIGMA
 
 import noiseaware as na
-from noiseaware.evaluation.coverage import coverage_part, coverage_spec, coverage_summary, merge_coverage
+from noiseaware.evaluation.coverage import coverage_part, coverage_record, coverage_spec, merge_coverage
 from noiseaware.studies.files import read_result, write_result
 
 
@@ -50,7 +50,7 @@ def main() -> None:
     pickle_write = timed(lambda: cloudpickle.dumps(part), args.repeats)
     payload = cloudpickle.dumps(part)
     pickle_read = timed(lambda: cloudpickle.loads(payload), args.repeats)
-    summary = coverage_summary(spec)
+    summary = coverage_record(spec)
     before, after = merge_coverage(summary, [part]), merge_coverage(summary, [back])
     identical = (
         all(

@@ -42,7 +42,7 @@ from noiseaware.baselines.sampled import (
     ReleaseDiagnostics,
     gibbs_posterior,
 )
-from noiseaware.evaluation.experiment import summarise_diagnostics
+from noiseaware.evaluation.experiment import aggregate_diagnostics
 from noiseaware.methods.base import Batch, fit_problems
 from noiseaware.methods.data_baselines import BS2018, BS2018_NAIVE, BS2018NaiveOptions, BS2018Options
 from noiseaware.models.builtin import get
@@ -457,7 +457,7 @@ def test_methods_release_at_the_batch_privacy_level(m3):
 
 def test_the_study_summary_has_the_facts_of_the_old_driver(m3):
     _, _, posts, naive = m3
-    summary = summarise_diagnostics(posts)
+    summary = aggregate_diagnostics(posts)
     assert list(summary) == [
         "max_rhat",
         "simulations_rhat_above_1.01",
@@ -484,9 +484,9 @@ def test_the_study_summary_has_the_facts_of_the_old_driver(m3):
         "init": "naive",
         "n_examples": 5000,
     }
-    counted = GibbsDiagnostics.summarise([dataclasses.replace(r, fallbacks=f) for r, f in zip(records, (0, 3, 0))])
+    counted = GibbsDiagnostics.aggregate([dataclasses.replace(r, fallbacks=f) for r, f in zip(records, (0, 3, 0))])
     assert counted["fallbacks"] == 3 and counted["simulations_with_fallbacks"] == 1
-    assert summarise_diagnostics(naive) == {
+    assert aggregate_diagnostics(naive) == {
         "release": {
             "mechanism": "laplace",
             "neighbouring": "add-remove",

@@ -23,7 +23,7 @@ from noiseaware.baselines import regression_release as rel
 from noiseaware.baselines import sampled
 from noiseaware.baselines.mechanisms import analytic_gaussian_sigma
 from noiseaware.baselines.regression_gibbs import NIGPrior, RegressionGibbs, theta_names
-from noiseaware.evaluation.experiment import summarise_diagnostics
+from noiseaware.evaluation.experiment import aggregate_diagnostics
 from noiseaware.methods.base import Batch, fit_problems
 from noiseaware.methods.data_baselines import BS2019, BS2019_NAIVE, BS2019NaiveOptions, BS2019Options
 from noiseaware.models.builtin import get
@@ -329,7 +329,7 @@ def test_batch_gives_one_posterior_per_problem_in_padded_chunks(three):
 
 def test_the_study_summary_reports_mixing_fallbacks_and_the_release(three):
     _, _, posts, naive = three
-    summary = summarise_diagnostics(posts)
+    summary = aggregate_diagnostics(posts)
     assert list(summary) == [
         "max_rhat",
         "simulations_rhat_above_1.01",
@@ -357,8 +357,8 @@ def test_the_study_summary_reports_mixing_fallbacks_and_the_release(three):
     diagnostics = posts[0].diagnostics
     assert diagnostics.sweeps == 4 * 400 and diagnostics.warmup_fallbacks >= 0
     assert diagnostics.fallback_rate == diagnostics.fallbacks / diagnostics.sweeps
-    assert list(summarise_diagnostics(naive)) == ["release"]
-    assert summarise_diagnostics(naive)["release"]["moments"] == "none"
+    assert list(aggregate_diagnostics(naive)) == ["release"]
+    assert aggregate_diagnostics(naive)["release"]["moments"] == "none"
 
 
 def test_nig_posterior_intervals_moments_summary_and_file(three, tmp_path):

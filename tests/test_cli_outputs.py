@@ -52,11 +52,11 @@ def studies(monkeypatch):
         summaries = tuple(
             {"dataset": "adult", "level": list(level), "key": "0", "methods": list(methods)} for level in levels
         )
-        return Plan("calibration", {"levels": list(levels)}, (), summaries=summaries)
+        return Plan("calibration", {"levels": list(levels)}, (), spec_records=summaries)
 
     def run_study(plan, out, **options):
         entries = []
-        for summary in plan.summaries:
+        for summary in plan.spec_records:
             level = summary["level"]
             calls.append(level[1])
             if plan.kind == "calibration":

@@ -151,7 +151,7 @@ def test_an_exact_posterior_plugged_in_is_calibrated_and_failures_are_counted():
     assert out.width_ratio["oracle"].shape == (120, 1) and out.width_ratio["flaky"].shape == (80, 1)
     assert abs(out.median_width_ratio()["oracle"][0] - 1.0) < 0.02
     assert "width ×" in out.table().splitlines()[0]
-    assert out.summary()["oracle"]["width_ratio"]["rate"] == pytest.approx(out.median_width_ratio()["oracle"][0])
+    assert out.headline()["oracle"]["width_ratio"]["rate"] == pytest.approx(out.median_width_ratio()["oracle"][0])
 
 
 @pytest.mark.slow

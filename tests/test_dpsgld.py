@@ -121,7 +121,7 @@ def test_the_method_chooses_its_settings_on_prior_simulations_once_and_covers():
         samples=1000,
         key=0,
     )
-    summary = result.summary()["dp-sgld"]
+    summary = result.headline()["dp-sgld"]
     assert summary["failures"] == 0
     assert summary["rmse"]["research"]["mean"] < 0.1
 

@@ -97,7 +97,7 @@ def test_noise_aware_dp_pvi_is_calibrated_and_plain_dp_pvi_is_not():
         samples=2000,
         key=0,
     )
-    summary = result.summary()
+    summary = result.headline()
     aware, plain = summary["na-dp-pvi"]["rmse"]["research"]["mean"], summary["dp-pvi"]["rmse"]["research"]["mean"]
     assert summary["na-dp-pvi"]["failures"] == 0
     assert aware < 0.1

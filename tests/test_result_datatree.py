@@ -84,7 +84,7 @@ def test_a_calibration_result_comes_back_from_its_file_unchanged(tmp_path):
             np.testing.assert_array_equal(back.curves[method][name], values)
         np.testing.assert_array_equal(back.histograms[method], result.histograms[method])
     assert back.paired_methods == result.paired_methods and back.settings == result.settings
-    assert back.table() == result.table() and back.summary() == result.summary()
+    assert back.table() == result.table() and back.headline() == result.headline()
     summary = az.summary(tree, group="exact", var_names=["brier"], kind="stats")
     np.testing.assert_allclose(float(summary.loc["brier", "mean"]), 0.03)
 

@@ -160,7 +160,7 @@ def test_a_second_process_is_refused_while_the_first_holds_the_study(tmp_path, c
 
 def test_every_kind_is_registered_with_the_whole_contract():
     assert {"coverage", "calibration"} <= set(KINDS)
-    functions = ("run_part", "summary", "merge", "label", "render", "files", "save", "collect")
+    functions = ("run_part", "record", "merge", "label", "render", "files", "save", "collect")
     for name, kind in KINDS.items():
         assert get_kind(name) is kind and all(callable(getattr(kind, f)) for f in functions)
         assert (kind.design is None) == (kind.plan is None), f"{name}: a design and its plan come together"

@@ -56,7 +56,7 @@ class DPVImDiagnostics(Diagnostics):
     windows: int
 
     @classmethod
-    def summarise(cls, records) -> dict:
+    def aggregate(cls, records) -> dict:
         """How many fits had a coordinate whose trace never passed the convergence test."""
         return {"simulations_not_converged": int(sum(bool(r.any_not_converged) for r in records))} if records else {}
 

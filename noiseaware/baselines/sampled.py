@@ -10,7 +10,7 @@ Both are posteriors over the model's unconstrained θ (d,), with the model's sit
   sites' scale, and the draws a saved file holds) need a key.
 
 Their diagnostics are typed: `ReleaseDiagnostics` (the released statistic and the privacy facts) and
-`GibbsDiagnostics` (those, the mixing and the support fallbacks), each with the `summarise` a coverage study
+`GibbsDiagnostics` (those, the mixing and the support fallbacks), each with the `aggregate` a coverage study
 reports and the `describe` a posterior's one-line description shows.
 """
 
@@ -29,6 +29,7 @@ from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from ..posteriors.base import PosteriorBase, tail_probability
 from ..posteriors.draws import DrawsPosterior, draws_attrs, save_draws
 from ..posteriors.mixture import DEFAULT_THETA_DRAWS
+from ..posteriors.summary import INTERVAL_LEVEL
 from ..trace.sites import SiteMap, SiteSpec
 from ..util.diagnostics import Diagnostics, MixingDiagnostics
 from ..util.errors import DIVERGED, FitFailure
@@ -90,7 +91,7 @@ class ReleaseDiagnostics(Diagnostics):
     release: Mapping[str, Any]
 
     @classmethod
-    def summarise(cls, records: Sequence[ReleaseDiagnostics]) -> dict[str, Any]:
+    def aggregate(cls, records: Sequence[ReleaseDiagnostics]) -> dict[str, Any]:
         """{"release": the RELEASE_FACTS of the first fit} (every fit of one study shares them)."""
         if not records:
             return {}
@@ -122,15 +123,15 @@ class GibbsDiagnostics(MixingDiagnostics, ReleaseDiagnostics):
         return self.fallbacks / self.sweeps
 
     @classmethod
-    def summarise(cls, records: Sequence[GibbsDiagnostics]) -> dict[str, Any]:
-        """The mixing summary, the fallbacks summed and the fits that had any, and the release."""
+    def aggregate(cls, records: Sequence[GibbsDiagnostics]) -> dict[str, Any]:
+        """The mixing facts, the fallbacks summed and the fits that had any, and the release."""
         if not records:
             return {}
         fallbacks = np.array([r.fallbacks for r in records])
         return (
-            MixingDiagnostics.summarise(records)
+            MixingDiagnostics.aggregate(records)
             | {"fallbacks": int(fallbacks.sum()), "simulations_with_fallbacks": int(np.count_nonzero(fallbacks))}
-            | ReleaseDiagnostics.summarise(records)
+            | ReleaseDiagnostics.aggregate(records)
         )
 
     def describe(self, posterior) -> list[str]:
@@ -239,7 +240,7 @@ class ClosedFormPosterior(PosteriorBase):
     def _sample(self, key, n: int) -> np.ndarray:
         return self.law.draw(key, n)
 
-    def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
+    def interval(self, level: float = INTERVAL_LEVEL, *, key=None) -> tuple[np.ndarray, np.ndarray]:
         """Exact: g_j(F_j⁻¹(α/2)) and g_j(F_j⁻¹(1 − α/2)), (d,) each (no key)."""
         alpha = tail_probability(level)
         ends = np.array([[g(law.ppf(p)) for law, g in self.law.marginals()] for p in (alpha, 1.0 - alpha)], np.float64)

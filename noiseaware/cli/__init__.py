@@ -23,7 +23,7 @@ seed that is never printed or saved: the DP noise is a function of the seed, so 
 subtract the noise from the trace.
 
 No command replaces an existing file unless given --force, and none writes over one of its inputs, not
-even with --force; the exceptions are a study's own summary files (rebuilt from its tasks when the study is
+even with --force; the exceptions are a study's own output files (rebuilt from its tasks when the study is
 resumed, or by `report --write`) and `demo`'s own files in its own marked folder. Every argument and every
 output location is checked before any work, and a failing command leaves nothing behind (`outputs`). `fit`
 without --out prints its result and writes nothing.

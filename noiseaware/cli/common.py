@@ -20,8 +20,6 @@ from ..trace import Trace
 from ..util.keys import as_key
 from ..util.notes import gather
 
-LEVEL = 0.9
-"""Credibility level of the printed intervals: fit's default, the demo's."""
 THETA_STREAM = 3
 """θ draws for saved posteriors and plots: fold_in(fit key, THETA_STREAM), apart from the fit's own draws."""
 NUTS_OPTIONS = ("start", "warmup", "chains", "backend")

@@ -56,7 +56,7 @@ def add_parser(subparsers) -> None:
         "model made by noiseaware.models.from_numpyro",
     )
     add_privacy_levels(parser)
-    add_method_list(parser, method_lists().coverage, default=("exact", "naive"))
+    add_method_list(parser, method_lists().coverage, default=field_default(CoverageDesign, "methods"))
     parser.add_argument(
         "--simulations",
         type=positive_int,

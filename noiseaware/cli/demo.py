@@ -19,15 +19,17 @@ from .. import models
 from ..baselines.naive import naive_posterior
 from ..checks import diagnose_if_long_enough
 from ..models.builtin import GAMMA_PRIOR
+from ..posteriors.base import SUMMARY_DRAWS
 from ..posteriors.mixture import MixturePosterior
+from ..posteriors.summary import INTERVAL_LEVEL
 from ..recording.dpvi import record_dpvi
 from ..recording.settings import SettingsHint
 from ..trace import Trace
 from ..util.files import atomic_write
 from ..util.keys import as_key
 from ..util.tables import text_table
-from .common import LEVEL, THETA_STREAM, fit_reporting_warnings, keys, route_options, trace_report
-from .m1_closed_form import Summary, distribution_summary, draws_summary, exact_posterior
+from .common import THETA_STREAM, fit_reporting_warnings, keys, route_options, trace_report
+from .m1_closed_form import IntervalEstimate, distribution_estimate, draws_estimate, exact_posterior
 from .options import SIMULATION_SEED, add_force, add_seed, method_lists, positive_float, positive_int
 from .outputs import Outputs
 from .presets import preset_models
@@ -37,8 +39,6 @@ DEMO_TRACE, DEMO_POSTERIOR, DEMO_PLOT = "m1-trace.nc", "m1-posterior.nc", "m1-tr
 DEMO_MARKER = ".noiseaware-demo"
 """The file that marks a folder the demo wrote; its text is MARKER_TEXT."""
 MARKER_TEXT = "written by `noiseaware demo`: running the demo again replaces its files in this folder\n"
-LAMBDA_DRAWS = 20_000
-"""Draws of λ behind the demo's posterior means, sds and intervals."""
 FIT_STREAM = 2
 """The demo's fit key: fold_in(key of --seed, FIT_STREAM), apart from the simulation and DPVI keys."""
 
@@ -132,7 +132,7 @@ def run(args) -> int:
             out / DEMO_PLOT,
             posteriors=posteriors,
             truth=truth,
-            level=LEVEL,
+            level=INTERVAL_LEVEL,
             key=key_theta,
             title=f"M1 gamma-exponential: DPVI trace at ε = {trace.epsilon:g} "
             f"(σ = {trace.noise_multiplier:.4g}), fitted by {args.method}",
@@ -158,7 +158,7 @@ def run(args) -> int:
                 ),
                 (
                     DEMO_PLOT,
-                    f"μ_t with the burn-in and the inferred optimum μ* ({100 * LEVEL:g}% band), beside the "
+                    f"μ_t with the burn-in and the inferred optimum μ* ({100 * INTERVAL_LEVEL:g}% band), beside the "
                     "noise-aware and naive densities of each site on its own scale, with the true value",
                 ),
             ],
@@ -187,7 +187,7 @@ def _m1_comparison(
         ("true λ (simulated)", f"{true_rate:.4f}", "", ""),
         _row(
             f"exact posterior Gamma({prior_shape:g} + N, {prior_rate:g} + Σx), non-private",
-            distribution_summary(exact_posterior(x, GAMMA_PRIOR), LEVEL),
+            distribution_estimate(exact_posterior(x, GAMMA_PRIOR), INTERVAL_LEVEL),
         ),
     ]
     labels = {
@@ -195,15 +195,15 @@ def _m1_comparison(
         "noise-aware": f"noise-aware posterior ({posteriors['noise-aware'].method}), ε = {epsilon:g}",
     }
     for name in ("naive", "noise-aware"):
-        draws = posteriors[name].constrained_sample(key, LAMBDA_DRAWS)["rate"]
-        rows.append(_row(labels[name], draws_summary(draws, LEVEL)))
+        draws = posteriors[name].constrained_sample(key, SUMMARY_DRAWS)["rate"]
+        rows.append(_row(labels[name], draws_estimate(draws, INTERVAL_LEVEL)))
     note = (
         f"λ = {transform}(θ). The naive posterior is q at the last iterate and ignores the DP noise in the trace; "
-        f"the noise-aware one integrates over the VI optimum it implies. Posterior λ from {LAMBDA_DRAWS} draws."
+        f"the noise-aware one integrates over the VI optimum it implies. Posterior λ from {SUMMARY_DRAWS} draws."
     )
-    header = ("λ = rate of the exponential", "mean", "sd", f"{100 * LEVEL:g}% interval")
+    header = ("λ = rate of the exponential", "mean", "sd", f"{100 * INTERVAL_LEVEL:g}% interval")
     return "\n".join([text_table(header, rows), note])
 
 
-def _row(label: str, summary: Summary) -> tuple[str, str, str, str]:
-    return (label, f"{summary.mean:.4f}", f"{summary.sd:.4f}", f"[{summary.low:.4f}, {summary.high:.4f}]")
+def _row(label: str, estimate: IntervalEstimate) -> tuple[str, str, str, str]:
+    return (label, f"{estimate.mean:.4f}", f"{estimate.sd:.4f}", f"[{estimate.low:.4f}, {estimate.high:.4f}]")

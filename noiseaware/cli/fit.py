@@ -24,12 +24,11 @@ from ..plots.base import select_columns
 from ..plots.densities import coordinate_sites, site_elements
 from ..plots.trace_panels import coordinate_names
 from ..posteriors.mixture import MixturePosterior
-from ..posteriors.summary import comparison_table
+from ..posteriors.summary import INTERVAL_LEVEL, comparison_table
 from ..trace import Trace, TraceError
 from ..trace.windowed import load_run
 from ..util.keys import as_key
 from .common import (
-    LEVEL,
     THETA_STREAM,
     builtin,
     fit_reporting_warnings,
@@ -114,7 +113,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--level",
         type=probability,
-        default=LEVEL,
+        default=INTERVAL_LEVEL,
         metavar="L",
         help="credibility level of the printed intervals and plotted bands (default: %(default)g)",
     )

@@ -1,5 +1,5 @@
 """Closed forms of M1 (gamma-exponential) for `noiseaware demo`: the exact non-private Gamma posterior of the
-rate λ, and summaries (mean, sd, central interval) of a distribution or of draws.
+rate λ, and the estimate (mean, sd, central interval) of a distribution or of draws.
 
 Pure functions of their arguments; the demo formats their results.
 """
@@ -12,7 +12,7 @@ import numpy as np
 from scipy.stats import gamma
 
 
-class Summary(NamedTuple):
+class IntervalEstimate(NamedTuple):
     """Mean, standard deviation and central interval [low, high] of a scalar posterior."""
 
     mean: float
@@ -28,13 +28,15 @@ def exact_posterior(x: np.ndarray, prior: tuple[float, float]):
     return gamma(prior_shape + x.size, scale=1.0 / (prior_rate + float(x.sum())))
 
 
-def distribution_summary(distribution, level: float) -> Summary:
+def distribution_estimate(distribution, level: float) -> IntervalEstimate:
     """Mean, sd and central `level` interval of a frozen scipy distribution."""
     tail = 0.5 * (1.0 - level)
-    return Summary(distribution.mean(), distribution.std(), distribution.ppf(tail), distribution.ppf(1.0 - tail))
+    return IntervalEstimate(
+        distribution.mean(), distribution.std(), distribution.ppf(tail), distribution.ppf(1.0 - tail)
+    )
 
 
-def draws_summary(draws, level: float) -> Summary:
+def draws_estimate(draws, level: float) -> IntervalEstimate:
     """Mean, sd and central `level` interval (empirical quantiles) of draws."""
     tail = 0.5 * (1.0 - level)
-    return Summary(draws.mean(), draws.std(), *np.quantile(draws, [tail, 1.0 - tail]))
+    return IntervalEstimate(draws.mean(), draws.std(), *np.quantile(draws, [tail, 1.0 - tail]))

@@ -6,7 +6,7 @@ verify is named ("corrupt"), not moved; the study's own command sets it aside an
 that leads out of the folder is refused (`StudyDirectory.check_files`). Prints the tasks done / corrupt / failed /
 not yet run (from the verified result files and events.jsonl, whose unreadable lines are named and skipped),
 then, for every part of the study whose tasks have all finished, the table its command prints (each kind of
-study through its `StudyKind`). With --write, rewrites those summary files in DIR (the study's own, rebuilt from
+study through its `StudyKind`). With --write, rewrites those output files in DIR (the study's own, rebuilt from
 its tasks), unless another process is running the study.
 """
 
@@ -26,14 +26,14 @@ def add_parser(subparsers) -> None:
         description="Read the study in DIR (written by coverage or calibrate with --out DIR): print how many of its "
         "tasks have finished, failed or not yet run, and the tables of every privacy level whose tasks have all "
         "finished. Runs no task and reads only data (plan.json and the tasks' .npz files), so a study folder from "
-        "anyone is safe to report; the study's own command resumes it. --write also rewrites the summary files "
+        "anyone is safe to report; the study's own command resumes it. --write also rewrites the output files "
         "(.json, .csv, .png) of the finished levels in DIR.",
     )
     parser.add_argument("directory", metavar="DIR", help="a study directory")
     parser.add_argument(
         "--write",
         action="store_true",
-        help="rewrite the finished levels' summary files in DIR (the study's own files, rebuilt from its tasks)",
+        help="rewrite the finished levels' output files in DIR (the study's own files, rebuilt from its tasks)",
     )
     parser.set_defaults(run=run)
 
@@ -82,18 +82,19 @@ def run(args) -> int:
         print(f"no tables for a study of kind {record['kind']!r}: no such kind is registered in this noiseaware")
         return 0
     outputs = Outputs(force=True)
-    for summary, result in merge_record(record, results):
+    for spec_record, result in merge_record(record, results):
         if result is None:
-            print(f"\n{kind.label(summary)}: not all of its tasks are done; run the study's command again to finish it")
+            label = kind.label(spec_record)
+            print(f"\n{label}: not all of its tasks are done; run the study's command again to finish it")
             continue
-        text, warnings = kind.render(summary, result)
+        text, warnings = kind.render(spec_record, result)
         print(f"\n{text}")
         for line in warnings:
             print(line, file=sys.stderr)
         if args.write:
-            paths = [directory.path / name for name in kind.files(summary)]
+            paths = [directory.path / name for name in kind.files(spec_record)]
             with outputs.writing(paths):
-                kind.save(summary, result, directory.path, True)
+                kind.save(spec_record, result, directory.path, True)
             print(f"wrote {', '.join(path.name for path in paths)}")
     return 0
 

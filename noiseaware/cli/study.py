@@ -15,7 +15,7 @@ so a new kind of study needs no code here.
 
 Every run is a study in DIR (docs/studies.md): finished tasks are kept there as they finish, so running
 the same command again resumes it; a directory holding another study, or one another process is running,
-is refused before any work. The summary files of a study are its own: a resumed study rewrites them (they
+is refused before any work. The output files of a study are its own: a resumed study rewrites them (they
 are rebuilt from the tasks). Each finished part is printed and saved through its kind's contract (`StudyKind`).
 """
 
@@ -84,14 +84,14 @@ def executor_of(args):
 
 
 def run_cli_study(args, plan: Plan) -> int:
-    """Run `plan` in --out, checked first (another study or a running one refused, each summary file checked), on
+    """Run `plan` in --out, checked first (another study or a running one refused, each output file checked), on
     the executor the options name, with a progress bar; then print and save every part through its kind."""
     directory = StudyDirectory(args.out)
     resumed = directory.holds(plan, resume=args.resume)
     kind = get_kind(plan.kind)
     outputs = Outputs(force=args.force or resumed)
-    reported = [summary for summary, _ in kind.collect([(summary, None) for summary in plan.summaries])]
-    names = [name for summary in reported for name in kind.files(summary)]
+    reported = [spec_record for spec_record, _ in kind.collect([(r, None) for r in plan.spec_records])]
+    names = [name for spec_record in reported for name in kind.files(spec_record)]
     out = outputs.directory(args.out, "--out", names)
     directory.check_unlocked()
     if args.workers and args.workers > 1 and len(plan.tasks) < args.workers:
@@ -105,13 +105,13 @@ def run_cli_study(args, plan: Plan) -> int:
             entries = run_study(
                 plan, out, executor=executor, slots=slots, resume=args.resume, progress=True, verify=args.verify
             )
-        for summary, result in entries:
-            text, warnings = kind.render(summary, result)
+        for spec_record, result in entries:
+            text, warnings = kind.render(spec_record, result)
             print(f"\n{text}")
             for line in warnings:
                 print(line, file=sys.stderr)
-            kind.save(summary, result, Path(out), outputs.force)
-            print(f"wrote {', '.join(str(Path(out) / name) for name in kind.files(summary))}")
+            kind.save(spec_record, result, Path(out), outputs.force)
+            print(f"wrote {', '.join(str(Path(out) / name) for name in kind.files(spec_record))}")
     return 0
 
 
@@ -132,7 +132,7 @@ def add_parser(subparsers) -> None:
         for field in dataclasses.fields(kind.design):
             _add_field(settings, field, hints[field.name])
         sub.add_argument("--out", required=True, metavar="DIR", help="the study's folder (created when missing)")
-        sub.add_argument("--force", action="store_true", help="replace the study's summary files where they exist")
+        sub.add_argument("--force", action="store_true", help="replace the study's spec_record files where they exist")
         add_study_options(sub)
         sub.set_defaults(run=run, study_kind=kind)
 

@@ -32,6 +32,7 @@ from ..util.checks import positive_int
 from ..util.chunks import chunk_slices
 from ..util.codec import data_type
 from ..util.defaults import DRAWS
+from ..util.deprecation import warn_renamed
 from ..util.keys import as_key, key_repr, key_words
 from ..util.progress import Progress
 from .calibration import calibration_curve, calibration_metrics, predictive_probabilities
@@ -46,7 +47,7 @@ __all__ = [
     "calibration",
     "calibration_part",
     "calibration_spec",
-    "calibration_summary",
+    "calibration_record",
     "merge_calibration",
     "record_traces",
 ]
@@ -191,7 +192,7 @@ def calibration(data: Dataset, *, key, progress: Progress = False, **arguments) 
     spec = calibration_spec(data, key=key, **arguments)
     shown = dataclasses.replace(spec, options={n: with_progress(o, progress) for n, o in spec.options.items()})
     parts = [calibration_part(shown, part, progress=progress) for part in spec.parts]
-    return merge_calibration(calibration_summary(spec), parts)
+    return merge_calibration(calibration_record(spec), parts)
 
 
 def calibration_part(spec: CalibrationSpec, part: slice, progress: Progress = False) -> CalibrationPart:
@@ -242,7 +243,7 @@ def calibration_part(spec: CalibrationSpec, part: slice, progress: Progress = Fa
     return CalibrationPart(parts, seconds, facts)
 
 
-def calibration_summary(spec: CalibrationSpec) -> dict[str, Any]:
+def calibration_record(spec: CalibrationSpec) -> dict[str, Any]:
     """All that merging and reporting a calibration study needs of its spec, as plain data (a study's plan.json);
     level: ["epsilon", ε] or ["noise_multiplier", σ], None for the non-private reference alone."""
     data = spec.data
@@ -273,28 +274,34 @@ def calibration_summary(spec: CalibrationSpec) -> dict[str, Any]:
     }
 
 
-def merge_calibration(summary: Mapping[str, Any], parts: Sequence[CalibrationPart]) -> CalibrationResult:
-    """The CalibrationResult of a study from its parts, in order (exact: `merge_parts`); summary:
-    `calibration_summary` of its spec."""
-    if len(parts) != summary["parts"]:
-        raise ValueError(f"a calibration study of {summary['parts']} parts, given {len(parts)}")
-    results = merge_parts([p.parts for p in parts], summary["methods"])
+def calibration_summary(spec: CalibrationSpec) -> dict[str, Any]:
+    """Deprecated alias of `calibration_record`."""
+    warn_renamed("calibration_summary", "calibration_record")
+    return calibration_record(spec)
+
+
+def merge_calibration(record: Mapping[str, Any], parts: Sequence[CalibrationPart]) -> CalibrationResult:
+    """The CalibrationResult of a study from its parts, in order (exact: `merge_parts`); record:
+    `calibration_record` of its spec."""
+    if len(parts) != record["parts"]:
+        raise ValueError(f"a calibration study of {record['parts']} parts, given {len(parts)}")
+    results = merge_parts([p.parts for p in parts], record["methods"])
     pieces = {name: {m: run.score[name] for m, run in results.items()} for name in ("metrics", "curves", "histograms")}
     seconds = {} if parts[0].dpvi_seconds is None else {"dpvi": sum(p.dpvi_seconds for p in parts)}
     for method, run in results.items():
         seconds[method] = run.fit_seconds
         seconds[f"predict_{method}"] = run.score_seconds
     facts = parts[0].trace_facts
-    settings = {key: summary[key] for key in SETTINGS}
-    settings["epsilon"] = summary["epsilon"] if summary["epsilon"] is not None or facts is None else facts[0]
+    settings = {key: record[key] for key in SETTINGS}
+    settings["epsilon"] = record["epsilon"] if record["epsilon"] is not None or facts is None else facts[0]
     settings["noise_multiplier"] = None if facts is None else facts[1]
     settings["steps"] = None if facts is None else facts[2]
-    settings["methods"] = list(summary["methods"])
+    settings["methods"] = list(record["methods"])
     return CalibrationResult(
         **pieces,
         failures={m: run.failures for m, run in results.items()},
         diagnostics={m: run.diagnostics for m, run in results.items()},
-        paired_methods=tuple(summary["traced"]),
+        paired_methods=tuple(record["traced"]),
         seconds=seconds,
         settings=settings,
     )
@@ -317,7 +324,7 @@ SETTINGS = (
     "method_options",
     "chunk",
 )
-"""The summary entries a CalibrationResult's settings repeat as they are."""
+"""The entries of a spec's record that a CalibrationResult's settings repeat as they are."""
 
 
 def record_traces(

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..util.deprecation import warn_renamed
 from ..util.files import write_json
 from ..util.tables import text_table
 from .experiment import checks_cell
@@ -153,9 +154,9 @@ class CalibrationResult:
         ]
         return "\n".join([text_table(header, rows), *legend])
 
-    def summary(self) -> dict[str, Any]:
-        """Plain-JSON numbers per method: each metric's mean and sd, the paired difference to naive, failures
-        (None where undefined: no successful repeat, or an sd of fewer than 2)."""
+    def headline(self) -> dict[str, Any]:
+        """The headline numbers per method, plain JSON: each metric's mean and sd, the paired difference to naive,
+        failures (None where undefined: no successful repeat, or an sd of fewer than 2)."""
         paired = {metric: self.paired(metric=metric) for metric in METRICS}
         out = {}
         for method in self.methods:
@@ -172,13 +173,19 @@ class CalibrationResult:
             out[method] = entry
         return out
 
+    def summary(self) -> dict[str, Any]:
+        """Deprecated alias of `headline`."""
+        warn_renamed(f"{type(self).__name__}.summary()", f"{type(self).__name__}.headline()")
+        return self.headline()
+
     def to_json(self, path, *, overwrite: bool = False) -> None:
-        """Settings, seconds, summary, per-repeat metrics and the mean reliability curves, written atomically;
-        an existing file is replaced only with `overwrite=True`."""
+        """Settings, seconds, the headline numbers (under the key "summary", as files already written have them),
+        per-repeat metrics and the mean reliability curves, written atomically; an existing file is replaced only
+        with `overwrite=True`."""
         payload = {
             "settings": dict(self.settings),
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
-            "summary": self.summary(),
+            "summary": self.headline(),
             "per_repeat": {m: {k: _list(v) for k, v in ms.items()} for m, ms in self.metrics.items()},
             "reliability_grid": GRID.tolist(),
             "reliability_mean": {m: _list(self.reliability_band(m)[0]) for m in self.methods},

@@ -34,6 +34,8 @@ from ..trace import BURN_IN
 from ..util.checks import positive_int
 from ..util.chunks import chunk_slices
 from ..util.codec import data_type
+from ..util.defaults import field_default
+from ..util.deprecation import warn_renamed
 from ..util.keys import as_key, key_repr, key_words
 from ..util.progress import Progress, progress_bar
 from .experiment import (
@@ -58,7 +60,7 @@ __all__ = [
     "coverage",
     "coverage_part",
     "coverage_spec",
-    "coverage_summary",
+    "coverage_record",
     "evaluate",
     "merge_coverage",
 ]
@@ -203,7 +205,7 @@ def coverage(bm: BenchmarkModel, *, key, progress: Progress = False, **arguments
         for part in spec.parts:
             parts.append(coverage_part(shown, part))
             advance(part.stop - part.start)
-    return merge_coverage(coverage_summary(spec), parts)
+    return merge_coverage(coverage_record(spec), parts)
 
 
 def coverage_part(spec: CoverageSpec, part: slice) -> CoveragePart:
@@ -226,7 +228,7 @@ def coverage_part(spec: CoverageSpec, part: slice) -> CoveragePart:
     return CoveragePart(parts, seconds, sims.traces[0].steps, sims.noise_multiplier, _theta_names(sims))
 
 
-def coverage_summary(spec: CoverageSpec) -> dict[str, Any]:
+def coverage_record(spec: CoverageSpec) -> dict[str, Any]:
     """All that merging and reporting a coverage study needs of its spec, as plain data (a study's plan.json)."""
     level = ["epsilon", spec.epsilon] if spec.epsilon is not None else ["noise_multiplier", spec.noise_multiplier]
     return {
@@ -245,23 +247,29 @@ def coverage_summary(spec: CoverageSpec) -> dict[str, Any]:
     }
 
 
-def merge_coverage(summary: Mapping[str, Any], parts: Sequence[CoveragePart]) -> CoverageResult:
-    """The CoverageResult of a study from its parts, in order (exact: `merge_parts`); summary: `coverage_summary`
+def coverage_summary(spec: CoverageSpec) -> dict[str, Any]:
+    """Deprecated alias of `coverage_record`."""
+    warn_renamed("coverage_summary", "coverage_record")
+    return coverage_record(spec)
+
+
+def merge_coverage(record: Mapping[str, Any], parts: Sequence[CoveragePart]) -> CoverageResult:
+    """The CoverageResult of a study from its parts, in order (exact: `merge_parts`); record: `coverage_record`
     of its spec."""
-    if len(parts) != summary["parts"]:
-        raise ValueError(f"a coverage study of {summary['parts']} parts, given {len(parts)}")
-    runs = merge_parts([p.parts for p in parts], summary["methods"])
-    result = _result(runs, summary, parts[0].noise_multiplier, parts[0].steps, parts[0].theta_names)
+    if len(parts) != record["parts"]:
+        raise ValueError(f"a coverage study of {record['parts']} parts, given {len(parts)}")
+    runs = merge_parts([p.parts for p in parts], record["methods"])
+    result = _result(runs, record, parts[0].noise_multiplier, parts[0].steps, parts[0].theta_names)
     seconds = {"dpvi": sum(p.dpvi_seconds for p in parts), **result.seconds}
-    return dataclasses.replace(result, seconds=seconds, settings={**result.settings, "chunk": summary["chunk"]})
+    return dataclasses.replace(result, seconds=seconds, settings={**result.settings, "chunk": record["chunk"]})
 
 
 def evaluate(
     sims: Simulations,
     methods: Sequence[str | Method],
     *,
-    references: int = 20,
-    samples: int = 20_000,
+    references: int = field_default(CoverageDesign, "references"),
+    samples: int = field_default(CoverageDesign, "samples"),
     key,
     method_options: Mapping[str, Any] | None = None,
     registry: Registry = DEFAULT_REGISTRY,
@@ -271,7 +279,8 @@ def evaluate(
 
     Uses the streams 1–3 of jax.random.split(key, 4) (fits, θ draws, reference draws); `coverage`
     simulates with stream 0, so evaluate(simulate_traces(…, key=split(key, 4)[0]), key=key) is
-    coverage(…, key=key, chunk=M). Further methods can be scored on the same simulations later.
+    coverage(…, key=key, chunk=M). Further methods can be scored on the same simulations later. references R
+    and samples K: `CoverageDesign`'s by default.
     """
     resolved, options = check_methods(methods, registry, sims.model.name, sims.batch.epsilon, method_options)
     for method in resolved:
@@ -284,7 +293,7 @@ def evaluate(
         [_method_parts(sims, resolved, options, references, samples, key, everything, len(sims))],
         method_reads(resolved),
     )
-    summary = {
+    record = {
         "model": sims.model.name,
         "epsilon": sims.batch.epsilon,
         "delta": sims.batch.delta,
@@ -295,7 +304,7 @@ def evaluate(
         "methods": method_reads(resolved),
         "method_options": {name: repr(o) for name, o in options.items()},
     }
-    return _result(runs, summary, sims.noise_multiplier, sims.traces[0].steps, _theta_names(sims))
+    return _result(runs, record, sims.noise_multiplier, sims.traces[0].steps, _theta_names(sims))
 
 
 def _method_parts(
@@ -331,13 +340,13 @@ def _method_parts(
 
 def _result(
     runs: Mapping[str, MethodRun],
-    summary: Mapping[str, Any],
+    record: Mapping[str, Any],
     noise_multiplier: float,
     steps: int,
     theta_names: tuple[str, ...],
 ) -> CoverageResult:
-    """The CoverageResult of merged method runs: ECP curves from the simulations' TARP fractions; summary: the
-    study's settings (`coverage_summary`)."""
+    """The CoverageResult of merged method runs: ECP curves from the simulations' TARP fractions; record: the
+    study's settings (`coverage_record`)."""
 
     def curves(part: str) -> dict[str, dict[str, np.ndarray]]:
         return {
@@ -361,17 +370,17 @@ def _result(
         diagnostics={name: run.diagnostics for name, run in runs.items()},
         theta_names=tuple(theta_names),
         settings={
-            "model": summary["model"],
-            "epsilon": summary["epsilon"],
+            "model": record["model"],
+            "epsilon": record["epsilon"],
             "noise_multiplier": noise_multiplier,
-            "delta": summary["delta"],
-            "simulations": summary["simulations"],
-            "references": summary["references"],
-            "samples": summary["samples"],
+            "delta": record["delta"],
+            "simulations": record["simulations"],
+            "references": record["references"],
+            "samples": record["samples"],
             "steps": steps,
-            "key": summary["key"],
-            "methods": list(summary["methods"]),
-            "method_options": dict(summary["method_options"]),
+            "key": record["key"],
+            "methods": list(record["methods"]),
+            "method_options": dict(record["method_options"]),
             "reference_rules": dict(REFERENCE_RULES),
         },
     )

@@ -9,8 +9,8 @@ so a method's numbers do not depend on which other methods run beside it. Proble
 whichever chunk it is in (the fit key itself for a batch of one, e.g. a non-private reference fitted once on
 shared data). Failures are counted, never dropped; the fits' notes are
 gathered per method, one line per distinct note with the number of problems that made it; the typed
-diagnostics of the fits are summarised by their own type, and a trace method's record says how many traces
-each trace check (`na.diagnose`) fired on ("trace_checks").
+diagnostics of the fits are aggregated by their own type (`Diagnostics.aggregate`), and a trace method's record
+says how many traces each trace check (`na.diagnose`) fired on ("trace_checks").
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class MethodRun[Score]:
-    """One method's part of an experiment: its score, failed problems, diagnostics summary and timings."""
+    """One method's part of an experiment: its score, failed problems, aggregated diagnostics and timings."""
 
     score: Score
     failures: int
@@ -206,14 +206,14 @@ def merge_parts[Score](
 ) -> dict[str, MethodRun[Score]]:
     """The chunks of an experiment, in problem order, as one MethodRun per method (methods: {name: what it reads},
     `method_reads`): scores concatenated along their problem axis, failures and trace-check counts added,
-    diagnostics summarised and warnings gathered over all problems. Exact: the same parts give the same numbers
+    diagnostics aggregated and warnings gathered over all problems. Exact: the same parts give the same numbers
     wherever and in which order they ran."""
     runs: dict[str, MethodRun[Score]] = {}
     for name, reads in methods.items():
         own = [part[name] for part in parts if name in part]
         count = sum(p.problems for p in own)
         records = [r for p in own for r in p.records]
-        diagnostics = summarise_records(records) | {
+        diagnostics = aggregate_records(records) | {
             "warnings": method_warnings(reads, [note for p in own for note in p.notes], count)
         }
         if own and own[0].checks is not None:
@@ -279,14 +279,14 @@ def with_progress(options, progress):
     return options
 
 
-def summarise_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
-    """The fits' typed diagnostics folded by their own type's `summarise` (fits of one method share a type)."""
-    return summarise_records([o.diagnostics for o in outcomes if not isinstance(o, FitFailure)])
+def aggregate_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """The fits' typed diagnostics folded by their own type's `aggregate` (fits of one method share a type)."""
+    return aggregate_records([o.diagnostics for o in outcomes if not isinstance(o, FitFailure)])
 
 
-def summarise_records(records: Sequence[Any]) -> dict[str, Any]:
-    """Diagnostics records of one method's fits folded by their type's `summarise` ({} for none)."""
-    return type(records[0]).summarise(records) if records else {}
+def aggregate_records(records: Sequence[Any]) -> dict[str, Any]:
+    """Diagnostics records of one method's fits folded by their type's `aggregate` ({} for none)."""
+    return type(records[0]).aggregate(records) if records else {}
 
 
 def method_warnings(reads: str, notes: Sequence[Note], count: int) -> list[str]:

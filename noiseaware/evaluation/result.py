@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..util.deprecation import warn_renamed
 from ..util.files import atomic_write, plain, write_json
 from ..util.tables import text_table
 from .experiment import checks_cell
@@ -138,8 +139,9 @@ class CoverageResult:
         ]
         return "\n".join([text_table(header, rows), *legend])
 
-    def summary(self) -> dict[str, Any]:
-        """Plain-JSON numbers: per method and rule the RMSE (mean, sd), marginal RMSEs, failures, diagnostics."""
+    def headline(self) -> dict[str, Any]:
+        """The headline numbers, plain JSON: per method and rule the RMSE (mean, sd), marginal RMSEs, the width
+        ratio, failures, diagnostics."""
         return {
             method: {
                 "rmse": {rule: dict(zip(("mean", "sd"), self.rmse_under(rule)[method])) for rule in self.curves},
@@ -156,18 +158,24 @@ class CoverageResult:
             for method in self.methods
         }
 
+    def summary(self) -> dict[str, Any]:
+        """Deprecated alias of `headline`."""
+        warn_renamed(f"{type(self).__name__}.summary()", f"{type(self).__name__}.headline()")
+        return self.headline()
+
     @property
     def dim(self) -> int:
         """d, the dimension of θ."""
         return len(self.theta_names)
 
     def to_json(self, path, *, overwrite: bool = False) -> None:
-        """Settings, summary, per-stage seconds and the mean/sd ECP curves, written atomically; an existing
-        file is replaced only with `overwrite=True`."""
+        """Settings, the headline numbers (under the key "summary", as files already written have them), per-stage
+        seconds and the mean/sd ECP curves, written atomically; an existing file is replaced only with
+        `overwrite=True`."""
         payload = {
             "settings": dict(self.settings),
             "seconds": {k: round(v, 2) for k, v in self.seconds.items()},
-            "summary": self.summary(),
+            "summary": self.headline(),
             "levels": self.levels.tolist(),
             "ecp_mean": {r: {m: curve_band(c)[0].tolist() for m, c in cs.items()} for r, cs in self.curves.items()},
             "ecp_sd": {r: {m: curve_band(c)[1].tolist() for m, c in cs.items()} for r, cs in self.curves.items()},

@@ -248,11 +248,11 @@ class NutsDiagnostics(MixingDiagnostics):
     backend: str
 
     @classmethod
-    def summarise(cls, records: Sequence[NutsDiagnostics]) -> dict[str, Any]:
+    def aggregate(cls, records: Sequence[NutsDiagnostics]) -> dict[str, Any]:
         """The mixing summary and the total number of divergent transitions."""
         if not records:
             return {}
-        return MixingDiagnostics.summarise(records) | {"divergences": int(sum(r.divergences for r in records))}
+        return MixingDiagnostics.aggregate(records) | {"divergences": int(sum(r.divergences for r in records))}
 
 
 class NutsSettings(Protocol):

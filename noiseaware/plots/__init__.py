@@ -32,6 +32,7 @@ from matplotlib.figure import Figure
 from ..evaluation.calibration_result import BAND, GRID, CalibrationResult
 from ..evaluation.result import CoverageResult
 from ..posteriors.base import Posterior
+from ..posteriors.summary import INTERVAL_LEVEL
 from ..trace import BURN_IN, Trace
 from ..tuning.curve import PrivacyUtilityCurve
 from ..tuning.preflight_report import PreflightReport
@@ -70,7 +71,7 @@ def plot_trace(
     posteriors: Mapping[str, Posterior] | None = None,
     truth=None,
     burn_in: float = BURN_IN,
-    level: float = 0.9,
+    level: float = INTERVAL_LEVEL,
     key=None,
     scale: str | None = None,
     coordinates=None,
@@ -151,8 +152,9 @@ def plot_posteriors(
     posteriors: {label: posterior} (e.g. the noise-aware mixture and the naive Gaussian), all over the same
     θ, or one posterior (labelled by its method). scale: "constrained" (each site on its own scale; the default
     when every posterior has a site map) or "unconstrained" (θ). Each curve is a Gaussian kernel density
-    estimate from 20000 draws (key required). truth: the true θ (d,), unconstrained, drawn on the shown scale.
-    coordinates: names, site names or indices (default: all, up to MAX_PANELS; the title says what is left out).
+    estimate from `densities.DENSITY_DRAWS` draws (key required). truth: the true θ (d,), unconstrained, drawn on
+    the shown scale. coordinates: names, site names or indices (default: all, up to MAX_PANELS; the title says
+    what is left out).
     """
     single = isinstance(posteriors, Posterior)
     subject = f"{posteriors.kind}, method {posteriors.method}" if single else None

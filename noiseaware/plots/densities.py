@@ -21,6 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure, SubFigure
 from scipy.ndimage import gaussian_filter1d
 
+from ..posteriors.base import SUMMARY_DRAWS
 from ..trace.sites import SiteMap
 from ..util.checks import choice
 from ..util.keys import as_key
@@ -36,8 +37,8 @@ __all__ = [
     "site_elements",
 ]
 
-DENSITY_DRAWS = 20_000
-"""Draws per posterior behind each density curve."""
+DENSITY_DRAWS = SUMMARY_DRAWS
+"""Draws per posterior behind each density curve: a summary's (`posteriors.base.SUMMARY_DRAWS`)."""
 DENSITY_POINTS = 400
 DENSITY_TAIL = 5e-4
 """A density panel spans the posteriors' DENSITY_TAIL … 1 − DENSITY_TAIL quantiles (and the truth)."""

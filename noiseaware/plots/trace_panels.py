@@ -21,6 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure, SubFigure
 
 from ..checks import TraceDiagnosis, diagnose
+from ..posteriors.summary import INTERVAL_LEVEL
 from ..trace import BURN_IN
 from ..util.checks import fraction, probability
 from .base import TRUTH_STYLE, checked_truth, figure_legend, finish, new_figure, padded, select
@@ -65,7 +66,7 @@ def draw_mu_panels(
     posteriors: Mapping | None = None,
     truth: np.ndarray | None = None,
     burn_in: float = BURN_IN,
-    level: float = 0.9,
+    level: float = INTERVAL_LEVEL,
     diagnosis: TraceDiagnosis | None = None,
 ) -> list[Axes]:
     """One panel of μ_j over the steps per coordinate j in `rows`, sharing the step axis, with the trace checks'

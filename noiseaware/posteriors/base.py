@@ -27,6 +27,7 @@ from ..util.keys import as_key
 from ..util.notes import Note
 from .summary import (
     CONSTRAINED,
+    INTERVAL_LEVEL,
     UNCONSTRAINED,
     PosteriorSummary,
     constrain,
@@ -41,7 +42,8 @@ SCALES = ("constrained", "unconstrained")
 """The scales a summary shows: the sites' own (constrained) values, or the unconstrained θ."""
 
 SUMMARY_DRAWS = 20_000
-"""Monte Carlo draws of θ behind the summary of a posterior that is sampled afresh (not known by stored draws)."""
+"""Monte Carlo draws of θ a posterior gives by default: behind the summary of one that is sampled afresh (not known
+by stored draws), and `sample`'s and `constrained_sample`'s n."""
 
 
 @runtime_checkable
@@ -71,12 +73,12 @@ class Posterior(Protocol):
         """n draws of each site on its own scale, {site: (n, *shape)} (ValueError without a site map)."""
         ...
 
-    def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
+    def interval(self, level: float = INTERVAL_LEVEL, *, key=None) -> tuple[np.ndarray, np.ndarray]:
         """The central `level` credible interval of each θ_j, (d,) ends (key: for posteriors known by a sampler)."""
         ...
 
     def summary(
-        self, level: float = 0.9, *, key=None, scale: str = "constrained", draws: int = SUMMARY_DRAWS
+        self, level: float = INTERVAL_LEVEL, *, key=None, scale: str = "constrained", draws: int = SUMMARY_DRAWS
     ) -> PosteriorSummary:
         """A table (a DataFrame) of the sites on their own scale (scale="unconstrained": of θ): mean, sd,
         mcse_mean, central and HDI intervals, under a one-line description."""
@@ -118,12 +120,12 @@ class PosteriorBase:
         sites = getattr(self, "sites", None)
         return None if sites is None else SiteMap(tuple(sites))
 
-    def sample(self, key, n: int = 20_000) -> np.ndarray:
+    def sample(self, key, n: int = SUMMARY_DRAWS) -> np.ndarray:
         """n draws of θ (n, d), unconstrained; key: an int seed or a jax PRNG key."""
         n = positive_int("n", n, hint="pass the number of draws of θ, e.g. post.sample(key, 1000)")
         return self._sample(as_key(key), n)
 
-    def constrained_sample(self, key, n: int = 20_000) -> dict[str, np.ndarray]:
+    def constrained_sample(self, key, n: int = SUMMARY_DRAWS) -> dict[str, np.ndarray]:
         """n draws of each site on its own scale, {site: (n, *shape)} in float64: θ draws mapped by the sites'
         transforms."""
         site_map = self.site_map
@@ -153,7 +155,7 @@ class PosteriorBase:
         return self.sample(key, n)[None], True
 
     def summary(
-        self, level: float = 0.9, *, key=None, scale: str = "constrained", draws: int = SUMMARY_DRAWS
+        self, level: float = INTERVAL_LEVEL, *, key=None, scale: str = "constrained", draws: int = SUMMARY_DRAWS
     ) -> PosteriorSummary:
         """The posterior's summary table (a `PosteriorSummary`, a pandas DataFrame; `print` it for the text).
 

@@ -26,6 +26,7 @@ from ..util.files import atomic_write, plain
 from ..util.keys import as_key
 from ..util.notes import Note, notes_from_json, notes_json
 from .base import PosteriorBase, tail_probability
+from .summary import INTERVAL_LEVEL
 
 __all__ = [
     "BASELINE_SCHEMA",
@@ -203,7 +204,7 @@ class DrawsPosterior(PosteriorBase):
         """The stored chains (C, K, d), MCMC draws (key and n unused: nothing is drawn)."""
         return self.chains, False
 
-    def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
+    def interval(self, level: float = INTERVAL_LEVEL, *, key=None) -> tuple[np.ndarray, np.ndarray]:
         """Quantiles α/2 and 1 − α/2 of the stored draws, (d,) each (no key: nothing is drawn)."""
         return draws_interval(self.draws, level)
 

@@ -46,7 +46,7 @@ from ..util.keys import as_key, standard_normal
 from ..util.notes import Note, notes_json
 from .base import SUMMARY_DRAWS, PosteriorBase, tail_probability
 from .draws import site_attrs
-from .summary import UNCONSTRAINED, constrain
+from .summary import INTERVAL_LEVEL, UNCONSTRAINED, constrain
 
 __all__ = [
     "DPVIM",
@@ -241,17 +241,19 @@ class MixturePosterior(PosteriorBase):
         means, sds = self._mixture()
         return np.sqrt(means.var(axis=0) + np.mean(sds**2, axis=0))
 
-    def interval(self, level: float = 0.9, *, key=None) -> tuple[np.ndarray, np.ndarray]:
+    def interval(self, level: float = INTERVAL_LEVEL, *, key=None) -> tuple[np.ndarray, np.ndarray]:
         """The central `level` credible interval of each θ_j, (d,) ends: exact quantiles of the mixture (no key)."""
         alpha, mixture = tail_probability(level), self._mixture()
         return mixture_quantile(*mixture, alpha), mixture_quantile(*mixture, 1.0 - alpha)
 
-    def optimum_interval(self, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+    def optimum_interval(self, level: float = INTERVAL_LEVEL) -> tuple[np.ndarray, np.ndarray]:
         """The central `level` interval of each φ*_j from its draws, (P,) ends (a point for the naive baseline)."""
         alpha = tail_probability(level)
         return tuple(np.quantile(self.optimum_draws, [alpha, 1.0 - alpha], axis=0))
 
-    def summary(self, level: float = 0.9, *, key=None, scale: str = "constrained", draws: int = SUMMARY_DRAWS):
+    def summary(
+        self, level: float = INTERVAL_LEVEL, *, key=None, scale: str = "constrained", draws: int = SUMMARY_DRAWS
+    ):
         """The summary table of `PosteriorBase.summary`, with a column `checks`: the verdict of the trace checks
         per row ("ok", or the checks that fired on it) when the posterior carries them."""
         frame = super().summary(level, key=key, scale=scale, draws=draws)

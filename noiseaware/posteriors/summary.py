@@ -36,6 +36,7 @@ from ..util.tables import text_table
 
 __all__ = [
     "CONSTRAINED",
+    "INTERVAL_LEVEL",
     "UNCONSTRAINED",
     "PosteriorSummary",
     "comparison_table",
@@ -47,6 +48,9 @@ __all__ = [
 ]
 
 
+INTERVAL_LEVEL = 0.9
+"""The credibility level of a posterior's intervals by default (90 %): `interval`, `summary` and the comparison
+table of every posterior type, the `fit` command's table, the demo, and the plots' bands."""
 CONSTRAINED = "site (constrained)"
 """The index name of rows that are site elements on their own scale."""
 UNCONSTRAINED = "θ (unconstrained)"
@@ -226,7 +230,7 @@ def constrained_rows(
 
 
 def comparison_table(
-    posteriors: Mapping[str, Any], level: float = 0.9, truth=None, *, key, scale: str = "constrained"
+    posteriors: Mapping[str, Any], level: float = INTERVAL_LEVEL, truth=None, *, key, scale: str = "constrained"
 ) -> str:
     """Side-by-side central `level` intervals of {label: posterior} (the `Posterior` protocol; one `summary` column
     each), every site on its own scale (scale="unconstrained": θ), labelled so, and the true value when given

@@ -43,6 +43,7 @@ from jax import lax
 from ..trace import Convention, Trace, TraceError, WindowedTrace
 from ..trace.families import VariationalFamily
 from ..util.chunks import run_chunks
+from ..util.deprecation import warn_renamed
 from ..util.keys import as_key, as_keys
 from ..util.progress import progress_bar
 from .config import DPVISettings, as_settings
@@ -433,7 +434,7 @@ def record_dpvi(
     a private run without one gets a one-line `SettingsHint` to check the settings on simulations first.
     """
     if summary is not None:
-        warnings.warn("record_dpvi(summary=) is deprecated: use windowed=", DeprecationWarning, stacklevel=2)
+        warn_renamed("record_dpvi(summary=)", "record_dpvi(windowed=)")
         windowed = summary
     recorder = build_recorder(
         model,

@@ -40,7 +40,7 @@ from ..util.errors import UserError
 from ..util.files import write_json
 from ..util.fingerprint import fingerprint
 from .files import SUFFIX, CorruptResult, read_result
-from .plan import FORMAT, Plan, content_checksum, differences
+from .plan import FORMAT, SPEC_RECORD, Plan, content_checksum, differences
 from .tasks import Task
 
 __all__ = [
@@ -361,8 +361,8 @@ def _plan_problem(record: Mapping[str, Any]) -> str:
     keys = {"id": str, "label": str, "spec": int}
     if not all(isinstance(t, dict) and all(isinstance(t.get(k), v) for k, v in keys.items()) for t in tasks):
         return "a task without an id, label or spec"
-    if not all(isinstance(s, dict) and isinstance(s.get("summary"), dict) for s in specs):
-        return "a spec without its summary"
+    if not all(isinstance(s, dict) and isinstance(s.get(SPEC_RECORD), dict) for s in specs):
+        return "a spec without its record"
     if "checksum" in record and record["checksum"] != content_checksum(record):  # absent: an older noiseaware's
         return "its checksum does not match its content"
     if record.get("plan") != fingerprint({"kind": record["kind"], "tasks": [t["id"] for t in tasks]}):

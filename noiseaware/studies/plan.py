@@ -2,10 +2,11 @@
 
     plan = kind_plan(kind, specs, description)     one task per spec and part, named by the spec's canonical
                                                    data, the part and VERSIONS (`tasks`)
-    plan.record()                                  plan.json: kind, description, versions, each spec's summary
-                                                   and canonical data, the tasks (id, label, spec, part), and
+    plan.record()                                  plan.json: kind, description, versions, each spec's record
+                                                   (`StudyKind.record`, under the key SPEC_RECORD) and
+                                                   canonical data, the tasks (id, label, spec, part), and
                                                    the sha256 of all that (`content_checksum`)
-    merge_record(record, {task id: result})        [(summary, merged result or None)] by the kind's contract
+    merge_record(record, {task id: result})        [(spec record, merged result or None)] by the kind's contract
 
 Merging reads the record, never the live specs, so a study merged in the process that ran it and one merged
 from its folder by `noiseaware report` are the same computation on the same data.
@@ -17,28 +18,39 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..util.deprecation import warn_renamed
 from ..util.files import plain
 from ..util.fingerprint import canonical, digest, fingerprint
 from .kind import get_kind
 from .tasks import VERSIONS, Task, make_task
 
-__all__ = ["FORMAT", "Plan", "content_checksum", "differences", "kind_plan", "merge_record"]
+__all__ = ["FORMAT", "SPEC_RECORD", "Plan", "content_checksum", "differences", "kind_plan", "merge_record"]
 
 FORMAT = "noiseaware-study 2"
+SPEC_RECORD = "summary"
+"""The key of a spec's record in plan.json (its name in the study folders already written, so they read as
+before and keep their checksums)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """A study: kind (a registered `StudyKind`'s name, or any name for loose tasks); description: plain data
-    saying what the study is (messages, plan.json); tasks; specs (live, to run), summaries and identities
-    (their summary and canonical data, stored) for a kind's plan."""
+    saying what the study is (messages, plan.json); tasks; specs (live, to run), spec_records and identities
+    (their records, `StudyKind.record`, and canonical data, stored) for a kind's plan. `summaries`, the old name
+    of `spec_records`, is a deprecated alias."""
 
     kind: str
     description: Mapping[str, Any]
     tasks: tuple[Task, ...]
     specs: tuple[Any, ...] = ()
-    summaries: tuple[Mapping[str, Any], ...] = ()
+    spec_records: tuple[Mapping[str, Any], ...] = ()
     identities: tuple[Any, ...] = ()
+
+    @property
+    def summaries(self) -> tuple[Mapping[str, Any], ...]:
+        """Deprecated alias of `spec_records`."""
+        warn_renamed("Plan.summaries", "Plan.spec_records")
+        return self.spec_records
 
     @classmethod
     def combined(cls, plans: Sequence[Plan]) -> Plan:
@@ -56,7 +68,7 @@ class Plan:
             {"studies": [dict(plan.description) for plan in plans]},
             tuple(tasks),
             tuple(s for plan in plans for s in plan.specs),
-            tuple(s for plan in plans for s in plan.summaries),
+            tuple(s for plan in plans for s in plan.spec_records),
             tuple(i for plan in plans for i in plan.identities),
         )
 
@@ -74,8 +86,8 @@ class Plan:
             "description": dict(self.description),
             "versions": VERSIONS,
             "specs": [
-                {"summary": dict(summary), "identity": identity}
-                for summary, identity in zip(self.summaries, self.identities)
+                {SPEC_RECORD: dict(spec_record), "identity": identity}
+                for spec_record, identity in zip(self.spec_records, self.identities)
             ],
             "tasks": [
                 {"id": t.id, "label": t.label, "spec": t.group, "part": None if t.part is None else list(t.part)}
@@ -87,7 +99,7 @@ class Plan:
 
 def content_checksum(record: Mapping[str, Any]) -> str:
     """The sha256 of a plan record's JSON form, its own "checksum" left out: finds an edit of any field (a
-    label, a summary's level), not forgery (anyone can recompute it)."""
+    label, a spec's level), not forgery (anyone can recompute it)."""
     return digest(plain({key: value for key, value in record.items() if key != "checksum"}))
 
 
@@ -96,11 +108,11 @@ def kind_plan(kind_name: str, specs: Sequence[Any], description: Mapping[str, An
     the spec's canonical data (computed once per spec, so a data set is hashed once) and the part."""
     kind = get_kind(kind_name)
     tasks: list[Task] = []
-    summaries, identities = [], []
+    spec_records, identities = [], []
     for group, spec in enumerate(specs):
         identity = canonical(spec)
-        summary = kind.summary(spec)
-        label = kind.label(summary)
+        spec_record = kind.record(spec)
+        label = kind.label(spec_record)
         for part in spec.parts:
             tasks.append(
                 make_task(
@@ -112,20 +124,20 @@ def kind_plan(kind_name: str, specs: Sequence[Any], description: Mapping[str, An
                     (part.start, part.stop),
                 )
             )
-        summaries.append(summary)
+        spec_records.append(spec_record)
         identities.append(identity)
-    return Plan(kind.name, dict(description), tuple(tasks), tuple(specs), tuple(summaries), tuple(identities))
+    return Plan(kind.name, dict(description), tuple(tasks), tuple(specs), tuple(spec_records), tuple(identities))
 
 
 def merge_record(record: Mapping[str, Any], results: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Any]]:
-    """[(summary, merged result, or None while a part is missing)] of every spec of a plan record, after the
+    """[(spec record, merged result, or None while a part is missing)] of every spec of a plan record, after the
     kind's `collect` (module doc)."""
     kind = get_kind(record["kind"])
     entries = []
     for group, spec in enumerate(record["specs"]):
         parts = [results.get(t["id"]) for t in record["tasks"] if t["spec"] == group]
         done = parts and all(p is not None for p in parts)
-        entries.append((spec["summary"], kind.merge(spec["summary"], parts) if done else None))
+        entries.append((spec[SPEC_RECORD], kind.merge(spec[SPEC_RECORD], parts) if done else None))
     return kind.collect(entries)
 
 

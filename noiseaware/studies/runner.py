@@ -147,8 +147,8 @@ def run_study(
     progress: bool | Callable[[dict[str, int]], None] = False,
     verify: int = 0,
 ) -> Any:
-    """Run `plan` in the study directory `out` (`run_plan`, with its `verify`) and merge its results: [(summary,
-    result)] per spec by its kind's contract (`merge_record`), or {task id: result} for loose tasks of an
+    """Run `plan` in the study directory `out` (`run_plan`, with its `verify`) and merge its results: [(spec
+    record, result)] per spec by its kind's contract (`merge_record`), or {task id: result} for loose tasks of an
     unregistered kind. Raises
     TaskError from the first task that raised (a bug: its traceback is the cause), or StudyError when a task's
     worker was lost twice; every finished task is kept."""

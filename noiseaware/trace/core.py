@@ -17,12 +17,12 @@ checked in `validation`, read and written in `files`, described in `report`.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
 
+from ..util.deprecation import warn_renamed
 from .convention import Convention, to_sum
 from .data import TraceData
 from .files import read_trace, write_trace
@@ -46,7 +46,7 @@ class Trace(TraceData):
 
     def summary(self) -> str:
         """Deprecated: `describe()` (a posterior's `summary` is its table; a trace's report is `describe`)."""
-        warnings.warn("Trace.summary() is deprecated: use Trace.describe()", DeprecationWarning, stacklevel=2)
+        warn_renamed("Trace.summary()", "Trace.describe()")
         return self.describe()
 
     def __repr__(self) -> str:

@@ -13,13 +13,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import warnings
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..util.deprecation import warn_renamed
 from .core import Trace
 from .data import BURN_IN
 from .families import VariationalFamily
@@ -179,7 +179,7 @@ class WindowedTrace:
 
     def summary(self) -> str:
         """Deprecated: `describe()`."""
-        warnings.warn("WindowedTrace.summary() is deprecated: use describe()", DeprecationWarning, stacklevel=2)
+        warn_renamed("WindowedTrace.summary()", "WindowedTrace.describe()")
         return self.describe()
 
     def save(self, path: str | os.PathLike, *, overwrite: bool = False) -> None:

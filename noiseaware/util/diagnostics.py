@@ -2,9 +2,10 @@
 
 Each kind (exact quadrature, Laplace, NUTS, DPVIm, Gibbs samplers …) subclasses `Diagnostics`; fields are
 attributes (`post.diagnostics.max_rhat`), the record also reads as a mapping (`post.diagnostics["max_rhat"]`,
-`dict(post.diagnostics)`) for tables and JSON, and `summarise` folds the records of many fits of one
+`dict(post.diagnostics)`) for tables and JSON, and `aggregate` folds the records of many fits of one
 method into the facts a study reports (counts of non-converged fits, worst R-hat …). Subclasses register
-themselves by class name, so a saved posterior's diagnostics come back as the same type.
+themselves by class name, so a saved posterior's diagnostics come back as the same type. `summarise`, the old
+name of `aggregate`, is a deprecated alias (a subclass that still defines it has it read as its `aggregate`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+
+from .deprecation import warn_renamed
 
 __all__ = ["MAX_RHAT", "Diagnostics", "MixingDiagnostics", "NoDiagnostics", "diagnostics_type"]
 
@@ -29,6 +32,10 @@ class Diagnostics(Mapping[str, Any]):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         _TYPES[cls.__name__] = cls
+        if "summarise" in vars(cls) and "aggregate" not in vars(cls):
+            # stacklevel 4: past ABCMeta.__new__ (a Mapping), at the class statement
+            warn_renamed(f"{cls.__qualname__}.summarise", f"{cls.__qualname__}.aggregate", stacklevel=4)
+            cls.aggregate = vars(cls)["summarise"]
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._names():
@@ -51,9 +58,15 @@ class Diagnostics(Mapping[str, Any]):
         return cls(**{name: _array(values[name]) for name in cls._names() if name in values})
 
     @classmethod
-    def summarise(cls, records: Sequence[Diagnostics]) -> dict[str, Any]:
+    def aggregate(cls, records: Sequence[Diagnostics]) -> dict[str, Any]:
         """The facts of many fits of one method that a study reports (none by default)."""
         return {}
+
+    @classmethod
+    def summarise(cls, records: Sequence[Diagnostics]) -> dict[str, Any]:
+        """Deprecated alias of `aggregate`."""
+        warn_renamed(f"{cls.__qualname__}.summarise", f"{cls.__qualname__}.aggregate")
+        return cls.aggregate(records)
 
     def describe(self, posterior) -> list[str]:
         """The parts of `posterior`'s one-line description (after its kind) that these facts give, e.g. ["method
@@ -89,7 +102,7 @@ class MixingDiagnostics(Diagnostics):
     min_ess: float
 
     @classmethod
-    def summarise(cls, records: Sequence[MixingDiagnostics]) -> dict[str, Any]:
+    def aggregate(cls, records: Sequence[MixingDiagnostics]) -> dict[str, Any]:
         """Worst R-hat and the number of fits above 1.01; smallest and median of the per-fit smallest ESS."""
         if not records:
             return {}

@@ -20,8 +20,8 @@ from ...datasets import Dataset
 from ...evaluation.calibration_experiment import (
     CalibrationSpec,
     calibration_part,
+    calibration_record,
     calibration_spec,
-    calibration_summary,
     merge_calibration,
 )
 from ...evaluation.calibration_result import CalibrationResult
@@ -40,13 +40,13 @@ REFERENCE = "nonprivate"
 """The non-private reference: fitted once for all levels."""
 
 
-def _label(summary: Mapping[str, Any]) -> str:
-    level = "non-private reference" if summary["level"] is None else level_text(*summary["level"])
-    return f"{summary['dataset']} {level}"
+def _label(record: Mapping[str, Any]) -> str:
+    level = "non-private reference" if record["level"] is None else level_text(*record["level"])
+    return f"{record['dataset']} {level}"
 
 
-def _stem(summary: Mapping[str, Any]) -> str:
-    return f"calibration-{summary['dataset']}-{level_tag(*summary['level'])}"
+def _stem(record: Mapping[str, Any]) -> str:
+    return f"calibration-{record['dataset']}-{level_tag(*record['level'])}"
 
 
 def _collect(entries: list[Entry]) -> list[Entry]:
@@ -56,19 +56,19 @@ def _collect(entries: list[Entry]) -> list[Entry]:
     levels = [(s, r) for s, r in entries if s["level"] is not None]
     if not reference:
         return levels
-    ref_summary, ref_result = reference[0]
+    ref_record, ref_result = reference[0]
     if not levels:
-        return [(ref_summary | {"level": level}, ref_result) for level in ref_summary["levels"]]
+        return [(ref_record | {"level": level}, ref_result) for level in ref_record["levels"]]
     return [(s, None if r is None or ref_result is None else r.merge(ref_result)) for s, r in levels]
 
 
-def _render(summary: Mapping[str, Any], result: CalibrationResult) -> tuple[str, list[str]]:
+def _render(record: Mapping[str, Any], result: CalibrationResult) -> tuple[str, list[str]]:
     """One level's heading and table of methods, and the methods' warnings."""
     s = result.settings
     sigma = "" if s["noise_multiplier"] is None else f", σ = {s['noise_multiplier']:.4g}, T = {s['steps']}"
     heading = (
         f"{s['dataset']} ({s['n_train']} train, {s['n_test']} test, d = {s['dim']}, {s['scaling']}), ε = "
-        f"{epsilon_text(s['epsilon'])}{sigma}, R = {s['runs']}, K = {s['samples']}, {key_text(summary['key'])}"
+        f"{epsilon_text(s['epsilon'])}{sigma}, R = {s['runs']}, K = {s['samples']}, {key_text(record['key'])}"
         + (f"; DPVI {result.seconds['dpvi']:.0f} s" if "dpvi" in result.seconds else "")
     )
     return f"{heading}\n{result.table()}", warning_lines(result.diagnostics)
@@ -79,7 +79,7 @@ CALIBRATION = register_kind(
         name="calibration",
         unit="runs",
         run_part=calibration_part,
-        summary=calibration_summary,
+        record=calibration_record,
         merge=merge_calibration,
         label=_label,
         render=_render,
@@ -124,8 +124,8 @@ def calibration_plan(
     plan = kind_plan(CALIBRATION.name, specs, description)
     if REFERENCE in names:  # the reference alone is reported at every level asked for
         stored = [[name, value] for name, value in levels]
-        summaries = (plan.summaries[0] | {"levels": stored},) + plan.summaries[1:]
-        plan = Plan(plan.kind, plan.description, plan.tasks, plan.specs, summaries, plan.identities)
+        records = (plan.spec_records[0] | {"levels": stored},) + plan.spec_records[1:]
+        plan = Plan(plan.kind, plan.description, plan.tasks, plan.specs, records, plan.identities)
     return plan
 
 
@@ -146,4 +146,4 @@ def calibration_study(
     `coverage_study` for executors, resuming and failures."""
     plan = calibration_plan(data, levels=levels, key=key, **arguments)
     entries = run_study(plan, out, executor=executor, slots=slots, resume=resume, progress=progress, verify=verify)
-    return {as_level(summary["level"]): result for summary, result in entries}
+    return {as_level(record["level"]): result for record, result in entries}

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
-from ...evaluation.coverage import CoverageSpec, coverage_part, coverage_spec, coverage_summary, merge_coverage
+from ...evaluation.coverage import CoverageSpec, coverage_part, coverage_record, coverage_spec, merge_coverage
 from ...evaluation.experiment import warning_lines
 from ...evaluation.result import CoverageResult
 from ...models.benchmark import BenchmarkModel
@@ -29,20 +29,20 @@ from ..runner import run_study
 __all__ = ["COVERAGE", "coverage_plan", "coverage_study"]
 
 
-def _label(summary: Mapping[str, Any]) -> str:
-    return f"{summary['model']} {level_text(*summary['level'])}"
+def _label(record: Mapping[str, Any]) -> str:
+    return f"{record['model']} {level_text(*record['level'])}"
 
 
-def _stem(summary: Mapping[str, Any]) -> str:
-    return f"coverage-{summary['model']}-{level_tag(*summary['level'])}"
+def _stem(record: Mapping[str, Any]) -> str:
+    return f"coverage-{record['model']}-{level_tag(*record['level'])}"
 
 
-def _render(summary: Mapping[str, Any], result: CoverageResult) -> tuple[str, list[str]]:
+def _render(record: Mapping[str, Any], result: CoverageResult) -> tuple[str, list[str]]:
     """One level's heading and table of methods, and the methods' warnings."""
     s = result.settings
     heading = (
         f"{s['model']}, ε = {epsilon_text(s['epsilon'])}, σ = {s['noise_multiplier']:.4g}, M = {s['simulations']}, "
-        f"R = {s['references']}, K = {s['samples']}, T = {s['steps']}, {key_text(summary['key'])}; DPVI "
+        f"R = {s['references']}, K = {s['samples']}, T = {s['steps']}, {key_text(record['key'])}; DPVI "
         f"{result.seconds['dpvi']:.0f} s"
     )
     return f"{heading}\n{result.table()}", warning_lines(result.diagnostics)
@@ -53,7 +53,7 @@ COVERAGE = register_kind(
         name="coverage",
         unit="simulations",
         run_part=coverage_part,
-        summary=coverage_summary,
+        record=coverage_record,
         merge=merge_coverage,
         label=_label,
         render=_render,
@@ -117,4 +117,4 @@ def coverage_study(
     """
     plan = coverage_plan(bm, levels=levels, key=key, **arguments)
     entries = run_study(plan, out, executor=executor, slots=slots, resume=resume, progress=progress, verify=verify)
-    return {as_level(summary["level"]): result for summary, result in entries}
+    return {as_level(record["level"]): result for record, result in entries}

@@ -116,17 +116,17 @@ def _run_part(spec: PrivacyUtilitySpec, part: slice) -> tuple[PreflightReport, .
     return curve.reports
 
 
-def _summary(spec: PrivacyUtilitySpec) -> dict[str, Any]:
+def _record(spec: PrivacyUtilitySpec) -> dict[str, Any]:
     return {"model": spec.model.name, "epsilons": list(spec.epsilons), "simulations": spec.simulations}
 
 
-def _merge(summary: Mapping[str, Any], parts: Sequence[tuple[PreflightReport, ...]]) -> PrivacyUtilityCurve:
+def _merge(record: Mapping[str, Any], parts: Sequence[tuple[PreflightReport, ...]]) -> PrivacyUtilityCurve:
     reports = tuple(report for part in parts for report in part)
-    return PrivacyUtilityCurve(summary["model"], tuple(summary["epsilons"]), reports)
+    return PrivacyUtilityCurve(record["model"], tuple(record["epsilons"]), reports)
 
 
-def _stem(summary: Mapping[str, Any]) -> str:
-    return f"privacy-utility-{summary['model']}"
+def _stem(record: Mapping[str, Any]) -> str:
+    return f"privacy-utility-{record['model']}"
 
 
 PRIVACY_UTILITY = register_kind(
@@ -134,10 +134,10 @@ PRIVACY_UTILITY = register_kind(
         name="privacy-utility",
         unit="privacy levels",
         run_part=_run_part,
-        summary=_summary,
+        record=_record,
         merge=_merge,
-        label=lambda summary: f"{summary['model']} privacy–utility",
-        render=lambda summary, curve: (curve.table(), []),
+        label=lambda record: f"{record['model']} privacy–utility",
+        render=lambda record, curve: (curve.table(), []),
         stem=_stem,
         outputs={".json": PrivacyUtilityCurve.to_json, ".png": plot_privacy_utility},
         design=PrivacyUtilityDesign,
