@@ -64,3 +64,46 @@ def test_plan_summaries_and_coverage_summary_warn_and_give_the_spec_records():
     spec = coverage_spec(na.models.get("M1"), key=0, noise_multiplier=10.0, simulations=4)
     with pytest.warns(DeprecationWarning, match="coverage_record"):
         assert coverage_summary(spec) == coverage_record(spec)
+
+
+def test_the_windowed_traces_old_names_warn_and_are_the_new_ones():
+    import noiseaware as na
+    import noiseaware.trace as trace_module
+    from noiseaware.adapters import optax as optax_adapter
+    from noiseaware.adapters import summarizer, windowing
+
+    pairs = [
+        (na, "TraceSummary", na.WindowedTrace),
+        (na, "summarize", na.windowed),
+        (trace_module, "TraceSummary", na.WindowedTrace),
+        (optax_adapter, "summarizing_aggregate", optax_adapter.windowing_aggregate),
+        (optax_adapter, "summary_of_aggregate", optax_adapter.windowed_of_aggregate),
+        (summarizer, "summarizing", windowing.windowing),
+        (summarizer, "summary_of", windowing.windowed_of),
+        (summarizer, "SummaryState", windowing.WindowingState),
+    ]
+    for module, old, new in pairs:
+        with pytest.warns(DeprecationWarning, match=new.__name__):
+            assert getattr(module, old) is new
+    with pytest.raises(AttributeError):
+        na.no_such_name  # noqa: B018
+
+
+def test_record_dpvi_summary_warns_and_keeps_the_run_as_windows():
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    import noiseaware as na
+
+    def model(x):
+        rate = numpyro.sample("rate", dist.Gamma(2.0, 1.0))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("x", dist.Exponential(rate), obs=x)
+
+    settings = dict(steps=40, sampling_rate=0.5, clip=5.0, learning_rate=1e-3, noise_multiplier=1.0, key=0)
+    data = {"x": jnp.ones(20)}
+    with pytest.warns(DeprecationWarning, match=r"windowed="):
+        run = na.record_dpvi(model, data, summary=True, **settings)
+    assert isinstance(run, na.WindowedTrace) and run.rows() is None
+    assert run.sums.count.sum() == 40

@@ -173,7 +173,7 @@ class TraceDiagnosis:
     relaxations n·κ⁺, leftover, …); window_optima (K, P); proposed_burn_in: a burn-in after which the windows
     agree, when the default leaves a transient (None when it does not, or when no tried burn-in does);
     rows (P,): the θ coordinate each parameter belongs to (`VariationalFamily.block_rows`; None: mean-field);
-    unchecked: the checks that could not run (a `TraceSummary` keeps no rows for the residuals' autocorrelation).
+    unchecked: the checks that could not run (a `WindowedTrace` keeps no rows for the residuals' autocorrelation).
     """
 
     param_names: tuple[str, ...]
