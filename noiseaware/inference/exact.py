@@ -262,15 +262,8 @@ def exact_draws(model: GradientModel, grid: QuadratureGrid, key, draws: int):
         return _scale_rows_to_rho(model, mean, sd, hessian, noise_key) + (extra,)
     optimum = mean + sd * jax.random.normal(noise_key, cells.shape)
     if model.terms:
-        optimum = solve_optimum(
-            model.stats,
-            model.terms,
-            optimum - model.stats.centre,
-            hessian,
-            model.noise_var + extra**2,
-            solve_key,
-            model.sampling_rate,
-        )
+        var, q = model.noise_var + extra**2, model.sampling_rate
+        optimum = solve_optimum(model.stats, model.terms, optimum - model.stats.centre, hessian, var, solve_key, q)
     return optimum, hessian, extra
 
 
