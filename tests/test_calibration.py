@@ -7,6 +7,7 @@ import math
 import jax
 import numpy as np
 import pytest
+from messages import mentions
 from scipy import integrate
 
 import noiseaware as na
@@ -124,8 +125,9 @@ def test_bad_inputs_are_refused(y, p, options, message):
 
 
 def test_predictive_probabilities_refuse_mismatched_shapes():
-    with pytest.raises(ValueError, match="theta must be \\(K, d\\) and X \\(n, d\\)"):
+    with pytest.raises(ValueError) as info:
         predictive_probabilities(np.zeros((5, 3)), np.zeros((4, 2)))
+    mentions(info, "theta", "(K", "d)", "X", "(n")
 
 
 def result_with(rmse: dict) -> CalibrationResult:
