@@ -323,5 +323,5 @@ def test_demo_runs_again_into_its_own_folder_and_never_over_other_files(tmp_path
     (tmp_path / "mine" / "m1-trace.nc").write_text("my own file")
     capsys.readouterr()
     assert main([*demo, "mine"]) == 2
-    assert "m1-trace.nc exists; pass --force" in capsys.readouterr().err
+    mentions(capsys.readouterr().err, "m1-trace.nc", "exists", "--force")
     assert (tmp_path / "mine" / "m1-trace.nc").read_text() == "my own file"
