@@ -225,7 +225,8 @@ def test_fit_batch_gathers_a_warning_of_many_traces_into_one_complete_line():
     assert match and match[1] == "3" and match[2] == "3", lines[0]
     named = dict(re.fullmatch(r"(\S+) in (\d+)", part).groups() for part in match[3].split(", "))
     assert {"mu:theta[0]", "mu:theta[1]"} <= set(named) and all(1 <= int(n) <= 3 for n in named.values())
-    assert "…" not in lines[0] and "record a longer trace or spend a larger privacy budget" in match[4]
+    assert "…" not in lines[0]
+    mentions(match[4], "longer", "trace", "privacy", "budget")  # the advice: both ways out
     assert all(w.category is FitWarning for w in caught if "weak identification" in str(w.message))
 
 
@@ -274,12 +275,13 @@ def test_notes_combine_their_numbers_and_foreign_warnings_are_counted():
         for _ in range(2):
             warnings.warn("a library's\n   advice", stacklevel=1)
     lines = [text for _, text in gather(notes[1:] + caught, 20)]
-    assert lines == [
-        "divergent transitions in 2 of 20 traces (7 in all): raise target_accept",
-        "R-hat above 1.01 in 2 of 20 traces (largest 1.07): run more draws",
-        "a library's advice (in 2 of 20 traces)",
-    ]
-    assert str(notes[0]) == str(caught[0].message) == "divergent transitions (3): raise target_accept"
+    assert len(lines) == 3, lines
+    mentions(lines[0], "divergent", "2", "20", "7", "target_accept")  # in 2 of 20 traces, 3 + 4 = 7 in all
+    mentions(lines[1], "R-hat", "1.01", "2", "20", "1.07")  # the largest of 1.02 and 1.07
+    assert lines[1].count("1.02") == 0
+    mentions(lines[2], "library's", "advice", "2", "20")  # the foreign warning's two lines made one
+    assert str(notes[0]) == str(caught[0].message)
+    mentions(str(notes[0]), "divergent", "(3):", "target_accept")
 
 
 def test_the_cli_prints_each_warning_once_and_numerical_ones_as_lines(capsys, monkeypatch, trace):
@@ -297,8 +299,10 @@ def test_the_cli_prints_each_warning_once_and_numerical_ones_as_lines(capsys, mo
         assert fit_reporting_warnings(trace, "exact", key=0) == "posterior"
     assert passed_on == []
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 2 and err[1] == "warning: grid edge (mu:theta[0]): raise passes"
-    assert re.fullmatch(r"warning: numerical warning at .*test_input_errors\.py:\d+: divide by zero .* log", err[0])
+    assert len(err) == 2 and err[1].startswith("warning: ") and err[0].startswith("warning: ")
+    mentions(err[1], "grid", "edge", "(mu:theta[0]):", "passes")
+    mentions(err[0], "numerical", "divide", "log")
+    assert re.search(r"test_input_errors\.py:\d+:", err[0])  # where: this file and the line
     line = "weak identification in 11 of 20 traces (mu:rate in 9, rho:rate in 4): record a longer trace"
     other = "divergent transitions in 1 of 20 traces (2 in all): raise target_accept"
     lines = warning_lines(
@@ -338,17 +342,18 @@ def test_a_warning_re_issued_from_its_text_is_shown_once_and_whole():
         warnings.warn(original, stacklevel=1)
         warnings.warn(str(original), FitWarning, stacklevel=1)
     lines = [line for _, line in gather(caught, 1)]
-    assert lines == ["weak identification (mu:rate): record a longer trace"]
+    assert lines == [str(original)]
 
 
 def test_a_warning_about_many_parameters_counts_them_and_names_a_few():
     """Issue 26: one line never lists ~100 coordinates; it names the most frequent first and counts the rest."""
     names = [(f"mu:b[{j}]" for j in range(100)) if m else ("mu:b[7]",) for m in range(3)]
     ((_, line),) = gather([Note("weak identification", "record a longer trace", tuple(n)) for n in names], 3)
-    assert line == (
-        "weak identification in 3 of 3 traces (mu:b[7] in 3, mu:b[0] in 2, mu:b[1] in 2, mu:b[2] in 2, mu:b[3] in 2, "
-        "…, and 95 more of 100 parameters): record a longer trace"
-    )
+    mentions(line, "3", "mu:b[7]", "mu:b[3]", "…", "95", "100")
+    assert (
+        line.index("mu:b[7]") < line.index("mu:b[0]") < line.index("mu:b[3]") < line.index("…")
+    )  # most frequent first
+    assert "mu:b[4]" not in line and "mu:b[99]" not in line
 
 
 # ---------------------------------------------------------------- issue 40: files that are not traces
@@ -435,11 +440,12 @@ def test_a_report_on_many_parameters_counts_them_and_names_a_few():
     d = 200
     names = tuple(f"mu:theta[{j}]" for j in range(d)) + tuple(f"rho:theta[{j}]" for j in range(d))
     finding = Finding("drift", names[:120], "p = 0.001", "record a longer trace")
-    assert str(finding).startswith(
-        "drift (mu:theta[0], mu:theta[1], mu:theta[2], mu:theta[3], mu:theta[4], …, and 115 "
-    )
+    assert str(finding).startswith("drift (mu:theta[0], ")
+    mentions(str(finding), "mu:theta[4]", "…", "115")
+    assert "mu:theta[5]" not in str(finding)
     flags = {"drift": np.arange(2 * d) < 120}
     report = TraceDiagnosis(names, 0.05, 0.1, (finding,), flags, {}, np.zeros((1, 2 * d)))
     lines = str(report).splitlines()
     assert len(lines) == 3 + FLAGGED_LINES + 1
-    assert lines[-1] == f"    … and {120 - FLAGGED_LINES} more (all of them: report.theta_verdicts())"
+    assert lines[-1].startswith("    … ")
+    mentions(lines[-1], str(120 - FLAGGED_LINES), "report.theta_verdicts())")
