@@ -51,6 +51,6 @@ def test_bootstrap_intervals_cover_the_truth_at_about_the_nominal_rate(model):
     assert posts[0].draws.shape == (40, 1) and posts[0].diagnostics["replicates"] == 40
     with pytest.raises(ValueError) as info:
         na.fit(traces[0], "bootstrap", key=0, checks="off")
-    mentions(info, "model")
+    mentions(info, "model=")
     with pytest.raises(ValueError, match="replicates"):
         na.fit(traces[0], "bootstrap", key=0, checks="off", model=model, replicates=5)

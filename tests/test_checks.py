@@ -54,7 +54,7 @@ def test_positive_int_rejects_every_float_even_integral_ones(value):
 def test_positive_int_rejects_non_integers_and_bools(value):
     with pytest.raises(ValueError) as info:
         positive_int("n", value)
-    mentions(info, "n")
+    mentions(info, "n", "positive")
 
 
 @pytest.mark.parametrize("value", [np.int64(3), np.uint8(3), np.array(3), jnp.asarray(3)], ids=repr)
@@ -117,7 +117,7 @@ def test_positive_float_with_allow_zero_also_accepts_zero():
 def test_positive_float_rejects_non_numbers_and_bools(value):
     with pytest.raises(ValueError) as info:
         positive_float("x", value)
-    mentions(info, "x")
+    mentions(info, "x", "finite")
 
 
 @pytest.mark.parametrize("value", [2, np.float32(2.0), np.int64(2), np.array(2.0), jnp.asarray(2.0)], ids=repr)

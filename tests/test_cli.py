@@ -714,7 +714,7 @@ def test_coverage_plan_takes_each_levels_tuned_preset():
     assert clips == [na.tuning.tuned_preset("M2", eps)["clip"] for _, eps in levels] and clips[0] != clips[1]
     with pytest.raises(ValueError) as info:
         coverage_plan(by_level, levels=[*levels, ("epsilon", 0.3)], key=0, methods=("exact",), simulations=4)
-    mentions(info, "epsilon")
+    mentions(info, "epsilon", "0.3")
 
 
 def test_a_baseline_on_the_research_scale_is_never_scored_against_a_tuned_presets_theta(capsys, tmp_path):
