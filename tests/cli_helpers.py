@@ -61,3 +61,13 @@ def sgd_trace(steps=4000, contraction=(0.02, 0.02), seed=0, learning_rate=True, 
 def saved(trace: na.Trace, path: Path) -> Path:
     trace.save(path)
     return path
+
+
+def task_counts(report: str) -> dict[str, int]:
+    """The `tasks: …` line of `noiseaware report` as numbers: {"done": 2, "failed": 0, …, "of": 2}."""
+    (line,) = [line for line in report.splitlines() if line.strip().startswith("tasks: ")]
+    counts = {}
+    for part in line.strip().removeprefix("tasks: ").split(", "):
+        number, name = part.split(" ", 1) if not part.startswith("of ") else part.split(" ")[::-1]
+        counts[name] = int(number)
+    return counts

@@ -14,6 +14,7 @@ import numpyro
 import numpyro.distributions as dist
 import pytest
 import xarray as xr
+from messages import mentions
 from numpyro.distributions import constraints
 from scipy import stats
 from scipy.special import betaln, digamma, gammaln, logsumexp, polygamma
@@ -449,10 +450,12 @@ def test_methods_release_at_the_batch_privacy_level(m3):
     by_sigma = dataclasses.replace(batch, epsilon=None)
     given = fit_problems(BS2018_NAIVE, by_sigma, k, BS2018_NAIVE.make_options(epsilon=0.3))
     assert given[0].diagnostics.release["epsilon"] == 0.3
-    with pytest.raises(ValueError, match="noise multiplier only"):
+    with pytest.raises(ValueError) as info:
         BS2018.fit_batch(by_sigma, k, BS2018.make_options())
-    with pytest.raises(ValueError, match="'bs2018-naive' supports the models .* not 'linreg-10d'"):
+    mentions(info, "'bs2018'", "--epsilon", "'epsilon'")
+    with pytest.raises(ValueError) as info:
         BS2018_NAIVE.fit_batch(dataclasses.replace(batch, model=get("linreg-10d")), k, BS2018_NAIVE.make_options())
+    mentions(info, "bs2018-naive", "linreg-10d")
 
 
 def test_the_study_summary_has_the_facts_of_the_old_driver(m3):
@@ -587,42 +590,51 @@ def test_options_keep_their_defaults_and_check_values_before_any_work():
         ({"chains": 0}, "chains"),
         ({"epsilon": -1.0}, "epsilon"),
         ({"init": "zero"}, "init"),
-        ({"mechanism": "exponential"}, "unknown mechanism"),
+        ({"mechanism": "exponential"}, "'exponential'"),
         ({"bound": 0.0}, "bound"),
     ):
-        with pytest.raises(ValueError, match=match):
+        with pytest.raises(ValueError) as info:
             BS2018.make_options(bad)
+        mentions(info, match)
 
 
 def test_bad_inputs_raise_clear_errors():
     x, k = np.zeros((1, 10)), [0]
-    with pytest.raises(ValueError, match="no family for model 'linreg-10d'"):
+    with pytest.raises(ValueError) as info:
         release_statistics("linreg-10d", x, keys=k, epsilon=1.0)
+    mentions(info, "'linreg-10d'")
     for epsilon in (0.0, -1.0, math.inf, math.nan, None):
-        with pytest.raises(ValueError, match="ε > 0"):
+        with pytest.raises(ValueError) as info:
             release_statistics("M2", x, keys=k, epsilon=epsilon)
-    with pytest.raises(ValueError, match="unknown mechanism"):
+        mentions(info, "ε", "0")
+    with pytest.raises(ValueError) as info:
         ReleaseSettings(mechanism="exponential")
+    mentions(info, "'exponential'")
     with pytest.raises(ValueError, match="neighbouring"):
         ReleaseSettings(neighbouring="swap")
-    with pytest.raises(ValueError, match="0 < δ < 1"):
+    with pytest.raises(ValueError) as info:
         release_statistics("M2", x, keys=k, epsilon=1.0, delta=0.0, settings=ReleaseSettings(mechanism="gaussian"))
+    mentions(info, "0", "δ", "1")
     with pytest.raises(ValueError, match="bound"):
         release_statistics("M2", x, keys=k, epsilon=1.0, settings=ReleaseSettings(bound=2.0))
     with pytest.raises(ValueError, match="bound"):
         ReleaseSettings(bound=-1.0)
-    with pytest.raises(ValueError, match="0 or 1"):
+    with pytest.raises(ValueError) as info:
         release_statistics("M2", x + 2, keys=k, epsilon=1.0)
-    with pytest.raises(ValueError, match="≥ 0"):
+    mentions(info, "0", "1")
+    with pytest.raises(ValueError) as info:
         release_statistics("M1", x - 1, keys=k, epsilon=1.0)
+    mentions(info, "≥", "0")
     with pytest.raises(ValueError, match="shape"):
         release_statistics("M2", np.zeros((2, 2, 2)), keys=k, epsilon=1.0)
-    with pytest.raises(ValueError, match="1 keys for 2 data sets"):
+    with pytest.raises(ValueError) as info:
         release_statistics("M2", np.zeros((2, 10)), keys=k, epsilon=1.0)
+    mentions(info, "1", "2")
     with pytest.raises(ValueError, match="chains"):
         bernstein_sheldon_posterior("M2", x[0], key=0, epsilon=1.0, chains=0)
-    with pytest.raises(ValueError, match="unknown init 'zero'"):
+    with pytest.raises(ValueError) as info:
         bernstein_sheldon_posterior("M2", x[0], key=0, epsilon=1.0, init="zero")
+    mentions(info, "'zero'")
     with pytest.raises(ValueError, match="'x'"):
         bernstein_sheldon_naive("M2", {"y": x[0]}, key=0, epsilon=1.0)
     with pytest.raises(TypeError, match="key"):
@@ -664,9 +676,12 @@ def test_coverage_runs_bs2018_end_to_end_and_refuses_what_it_cannot_do():
         "init": "naive",
     }
     assert result.diagnostics["bs2018-naive"]["release"]["epsilon"] == 0.3
-    with pytest.raises(ValueError, match="noise multiplier only"):
+    with pytest.raises(ValueError) as info:
         na.coverage(bm, methods=("bs2018",), noise_multiplier=50.0, key=0, **tiny)
-    with pytest.raises(ValueError, match="'bs2018' supports the models .* not 'linreg-10d'"):
+    mentions(info, "'bs2018'", "--epsilon", "'epsilon'")
+    with pytest.raises(ValueError) as info:
         na.coverage(get("linreg-10d"), methods=("bs2018",), epsilon=1.0, key=0, **tiny)
-    with pytest.raises(ValueError, match="'bs2019' supports the models linreg-10d, not 'dirichlet-categorical'"):
+    mentions(info, "'bs2018'", "'linreg-10d'")
+    with pytest.raises(ValueError) as info:
         na.coverage(bm, methods=("bs2019",), epsilon=1.0, key=0, **tiny)
+    mentions(info, "'bs2019'", "linreg-10d", "'dirichlet-categorical'")

@@ -15,6 +15,7 @@ import jax
 import numpy as np
 import pytest
 import xarray as xr
+from messages import mentions
 from scipy import integrate, stats
 
 from noiseaware.baselines import bernstein_sheldon_regression as bs
@@ -440,8 +441,9 @@ def test_options_keep_their_defaults_and_theta_is_the_models():
         ({"bound_y": -1.0}, "bound_y"),
         ({"epsilon": math.inf}, "epsilon"),
     ):
-        with pytest.raises(ValueError, match=match):
+        with pytest.raises(ValueError) as info:
             BS2019.make_options(bad)
+        mentions(info, match)
 
 
 # ---------------------------------------------------------------- errors
@@ -456,24 +458,28 @@ def test_bad_epsilon_raises(epsilon):
 
 def test_bad_arguments_raise_clear_errors():
     X, y = dataset(0, n=20)
-    with pytest.raises(ValueError, match="bias column"):
+    with pytest.raises(ValueError) as info:
         release_one(X[:, :-1], y, epsilon=1.0)
+    mentions(info, "bias")
     with pytest.raises(ValueError, match="y"):
         release_one(X, y[:-1], epsilon=1.0)
     with pytest.raises(ValueError, match="finite"):
         release_one(X, np.where(np.arange(20) == 3, np.nan, y), epsilon=1.0)
-    with pytest.raises(ValueError, match="2 keys for 1 data sets"):
+    with pytest.raises(ValueError) as info:
         rel.release_statistics(X[None], y[None], keys=[0, 1], epsilon=1.0)
+    mentions(info, "2", "1")
     with pytest.raises(ValueError, match="bound_x"):
         rel.RegressionRelease(bound_x=0.0)
     with pytest.raises(ValueError, match="mechanism"):
         rel.RegressionRelease(mechanism="exponential")
     with pytest.raises(ValueError, match="draws"):
         RegressionGibbs(draws=2)
-    with pytest.raises(ValueError, match="unknown options"):
+    with pytest.raises(ValueError) as info:
         bs.bs2019_posterior(X, y, key=0, epsilon=1.0, chain=3)
-    with pytest.raises(ValueError, match="unknown options"):
+    mentions(info, "chain")
+    with pytest.raises(ValueError) as info:
         bs.naive_ss_posterior(X, y, key=0, epsilon=1.0, chains=2)  # exact: no sampler settings
+    mentions(info, "chains")
     with pytest.raises(ValueError, match="delta"):
         release_one(X, y, epsilon=1.0, delta=0.0, release=rel.RegressionRelease(mechanism="gaussian"))
     with pytest.raises(TypeError, match="key"):
@@ -482,7 +488,9 @@ def test_bad_arguments_raise_clear_errors():
     options = BS2019_NAIVE.make_options()
     with pytest.raises(ValueError, match="'X'"):
         BS2019_NAIVE.fit_batch(dataclasses.replace(batch, data={"x": np.zeros((1, 5))}), [0], options)
-    with pytest.raises(ValueError, match="'bs2019-naive' supports the models linreg-10d, not 'logistic-3d'"):
+    with pytest.raises(ValueError) as info:
         BS2019_NAIVE.fit_batch(dataclasses.replace(batch, model=get("logistic-3d")), [0], options)
-    with pytest.raises(ValueError, match="noise multiplier only"):
+    mentions(info, "'bs2019-naive'", "linreg-10d", "'logistic-3d'")
+    with pytest.raises(ValueError) as info:
         BS2019_NAIVE.fit_batch(dataclasses.replace(batch, epsilon=None), [0], options)
+    mentions(info, "'bs2019-naive'", "--epsilon", "'epsilon'")

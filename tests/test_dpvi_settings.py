@@ -11,6 +11,7 @@ import numpyro
 import numpyro.distributions as dist
 import optax
 import pytest
+from messages import mentions
 
 import noiseaware as na
 from noiseaware.recording.config import setting_names
@@ -48,36 +49,39 @@ def test_the_defaults_are_the_settings_class_fields_and_nowhere_else():
 
 
 @pytest.mark.parametrize(
-    "settings, match",
+    "settings, tokens",
     [
-        (dict(steps=10), r"DPVI settings need sampling_rate, clip"),
-        (dict(REQUIRED, stepz=3), r"unknown DPVI settings \['stepz'\]: the settings are steps, sampling_rate"),
-        (dict(REQUIRED, steps=0), "steps must be a positive integer"),
-        (dict(REQUIRED, sampling_rate=1.5), "sampling_rate must be positive and at most 1"),
-        (dict(REQUIRED, grad_scale=(1.0, np.inf)), "grad_scale must be finite"),
-        (dict(REQUIRED, init="zero"), "init must be a number, a sequence of numbers"),
-        (dict(REQUIRED, learning_rate=0.1, lr_multiplier=1.0), "either learning_rate .* or lr_multiplier"),
-        (dict(REQUIRED, optimizer=na.Optimizer("adam", 1e-2), learning_rate=0.1), "no effect with an optimizer"),
-        (dict(REQUIRED, optimizer=optax.adam(1e-2)), r"optimizer must be data, not an optax object"),
-        (dict(REQUIRED, optimizer="adam"), r"optimizer must be None \(plain SGD\) or na.Optimizer"),
-        (dict(REQUIRED, family="student-t"), "unknown variational family 'student-t'"),
-        (dict(REQUIRED, labels=["a"]), r"labels must be \{site: one label per element\}"),
-        (dict(REQUIRED, dtype="int32"), "dtype must be float32 or float64"),
-        (dict(REQUIRED, sites="theta"), "sites must be a sequence of names"),
+        (dict(steps=10), ("DPVI", "sampling_rate", "clip")),
+        (dict(REQUIRED, stepz=3), ("DPVI", "['stepz']", "steps", "sampling_rate")),
+        (dict(REQUIRED, steps=0), ("steps",)),
+        (dict(REQUIRED, sampling_rate=1.5), ("sampling_rate", "1")),
+        (dict(REQUIRED, grad_scale=(1.0, np.inf)), ("grad_scale", "finite")),
+        (dict(REQUIRED, init="zero"), ("init",)),
+        (dict(REQUIRED, learning_rate=0.1, lr_multiplier=1.0), ("learning_rate", "lr_multiplier")),
+        (dict(REQUIRED, optimizer=na.Optimizer("adam", 1e-2), learning_rate=0.1), ("learning_rate", "optimizer")),
+        (dict(REQUIRED, optimizer=optax.adam(1e-2)), ("optimizer", "optax")),
+        (dict(REQUIRED, optimizer="adam"), ("optimizer", "None", "na.Optimizer")),
+        (dict(REQUIRED, family="student-t"), ("family", "'student-t'")),
+        (dict(REQUIRED, labels=["a"]), ("labels", "{site:")),
+        (dict(REQUIRED, dtype="int32"), ("dtype", "float32", "float64")),
+        (dict(REQUIRED, sites="theta"), ("sites",)),
     ],
 )
-def test_bad_settings_are_refused_by_the_settings_class(settings, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_settings_are_refused_by_the_settings_class(settings, tokens):
+    with pytest.raises(ValueError) as info:
         na.DPVISettings.create(**settings)
+    mentions(info, *tokens)
 
 
 def test_replace_names_unknown_fields_and_validates_again():
     settings = na.DPVISettings(**REQUIRED)
     assert settings.replace(steps=20).steps == 20 and settings.steps == 12
-    with pytest.raises(ValueError, match=r"unknown DPVI settings \['clipping'\]"):
+    with pytest.raises(ValueError) as info:
         settings.replace(clipping=2.0)
-    with pytest.raises(ValueError, match="clip must be positive"):
+    mentions(info, "DPVI", "['clipping']")
+    with pytest.raises(ValueError) as info:
         settings.replace(clip=-1.0)
+    mentions(info, "clip")
 
 
 def test_settings_round_trip_through_plain_json():
@@ -97,8 +101,9 @@ def test_settings_round_trip_through_plain_json():
     assert back == settings and hash(back) == hash(settings)
     assert back.grad_scale == (1.0, (100.0,)) and back.init == (0.5, -3.0) and back.dtype == "float32"
     assert canonical(back) == canonical(settings)
-    with pytest.raises(ValueError, match=r"unknown DPVI settings \['extra'\]"):
+    with pytest.raises(ValueError) as info:
         na.DPVISettings.from_data({**data, "extra": 1})
+    mentions(info, "DPVI", "['extra']")
 
 
 def test_equal_values_are_equal_settings_whatever_their_container():
@@ -171,18 +176,19 @@ def test_a_recorded_optimizer_is_named_in_the_trace():
 
 
 @pytest.mark.parametrize(
-    "kwargs, match",
+    "kwargs, tokens",
     [
-        (dict(name="adamm", learning_rate=1e-3), "unknown optimizer 'adamm': choose one of sgd, adam"),
-        (dict(name="adam", learning_rate=0.0), "learning_rate must be positive"),
-        (dict(name="adam", learning_rate=1e-3, schedule="linear"), "unknown schedule 'linear'"),
-        (dict(name="adam", learning_rate=1e-3, options={"beta1": 0.9}), r"optax.adam has no options \['beta1'\]"),
-        (dict(name="adam", learning_rate=1e-3, options={"b1": [0.9]}), "must be a number, a bool, a string or None"),
+        (dict(name="adamm", learning_rate=1e-3), ("optimizer", "'adamm'", "sgd", "adam")),
+        (dict(name="adam", learning_rate=0.0), ("learning_rate",)),
+        (dict(name="adam", learning_rate=1e-3, schedule="linear"), ("schedule", "'linear'")),
+        (dict(name="adam", learning_rate=1e-3, options={"beta1": 0.9}), ("optax.adam", "['beta1']")),
+        (dict(name="adam", learning_rate=1e-3, options={"b1": [0.9]}), ("b1", "number", "bool", "None")),
     ],
 )
-def test_bad_optimizers_are_refused(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_optimizers_are_refused(kwargs, tokens):
+    with pytest.raises(ValueError) as info:
         na.Optimizer(**kwargs)
+    mentions(info, *tokens)
 
 
 def test_settings_values_are_traced_so_a_tuner_compiles_once_per_model_and_shape():

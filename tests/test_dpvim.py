@@ -4,6 +4,7 @@
 import jax
 import numpy as np
 import pytest
+from messages import mentions
 from ou import CLIP, SIGMA, N, Q
 
 import noiseaware as na
@@ -180,8 +181,9 @@ def test_the_registered_method_is_dpvim_posterior_with_its_typed_options():
         np.testing.assert_array_equal(post.optimum_draws, direct.optimum_draws)
         np.testing.assert_array_equal(post.diagnostics.converged_from, direct.diagnostics.converged_from)
     assert DPVImOptions() == DPVImOptions(draws=4000, centre="last", threshold=0.05, windows=10)
-    with pytest.raises(ValueError, match="has no option 'center'"):
+    with pytest.raises(ValueError) as info:
         na.fit(trace, "dpvim", key=5, center="average")
+    mentions(info, "'center'")
 
 
 def test_keys_int_seeds_and_reproducibility():
@@ -197,22 +199,29 @@ def test_errors_name_the_problem():
         dpvim_posterior(trace)
     with pytest.raises(TypeError, match="center"):  # the option is spelt centre
         dpvim_posterior(trace, key=0, center="last")
-    with pytest.raises(ValueError, match="unknown centre 'median'.*'last', 'average', 'empirical'"):
+    with pytest.raises(ValueError) as info:
         dpvim_posterior(trace, key=0, centre="median")
+    mentions(info, "'median'", "'last'", "'average'", "'empirical'")
     for threshold in (0.0, -0.1, float("nan")):
-        with pytest.raises(ValueError, match="threshold .* must be > 0"):
+        with pytest.raises(ValueError) as info:
             dpvim_posterior(trace, key=0, threshold=threshold)
+        mentions(info, "threshold", "0")
     for windows in (1, 0, 2.5, True):
-        with pytest.raises(ValueError, match="windows is .* integer ≥ 2"):
+        with pytest.raises(ValueError) as info:
             dpvim_posterior(trace, key=0, windows=windows)
-    with pytest.raises(ValueError, match="draws is 0"):
+        mentions(info, "windows", "2")
+    with pytest.raises(ValueError) as info:
         dpvim_posterior(trace, key=0, draws=0)
-    with pytest.raises(ValueError, match=r"too short for 10 windows: it has T = 18 steps.*at least T = 19"):
+    mentions(info, "draws", "0")
+    with pytest.raises(ValueError) as info:
         dpvim_posterior(trace_of(np.zeros((19, 2))), key=0)
+    mentions(info, "10", "18", "19")
     dpvim_posterior(trace_of(np.zeros((20, 2))), key=0)  # T = 19 is enough
     rows = np.zeros((100, 2))
     rows[40, 1] = np.nan
-    with pytest.raises(ValueError, match="params holds nan at row 40, parameter 1.*finite"):
+    with pytest.raises(ValueError) as info:
         convergence_start(rows)
-    with pytest.raises(ValueError, match=r"shape \(100,\).*\(T\+1, P\)"):
+    mentions(info, "params", "nan", "40", "1")
+    with pytest.raises(ValueError) as info:
         convergence_start(np.zeros(100))
+    mentions(info, "(100,)", "(T+1", "P)")

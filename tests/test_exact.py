@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from messages import mentions
 from ou import ou_traces
 from solvers import fit_one
 
@@ -198,8 +199,9 @@ def test_vmapped_grids_equal_single_grids(traces):
 def test_bad_grid_settings_raise(traces):
     model = gradient_model(traces[0])
     for options in ({"passes": 0}, {"hessian_nodes": 2}, {"extra_nodes": 2}):
-        with pytest.raises(ValueError, match="passes ≥ 1 and at least 3 nodes per grid axis"):
+        with pytest.raises(ValueError) as info:
             exact_grid(model, **(GRID_DEFAULTS | options))
+        mentions(info, "passes", "1", "3")
     exact_grid(gradient_model(traces[0], PRIORS["none"]), extra_nodes=1, hessian_nodes=8, passes=1)  # no u axis
 
 
@@ -230,5 +232,6 @@ def test_blocks_shared_by_two_devices_give_the_same_draws(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert "on 2 devices" in run.stderr
     assert float(run.stdout.strip().splitlines()[-1]) == 0.0
-    with pytest.raises(ValueError, match="jax has 1 device"):
+    with pytest.raises(ValueError) as info:
         ExactOptions(devices=2)
+    mentions(info, "1", "devices")

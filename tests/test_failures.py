@@ -7,10 +7,12 @@ import traceback
 
 import numpy as np
 import pytest
+from messages import mentions
 
 import noiseaware as na
 from noiseaware.cli import main
 from noiseaware.methods.base import Batch, failure_reasons, fit_problems
+from noiseaware.posteriors.mixture import NAIVE
 from noiseaware.recording.settings import check_delta
 from noiseaware.tuning.preflight import findings
 from noiseaware.tuning.score import Score
@@ -31,13 +33,14 @@ def traces():
 def test_a_failure_is_plain_data_that_pickles_and_compares():
     failure = FitFailure(NO_OPTIMUM, "Newton's method reached no stationary point: coordinates [1]")
     assert isinstance(failure, ValueError) and str(failure) == failure.message
-    assert failure.as_data() == {"reason": "no finite optimum", "message": failure.message}
+    assert failure.as_data() == {"reason": NO_OPTIMUM, "message": failure.message}
     assert FitFailure.from_data(failure.as_data()) == failure
     assert pickle.loads(pickle.dumps(failure)) == failure
     assert failure != FitFailure(DIVERGED, failure.message)
     assert failure.within("trace 3") == FitFailure(NO_OPTIMUM, f"trace 3: {failure.message}")
-    with pytest.raises(TypeError, match="two strings"):
+    with pytest.raises(TypeError) as info:
         FitFailure("", "no reason")
+    mentions(info, "FitFailure")
 
 
 def test_a_returned_or_raised_failure_is_counted_and_anything_else_propagates(traces):
@@ -47,12 +50,13 @@ def test_a_returned_or_raised_failure_is_counted_and_anything_else_propagates(tr
     returned = na.Method("returned", lambda b, k, o: [failure, na.naive_posterior(b.traces[1])])
     raised = na.Method("raised", lambda b, k, o: (_ for _ in ()).throw(failure))
     outcomes = fit_problems(returned, batch, keys, na.methods.NoOptions())
-    assert outcomes[0] is failure and outcomes[1].kind == "naive posterior"
+    assert outcomes[0] is failure and outcomes[1].kind == NAIVE
     assert fit_problems(raised, batch, keys, na.methods.NoOptions()) == [failure, failure]
 
     untyped = na.Method("untyped", lambda b, k, o: [ValueError("a bug's message")] * 2)
-    with pytest.raises(TypeError, match=r"'untyped' returned ValueError\(a bug's message\) for problem 0") as caught:
+    with pytest.raises(TypeError) as caught:
         fit_problems(untyped, batch, keys, na.methods.NoOptions())
+    mentions(caught, "'untyped'", "ValueError", "0")
     assert isinstance(caught.value.__cause__, ValueError)
 
 
@@ -63,15 +67,18 @@ def test_fit_raises_the_failure_and_fit_batch_names_the_trace_or_skips_it(traces
         return na.naive_posterior(trace)
 
     method = na.per_trace("fail-first", fail_first)
-    with pytest.raises(FitFailure, match="^no mode$") as raised:
+    with pytest.raises(FitFailure) as raised:
         na.fit(traces[0], method, key=0, checks="off")
-    assert raised.value.reason == NO_OPTIMUM
-    with pytest.raises(FitFailure, match="^trace 0: no mode$") as raised:
+    assert raised.value == FitFailure(NO_OPTIMUM, "no mode")  # the method's own failure, as it was
+    with pytest.raises(FitFailure) as raised:
         na.fit_batch(traces, method, key=0, checks="off")
+    assert raised.value.reason == NO_OPTIMUM and str(raised.value).endswith("no mode")
+    mentions(raised, "trace", "0:")  # which trace failed
     assert raised.value.__cause__ == FitFailure(NO_OPTIMUM, "no mode")  # chained to the method's own failure
-    with pytest.warns(UserWarning, match="1 of 2 fits failed"):
+    with pytest.warns(UserWarning) as record:
         skipped = na.fit_batch(traces, method, key=0, checks="off", on_error="skip")
-    assert skipped[0] is None and skipped[1].kind == "naive posterior"
+    mentions(record, "1", "2")
+    assert skipped[0] is None and skipped[1].kind == NAIVE
 
 
 def _bug(problem, key, options):
@@ -94,8 +101,9 @@ def test_a_bug_in_a_method_stops_coverage_with_its_traceback_and_a_failure_is_co
     def untyped(problem, key, options):
         raise ValueError("an untyped ValueError is a bug too")
 
-    with pytest.raises(ValueError, match="untyped ValueError"):
+    with pytest.raises(ValueError) as info:
         na.coverage(M1, methods=(na.per_problem("untyped", untyped),), epsilon=1.0, key=0, **TINY)
+    mentions(info, "ValueError")
 
     result = na.coverage(M1, methods=(na.per_problem("flaky", _statistical),), epsilon=1.0, key=0, **TINY)
     assert result.failures == {"flaky": 1}
@@ -111,7 +119,9 @@ def test_failed_fits_are_counted_by_reason_and_a_preflight_finding_names_the_rea
     score = half + half
     assert score.failure_reasons == {NO_OPTIMUM: 2} and score.failures == 2
     (found,) = findings(score, 0.0, ("mu",))
-    assert found.startswith("fits failed: 2 of 8 fits failed on simulated traces (no finite optimum 2)")
+    assert found.startswith("fits failed: ")
+    mentions(found, "2", "8")
+    assert f"({NO_OPTIMUM} 2)" in found  # each reason with its count
 
 
 # ---------------------------------------------------------------- the command line
@@ -137,9 +147,7 @@ def test_an_unexpected_error_prints_its_traceback_and_says_it_is_a_bug(capsys, m
     err = capsys.readouterr().err
     assert status == 1, err
     assert err.startswith("Traceback (most recent call last):") and "error:" not in err
-    assert err.rstrip().splitlines()[-1].endswith("this is a bug in noiseaware (or in plug-in code it ran), not in "
-                                                  "what you typed: please report it on noiseaware's issue tracker "
-                                                  "with the command line and the traceback above")  # fmt: skip
+    mentions(err.rstrip().splitlines()[-1], "bug", "report", "traceback")
 
 
 @pytest.mark.parametrize(

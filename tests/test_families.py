@@ -12,6 +12,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
+from messages import mentions
 from ou import assert_nominal, ou_traces, stacked_models
 from scipy import stats
 
@@ -87,12 +88,15 @@ def test_parameter_counts_and_round_trip_through_the_name(kind, rank, d, P):
 
 
 def test_a_parameter_count_that_fits_no_dimension_is_refused():
-    with pytest.raises(FamilyError, match=r"P = 6 parameters fit no θ dimension d of the family 'full-rank"):
+    with pytest.raises(FamilyError) as info:
         family_for(FULL_RANK, 6)
-    with pytest.raises(FamilyError, match=r"noiseaware reads"):
+    mentions(info, "P", "6", "θ", f"'{FULL_RANK}'")
+    with pytest.raises(FamilyError) as info:
         family_for("student-t", 4)
-    with pytest.raises(FamilyError, match=r"rank 1 ≤ r ≤ d = 2"):
+    mentions(info, "'student-t'")
+    with pytest.raises(FamilyError) as info:
         variational_family("low-rank", 2, 3)
+    mentions(info, "1", "r", "2")
 
 
 @pytest.mark.parametrize("kind, rank", [("mean-field", None), ("full-rank", None), ("low-rank", 1), ("low-rank", 2)])
@@ -222,20 +226,21 @@ def test_pair_settings_extend_to_the_factor_block_by_row():
 
 
 @pytest.mark.parametrize(
-    "kwargs, match",
+    "kwargs, tokens",
     [
-        (dict(family="full-rank", rank=2), r"rank=2 belongs to family='low-rank'"),
-        (dict(family="low-rank"), r"family='low-rank' needs rank=r"),
-        (dict(family="low-rank", rank=5), r"rank 1 ≤ r ≤ d = 4"),
-        (dict(family="low-rank", rank=2), r"does not identify its diagonal and B for d = 4: .* use family='full-rank'"),
-        (dict(family="student-t"), r"unknown variational family 'student-t'"),
-        (dict(family="full-rank", grad_scale=(1.0, 2.0, [3.0, 4.0])), r"grad_scale must be a scalar, one entry per"),
+        (dict(family="full-rank", rank=2), ("rank=2", "family='low-rank'")),
+        (dict(family="low-rank"), ("family='low-rank'", "rank=r")),
+        (dict(family="low-rank", rank=5), ("rank", "1", "r", "4")),
+        (dict(family="low-rank", rank=2), ("B", "4", "family='full-rank'")),
+        (dict(family="student-t"), ("family", "'student-t'")),
+        (dict(family="full-rank", grad_scale=(1.0, 2.0, [3.0, 4.0])), ("grad_scale", "scalar")),
     ],
 )
-def test_bad_family_settings_are_refused_before_any_work(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_family_settings_are_refused_before_any_work(kwargs, tokens):
+    with pytest.raises(ValueError) as info:
         record_dpvi(correlated_model, correlated_data(30), key=0, steps=5, sampling_rate=0.5, clip=1.0,
                     noise_multiplier=1.0, **kwargs)  # fmt: skip
+    mentions(info, *tokens)
 
 
 # ---------------------------------------------------------------- the noise-aware posterior
@@ -345,12 +350,14 @@ def test_version_1_files_are_read_as_mean_field(tmp_path):
 def test_a_version_1_file_naming_another_family_and_a_wrong_layout_are_refused(tmp_path):
     five = dict(params=np.zeros((3, 5)), grads=np.ones((3, 5)), **BASE)
     path = _npz(tmp_path / "v1.npz", schema_version=1, variational_family=FULL_RANK, **five)
-    with pytest.raises(TraceError, match=r"schema_version 1 holds mean-field traces only"):
+    with pytest.raises(TraceError) as info:
         Trace.load(path)
+    mentions(info, "schema_version", "1")
     layout = '{"family": "full-rank-normal-softplus", "dim": 2, "rank": null, "blocks": {"mu": [0, 1]}}'
     path = _npz(tmp_path / "v2.npz", schema_version=2, variational_family=FULL_RANK, param_layout=layout, **five)
-    with pytest.raises(TraceError, match=r"param_layout .* does not match"):
+    with pytest.raises(TraceError) as info:
         Trace.load(path)
+    mentions(info, "param_layout")
     layout = json.dumps(family_of("full-rank", None).layout())
     right = _npz(tmp_path / "v2ok.npz", schema_version=2, variational_family=FULL_RANK, param_layout=layout, **five)
     assert Trace.load(right).dim == 2
@@ -359,8 +366,9 @@ def test_a_version_1_file_naming_another_family_and_a_wrong_layout_are_refused(t
 def test_the_paper_laplace_style_is_refused_for_a_full_rank_trace():
     optimum, hessian = (0.5, -1.0, -3.0, -2.0, 0.3), (40.0, 400.0, 20.0, 5.0, 300.0)
     (trace,) = ou_traces(1, steps=600, optimum=optimum, hessian=hessian, scale=np.ones(5), family=FULL_RANK)
-    with pytest.raises(ValueError, match=r"style='paper' is the research code's Laplace for mean-field traces"):
+    with pytest.raises(ValueError) as info:
         na.fit(trace, "laplace", key=0, style="paper", checks="off")
+    mentions(info, "style='paper'")
 
 
 def test_a_coverage_study_runs_unchanged_with_a_low_rank_family():

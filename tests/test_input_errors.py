@@ -15,6 +15,7 @@ import h5netcdf
 import jax
 import numpy as np
 import pytest
+from messages import mentions
 from ou import ou_trace
 
 import noiseaware as na
@@ -43,8 +44,9 @@ def arrays(dtype, steps=5):
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float16, np.uint8])
 def test_from_arrays_refuses_arrays_that_are_not_float32_or_float64(dtype):
     params, grads = arrays(np.float64)
-    with pytest.raises(TraceError, match=rf"^params has dtype {np.dtype(dtype)}; a trace holds float32 or float64"):
+    with pytest.raises(TraceError) as info:
         Trace.from_arrays(params.astype(dtype), grads, **SETTINGS)
+    mentions(info, "params", str(np.dtype(dtype)), "float32", "float64")
 
 
 @pytest.mark.parametrize("field", ["grads", "final_params", "grad_scale", "learning_rate"])
@@ -52,9 +54,9 @@ def test_the_constructor_names_the_field_its_dtype_and_the_fix(field):
     params, grads = arrays(np.float64)
     values = dict(params=params, grads=grads, final_params=params[-1], grad_scale=np.ones(4), learning_rate=np.ones(4))
     values[field] = (values[field] * 4).astype(np.int64)
-    expected = f"{field} has dtype int64; a trace holds float32 or float64: convert with .astype(np.float64)"
-    with pytest.raises(TraceError, match="^" + re.escape(expected) + "$"):
+    with pytest.raises(TraceError) as info:
         Trace(**values, **SETTINGS)
+    mentions(info, field, "int64", "float32", "float64", ".astype(np.float64)")
 
 
 def test_float32_and_float64_arrays_and_python_numbers_are_kept():
@@ -82,8 +84,9 @@ def test_loading_refuses_trace_files_with_other_dtypes(tmp_path, suffix, dtype):
         np.savez(path, params=params, grads=grads, **SETTINGS)
     else:
         write_nc(path, params, grads)
-    with pytest.raises(TraceError, match=rf"{re.escape(str(path))}: grads has dtype {np.dtype(dtype)}; .*astype"):
+    with pytest.raises(TraceError) as info:
         Trace.load(path)
+    mentions(info, str(path), "grads", str(np.dtype(dtype)), "astype")
 
 
 # ---------------------------------------------------------------- 8: keys and options
@@ -95,20 +98,21 @@ def trace():
 
 
 KEY_ERRORS = {
-    "a string": ("abc", TypeError, r"got 'abc'$"),
-    "None": (None, TypeError, r"got None: randomness reaches the result, so a key is required"),
-    "a float": (1.5, TypeError, r"got 1\.5$"),
-    "a bool": (True, TypeError, r"got True$"),
-    "a float array": (np.zeros(2), TypeError, r"got an array of dtype float64 and shape \(2,\)"),
-    "a negative seed": (-5, ValueError, r"below 2\*\*63, got -5$"),
-    "a seed too large": (2**63, ValueError, r"below 2\*\*63, got 9223372036854775808$"),
+    "a string": ("abc", TypeError, ("'abc'",)),
+    "None": (None, TypeError, ("None",)),
+    "a float": (1.5, TypeError, ("1.5",)),
+    "a bool": (True, TypeError, ("True",)),
+    "a float array": (np.zeros(2), TypeError, ("float64", "(2,)")),
+    "a negative seed": (-5, ValueError, ("2**63", "-5")),
+    "a seed too large": (2**63, ValueError, ("2**63", "9223372036854775808")),
 }
 
 
-@pytest.mark.parametrize(("key", "error", "match"), list(KEY_ERRORS.values()), ids=list(KEY_ERRORS))
-def test_a_key_that_is_not_a_key_is_one_clear_error(trace, key, error, match):
-    with pytest.raises(error, match=r"^key must be a jax\.random key or a non-negative integer seed.*" + match):
+@pytest.mark.parametrize(("key", "error", "tokens"), list(KEY_ERRORS.values()), ids=list(KEY_ERRORS))
+def test_a_key_that_is_not_a_key_is_one_clear_error(trace, key, error, tokens):
+    with pytest.raises(error) as info:
         na.fit(trace, "exact", key=key)
+    mentions(info, "key", *tokens)
 
 
 def test_integer_seeds_of_every_kind_and_keys_are_accepted():
@@ -122,41 +126,43 @@ def test_integer_seeds_of_every_kind_and_keys_are_accepted():
 
 def test_a_negative_sample_size_is_one_clear_error(trace):
     posterior = na.naive_posterior(trace)
-    with pytest.raises(ValueError, match=r"^n must be a positive integer, got n=-5"):
+    with pytest.raises(ValueError) as info:
         posterior.sample(key=0, n=-5)
+    mentions(info, "n", "n=-5")
 
 
 OPTION_ERRORS = {
-    "draws 0": ("exact", dict(draws=0), r"^draws must be a positive integer, got draws=0; the number K of draws"),
-    "draws 2.5": ("laplace", dict(draws=2.5), r"^draws must be a positive integer, got draws=2\.5"),
-    "burn_in 1": ("exact", dict(burn_in=1.0), r"^burn_in must be a number in \[0, 1\), got burn_in=1\.0"),
-    "hessian_nodes 2": ("exact", dict(hessian_nodes=2), r"^hessian_nodes must be an integer ≥ 3, got hessian_nodes=2"),
-    "passes 0": ("exact", dict(passes=0), r"^passes must be a positive integer, got passes=0"),
-    "prior unknown": ("exact", dict(prior="flat"), r"^unknown prior preset 'flat'"),
-    "style unknown": ("laplace", dict(style="research"), r"^unknown Laplace style 'research': choose one of full"),
-    "max_steps 0": ("laplace", dict(max_steps=0), r"^max_steps must be a positive integer, got max_steps=0"),
-    "warmup -1": ("nuts", dict(warmup=-1), r"^warmup must be a positive integer, got warmup=-1"),
-    "chains 0": ("nuts", dict(chains=0), r"^chains must be a positive integer, got chains=0"),
-    "nuts draws 3": ("nuts", dict(draws=3), r"^draws must be an integer ≥ 4, got draws=3"),
-    "backend unknown": ("nuts", dict(backend="stan"), r"^unknown backend 'stan': choose one of numpyro, blackjax"),
-    "target_accept 1": ("nuts", dict(target_accept=1.0), r"^target_accept must be a number in \(0, 1\)"),
-    "dense_mass 1": ("nuts", dict(dense_mass=1), r"^dense_mass must be True or False, got dense_mass=1"),
-    "chunk 0": ("nuts", dict(chunk=0), r"^chunk must be a positive integer, got chunk=0"),
-    "progress string": ("nuts", dict(progress="yes"), r"^progress must be True, False or a callable"),
-    "dpvim windows 1": ("dpvim", dict(windows=1), r"^windows must be an integer ≥ 2, got windows=1"),
-    "dpvim centre": ("dpvim", dict(centre="mean"), r"^unknown centre 'mean': choose one of last, average"),
-    "dpvim threshold": ("dpvim", dict(threshold=0.0), r"^threshold must be positive and finite, got threshold=0\.0"),
+    "draws 0": ("exact", dict(draws=0), ("draws", "draws=0")),
+    "draws 2.5": ("laplace", dict(draws=2.5), ("draws", "draws=2.5")),
+    "burn_in 1": ("exact", dict(burn_in=1.0), ("burn_in", "[0,", "1)", "burn_in=1.0")),
+    "hessian_nodes 2": ("exact", dict(hessian_nodes=2), ("hessian_nodes", "3", "hessian_nodes=2")),
+    "passes 0": ("exact", dict(passes=0), ("passes", "passes=0")),
+    "prior unknown": ("exact", dict(prior="flat"), ("prior", "'flat'")),
+    "style unknown": ("laplace", dict(style="research"), ("Laplace", "'research'", "full")),
+    "max_steps 0": ("laplace", dict(max_steps=0), ("max_steps", "max_steps=0")),
+    "warmup -1": ("nuts", dict(warmup=-1), ("warmup", "warmup=-1")),
+    "chains 0": ("nuts", dict(chains=0), ("chains", "chains=0")),
+    "nuts draws 3": ("nuts", dict(draws=3), ("draws", "4", "draws=3")),
+    "backend unknown": ("nuts", dict(backend="stan"), ("backend", "'stan'", "numpyro", "blackjax")),
+    "target_accept 1": ("nuts", dict(target_accept=1.0), ("target_accept", "(0,", "1)")),
+    "dense_mass 1": ("nuts", dict(dense_mass=1), ("dense_mass", "True", "False", "dense_mass=1")),
+    "chunk 0": ("nuts", dict(chunk=0), ("chunk", "chunk=0")),
+    "progress string": ("nuts", dict(progress="yes"), ("progress", "True", "False", "callable")),
+    "dpvim windows 1": ("dpvim", dict(windows=1), ("windows", "2", "windows=1")),
+    "dpvim centre": ("dpvim", dict(centre="mean"), ("centre", "'mean'", "last", "average")),
+    "dpvim threshold": ("dpvim", dict(threshold=0.0), ("threshold", "threshold=0.0")),
 }
 
 
-@pytest.mark.parametrize(("method", "options", "match"), list(OPTION_ERRORS.values()), ids=list(OPTION_ERRORS))
-def test_a_bad_option_is_one_clear_error_before_any_work(trace, method, options, match):
+@pytest.mark.parametrize(("method", "options", "tokens"), list(OPTION_ERRORS.values()), ids=list(OPTION_ERRORS))
+def test_a_bad_option_is_one_clear_error_before_any_work(trace, method, options, tokens):
     def no_work(*args, **kwargs):
         raise AssertionError("the method ran before its options were checked")
 
     registry = DEFAULT_REGISTRY.including(dataclasses.replace(DEFAULT_REGISTRY[method], fit_batch=no_work))
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError) as info:
         na.fit(trace, method, key=0, registry=registry, **options)
+    mentions(info, *tokens)
 
 
 def test_the_fraction_and_flag_checks():
@@ -164,28 +170,32 @@ def test_the_fraction_and_flag_checks():
 
     assert fraction("burn_in", 0) == 0.0 and fraction("burn_in", np.float32(0.5)) == 0.5
     for value in (1, -0.1, math.nan, "0.2", True):
-        with pytest.raises(ValueError, match=r"^burn_in must be a number in \[0, 1\), got burn_in="):
+        with pytest.raises(ValueError) as info:
             fraction("burn_in", value)
+        mentions(info, "burn_in", "[0,", "1)", "burn_in=")
     assert flag("dense_mass", np.bool_(True)) is True
     for value in (0, 1, "yes", None):
-        with pytest.raises(ValueError, match=r"^dense_mass must be True or False, got dense_mass="):
+        with pytest.raises(ValueError) as info:
             flag("dense_mass", value)
+        mentions(info, "dense_mass", "True", "False", "dense_mass=")
 
 
 def test_options_objects_check_themselves():
     """The options dataclasses validate in __post_init__, so a bad object cannot be built or replaced into."""
-    for make in (
-        lambda: ExactOptions(draws=-1),
-        lambda: LaplaceOptions(style="none"),
-        lambda: NutsOptions(warmup=0),
-        lambda: DPVImOptions(draws=0),
-        lambda: NonPrivateOptions(warmup=0),
-        lambda: NonPrivateOptions(progress="no"),
+    for make, name in (
+        (lambda: ExactOptions(draws=-1), "draws=-1"),
+        (lambda: LaplaceOptions(style="none"), "'none'"),
+        (lambda: NutsOptions(warmup=0), "warmup=0"),
+        (lambda: DPVImOptions(draws=0), "draws=0"),
+        (lambda: NonPrivateOptions(warmup=0), "warmup=0"),
+        (lambda: NonPrivateOptions(progress="no"), "progress"),
     ):
-        with pytest.raises(ValueError, match="must be|unknown"):
+        with pytest.raises(ValueError) as info:
             make()
-    with pytest.raises(ValueError, match="^chains must be a positive integer"):
+        mentions(info, name)
+    with pytest.raises(ValueError) as info:
         dataclasses.replace(NutsOptions(), chains=-2)
+    mentions(info, "chains")
 
 
 # ---------------------------------------------------------------- 12: warnings, gathered
@@ -215,7 +225,8 @@ def test_fit_batch_gathers_a_warning_of_many_traces_into_one_complete_line():
     assert match and match[1] == "3" and match[2] == "3", lines[0]
     named = dict(re.fullmatch(r"(\S+) in (\d+)", part).groups() for part in match[3].split(", "))
     assert {"mu:theta[0]", "mu:theta[1]"} <= set(named) and all(1 <= int(n) <= 3 for n in named.values())
-    assert "…" not in lines[0] and "record a longer trace or spend a larger privacy budget" in match[4]
+    assert "…" not in lines[0]
+    mentions(match[4], "longer", "trace", "privacy", "budget")  # the advice: both ways out
     assert all(w.category is FitWarning for w in caught if "weak identification" in str(w.message))
 
 
@@ -236,8 +247,9 @@ def test_a_fit_keeps_its_notes_as_data_and_the_fit_loop_warns_nothing(tmp_path):
         assert fit_notes(post, report)[-len(post.notes) :] == post.notes
     outcomes[0].save(tmp_path / "p.nc", key=0)
     assert na.load_posterior(tmp_path / "p.nc").notes == outcomes[0].notes
-    with pytest.warns(FitWarning, match=r"weak identification \(mu:theta\["):
+    with pytest.warns(FitWarning) as record:
         na.fit(traces[0], "exact", key=split_keys(0, 2)[0], draws=50, checks="off")
+    mentions(record, "mu:theta[0]")
 
 
 def test_a_study_keeps_one_line_per_distinct_warning_with_its_count():
@@ -263,12 +275,13 @@ def test_notes_combine_their_numbers_and_foreign_warnings_are_counted():
         for _ in range(2):
             warnings.warn("a library's\n   advice", stacklevel=1)
     lines = [text for _, text in gather(notes[1:] + caught, 20)]
-    assert lines == [
-        "divergent transitions in 2 of 20 traces (7 in all): raise target_accept",
-        "R-hat above 1.01 in 2 of 20 traces (largest 1.07): run more draws",
-        "a library's advice (in 2 of 20 traces)",
-    ]
-    assert str(notes[0]) == str(caught[0].message) == "divergent transitions (3): raise target_accept"
+    assert len(lines) == 3, lines
+    mentions(lines[0], "divergent", "2", "20", "7", "target_accept")  # in 2 of 20 traces, 3 + 4 = 7 in all
+    mentions(lines[1], "R-hat", "1.01", "2", "20", "1.07")  # the largest of 1.02 and 1.07
+    assert lines[1].count("1.02") == 0
+    mentions(lines[2], "library's", "advice", "2", "20")  # the foreign warning's two lines made one
+    assert str(notes[0]) == str(caught[0].message)
+    mentions(str(notes[0]), "divergent", "(3):", "target_accept")
 
 
 def test_the_cli_prints_each_warning_once_and_numerical_ones_as_lines(capsys, monkeypatch, trace):
@@ -286,8 +299,10 @@ def test_the_cli_prints_each_warning_once_and_numerical_ones_as_lines(capsys, mo
         assert fit_reporting_warnings(trace, "exact", key=0) == "posterior"
     assert passed_on == []
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 2 and err[1] == "warning: grid edge (mu:theta[0]): raise passes"
-    assert re.fullmatch(r"warning: numerical warning at .*test_input_errors\.py:\d+: divide by zero .* log", err[0])
+    assert len(err) == 2 and err[1].startswith("warning: ") and err[0].startswith("warning: ")
+    mentions(err[1], "grid", "edge", "(mu:theta[0]):", "passes")
+    mentions(err[0], "numerical", "divide", "log")
+    assert re.search(r"test_input_errors\.py:\d+:", err[0])  # where: this file and the line
     line = "weak identification in 11 of 20 traces (mu:rate in 9, rho:rate in 4): record a longer trace"
     other = "divergent transitions in 1 of 20 traces (2 in all): raise target_accept"
     lines = warning_lines(
@@ -327,17 +342,18 @@ def test_a_warning_re_issued_from_its_text_is_shown_once_and_whole():
         warnings.warn(original, stacklevel=1)
         warnings.warn(str(original), FitWarning, stacklevel=1)
     lines = [line for _, line in gather(caught, 1)]
-    assert lines == ["weak identification (mu:rate): record a longer trace"]
+    assert lines == [str(original)]
 
 
 def test_a_warning_about_many_parameters_counts_them_and_names_a_few():
     """Issue 26: one line never lists ~100 coordinates; it names the most frequent first and counts the rest."""
     names = [(f"mu:b[{j}]" for j in range(100)) if m else ("mu:b[7]",) for m in range(3)]
     ((_, line),) = gather([Note("weak identification", "record a longer trace", tuple(n)) for n in names], 3)
-    assert line == (
-        "weak identification in 3 of 3 traces (mu:b[7] in 3, mu:b[0] in 2, mu:b[1] in 2, mu:b[2] in 2, mu:b[3] in 2, "
-        "…, and 95 more of 100 parameters): record a longer trace"
-    )
+    mentions(line, "3", "mu:b[7]", "mu:b[3]", "…", "95", "100")
+    assert (
+        line.index("mu:b[7]") < line.index("mu:b[0]") < line.index("mu:b[3]") < line.index("…")
+    )  # most frequent first
+    assert "mu:b[4]" not in line and "mu:b[99]" not in line
 
 
 # ---------------------------------------------------------------- issue 40: files that are not traces
@@ -347,45 +363,48 @@ def test_a_warning_about_many_parameters_counts_them_and_names_a_few():
 def test_an_empty_file_a_folder_and_a_truncated_file_are_one_error_naming_them(tmp_path, suffix):
     empty = tmp_path / f"empty{suffix}"
     empty.touch()
-    with pytest.raises(TraceError, match=rf"^{re.escape(str(empty))} is empty \(0 bytes\), not a trace"):
+    with pytest.raises(TraceError) as info:
         Trace.load(empty)
+    mentions(info, str(empty), "0")
     folder = tmp_path / f"folder{suffix}"
     folder.mkdir()
-    with pytest.raises(TraceError, match=rf"^{re.escape(str(folder))} is a directory, not a trace file"):
+    with pytest.raises(TraceError) as info:
         Trace.load(folder)
+    mentions(info, str(folder))
     whole = tmp_path / f"whole{suffix}"
     ou_trace(steps=100).save(whole)
     cut = tmp_path / f"cut{suffix}"
     cut.write_bytes(whole.read_bytes()[:500])
-    with pytest.raises(TraceError, match=rf"^{re.escape(str(cut))}: could not be read as a \{suffix} trace"):
+    with pytest.raises(TraceError) as info:
         Trace.load(cut)
+    mentions(info, str(cut), suffix)
     text = tmp_path / f"text{suffix}"
     text.write_text("not a trace\n")
-    with pytest.raises(TraceError, match=r"the file is corrupted or not"):
+    with pytest.raises(TraceError) as info:
         Trace.load(text)
+    mentions(info, str(text))
 
 
 def test_a_posterior_file_is_named_as_one(tmp_path):
     trace = ou_trace(steps=400)
     na.fit(trace, "naive", key=0, checks="off").save(tmp_path / "post.nc", key=0)
-    with pytest.raises(
-        TraceError, match="not a noiseaware trace but a posterior: read it with noiseaware.load_posterior"
-    ):
+    with pytest.raises(TraceError) as info:
         Trace.load(tmp_path / "post.nc")
+    mentions(info, "noiseaware.load_posterior")
 
 
 # ---------------------------------------------------------------- issue 40: DP-PVI's clients before any work
 
 
 @pytest.mark.parametrize(
-    ("clients", "match"),
+    ("clients", "tokens"),
     [
-        (6000, r"^clients=6000 is more than the N = 5000 examples"),
-        (7, r"^clients=7 does not divide the N = 5000 examples into equal shards: choose one of 1, 2, 4, 5, 8"),
-        (5000, r"^clients=5000 leaves each client 1 example\(s\), .* expected batch of 0\.1 .* at most 500 clients"),
+        (6000, ("clients=6000", "5000")),
+        (7, ("clients=7", "5000", "1,", "2,", "4,", "5,", "8")),
+        (5000, ("clients=5000", "1", "0.1", "500")),
     ],
 )
-def test_dp_pvi_checks_its_clients_against_the_data_before_any_work(monkeypatch, clients, match):
+def test_dp_pvi_checks_its_clients_against_the_data_before_any_work(monkeypatch, clients, tokens):
     """clients > N, clients not dividing N and shards whose expected batch q·N/M is under one example are refused
     by `coverage` before anything is simulated or recorded."""
     coverage_module = importlib.import_module("noiseaware.evaluation.coverage")  # the package's name is the function
@@ -396,18 +415,20 @@ def test_dp_pvi_checks_its_clients_against_the_data_before_any_work(monkeypatch,
     monkeypatch.setattr(coverage_module, "simulate_part", no_work)
     bm = na.models.get("M1")
     for method in ("dp-pvi", "na-dp-pvi"):
-        with pytest.raises(ValueError, match=match):
+        with pytest.raises(ValueError) as info:
             na.coverage(
                 bm, key=0, epsilon=1.0, methods=[method], simulations=2, method_options={method: {"clients": clients}}
             )
+        mentions(info, *tokens)
 
 
 def test_dp_pvi_refuses_a_non_positive_or_infinite_epsilon_option():
     from noiseaware.methods.federated import PVIOptions
 
     for value in (0.0, -1.0, math.inf, math.nan):
-        with pytest.raises(ValueError, match=r"^epsilon must be positive and finite"):
+        with pytest.raises(ValueError) as info:
             PVIOptions(epsilon=value)
+        mentions(info, "epsilon")
     assert PVIOptions(clients=4, epsilon=0.5).epsilon == 0.5
 
 
@@ -419,11 +440,12 @@ def test_a_report_on_many_parameters_counts_them_and_names_a_few():
     d = 200
     names = tuple(f"mu:theta[{j}]" for j in range(d)) + tuple(f"rho:theta[{j}]" for j in range(d))
     finding = Finding("drift", names[:120], "p = 0.001", "record a longer trace")
-    assert str(finding).startswith(
-        "drift (mu:theta[0], mu:theta[1], mu:theta[2], mu:theta[3], mu:theta[4], …, and 115 "
-    )
+    assert str(finding).startswith("drift (mu:theta[0], ")
+    mentions(str(finding), "mu:theta[4]", "…", "115")
+    assert "mu:theta[5]" not in str(finding)
     flags = {"drift": np.arange(2 * d) < 120}
     report = TraceDiagnosis(names, 0.05, 0.1, (finding,), flags, {}, np.zeros((1, 2 * d)))
     lines = str(report).splitlines()
     assert len(lines) == 3 + FLAGGED_LINES + 1
-    assert lines[-1] == f"    … and {120 - FLAGGED_LINES} more (all of them: report.theta_verdicts())"
+    assert lines[-1].startswith("    … ")
+    mentions(lines[-1], str(120 - FLAGGED_LINES), "report.theta_verdicts())")

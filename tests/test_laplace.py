@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from messages import mentions
 from ou import ou_trace
 from scipy import optimize
 from scipy import stats as scipy_stats
@@ -223,11 +224,12 @@ def test_a_saddle_or_an_improper_posterior_raises_a_clear_error_and_no_nan_escap
     assert not (fit.converged[1] and fit.finite[1])
     for j in (0, 3):
         assert fit.converged[j] and fit.positive_definite[j] and fit.finite[j]
-    with pytest.raises(ValueError, match=r"not positive definite.*: coordinates \[2\]") as error:
+    with pytest.raises(ValueError) as error:
         laplace(model, 0)
+    mentions(error, "[2]")
     message = str(error.value)
-    assert "coordinates [1]" in message and "[0" not in message and "3]" not in message
-    assert 'method="exact"' in message and "longer trace" in message
+    mentions(message, "[1]", 'method="exact"', "longer", "trace")
+    assert "[0" not in message and "3]" not in message
 
 
 def test_same_key_same_draws_and_int_keys_work(trace):
@@ -247,7 +249,8 @@ def test_the_batch_gives_model_m_the_key_m_and_a_failed_model_its_error(trace):
     bad = saddle_and_improper(gradient_model(ou_trace(steps=3000, seed=3), prior))
     keys = jax.random.split(jax.random.key(8), 3)
     batch = fit_laplace_batch([good, bad, good], keys=keys, options=LaplaceOptions(draws=100))
-    assert isinstance(batch[1], ValueError) and "not positive definite" in str(batch[1])
+    assert isinstance(batch[1], ValueError)
+    mentions(batch[1], "positive", "definite")
     for m in (0, 2):
         single = laplace(good, keys[m], draws=100)
         np.testing.assert_allclose(batch[m].optimum, single.optimum, rtol=1e-8, atol=1e-10)
@@ -269,10 +272,13 @@ def test_vmapped_over_stacked_models_equals_one_model_at_a_time():
 
 def test_bad_arguments_raise(trace):
     model = gradient_model(trace)
-    with pytest.raises(ValueError, match="unknown Laplace style"):
+    with pytest.raises(ValueError) as info:
         laplace(model, 0, style="research")
-    with pytest.raises(ValueError, match="draws must be a positive integer"):
+    mentions(info, "Laplace", "'research'")
+    with pytest.raises(ValueError) as info:
         laplace(model, 0, draws=0)
+    mentions(info, "draws", "draws=0")
     odd = jax.tree.map(lambda leaf: leaf[:3] if np.ndim(leaf) else leaf, model)
-    with pytest.raises(ValueError, match="P = 3 is odd"):
+    with pytest.raises(ValueError) as info:
         laplace(odd, 0, style="paper")
+    mentions(info, "P", "3")

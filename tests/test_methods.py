@@ -7,6 +7,7 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
+from messages import mentions
 
 import noiseaware as na
 from noiseaware.methods import ExactOptions, LaplaceOptions
@@ -31,27 +32,33 @@ def test_registry_resolves_names_and_records_and_never_mutates():
     bigger = registry.including(mine)
     assert "mine" in bigger and "mine" not in registry
     assert [m.name for m in registry.resolve(["exact", mine])] == ["exact", "mine"]
-    with pytest.raises(ValueError, match=r"unknown methods \['exakt'\]: choose from exact, laplace"):
+    with pytest.raises(ValueError) as info:
         registry.resolve(["exact", "exakt"])
-    with pytest.raises(ValueError, match="two methods are called 'mine'"):
+    mentions(info, "['exakt']", "exact", "laplace")
+    with pytest.raises(ValueError) as info:
         na.Registry([mine, mine])
-    with pytest.raises(ValueError, match="named twice"):
+    mentions(info, "'mine'")
+    with pytest.raises(ValueError) as info:
         registry.resolve(["naive", "naive"])
+    mentions(info, "naive")
 
 
 def test_options_are_typed_and_unknown_options_are_refused():
     exact = na.DEFAULT_REGISTRY["exact"]
     assert exact.make_options() == ExactOptions()
     assert exact.make_options({"prior": "paper"}, passes=2) == ExactOptions(prior="paper", passes=2)
-    with pytest.raises(ValueError, match="'exact' has no option 'style'; its options: block, burn_in, devices, draws"):
+    with pytest.raises(ValueError) as info:
         exact.make_options(style="paper")
+    mentions(info, "'exact'", "'style'", "block", "burn_in", "devices", "draws")
 
 
 def test_fit_needs_a_key(traces):
-    with pytest.raises(TypeError, match="a key is required"):
+    with pytest.raises(TypeError) as info:
         na.fit(traces[0], "exact", key=None)
-    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'key'"):
+    mentions(info, "key")
+    with pytest.raises(TypeError) as info:
         na.fit(traces[0], "exact")
+    mentions(info, "1", "'key'")
 
 
 def test_paper_prior_does_not_switch_the_laplace_algorithm(traces):
@@ -77,8 +84,9 @@ def test_a_failed_fit_raises_in_fit_and_is_none_with_skip(traces):
     short = na.Trace.from_arrays(
         traces[0].params[:40], traces[0].grads[:40], noise_multiplier=1.0, clip=1.0, sampling_rate=0.1, n_examples=100
     )
-    with pytest.raises(ValueError, match="at least 50 stationary steps"):
+    with pytest.raises(ValueError) as info:
         na.fit(short, "exact", key=0)
+    mentions(info, "50")
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
+from messages import mentions
 
 import noiseaware
 import noiseaware.recording.settings
@@ -172,8 +173,9 @@ def test_get_aliases_and_unknown_names():
         ("Logistic-3D", "logistic-3d"),
     ):
         assert get(alias).name == name
-    with pytest.raises(KeyError, match="unknown model 'M4'"):
+    with pytest.raises(KeyError) as info:
         get("M4")
+    mentions(info, "'M4'")
 
 
 # ---------------------------------------------------------------- simulated θ follow the prior, data the likelihood
@@ -326,16 +328,21 @@ def no_observed(data=None, n_examples=None):
 
 
 def test_from_numpyro_errors():
-    with pytest.raises(ModelError, match="failed when simulating"):
+    with pytest.raises(ModelError) as info:
         from_numpyro(regression, n_examples=10)  # X is needed but no covariates given
-    with pytest.raises(ModelError, match="no sample site is named after a keyword argument"):
+    mentions(info, "regression")
+    with pytest.raises(ModelError) as info:
         from_numpyro(no_observed, n_examples=10)
-    with pytest.raises(ModelError, match="n_examples must be a positive integer"):
+    mentions(info, "keyword", "obs=y")
+    with pytest.raises(ModelError) as info:
         from_numpyro(waiting_times, n_examples=0)
-    with pytest.raises(ModelError, match="n_examples must be a positive integer"):
+    mentions(info, "n_examples", "0")
+    with pytest.raises(ModelError) as info:
         from_numpyro(waiting_times, n_examples=2.5)
-    with pytest.raises(ModelError, match=r"without the privacy level or key; pass \['epsilon'\]"):
+    mentions(info, "n_examples", "2.5")
+    with pytest.raises(ModelError) as info:
         from_numpyro(waiting_times, n_examples=10, epsilon=1.0)
+    mentions(info, "['epsilon']")
 
 
 def test_from_numpyro_accepts_numpy_integers_and_simulate_numpy_seeds():
@@ -383,17 +390,20 @@ def test_a_builtin_takes_the_preset_the_command_line_would_at_each_epsilon(capsy
     at_one = get("M1", epsilon=1.0)
     elsewhere = noiseaware.models.preset_at(at_one, 0.5)
     assert elsewhere.preset == "research" and elsewhere.model.dpvi_settings["clip"] == 2.0
-    assert "none is shipped at ε = 0.5 (shipped at: 0.1, 0.3, 1)" in elsewhere.why
+    mentions(elsewhere.why, "ε", "0.5", "0.1,", "0.3,", "1)")  # the ε asked for, and those shipped
     assert noiseaware.models.preset_at(at_one, 0.1).model.dpvi_settings == get("M1", epsilon=0.1).dpvi_settings
     research = get("M1", preset="research")
     assert noiseaware.models.preset_at(research, 1.0).model is research
     assert noiseaware.models.preset_at(bm, None).preset == "research"  # a level given as σ
-    with pytest.raises(ValueError, match=r"preset='tuned'.*none is shipped at ε = 0.5"):
+    with pytest.raises(ValueError) as info:
         get("M1", preset="tuned", epsilon=0.5)
-    with pytest.raises(ValueError, match="pass epsilon"):
+    mentions(info, "preset='tuned'", "ε", "0.5")
+    with pytest.raises(ValueError) as info:
         get("M1", preset="tuned")
-    with pytest.raises(ValueError, match="choose one of 'auto', 'tuned', 'research'"):
+    mentions(info, "epsilon")
+    with pytest.raises(ValueError) as info:
         get("M1", preset="paper")
+    mentions(info, "'paper'", "'auto'", "'tuned'", "'research'")
     own = from_numpyro(waiting_times, n_examples=50, steps=10, sampling_rate=0.5, clip=1.0)
     assert noiseaware.models.preset_at(own, 1.0).model is own
     assert get("M1", preset=True).by_epsilon  # True is the default, "auto"

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from arviz_stats.base import array_stats
+from messages import mentions
 from ou import ou_trace
 from solvers import fit_one
 
@@ -345,11 +346,14 @@ def test_the_batch_gives_model_m_the_key_m():
 
 def test_bad_arguments_raise():
     model = gradient_model(ou_trace(steps=200))
-    with pytest.raises(ValueError, match="unknown backend .stan.: choose one of numpyro, blackjax"):
+    with pytest.raises(ValueError) as info:
         nuts_fit(model, 0, backend="stan")
+    mentions(info, "backend", "'stan'", "numpyro", "blackjax")
     with pytest.raises(ValueError, match="target_accept"):
         nuts_fit(model, 0, target_accept=1.0)
-    with pytest.raises(ValueError, match="chains must be a positive int"):
+    with pytest.raises(ValueError) as info:
         nuts_fit(model, 0, chains=0)
-    with pytest.raises(ValueError, match="unknown start 'cold': choose one of exact, prior"):
+    mentions(info, "chains", "chains=0")
+    with pytest.raises(ValueError) as info:
         nuts_fit(model, 0, start="cold")
+    mentions(info, "'cold'", "exact", "prior")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from messages import mentions
 from toy_results import calibration_result, coverage_result
 
 import noiseaware as na
@@ -16,7 +17,7 @@ from noiseaware.posteriors.draws import DrawsPosterior, save_draws
 from noiseaware.trace.sites import SiteSpec
 from noiseaware.util.files import atomic_write, check_output, check_output_directory, write_json
 
-EXISTS = r"exists; pass overwrite=True \(command line: --force\) to replace it"
+EXISTS = ("exists", "overwrite=True", "--force")  # what a refusal to overwrite names: the option and its flag
 
 
 def small_trace() -> na.Trace:
@@ -73,8 +74,9 @@ def test_every_writer_keeps_an_existing_file_unless_told_to_overwrite_it(tmp_pat
     suffix, write = WRITERS[name]
     path = tmp_path / f"out{suffix}"
     path.write_bytes(b"precious")
-    with pytest.raises(FileExistsError, match=EXISTS) as error:
+    with pytest.raises(FileExistsError) as error:
         write(path)
+    mentions(error, *EXISTS)
     assert str(path) in str(error.value)
     assert path.read_bytes() == b"precious" and os.listdir(tmp_path) == [path.name]
     write(path, overwrite=True)
@@ -98,8 +100,9 @@ def test_atomic_write_does_not_replace_a_file_created_while_it_writes(tmp_path):
         target.write_text("another writer's")  # e.g. a second process, after the first check
         temporary.write_text("ours")
 
-    with pytest.raises(FileExistsError, match=EXISTS):
+    with pytest.raises(FileExistsError) as info:
         atomic_write(target, write)
+    mentions(info, *EXISTS)
     assert target.read_text() == "another writer's" and os.listdir(tmp_path) == ["out.txt"]
 
 
@@ -132,26 +135,32 @@ def test_a_read_only_directory_is_reported_with_the_target(read_only, name):
     target = read_only / f"x{suffix}"
     with pytest.raises(PermissionError) as raised:
         write(target)
-    assert str(raised.value) == f"cannot write {target}: Permission denied"
+    assert str(raised.value).startswith("cannot write ")
+    mentions(raised, f"{target}:", "Permission", "denied")
     assert os.listdir(read_only) == []
 
 
 def test_check_output_probes_the_directory(read_only):
-    with pytest.raises(PermissionError, match=rf"^cannot write {read_only / 'x.nc'}: Permission denied$"):
+    with pytest.raises(PermissionError) as info:
         check_output(read_only / "x.nc")
-    with pytest.raises(PermissionError, match=rf"^cannot write {read_only / 'new'}: Permission denied$"):
+    mentions(info, str(read_only / "x.nc"))
+    with pytest.raises(PermissionError) as info:
         check_output_directory(read_only / "new")
+    mentions(info, str(read_only / "new"))
     assert os.listdir(read_only) == []
 
 
 def test_check_output_refuses_a_missing_directory_a_directory_and_an_existing_file(tmp_path):
     (tmp_path / "old.nc").write_text("old")
-    with pytest.raises(FileNotFoundError, match="the directory .*missing does not exist; create it first"):
+    with pytest.raises(FileNotFoundError) as info:
         check_output(tmp_path / "missing" / "x.nc")
-    with pytest.raises(IsADirectoryError, match="it is a directory"):
+    mentions(info, "missing")
+    with pytest.raises(IsADirectoryError) as info:
         check_output(tmp_path)
-    with pytest.raises(FileExistsError, match=EXISTS):
+    mentions(info, str(tmp_path))
+    with pytest.raises(FileExistsError) as raised:
         check_output(tmp_path / "old.nc")
+    mentions(raised, *EXISTS)
     assert check_output(tmp_path / "old.nc", overwrite=True) == tmp_path / "old.nc"
     assert check_output(tmp_path / "new.nc") == tmp_path / "new.nc"
     assert sorted(os.listdir(tmp_path)) == ["old.nc"]  # the probe leaves nothing
@@ -165,8 +174,9 @@ def test_check_output_refuses_an_input_even_with_overwrite(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     for output in (data, Path("d.npz"), tmp_path / "sub" / ".." / "d.npz", tmp_path / "link.npz", "hard.npz"):
         for overwrite in (False, True):
-            with pytest.raises(ValueError, match="is an input of this run.*: write the output to another file"):
+            with pytest.raises(ValueError) as info:
                 check_output(output, overwrite=overwrite, inputs=[Path("d.npz")])
+            mentions(info, "d.npz")
     assert check_output(tmp_path / "other.npz", inputs=[data]) == tmp_path / "other.npz"
     assert data.read_bytes() == b"the user's data"
 
@@ -175,8 +185,9 @@ def test_check_output_directory_creates_nothing(tmp_path):
     (tmp_path / "file").write_text("")
     assert check_output_directory(tmp_path / "a" / "b") == tmp_path / "a" / "b"
     assert check_output_directory(tmp_path) == tmp_path
-    with pytest.raises(NotADirectoryError, match=r"cannot create the directory .*file/sub: .*file is a file"):
+    with pytest.raises(NotADirectoryError) as info:
         check_output_directory(tmp_path / "file" / "sub")
+    mentions(info, "file/sub")
     with pytest.raises(NotADirectoryError):
         check_output_directory(tmp_path / "file")
     assert os.listdir(tmp_path) == ["file"]
@@ -189,6 +200,7 @@ def test_plots_write_png_pdf_and_svg_by_the_suffix(tmp_path, suffix, magic):
 
 
 def test_a_plot_of_an_unknown_format_is_refused_before_writing(tmp_path):
-    with pytest.raises(ValueError, match=r"a plot file ends in \.png, \.pdf"):
+    with pytest.raises(ValueError) as info:
         plots.plot_trace(TRACE, tmp_path / "trace.gif")
+    mentions(info, "trace.gif", ".png", ".pdf")
     assert os.listdir(tmp_path) == []

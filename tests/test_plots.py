@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
+from messages import mentions
 
 import noiseaware as na
 from noiseaware import plots
@@ -133,10 +134,12 @@ def test_unconstrained_view_on_request_and_without_a_site_map(trace, posteriors,
     figure = plots.plot_posteriors(spread_posterior(bare), key=0)
     assert all(axis.get_xlabel().endswith("(unconstrained)") for axis in panels(figure))
     assert "no site map" in title(figure)
-    with pytest.raises(ValueError, match="site map"):
+    with pytest.raises(ValueError) as info:
         plots.plot_posteriors(spread_posterior(bare), key=0, scale="constrained")
-    with pytest.raises(ValueError, match="unknown scale 'model'"):
+    mentions(info, "scale='constrained'", "'spread'", "scale='unconstrained'")
+    with pytest.raises(ValueError) as info:
         plots.plot_posteriors(posteriors["spread"], key=0, scale="model")
+    mentions(info, "'model'")
 
 
 # ---------------------------------------------------------------- what is shown (defect 10)
@@ -154,17 +157,19 @@ def test_twelve_coordinates_are_all_shown(tmp_path, drawn):
 
 def test_panels_left_out_are_named_in_the_title_and_warned():
     trace = make_trace(20)
-    with pytest.warns(UserWarning, match=r"first 16 of 20 coordinates; choose which with coordinates="):
+    with pytest.warns(UserWarning) as record:
         figure = plots.plot_trace(trace)
+    mentions(record, "16", "20", "coordinates=")
     assert len(panels(figure)) == 16
-    assert "showing 16 of 20 coordinates; choose with coordinates=" in title(figure)
+    mentions(title(figure), "showing", "16", "20", "coordinates=")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         chosen = plots.plot_trace(trace, coordinates=["theta[3]", 0, "theta[19]", -1])
     assert [axis.get_ylabel().split("\n")[0] for axis in panels(chosen)] == ["theta[3]", "theta[0]", "theta[19]"]
-    assert "showing 3 of 20 coordinates, as chosen with coordinates=" in title(chosen)
-    with pytest.raises(ValueError, match=r"names nothing to plot.*'theta\[0\]'"):
+    mentions(title(chosen), "showing", "3", "20", "coordinates=")
+    with pytest.raises(ValueError) as info:
         plots.plot_trace(trace, coordinates=["theta[20]"])
+    mentions(info, "theta[20]", "'theta[0]'")
 
 
 def test_a_site_name_chooses_all_its_elements(posteriors):
@@ -174,7 +179,7 @@ def test_a_site_name_chooses_all_its_elements(posteriors):
         "p[1] (constrained)",
         "p[2] (constrained)",
     ]
-    assert "showing 3 of 6 coordinates" in title(figure)
+    mentions(title(figure), "showing", "3", "6")
 
 
 # ---------------------------------------------------------------- cropping (defect 10)
@@ -225,7 +230,7 @@ def calibration_result() -> CalibrationResult:
 
 def test_coverage_figure_holds_its_title_and_legend():
     figure = plots.plot_coverage(coverage_result(1))
-    assert "gamma-exponential: TARP coverage" in title(figure)
+    mentions(title(figure), "gamma-exponential:", "TARP")
     assert len(figure.legends) == 1 and len(panels(figure)) == 1
     assert_inside(figure)
 
@@ -239,15 +244,17 @@ def test_coverage_width_figure_has_a_point_per_method_and_level(tmp_path):
     (axis,) = panels(figure)
     offsets = [line.get_xydata() for line in axis.lines if len(line.get_xydata()) == 2 and line.get_marker() == "o"]
     assert sorted(x for points in offsets for x in points[:, 0]) == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
-    assert "coverage against interval width" in title(figure)
+    mentions(title(figure), "coverage", "width")
     assert_inside(figure)
 
 
 def test_coverage_figure_shows_every_marginal_or_says_what_it_left_out():
     assert len(panels(plots.plot_coverage(coverage_result(12)))) == 1 + 12
-    with pytest.warns(UserWarning, match="16 of 20"):
+    with pytest.warns(UserWarning) as record:
         figure = plots.plot_coverage(coverage_result(20))
-    assert len(panels(figure)) == 1 + 16 and "showing 16 of 20 marginal coordinates" in title(figure)
+    mentions(record, "16", "20")
+    assert len(panels(figure)) == 1 + 16
+    mentions(title(figure), "showing", "16", "20", "marginal")
     assert_inside(figure)
     assert len(panels(plots.plot_coverage(coverage_result(20), coordinates=[2, "theta[7]"]))) == 1 + 2
 
@@ -295,8 +302,10 @@ def test_plot_files_are_checked_before_drawing_and_never_replaced_silently(trace
     assert existing.read_bytes() == b"keep me"
     plots.plot_posteriors(posteriors["spread"], existing, key=0, overwrite=True)
     assert existing.read_bytes().startswith(MAGIC[".png"])
-    with pytest.raises(ValueError, match=r"a plot file ends in \.png, \.pdf, \.svg"):
+    with pytest.raises(ValueError) as info:
         plots.plot_trace(trace, tmp_path / "trace.jpg")
-    with pytest.raises(ValueError, match="does not exist"):
+    mentions(info, ".jpg", ".png", ".pdf", ".svg")
+    with pytest.raises(ValueError) as info:
         plots.plot_coverage(coverage_result(1), tmp_path / "missing" / "c.png")
+    mentions(info, "missing")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["post.png"]

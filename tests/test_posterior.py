@@ -1,11 +1,13 @@
 """MixturePosterior: the θ mixture against its closed forms, files, ArviZ export; fit's errors and warnings."""
 
 import dataclasses
+import re
 import warnings
 
 import jax
 import numpy as np
 import pytest
+from messages import mentions
 from ou import CLIP, SIGMA, N, Q, ou_trace
 from scipy import stats
 
@@ -110,12 +112,15 @@ def test_save_load_round_trip_and_arviz_groups(tmp_path):
 
 def test_bad_files_and_paths_give_clear_errors(tmp_path):
     post = posterior()
-    with pytest.raises(ValueError, match="use a .nc path"):
+    with pytest.raises(ValueError) as info:
         post.save(tmp_path / "p.npz", key=0)
-    with pytest.raises(ValueError, match="does not exist"):
+    mentions(info, ".nc", "p.npz")
+    with pytest.raises(ValueError) as info:
         post.save(tmp_path / "missing" / "p.nc", key=0)
-    with pytest.raises(ValueError, match="no posterior file"):
+    mentions(info, "missing")
+    with pytest.raises(ValueError) as info:
         na.load_posterior(tmp_path / "nothing.nc")
+    mentions(info, "nothing.nc")
     na.Trace.from_arrays(
         np.zeros((10, 2)) + np.arange(10)[:, None],
         np.ones((10, 2)),
@@ -124,14 +129,17 @@ def test_bad_files_and_paths_give_clear_errors(tmp_path):
         sampling_rate=0.1,
         n_examples=10,
     ).save(tmp_path / "trace.nc")
-    with pytest.raises(ValueError, match="not a noiseaware posterior"):
+    with pytest.raises(ValueError) as info:
         na.load_posterior(tmp_path / "trace.nc")
-    with pytest.raises(ValueError, match="needs the model's site map"):
+    mentions(info, "trace.nc")
+    with pytest.raises(ValueError) as info:
         post.constrained_sample(0, 5)
+    mentions(info, "constrained_sample", "sites=...", "Trace.from_arrays")
     with pytest.raises(ValueError, match="non-finite"):
         na.MixturePosterior(np.full((1, 3, 2), np.nan), None, None, "x", ("mu:a", "rho:a"))
-    with pytest.raises(TypeError, match="Diagnostics record"):  # a plain dict is not a diagnostics record
+    with pytest.raises(TypeError) as info:  # a plain dict is not a diagnostics record
         na.MixturePosterior(np.zeros((1, 3, 2)), None, None, "x", ("mu:a", "rho:a"), diagnostics={"a": 1.0})
+    mentions(info, "Diagnostics")
 
 
 def test_the_kinds_say_what_they_are(tmp_path):
@@ -144,7 +152,8 @@ def test_the_kinds_say_what_they_are(tmp_path):
         na.dpvim_posterior(trace, key=0, draws=50),
     ]
     assert [post.kind for post in posts] == [NOISE_AWARE, NAIVE, DPVIM] and posts[0].diagnostics == NoDiagnostics()
-    assert "ignores the DP noise" in posts[1].describe() and "50 draws of φ: the last iterate" in posts[2].describe()
+    mentions(posts[1].describe(), "DP", "noise")
+    mentions(posts[2].describe(), "50", "φ:")
     for m, post in enumerate(posts):
         assert isinstance(post, na.Posterior) and str(post.summary(key=0)).startswith(post.describe())
         post.save(tmp_path / f"{m}.nc", key=0)
@@ -153,16 +162,20 @@ def test_the_kinds_say_what_they_are(tmp_path):
 
 def test_fit_rejects_short_traces_and_unknown_methods():
     trace = ou_trace(steps=60)
-    with pytest.raises(ValueError, match="at least 50 stationary steps"):
+    with pytest.raises(ValueError) as info:
         na.fit(trace, key=0)
-    with pytest.raises(ValueError, match=r"unknown methods \['mcmc'\]: choose from exact, laplace, nuts"):
+    mentions(info, "50")
+    with pytest.raises(ValueError) as info:
         na.fit(ou_trace(steps=500), "mcmc", key=0)
+    mentions(info, "['mcmc']", "exact", "laplace", "nuts")
     with pytest.raises(TypeError, match="key"):  # the draws depend on the key: there is no default
         na.fit(ou_trace(steps=500), "exact")
-    with pytest.raises(ValueError, match="reads the data, not a trace"):
+    with pytest.raises(ValueError) as info:
         na.fit(ou_trace(steps=500), "bs2018", key=0)
-    with pytest.raises(ValueError, match="method 'exact' has no option 'style'"):
+    mentions(info, "bs2018")
+    with pytest.raises(ValueError) as info:
         na.fit(ou_trace(steps=500), "exact", key=0, style="paper")
+    mentions(info, "'exact'", "'style'")
     with pytest.raises(na.TraceError, match="finite"):
         params = ou_trace(steps=100).params.copy()
         params[5, 0] = np.nan
@@ -183,8 +196,9 @@ def test_gradients_without_signal_warn_and_widen_the_interval():
     trace = na.Trace.from_arrays(params, grads, noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q, n_examples=N)
     prior_width = 2 * stats.norm.ppf(0.95)  # φ* ~ N(φ̄, 1)
     for method in ("exact", "laplace"):
-        with pytest.warns(UserWarning, match=r"^weak identification \(mu:theta\[0\], rho:theta\[0\]\): "):
+        with pytest.warns(UserWarning) as record:
             post = na.fit(trace, method, key=0)
+        mentions(record, "mu:theta[0]", "rho:theta[0]")
         low, high = post.optimum_interval(0.9)
         assert np.all(np.isfinite(post.optimum_draws)) and np.all(high - low > 0.3 * prior_width), method
 
@@ -222,9 +236,11 @@ def test_fit_batch_counts_warnings_and_refuses_traces_of_two_models():
     texts = [str(w.message) for w in caught if not str(w.message).startswith("trace check")]
     # the silent trace's ρ gradients vary 50× more than its recorded DP noise: the trace checks say so, once
     checks = [str(w.message) for w in caught if str(w.message).startswith("trace check")]
-    assert checks == [c for c in checks if "in 1 of 3 traces" in c] and checks
+    assert checks and all(re.search(r"\b1 of 3\b", c) for c in checks)  # in 1 of 3 traces
     # one line: the silent trace's μ coordinates and the OU traces' weakly identified coordinate 0, with counts
-    assert len(texts) == 1 and texts[0].startswith("weak identification in 3 of 3 traces (mu:theta[0] in 3, "), texts
+    assert len(texts) == 1 and texts[0].startswith("weak identification"), texts  # the note's kind
+    mentions(texts[0], "3", "mu:theta[0]", "mu:theta[1]")
+    assert re.search(r"\b3 of 3\b", texts[0]) and texts[0].index("mu:theta[0]") < texts[0].index("mu:theta[1]")
     assert "mu:theta[1] in 1" in texts[0]
     # traces of two models in one batch are a wrong request, not a failed fit: a TypeError at once, which
     # on_error="skip" does not turn into skipped traces
@@ -232,8 +248,9 @@ def test_fit_batch_counts_warnings_and_refuses_traces_of_two_models():
         params[:, :2], params[:, :2], noise_multiplier=SIGMA, clip=CLIP, sampling_rate=Q, n_examples=N
     )
     for on_error in ("raise", "skip"):
-        with pytest.raises(TypeError, match="same number of parameters"):
+        with pytest.raises(TypeError) as info:
             na.fit_batch([traces[0], other_model], key=0, on_error=on_error)
+        mentions(info, "parameters")
 
 
 @pytest.mark.slow
@@ -263,13 +280,15 @@ def test_fit_batch_skips_failed_fits_on_request():
         warnings.simplefilter("always")
         out = na.fit_batch([good, bad], key=0, on_error="skip")
     assert out[0] is not None and out[1] is None
-    assert any("1 of 2 fits failed" in str(w.message) and "trace 1" in str(w.message) for w in caught)
-    with pytest.raises(ValueError, match="trace 1: "):
+    mentions(caught, "1", "2", "fits", "trace")
+    with pytest.raises(ValueError) as info:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             na.fit_batch([good, bad], key=0)
-    with pytest.raises(ValueError, match="on_error must be 'raise' or 'skip'"):
+    mentions(info, "trace", "1")
+    with pytest.raises(ValueError) as info:
         na.fit_batch([good], key=0, on_error="ignore")
+    mentions(info, "on_error", "'raise'", "'skip'", "'ignore'")
 
 
 def test_a_posterior_of_draws_saves_and_loads_back_whole(tmp_path):
@@ -313,5 +332,6 @@ def test_older_and_newer_files_of_draws(tmp_path):
     xr.DataTree.from_dict({"/": xr.Dataset(attrs=newer), "posterior": posterior}).to_netcdf(
         tmp_path / "newer.nc", engine="h5netcdf"
     )
-    with pytest.raises(ValueError, match="schema version 2; this noiseaware reads version 1"):
+    with pytest.raises(ValueError) as info:
         na.load_posterior(tmp_path / "newer.nc")
+    mentions(info, "2", "1")

@@ -10,6 +10,7 @@ import pytest
 from dp_accounting.rdp import RdpAccountant
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from messages import mentions
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
@@ -110,10 +111,12 @@ def test_no_noise_spends_infinite_epsilon():
 
 
 def test_unreachable_epsilon_raises():
-    with pytest.raises(ValueError, match=r"epsilon=1e-07 is not reached by any noise multiplier"):
+    with pytest.raises(ValueError) as info:
         noise_multiplier(1e-7, DELTA, 1.0, 100_000)
-    with pytest.raises(ValueError, match=r"epsilon=10000.0 is met by every noise multiplier"):
+    mentions(info, "epsilon=1e-07")
+    with pytest.raises(ValueError) as info:
         noise_multiplier(1e4, DELTA, 1.0, 1)
+    mentions(info, "epsilon=10000.0")
 
 
 GOOD = {"delta": DELTA, "sampling_rate": Q, "steps": T}
@@ -131,8 +134,9 @@ BAD_COMMON = [
 )  # fmt: skip
 def test_noise_multiplier_rejects_bad_input(name, value):
     kwargs = {"epsilon": 1.0, **GOOD, name: value}
-    with pytest.raises(ValueError, match=rf"^{name} must .* got {name}="):
+    with pytest.raises(ValueError) as info:
         noise_multiplier(**kwargs)
+    mentions(info, name, f"{name}=")
 
 
 @pytest.mark.parametrize(
@@ -141,8 +145,9 @@ def test_noise_multiplier_rejects_bad_input(name, value):
 )
 def test_epsilon_spent_rejects_bad_input(name, value):
     kwargs = {"noise_multiplier": 1.0, **GOOD, name: value}
-    with pytest.raises(ValueError, match=rf"^{name} must .* got {name}="):
+    with pytest.raises(ValueError) as info:
         epsilon_spent(**kwargs)
+    mentions(info, name, f"{name}=")
 
 
 Q_STEPS, T_STEPS = 0.05, 200  # short runs: each distinct σ costs one PLD composition
@@ -186,18 +191,20 @@ def test_the_clipped_count_combines_with_the_gradient_as_one_gaussian():
     assert combined_noise_multiplier(2.0, 4.0) == pytest.approx((0.25 + 1 / 16) ** -0.5, rel=1e-14)
     lowered = (2.0**-2 - (2 * 4.0) ** -2) ** -0.5
     assert combined_noise_multiplier(lowered, 2 * 4.0) == pytest.approx(2.0, rel=1e-14)
-    with pytest.raises(ValueError, match="count_noise_multiplier must be positive and finite"):
+    with pytest.raises(ValueError) as info:
         combined_noise_multiplier(1.0, 0.0)
+    mentions(info, "count_noise_multiplier")
 
 
 @pytest.mark.parametrize(
-    ("sigmas", "message"),
-    [([], r"1-D array of σ_t, one per step, got shape \(0,\)"), ([[1.0]], r"got shape \(1, 1\)"),
-     ([1.0, math.nan], r"finite and ≥ 0 at every step, got nan at step 1"), ([1.0, -2.0], r"got -2.0 at step 1")],
+    ("sigmas", "tokens"),
+    [([], ("1-D", "σ_t", "(0,)")), ([[1.0]], ("σ_t", "(1,", "1)")),
+     ([1.0, math.nan], ("finite", "0", "nan", "1")), ([1.0, -2.0], ("-2.0", "1"))],
 )  # fmt: skip
-def test_per_step_epsilon_rejects_bad_noise_multipliers(sigmas, message):
-    with pytest.raises(ValueError, match=message):
+def test_per_step_epsilon_rejects_bad_noise_multipliers(sigmas, tokens):
+    with pytest.raises(ValueError) as info:
         epsilon_spent_per_step(sigmas, DELTA, Q_STEPS)
+    mentions(info, *tokens)
 
 
 def test_a_step_without_noise_spends_infinite_epsilon():

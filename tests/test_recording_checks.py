@@ -11,6 +11,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
+from messages import mentions
 
 import noiseaware as na
 from noiseaware.cli import DataError, load_data, main
@@ -84,13 +85,11 @@ def record_cli(model: str, data: Path, out: Path, *extra) -> tuple:
 
 
 def test_delta_at_least_one_over_n_warns_what_it_means(no_dp_sgd):
-    with pytest.raises(AssertionError, match="DP-SGD program ran"):  # the warning comes before any work
+    with pytest.raises(AssertionError) as info:  # the warning comes before any work
         with pytest.warns(UserWarning) as caught:
             na.record_dpvi(gamma_exponential, exponential_data(100), key=0, noise_multiplier=5.0, delta=0.01, **TINY)
-    message = " ".join(str(w.message) for w in caught)
-    assert "delta=0.01 is at least 1/N = 0.01 (N = 100 examples)" in message
-    assert "release one example in the clear" in message
-    assert "δ well below 1/N, e.g. delta=0.001 for N = 100" in message
+    mentions(info, "DP-SGD")
+    mentions(caught, "delta=0.01", "1/N", "0.01", "100", "delta=0.001")  # what it is, and a δ that is safe
 
 
 def test_delta_below_one_over_n_passes_without_a_warning():
@@ -102,9 +101,10 @@ def test_delta_below_one_over_n_passes_without_a_warning():
 
 @pytest.mark.parametrize("delta", [0.5, 0.9])
 def test_delta_of_one_half_or_more_is_refused_before_any_work(no_dp_sgd, delta):
-    with pytest.raises(ValueError, match=r"is no privacy guarantee.*allow_weak_privacy=True"):
+    with pytest.raises(ValueError) as info:
         na.record_dpvi(gamma_exponential, exponential_data(5000), key=0, noise_multiplier=5.0, delta=delta, **TINY)
-    with pytest.raises(ValueError, match="delta=1e-05 for N = 5000"):
+    mentions(info, "allow_weak_privacy=True")
+    with pytest.raises(ValueError) as info:
         na.record_dpvi_batch(
             gamma_exponential,
             {"x": np.stack([exponential_data(5000)["x"]] * 2)},
@@ -113,10 +113,11 @@ def test_delta_of_one_half_or_more_is_refused_before_any_work(no_dp_sgd, delta):
             delta=delta,
             **TINY,
         )
+    mentions(info, "delta=1e-05", "5000")
 
 
 def test_allow_weak_privacy_records_with_the_warning():
-    with pytest.warns(UserWarning, match="release one example in the clear"):
+    with pytest.warns(UserWarning) as record:
         trace = na.record_dpvi(
             gamma_exponential,
             exponential_data(100),
@@ -126,11 +127,12 @@ def test_allow_weak_privacy_records_with_the_warning():
             allow_weak_privacy=True,
             **TINY,
         )
+    mentions(record, "delta=0.6", "1/N", "0.01", "delta=0.001")
     assert trace.delta == 0.6 and trace.epsilon > 0
 
 
 def test_a_delta_that_covers_the_whole_privacy_loss_is_refused_before_any_work(no_dp_sgd):
-    with pytest.raises(ValueError, match="spends ε = 0 at δ=0.6: δ alone covers the whole privacy loss"):
+    with pytest.raises(ValueError) as info:
         with pytest.warns(UserWarning):
             na.record_dpvi(
                 gamma_exponential,
@@ -141,6 +143,7 @@ def test_a_delta_that_covers_the_whole_privacy_loss_is_refused_before_any_work(n
                 allow_weak_privacy=True,
                 **TINY,
             )
+    mentions(info, "ε", "0", "δ=0.6")
 
 
 def test_a_non_private_run_has_no_delta_to_check():
@@ -152,12 +155,15 @@ def test_a_non_private_run_has_no_delta_to_check():
 
 def test_the_batch_recorder_passes_allow_weak_privacy_to_the_check(no_dp_sgd):
     settings = dict(M1.dpvi_settings) | TINY
-    with pytest.raises(ValueError, match="allow_weak_privacy=True"):
+    with pytest.raises(ValueError) as info:
         simulations.simulate_traces(M1, noise_multiplier=0.5, delta=0.6, simulations=2, key=0, **settings)
-    with pytest.warns(UserWarning, match="at least 1/N"), pytest.raises(AssertionError, match="DP-SGD program ran"):
+    mentions(info, "allow_weak_privacy=True")
+    with pytest.warns(UserWarning) as record, pytest.raises(AssertionError) as info:
         simulations.simulate_traces(
             M1, noise_multiplier=0.5, delta=0.6, simulations=2, key=0, allow_weak_privacy=True, **settings
         )
+    mentions(record, "delta=0.6", "1/N")
+    mentions(info, "DP-SGD")  # the recorder was reached
 
 
 @pytest.fixture
@@ -184,22 +190,26 @@ def tiny_dataset():
 
 
 def test_the_studies_refuse_weak_delta_before_any_work(no_study_work):
-    with pytest.raises(ValueError, match="allow_weak_privacy=True"):
+    with pytest.raises(ValueError) as info:
         na.coverage(M1, methods=("naive",), epsilon=1.0, delta=0.5, simulations=2, key=0)
-    with pytest.raises(ValueError, match="allow_weak_privacy=True"):
+    mentions(info, "allow_weak_privacy=True")
+    with pytest.raises(ValueError) as info:
         na.calibration(tiny_dataset(), methods=("naive",), noise_multiplier=5.0, delta=0.5, runs=2, key=0)
+    mentions(info, "allow_weak_privacy=True")
     assert no_study_work == []
 
 
 def test_the_studies_pass_allow_weak_privacy_through_to_the_recorder(no_study_work):
-    with pytest.raises(AssertionError, match="work started"):
+    with pytest.raises(AssertionError) as info:
         na.coverage(
             M1, methods=("naive",), noise_multiplier=5.0, delta=0.5, simulations=2, key=0, allow_weak_privacy=True
         )
-    with pytest.raises(AssertionError, match="work started"):
+    mentions(info, "work", "started")  # the fixture's error: the study reached its first piece of work
+    with pytest.raises(AssertionError) as info:
         na.calibration(
             tiny_dataset(), methods=("naive",), noise_multiplier=5.0, delta=0.5, runs=2, key=0, allow_weak_privacy=True
         )
+    mentions(info, "work", "started")
     assert [call["allow_weak_privacy"] for call in no_study_work] == [True, True]
 
 
@@ -211,9 +221,8 @@ def test_data_outside_the_support_is_refused_with_site_count_example_and_support
     data["x"][[7, 70, 700]] = -1.0
     with pytest.raises(ModelError) as error:
         na.record_dpvi(gamma_exponential, data, key=0, noise_multiplier=5.0, **TINY)
-    assert str(error.value).startswith(
-        "x: 3 of 5000 values lie outside the support of Exponential (positive), e.g. -1.0"
-    )
+    assert str(error.value).startswith("x: ")
+    mentions(error, "3", "5000", "Exponential", "(positive)", "-1.0")
 
 
 def test_a_value_on_an_open_bound_is_data_not_an_error():
@@ -226,35 +235,38 @@ def test_a_value_on_an_open_bound_is_data_not_an_error():
 
 
 @pytest.mark.parametrize(
-    "model, data, message",
+    "model, data, tokens",
     [
         (
             logistic_regression,
             {"X": logistic_data()[0], "y": np.where(np.arange(60) == 5, 2, logistic_data()[1])},
-            "y: 1 of 60 values lie outside the support of BernoulliLogits (boolean), e.g. 2",
+            ("y:", "1", "60", "BernoulliLogits", "(boolean)", "2"),
         ),
         (
             dirichlet_categorical,
             {"x": np.array([0, 1, 2, 3, 1])},
-            "x: 1 of 5 values lie outside the support of CategoricalProbs (integer interval 0 to 2), e.g. 3",
+            ("x:", "1", "5", "CategoricalProbs", "0", "2", "3"),
         ),
     ],
 )
-def test_support_is_checked_for_discrete_likelihoods(no_dp_sgd, model, data, message):
-    with pytest.raises(ModelError, match=message.replace("(", r"\(").replace(")", r"\)")):
+def test_support_is_checked_for_discrete_likelihoods(no_dp_sgd, model, data, tokens):
+    with pytest.raises(ModelError) as info:
         na.record_dpvi(model, data, key=0, noise_multiplier=5.0, **TINY)
+    assert str(info.value).startswith(tokens[0])  # the site first
+    mentions(info, *tokens)
 
 
 def test_every_data_set_of_a_batch_is_checked_before_the_program_runs(no_dp_sgd):
     x = np.stack([exponential_data(200, seed)["x"] for seed in range(4)])
     x[2, 5] = -3.0
-    with pytest.raises(ModelError, match=r"^x \(data set 2 of 4\): 1 of 200 values lie outside .* e\.g\. -3\.0"):
+    with pytest.raises(ModelError) as info:
         na.record_dpvi_batch(gamma_exponential, {"x": x}, keys=[1, 2, 3, 4], noise_multiplier=5.0, **TINY)
+    mentions(info, "x", "2", "4", "1", "200", "-3.0")
 
 
 def test_stacked_data_sets_must_agree_on_their_number(no_dp_sgd):
     X, y = logistic_data()
-    with pytest.raises(ModelError, match=r"one leading axis of M ≥ 1 data sets on every array, got \{'X': 3, 'y': 2\}"):
+    with pytest.raises(ModelError) as info:
         na.record_dpvi_batch(
             logistic_regression,
             {"X": np.stack([X] * 3), "y": np.stack([y] * 2)},
@@ -262,6 +274,7 @@ def test_stacked_data_sets_must_agree_on_their_number(no_dp_sgd):
             noise_multiplier=5.0,
             **TINY,
         )
+    mentions(info, "M", "1", "'X'", "3", "'y'", "2")
 
 
 def uniform_scale(x=None, n_examples=None):
@@ -282,10 +295,7 @@ def test_a_support_that_depends_on_the_latents_is_left_to_the_model():
 def test_an_observed_array_must_have_its_site_shape(no_dp_sgd):
     with pytest.raises(ModelError) as error:
         na.record_dpvi(gamma_exponential, {"x": np.ones((100, 50))}, key=0, noise_multiplier=5.0, **TINY)
-    assert str(error.value).startswith(
-        "x has shape (100, 50) but the model's observed site 'x' (Exponential) has shape (100,) on these data: "
-        "one value per example"
-    )
+    mentions(error, "x", "(100,", "50)", "'x'", "(Exponential)", "(100,)")
 
 
 @pytest.mark.parametrize("rows, labels", [(1000, 900), (900, 1000)])
@@ -293,9 +303,7 @@ def test_per_example_arrays_of_different_lengths_are_named(no_dp_sgd, rows, labe
     X, y = np.ones((rows, 3)), np.ones(labels, np.int64)
     with pytest.raises(ModelError) as error:
         na.record_dpvi(logistic_regression, {"X": X, "y": y}, key=0, noise_multiplier=5.0, **TINY)
-    assert str(error.value) == (
-        f"X has {rows} rows but y has {labels}: every per-example array needs the same leading length N"
-    )
+    mentions(error, "X", str(rows), "y", str(labels), "N")
 
 
 def write_logistic_csv(path: Path, columns=(0, 1, 2)) -> Path:
@@ -310,17 +318,15 @@ def test_a_csv_short_of_a_column_the_model_expects_names_it(tmp_path):
     path = write_logistic_csv(tmp_path / "d.csv", columns=(0, 1))
     with pytest.raises(DataError) as error:
         load_data(path, model=na.models.get("logistic-3d"))
-    assert str(error.value) == (
-        f"{path}: X has 2 columns but model logistic-3d expects 3 (its site theta has shape (3,), not (2,)): "
-        "the data lack X[2]"
-    )
+    assert str(error.value).startswith(f"{path}: ")
+    mentions(error, "X", "2", "logistic-3d", "3", "theta", "(3,)", "(2,)", "X[2]")
     assert load_data(write_logistic_csv(tmp_path / "ok.csv"), model=na.models.get("logistic-3d"))["X"].shape == (60, 3)
 
 
 def test_a_gap_in_the_column_numbers_names_the_missing_column(capsys, tmp_path):
     path = write_logistic_csv(tmp_path / "d.csv", columns=(0, 1, 3))
     line = cli_error(capsys, *record_cli("logistic-3d", path, tmp_path / "t.nc"))
-    assert "columns of X have indices [0, 1, 3], so X[2] is missing" in line
+    mentions(line, "X", "[0,", "1,", "3]", "X[2]")
     assert not (tmp_path / "t.nc").exists()
 
 
@@ -328,9 +334,7 @@ def test_cli_record_refuses_a_matrix_for_a_one_value_per_example_site(capsys, tm
     path = tmp_path / "x.csv"
     path.write_text("x[0],x[1]\n1.0,2.0\n3.0,4.0\n5.0,6.0\n")
     line = cli_error(capsys, *record_cli("M1", path, tmp_path / "t.nc"))
-    assert (
-        "x has examples of shape (2,) but model gamma-exponential expects (): pass x with examples of shape ()" in line
-    )
+    mentions(line, "x", "(2,)", "gamma-exponential", "()")
     assert not (tmp_path / "t.nc").exists()
 
 
@@ -338,11 +342,12 @@ def test_cli_record_names_arrays_of_different_lengths(capsys, tmp_path):
     X, y = logistic_data()
     np.savez(tmp_path / "d.npz", X=X, y=y[:40])
     line = cli_error(capsys, *record_cli("logistic-3d", tmp_path / "d.npz", tmp_path / "t.nc"))
-    assert line == "error: X has 60 rows but y has 40: every per-example array needs the same leading length N"
+    assert line.startswith("error: ")
+    mentions(line, "X", "60", "y", "40", "N")
 
 
 def test_cli_record_refuses_data_outside_the_support(capsys, tmp_path):
     path = tmp_path / "x.csv"
     path.write_text("x\n1.5\n-1.0\n2.0\n")
     line = cli_error(capsys, *record_cli("M1", path, tmp_path / "t.nc"))
-    assert "x: 1 of 3 values lie outside the support of Exponential (positive), e.g. -1.0" in line
+    mentions(line, "x:", "1", "3", "Exponential", "(positive)", "-1.0")

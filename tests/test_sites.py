@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from messages import mentions
 from numpyro.distributions import constraints
 
 from noiseaware.trace.sites import (
@@ -144,18 +145,21 @@ def test_default_transform_name_per_preset(support, numpyro_name, research_name)
     ids=str,
 )
 def test_unsupported_supports_raise(support):
-    with pytest.raises(ValueError, match="no supported unconstrained map"):
+    with pytest.raises(ValueError) as info:
         default_transform_name(support)
-    with pytest.raises(ValueError, match="no supported unconstrained map"):
+    mentions(info, str(support))
+    with pytest.raises(ValueError) as info:
         default_transform_name(support, "research")
+    mentions(info, str(support))
 
 
 @pytest.mark.parametrize(
     "name", ["logit", "Softplus", "interval(2,1)", "interval(1)", "greater_than(1,2)", "less_than()", "", "alr2"]
 )
 def test_unknown_transform_names_raise(name):
-    with pytest.raises(ValueError, match="unknown transform"):
+    with pytest.raises(ValueError) as info:
         transform_from_name(name)
+    mentions(info, repr(name))
 
 
 def test_choose_transform_name_presets_and_overrides():
@@ -163,14 +167,18 @@ def test_choose_transform_name_presets_and_overrides():
     assert choose_transform_name("a", constraints.positive, {"b": "exp"}) == "exp"  # '*' defaults to numpyro
     assert choose_transform_name("a", constraints.positive, {"*": "research"}) == "softplus"
     assert choose_transform_name("p", constraints.simplex, {"p": "alr"}) == "alr"
-    with pytest.raises(ValueError, match="not a preset"):
+    with pytest.raises(ValueError) as info:
         choose_transform_name("a", constraints.positive, "paper")
-    with pytest.raises(ValueError, match="does not map onto"):
+    mentions(info, "'paper'")
+    with pytest.raises(ValueError) as info:
         choose_transform_name("p", constraints.simplex, {"p": "softplus"})
-    with pytest.raises(ValueError, match="does not map onto"):
+    mentions(info, "'softplus'", "p")
+    with pytest.raises(ValueError) as info:
         choose_transform_name("a", constraints.positive, {"a": "alr"})
-    with pytest.raises(ValueError, match="unknown transform"):
+    mentions(info, "'alr'", "a")
+    with pytest.raises(ValueError) as info:
         choose_transform_name("a", constraints.positive, {"a": "cube"})
+    mentions(info, "'cube'")
 
 
 MIXED = SiteMap(

@@ -7,6 +7,8 @@ import json
 
 import numpy as np
 import pytest
+from cli_helpers import task_counts
+from messages import mentions
 
 from noiseaware.cli import main
 from noiseaware.studies import (
@@ -59,11 +61,12 @@ def test_report_writes_nothing_and_names_corrupt_tasks_which_the_study_then_sets
     before = snapshot(tmp_path)
     assert main(["report", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
-    assert "tasks: 1 done, 2 corrupt, 0 failed, 0 not yet run, of 3" in out
+    assert task_counts(out) == {"done": 1, "corrupt": 2, "failed": 0, "not yet run": 0, "of": 3}
     assert "corrupt: abs 0:" in out and "TokenError" in out and "corrupt: abs 1:" in out and "IsADirectoryError" in out
-    assert "rerun the study to recompute them" in out
+    mentions(out, "rerun")
     lines = len((tmp_path / "events.jsonl").read_bytes().splitlines())
-    assert f"1 line(s) of {tmp_path / 'events.jsonl'} are not UTF-8 JSON events and were skipped (line {lines})" in err
+    assert err.startswith("note: ")
+    mentions(err, "1", "line(s)", str(tmp_path / "events.jsonl"), "UTF-8", "JSON", str(lines))
     assert snapshot(tmp_path) == before  # nothing renamed, appended or locked
     with pytest.warns(CorruptResultWarning) as caught:
         again = run_study(plan, tmp_path)
@@ -80,16 +83,19 @@ def test_a_damaged_array_header_is_a_corrupt_result_not_a_traceback(tmp_path):
     plan, _ = tiny_study(tmp_path)
     path = StudyDirectory(tmp_path).result_path(plan.tasks[2])
     damage_header(path)
-    with pytest.raises(CorruptResult, match=r"is not a readable noiseaware task result \(TokenError"):
+    with pytest.raises(CorruptResult) as info:
         read_result(path, plan.tasks[2].id)
+    mentions(info, "TokenError")
     data = bytearray(path.read_bytes())
     data[data.find(b"'shape") + 6] = 0  # a NUL byte in the header
     path.write_bytes(bytes(data))
-    with pytest.raises(CorruptResult, match=str(path)):
+    with pytest.raises(CorruptResult) as raised:
         read_result(path, plan.tasks[2].id)
+    mentions(raised, str(path))
     path.write_bytes(path.read_bytes()[:2000])  # truncated
-    with pytest.raises(CorruptResult, match="not a readable"):
+    with pytest.raises(CorruptResult) as info:
         read_result(path, plan.tasks[2].id)
+    mentions(info, str(path))
 
 
 @pytest.mark.parametrize("link", ["events.jsonl", "task file", "tasks"])
@@ -115,24 +121,27 @@ def test_a_symbolic_link_out_of_the_folder_is_refused_by_report_and_by_a_resumed
         victim, named = elsewhere / "tasks", folder / "tasks"
     before = snapshot(elsewhere)
     assert main(["report", str(folder)]) == 2
-    assert f"{named} is a symbolic link to {victim}, outside the study folder" in capsys.readouterr().err
-    with pytest.raises(UnsafeLink, match="outside the study folder"):
+    mentions(capsys.readouterr().err, str(named), str(victim), str(folder))
+    with pytest.raises(UnsafeLink) as info:
         run_study(plan, folder)
+    mentions(info, str(folder))
     assert snapshot(elsewhere) == before and not (folder / "lock").exists()
 
 
 def test_a_lock_file_that_cannot_be_read_is_named_with_how_to_clear_it(tmp_path, capsys):
     plan, _ = tiny_study(tmp_path)
     (tmp_path / "lock").write_bytes(b"\x00garbage")
-    message = rf"lock file that cannot be read .*if no study runs in {tmp_path}, delete {tmp_path / 'lock'}"
-    with pytest.raises(StudyLocked, match=message):
+    with pytest.raises(StudyLocked) as raised:
         run_study(plan, tmp_path)
+    mentions(raised, "lock", str(tmp_path), str(tmp_path / "lock"))
     assert main(["report", str(tmp_path), "--write"]) == 2
     err = capsys.readouterr().err
-    assert "lock file that cannot be read" in err and "process ?" not in err
+    mentions(err, "lock")
+    assert "process ?" not in err
     (tmp_path / "lock").write_text(json.dumps(["a", "list"]))
-    with pytest.raises(StudyLocked, match="does not name a process and a host"):
+    with pytest.raises(StudyLocked) as info:
         run_study(plan, tmp_path)
+    mentions(info, "process", "host")
     (tmp_path / "lock").unlink()
     assert len(run_study(plan, tmp_path)) == 3  # cleared as the message says: the study resumes
 
@@ -171,7 +180,7 @@ def test_an_edited_plan_is_refused_before_it_is_used(tmp_path, capsys, edit):
     (tmp_path / "plan.json").write_text(json.dumps(record))
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "plan.json was changed after the study wrote it" in err and "rerun the study into a new directory" in err
+    mentions(err, str(tmp_path / "plan.json"), "changed", "rerun")
 
 
 @pytest.mark.parametrize("replaced", ["tasks", "events.jsonl"])
@@ -190,6 +199,7 @@ def test_a_folder_whose_files_are_not_of_their_kind_is_refused_before_any_work(t
     before = snapshot(tmp_path)
     assert main(["report", str(tmp_path)]) == 2
     assert f"{tmp_path / replaced} is not {wanted}" in capsys.readouterr().err
-    with pytest.raises(StudyFolderError, match="rerun the study into a new directory"):
+    with pytest.raises(StudyFolderError) as info:
         run_study(plan, tmp_path)
+    mentions(info, str(tmp_path))
     assert snapshot(tmp_path) == before

@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+from messages import mentions
 
 import noiseaware as na
 from noiseaware.cli import main
@@ -41,10 +42,12 @@ def test_the_command_line_reads_the_design_and_report_reads_the_folder(study, tm
     arguments = ["--model", "M1", "--epsilons", "0.3", "1", "--simulations", "2", "--references", "2", "--seed", "3"]
     assert main(["study", "privacy-utility", *arguments, "--out", str(out)]) == 0  # resumed: nothing to run
     printed = capsys.readouterr().out
-    assert "privacy–utility of gamma-exponential" in printed and "sd / VI sd" in printed
+    mentions(printed, "privacy–utility", "gamma-exponential")
+    assert "sd / VI sd" in printed  # a column
     saved = json.loads((out / "privacy-utility-gamma-exponential.json").read_text())
     assert saved["epsilons"] == [0.3, 1.0] and len(saved["reports"]) == 2
     assert main(["report", str(out)]) == 0 and "coverage RMSE" in capsys.readouterr().out
-    for bad, reason in [(["--model", "M9"], "unknown model 'M9'"), (["--model", "M1", "--epsilons", "0"], "epsilon")]:
+    for bad, reason in [(["--model", "M9"], "'M9'"), (["--model", "M1", "--epsilons", "0"], "epsilon")]:
         assert main(["study", "privacy-utility", *bad, "--out", str(tmp_path / "new")]) == 2
-        assert reason in capsys.readouterr().err and not (tmp_path / "new").exists()
+        mentions(capsys.readouterr().err, reason)
+        assert not (tmp_path / "new").exists()

@@ -12,6 +12,7 @@ import types
 import numpy as np
 import optax
 import pytest
+from messages import mentions
 
 import noiseaware as na
 from noiseaware.cli import main
@@ -64,8 +65,9 @@ def test_closures_with_other_constants_and_optimizers_with_other_rates_get_other
     assert fingerprint(make(1)) == fingerprint(make(1))
     assert fingerprint(optax.adam(1e-3)) != fingerprint(optax.adam(1e-1))
     assert fingerprint(optax.adam(1e-3)) == fingerprint(optax.adam(1e-3))
-    with pytest.raises(Unfingerprintable, match=r"value\['optimizer'\]: cannot fingerprint .*give it as data"):
+    with pytest.raises(Unfingerprintable) as info:
         canonical({"optimizer": object()})
+    mentions(info, "value['optimizer']")
 
 
 def test_a_changed_plug_in_body_is_a_new_study_and_resuming_into_the_old_folder_is_refused(tmp_path):
@@ -74,8 +76,9 @@ def test_a_changed_plug_in_body_is_a_new_study_and_resuming_into_the_old_folder_
     again = coverage_plan(M2, levels=LEVELS, key=0, methods=("naive", plugin("return []")), **SMALL)
     assert old.id != new.id and old.id == again.id
     StudyDirectory(tmp_path).prepare(old)
-    with pytest.raises(PlanMismatch, match=r"what differs: .*fit_batch.code"):
+    with pytest.raises(PlanMismatch) as info:
         run_plan(new, StudyDirectory(tmp_path))
+    mentions(info, "fit_batch.code")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json", "tasks"]
 
 
@@ -117,24 +120,28 @@ def test_a_crafted_pickle_in_a_study_folder_never_runs(tmp_path, capsys):
     assert not marker.exists() and len(list(study.glob("tasks/*.corrupt"))) == 2
     (study / "plan.json").write_bytes(payload)  # a replaced plan
     assert main(["report", str(study)]) == 2 and not marker.exists()
-    assert "is not a study plan" in capsys.readouterr().err
+    mentions(capsys.readouterr().err, str(study / "plan.json"), "plan")
     old = tmp_path / "old"
     old.mkdir()
     (old / "plan.pkl").write_bytes(payload)  # a folder of an older noiseaware: refused, never read
-    with pytest.raises(PlanMismatch, match="older noiseaware"):
+    with pytest.raises(PlanMismatch) as info:
         run_study(plan, old)
+    mentions(info, str(old), "older")
     assert not marker.exists()
 
 
 def test_decoding_builds_only_registered_data_types():
     tree, arrays = encode({"x": (1, 2.5), "y": np.ones(2)})
     assert decode(tree, arrays)["x"] == (1, 2.5)
-    with pytest.raises(UndecodableData, match="unknown data type 'Popen'"):
+    with pytest.raises(UndecodableData) as info:
         decode({"$data": "Popen", "fields": {"args": ["touch", "marker"]}}, {})
-    with pytest.raises(UndecodableData, match="unknown node '\\$warning'"):
+    mentions(info, "'Popen'")
+    with pytest.raises(UndecodableData) as info:
         decode({"$warning": "os.system"}, {})
-    with pytest.raises(TypeError, match="not a registered data type"):
+    mentions(info, "'$warning'")
+    with pytest.raises(TypeError) as info:
         encode(na.methods.ExactOptions())
+    mentions(info, "ExactOptions")
 
 
 def test_a_second_process_is_refused_while_the_first_holds_the_study(tmp_path, capsys):
@@ -145,10 +152,11 @@ def test_a_second_process_is_refused_while_the_first_holds_the_study(tmp_path, c
     try:
         (tmp_path / "lock").write_text(json.dumps({"pid": holder.pid, "host": os.uname().nodename, "since": "now"}))
         before = sorted((p.name, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
-        with pytest.raises(StudyLocked, match=rf"in use by process {holder.pid} .*wait for it to finish"):
+        with pytest.raises(StudyLocked) as info:
             run_study(plan, tmp_path)
+        mentions(info, str(holder.pid))
         assert main(["report", str(tmp_path), "--write"]) == 2
-        assert "in use by process" in capsys.readouterr().err
+        mentions(capsys.readouterr().err, "process", str(holder.pid))
         assert main(["report", str(tmp_path)]) == 0  # reading a running study is fine
         assert sorted((p.name, p.stat().st_mtime_ns) for p in tmp_path.rglob("*")) == before  # nothing touched
     finally:
@@ -164,8 +172,9 @@ def test_every_kind_is_registered_with_the_whole_contract():
     for name, kind in KINDS.items():
         assert get_kind(name) is kind and all(callable(getattr(kind, f)) for f in functions)
         assert (kind.design is None) == (kind.plan is None), f"{name}: a design and its plan come together"
-    with pytest.raises(KeyError, match="unknown kind of study 'nope': known kinds are"):
+    with pytest.raises(KeyError) as info:
         get_kind("nope")
+    mentions(info, "'nope'")
 
 
 def test_a_model_whose_prior_changed_in_its_file_is_a_new_study(tmp_path, monkeypatch):
@@ -189,8 +198,9 @@ def test_a_model_whose_prior_changed_in_its_file_is_a_new_study(tmp_path, monkey
     assert coverage_plan(same, levels=LEVELS, key=0, methods=("naive",), **SMALL).id == plan.id
     StudyDirectory(tmp_path / "study").prepare(plan)
     other = coverage_plan(changed, levels=LEVELS, key=0, methods=("naive",), **SMALL)
-    with pytest.raises(PlanMismatch, match=r"what differs: .*model.*code"):
+    with pytest.raises(PlanMismatch) as info:
         StudyDirectory(tmp_path / "study").holds(other)
+    mentions(info, "model", "code")
 
 
 def test_the_only_unpickling_in_the_study_engine_is_the_worker_transport():
@@ -217,10 +227,12 @@ def test_execute_refuses_a_path_or_file_from_a_study_folder_before_reading_it(tm
     marker = tmp_path / "marker"
     crafted = tmp_path / "task.pkl"
     crafted.write_bytes(pickle.dumps(Marker(marker)))
-    with pytest.raises(TypeError, match="never unpickled"):
+    with pytest.raises(TypeError) as info:
         execute(crafted, str(tmp_path / "out.npz"))
-    with crafted.open("rb") as handle, pytest.raises(TypeError, match="never unpickled"):
+    mentions(info, "unpickled")
+    with crafted.open("rb") as handle, pytest.raises(TypeError) as info:
         execute(handle, str(tmp_path / "out.npz"))
+    mentions(info, "unpickled")
     assert not marker.exists() and not (tmp_path / "out.npz").exists()
     task = make_task(abs, (-5,), {"abs": -5}, "abs")
     execute(pack(task), str(tmp_path / "out.npz"))
