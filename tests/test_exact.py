@@ -51,7 +51,7 @@ def _scales(model, j):
     s = jax.tree_util.tree_map(lambda x: np.asarray(x)[j] if np.ndim(x) else float(x), model.stats)
     slope = s.sum_gphi / s.sum_phiphi
     residual = (s.sum_gg - s.sum_g**2 / s.count - slope**2 * s.sum_phiphi) / (s.count - 2)
-    variance = max(residual, s.noise_var)
+    variance = max(residual, float(np.broadcast_to(model.noise_var, np.shape(model.optimum_loc))[j]))
     return (
         s.centre - s.sum_g / s.count / slope,
         np.sqrt(variance / s.count) / abs(slope),
