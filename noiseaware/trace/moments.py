@@ -242,11 +242,14 @@ def without_wander(moments: Moments, sampling_rate: float, coupling: np.ndarray,
     return m._replace(sum_g=sum_g, sum_gg=sum_gg, sum_gphi=sum_gphi, grad_ss=sum_gg - sum_g**2 / m.count)
 
 
+LIKELIHOOD_FIELDS = ("count", "start", "centre", "sum_phi", "sum_phiphi", "sum_g", "sum_gg", "sum_gphi", "sum_ww")
+"""The moments a per-coordinate Gaussian likelihood of G on φ reads (method.md §2.2)."""
+
+
 def row_moments(moments: Moments) -> Moments:
-    """The moments with only the per-row fields (P,) and the counts kept, the others None: what a per-coordinate
-    likelihood carries into compiled code, which maps over the rows."""
-    others = ("psi_centre", "psi_phi", "psi_phiphi", "psi_g", "psi_gphi", "psi_ww", "wander", "wander_g", "wander2")
-    return moments._replace(windows=None, **dict.fromkeys(others))
+    """The moments with only `LIKELIHOOD_FIELDS` kept, the others None: what a per-coordinate likelihood carries
+    into compiled code, which maps over the rows."""
+    return moments._replace(**{name: None for name in Moments._fields if name not in LIKELIHOOD_FIELDS})
 
 
 def _recentred_cross(cross: CrossMoments, s: dict, e: np.ndarray, start: int):
