@@ -22,6 +22,7 @@ from scipy import stats
 from ..trace import BURN_IN, kept_steps
 from ..trace.convention import normaliser_advice
 from ..trace.moments import CHECK_WINDOWS
+from ..trace.run import kept_start
 from ..util.notes import named
 from ..util.tables import text_table
 from .statistics import EXCESS, CheckStatistics, checks_of_moments
@@ -310,11 +311,9 @@ def diagnose(trace: Run, *, burn_in: float = BURN_IN, level: float = LEVEL) -> T
     level α: the chance that a trace meeting every assumption raises any finding (each of the 7 tests gets
     α/7, split over the P coordinates). Needs at least 50 kept steps.
     """
-    if not 0.0 <= burn_in < 1.0:
-        raise ValueError(f"burn_in must be a fraction in [0, 1), got {burn_in}")
+    start = kept_start(trace, burn_in)
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be a probability in (0, 1), got {level}")
-    start = math.floor(burn_in * trace.steps)
     if kept_steps(trace, burn_in) < MIN_STEPS:
         raise ValueError(
             f"the trace has {trace.steps} steps, {trace.steps - start} after a burn-in of {burn_in:g}: the checks "

@@ -158,7 +158,7 @@ def _curvature(sums: Moments, rss: np.ndarray) -> np.ndarray:
 
 def _ljung_box(sums: Moments, rows: tuple[np.ndarray, np.ndarray], slope: np.ndarray) -> np.ndarray:
     """Ljung–Box p-value over LAGS lags of the residuals e_t = (G_t − Ḡ) − ĉ x_t of the kept rows, x = φ − φ̄."""
-    params, grads = (np.asarray(a, np.float64)[sums.start :] for a in rows)
+    params, grads = (np.asarray(a[sums.start :], np.float64) for a in rows)
     x, g = params - sums.centre, grads - sums.sum_g / sums.count
     residuals = g - slope * x
     n = residuals.shape[0]

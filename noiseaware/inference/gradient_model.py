@@ -201,7 +201,7 @@ def gradient_model(
     if prior.terms != ("diagonal",):
         # with other columns in a row its own slope is a partial one: the extra terms' prior scales use the larger
         # of the two, and ã's prior is widened by how far the partial slope lies from the marginal one
-        params, grads = (np.asarray(rows, np.float64)[stats.start :] for rows in trace.rows())
+        params, grads = (np.asarray(rows[stats.start :], np.float64) for rows in trace.rows())
         partial = partial_slopes(params, grads, q)
         scale = np.maximum(scale, partial)
         terms = term_statistics(

@@ -5,17 +5,15 @@ report, files) on top of it, so the modules that implement that behaviour take a
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from functools import cached_property
 
 import numpy as np
 
 from .convention import Convention
-from .families import VariationalFamily
 from .moments import Moments, moments_of_rows
-from .run import RunSettings, scale_rows_of
-from .sites import SiteMap, SiteSpec
+from .run import RunLayout, RunSettings, kept_start, scale_rows_of
+from .sites import SiteSpec
 from .validation import VARIATIONAL_FAMILIES, TraceError, validate
 
 __all__ = ["BURN_IN", "TraceData"]
@@ -25,7 +23,7 @@ BURN_IN = 0.2
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class TraceData:
+class TraceData(RunLayout):
     """The released output of DPVI: T aligned pairs (φ_t, G_t) and the DP-SGD settings.
 
     params (T, P) φ_t before step t: all μ, then all ρ (softplus(ρ) is the sd, or L's diagonal), then for a
@@ -106,27 +104,10 @@ class TraceData:
             varying_settings=self.varying_settings,
         )
 
-    @property
-    def family(self) -> VariationalFamily:
-        """The variational family q_φ with its layout of φ (`noiseaware.trace.families`)."""
-        return self.settings.family
-
-    @property
-    def dim(self) -> int:
-        """d, the dimension of θ (P/2 for mean-field)."""
-        return self.settings.dim
-
-    @property
-    def site_map(self) -> SiteMap | None:
-        """The map from θ (d,) to the model's named sites, or None when the trace has none."""
-        return self.settings.site_map
-
     def moments(self, burn_in: float = BURN_IN, *, cross: bool = False) -> Moments:
         """The moments of the rows t ≥ B = ⌊burn_in·T⌋ (`moments_of_rows`); with cross, the μ rows' cross moments of
         a mean-field trace. A ValueError for a burn-in outside [0, 1) or fewer than 2 kept steps."""
-        if not 0.0 <= burn_in < 1.0:
-            raise ValueError(f"burn_in must be a fraction in [0, 1), got {burn_in}")
-        start = math.floor(burn_in * self.steps)
+        start = kept_start(self, burn_in)
         if self.steps - start < 2:
             raise ValueError(
                 f"the trace has {self.steps} steps, leaving {self.steps - start} after a burn-in of {burn_in:g}: "

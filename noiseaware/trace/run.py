@@ -20,7 +20,7 @@ from .moments import Moments
 from .sites import SiteMap, SiteSpec
 from .validation import TraceError
 
-__all__ = ["Run", "RunSettings", "kept_steps", "scale_rows_of", "varying_settings_reason"]
+__all__ = ["Run", "RunLayout", "RunSettings", "kept_start", "kept_steps", "scale_rows_of", "varying_settings_reason"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,6 +79,26 @@ class RunSettings:
         return np.broadcast_to(self.learning_rate, (self.n_params,))
 
 
+class RunLayout:
+    """The layout of φ that a run reads off its `settings`: the family, d and the site map (for `Trace` and
+    `WindowedTrace` alike)."""
+
+    @property
+    def family(self) -> VariationalFamily:
+        """The variational family q_φ with its layout of φ (`noiseaware.trace.families`)."""
+        return self.settings.family
+
+    @property
+    def dim(self) -> int:
+        """d, the dimension of θ (P/2 for mean-field)."""
+        return self.settings.dim
+
+    @property
+    def site_map(self) -> SiteMap | None:
+        """The map from θ (d,) to the model's named sites, or None when the run has none."""
+        return self.settings.site_map
+
+
 @runtime_checkable
 class Run(Protocol):
     """A DP-SGD run as the fits and the checks read it: its settings, T, the layout of φ, the moments after a
@@ -130,6 +150,13 @@ class Run(Protocol):
 def scale_rows_of(family: VariationalFamily) -> slice:
     """The family's ρ block (the scale rows), a slice of φ."""
     return dict(family.blocks)["rho"]
+
+
+def kept_start(run, burn_in: float) -> int:
+    """B = ⌊burn_in·T⌋, the first kept step; a ValueError for a burn-in outside [0, 1)."""
+    if not 0.0 <= burn_in < 1.0:
+        raise ValueError(f"burn_in must be a fraction in [0, 1), got {burn_in}")
+    return math.floor(burn_in * run.steps)
 
 
 def kept_steps(run, burn_in: float) -> int:

@@ -25,8 +25,7 @@ from .data import BURN_IN
 from .families import VariationalFamily
 from .moments import Moments, moments_of_windows
 from .report import KeptColumns, description
-from .run import RunSettings, scale_rows_of
-from .sites import SiteMap
+from .run import RunLayout, RunSettings, kept_start, scale_rows_of
 from .sums import COUPLING_LIMIT, ROW_SUMS, SCALE_SUMS, WindowSums, add_step, empty_sums, window_bounds
 from .validation import TraceError
 from .windowed_files import WINDOWED_SCHEMA, WINDOWED_VERSION, is_windowed_file, read_windowed, write_windowed
@@ -40,7 +39,7 @@ ROWS = 64
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class WindowedTrace:
+class WindowedTrace(RunLayout):
     """A run of T steps as its window sums and a sample of its rows.
 
     sums: `WindowSums` of the run's T steps over W windows (numpy arrays); sample: the rows at `sample_steps` (R,)
@@ -73,31 +72,14 @@ class WindowedTrace:
         return self.settings.n_params
 
     @property
-    def dim(self) -> int:
-        """d, the dimension of θ."""
-        return self.settings.dim
-
-    @property
-    def family(self) -> VariationalFamily:
-        """The variational family q_φ with its layout of φ."""
-        return self.settings.family
-
-    @property
     def param_names(self) -> tuple[str, ...]:
         """The names of φ's entries (P,)."""
         return self.settings.param_names
 
-    @property
-    def site_map(self) -> SiteMap | None:
-        """The map from θ (d,) to the model's named sites, or None."""
-        return self.settings.site_map
-
     def moments(self, burn_in: float = BURN_IN, *, cross: bool = False) -> Moments:
         """The moments of the windows after the burn-in, which must start one (`window_from`); the cross moments are
         there when the sums kept them (a mean-field run of d ≤ COUPLING_LIMIT), whatever `cross` says."""
-        if not 0.0 <= burn_in < 1.0:
-            raise ValueError(f"burn_in must be a fraction in [0, 1), got {burn_in}")
-        start = math.floor(burn_in * self.steps)
+        start = kept_start(self, burn_in)
         return moments_of_windows(self.sums, self.window_from(start), start)
 
     @property
