@@ -7,9 +7,11 @@ import warnings
 import jax
 import numpy as np
 import pytest
+from messages import mentions
 
 import noiseaware as na
 from noiseaware.cli import main
+from noiseaware.methods.base import Batch
 from noiseaware.inference.gradient_model import gradient_model
 from noiseaware.inference.model_prior import model_optimum_prior
 from noiseaware.trace.moments import moments_of_rows, without_wander
@@ -118,6 +120,20 @@ def test_a_model_of_other_sites_is_refused_before_any_work(silent_trace):
         na.fit(trace, "exact", key=0, model=na.models.get("M2"))
     with pytest.raises(TypeError, match="BenchmarkModel"):
         na.fit(trace, "exact", key=0, model="M1")
+
+
+def test_a_study_and_fit_refuse_a_model_of_other_sites_alike(silent_trace):
+    """The model is matched once, where a batch is made: a study's batch (its traces and model) says what `fit`
+    says, rather than dropping the model's prior; a batch that does not take its prior from the model is free."""
+    _, trace = silent_trace
+    other = na.models.get("M2")
+    with pytest.raises(ValueError) as in_fit:
+        na.fit(trace, "exact", key=0, model=other)
+    with pytest.raises(ValueError) as in_study:
+        Batch((trace,), other)
+    assert str(in_study.value) == str(in_fit.value)
+    mentions(in_fit, "'beta-bernoulli'", "latent", "sites")
+    assert Batch((trace,), other, model_prior=False).model is other
 
 
 def test_cli_fit_with_the_model_gives_back_the_prior(silent_trace, tmp_path, capsys):

@@ -12,11 +12,10 @@ import jax
 import numpy as np
 
 from ..baselines.naive import naive_posterior
-from ..checks import MIN_STEPS, TraceCheckError, diagnose_if_long_enough
 from ..inference.nuts import STARTS
 from ..methods import GradientModelOptions, NutsOptions
-from ..methods.fit_loop import runaway_failure
-from ..methods.model_prior import check_model_matches
+from ..methods.base import check_model_matches
+from ..methods.fit_loop import run_checks, runaway_failure
 from ..methods.registry import DEFAULT_REGISTRY
 from ..methods.routes import check_constant_settings
 from ..models.benchmark import BenchmarkModel
@@ -179,13 +178,10 @@ def run(args) -> int:
         f"trace {args.trace}: {epsilon}, σ = {trace.settings.noise_multiplier:.4g}, T = {trace.steps} steps; fitting "
         f"steps {start}…{trace.steps - 1} (burn-in {args.burn_in:g}) by {args.method}"
     )
-    report = None if args.checks == "off" else diagnose_if_long_enough(trace, args.burn_in)
-    if args.checks != "off" and report is None:
-        print(f"trace checks: skipped (fewer than {MIN_STEPS} steps after the burn-in)")
+    with reporting_warnings():  # the checks in fit's modes, printed before the fit
+        (report,) = run_checks([trace], args.burn_in, args.checks)
     if report is not None:
         print(str(report))
-        if args.checks == "raise" and not report.ok:
-            raise TraceCheckError("the trace checks fired (above); pass --checks warn to fit anyway")
         failure = runaway_failure(report)
         if failure is not None:
             raise failure

@@ -42,6 +42,7 @@ __all__ = [
     "Outcome",
     "Problem",
     "Registry",
+    "check_model_matches",
     "failure_reasons",
     "fit_problems",
     "outcome_of",
@@ -85,7 +86,9 @@ class Batch:
     data set), so a non-private reference method is fitted once; model_prior: whether the gradient-model routes
     take the VI optimum's prior from `model` (docs/method.md §2.3) — True for the model's own simulations and a
     user's `fit(trace, model=bm)`, False for a study of real data (calibration), where the trace-centred prior
-    keeps what the burn-in says about φ* and the model's prior measurably does worse (docs/results.md).
+    keeps what the burn-in says about φ* and the model's prior measurably does worse (docs/results.md). A batch
+    whose prior comes from its model checks, when it is made, that the model's sites are its traces'
+    (`check_model_matches`): `fit(trace, model=bm)` and a study give the same answer.
     """
 
     traces: tuple[Trace, ...]
@@ -103,6 +106,8 @@ class Batch:
             object.__setattr__(self, "size", len(self.traces))
         if self.traces and len(self.traces) != self.size:
             raise ValueError(f"a batch of {self.size} problems needs {self.size} traces; got {len(self.traces)}")
+        if self.model is not None and self.model_prior and self.traces:
+            check_model_matches(self.model, self.traces)
 
     def __len__(self) -> int:
         return self.size
@@ -381,3 +386,23 @@ def split_keys(key, count: int) -> jax.Array:
     (so a batch of one is `fit` with that key): (M,) keys."""
     key = as_key(key)
     return key[None] if count == 1 else jax.random.split(key, count)
+
+
+def check_model_matches(model, traces: Sequence[Trace]) -> None:
+    """A ValueError before any work when `model`'s latent sites (names, shapes, transforms) are not those of every
+    trace: its prior would then describe other coordinates."""
+    expected = [(s.name, tuple(s.shape), s.transform) for s in model.site_map.sites]
+    for index, trace in enumerate(traces):
+        sites = (
+            None
+            if trace.settings.sites is None
+            else [(s.name, tuple(s.shape), s.transform) for s in trace.settings.sites]
+        )
+        if sites != expected:
+            where = "the trace" if len(traces) == 1 else f"trace {index}"
+            raise ValueError(
+                f"model {model.name!r} has the latent sites {expected}, but {where} was recorded with "
+                f"{sites if sites is not None else 'no site map'}: its prior cannot be matched to the trace's "
+                "coordinates; pass the model the trace was recorded with (the same transforms: "
+                "na.models.get(name) for the research presets, preset=False for numpyro's), or no model"
+            )

@@ -25,7 +25,6 @@ from ..util.keys import as_key
 from ..util.notes import issue
 from .base import Batch, Method, Registry, split_keys
 from .fit_loop import CHECK_MODES, Checks, fit_each, fit_notes
-from .model_prior import check_model_matches
 from .registry import DEFAULT_REGISTRY
 
 __all__ = ["check_draws_fit", "fit", "fit_batch"]
@@ -144,7 +143,6 @@ def _fit(
                 f"model must be a noiseaware BenchmarkModel (na.models.get(name) or na.models.from_numpyro(...)), "
                 f"got {type(model).__name__}"
             )
-        check_model_matches(model, traces)
     settings = chosen.make_options(options, **option_values)
     if not chosen.reads_rows and traces:
         check_draws_fit(len(traces), traces[0].n_params, settings)

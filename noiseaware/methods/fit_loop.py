@@ -19,10 +19,11 @@ from ..posteriors.summary import constrain
 from ..trace import BURN_IN
 from ..trace.run import Run
 from ..util.errors import DIVERGED, NON_FINITE, FitFailure
+from ..util.hints import hint
 from ..util.notes import FitWarning, Note, notes_of
 from .base import Batch, Method, Outcome, fit_problems
 
-__all__ = ["CHECK_MODES", "Checks", "fit_each", "fit_notes", "runaway_failure"]
+__all__ = ["CHECK_MODES", "Checks", "fit_each", "fit_notes", "run_checks", "runaway_failure"]
 
 Checks = Literal["warn", "raise", "off"]
 CHECK_MODES = ("warn", "raise", "off")
@@ -35,7 +36,7 @@ def fit_each(
     them, "raise" raises `TraceCheckError` for the first trace that fails before any fitting, "off" skips them),
     then `method.fit_batch` on the batch with keys (M,) and its options; each outcome (a posterior with its
     notes, or a FitFailure) and its trace's report (None when not checked). Nothing is warned or caught here."""
-    reports = _diagnose(list(batch.traces), getattr(options, "burn_in", BURN_IN), checks)
+    reports = run_checks(list(batch.traces), getattr(options, "burn_in", BURN_IN), checks)
     refused = {m: failure for m, report in enumerate(reports) if (failure := runaway_failure(report)) is not None}
     if refused and method.reads == "trace":
         kept = [m for m in range(len(batch)) if m not in refused]
@@ -64,9 +65,11 @@ def fit_notes(outcome: Outcome, report: TraceDiagnosis | None) -> tuple[Note, ..
     return tuple(Note(f"trace check: {f.title}", f.advice, tuple(f.parameters)) for f in findings) + notes_of(outcome)
 
 
-def _diagnose(traces: list[Run], burn_in: float, checks: Checks) -> list[TraceDiagnosis | None]:
-    """The trace checks of every trace (None for "off", and for a trace too short for them, with a warning: the
-    method decides whether it can fit it); "raise" raises for the first trace that fails."""
+def run_checks(traces: list[Run], burn_in: float, checks: Checks) -> list[TraceDiagnosis | None]:
+    """The trace checks of every trace in their mode, the one place that runs them for a fit (`fit_each`, and
+    `noiseaware fit`, which prints the reports before fitting): None for "off", and for a trace too short for them,
+    with a warning (the method decides whether it can fit it); "raise" raises `TraceCheckError` for the first trace
+    that fails."""
     if checks == "off":
         return [None] * len(traces)
     reports = [diagnose_if_long_enough(trace, burn_in) for trace in traces]
@@ -84,7 +87,8 @@ def _diagnose(traces: list[Run], burn_in: float, checks: Checks) -> list[TraceDi
     if checks == "raise" and failing:
         where = "" if len(traces) == 1 else f"trace {failing[0]}: "
         raise TraceCheckError(
-            f"{where}{reports[failing[0]]}\n(fit with checks='warn' to fit anyway, or 'off' to skip the checks)"
+            f"{where}{reports[failing[0]]}\n(fit with {hint("checks='warn'", '--checks warn')} to fit anyway, or "
+            f"{hint("'off'", '--checks off')} to skip the checks)"
         )
     return reports
 
