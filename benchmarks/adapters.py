@@ -10,10 +10,11 @@ at ε = 1 with
   jax-privacy  the clipped sum / B from `jax_privacy.clipping.clipped_grad(normalize_by=B)` and
                `recording_privatizer` (σ = B·stddev/C);
 all M runs of a library in one vmapped program. Each trace (recorded with the model's site map) is fitted by the
-exact route twice, as a foreign trace alone and with the user's model (`fit_batch(..., model=MODEL)`: the model's own
-prior on the VI optimum, docs/method.md §2.3), and its 90 % intervals for φ* = (μ*, ρ*) are checked against the
+exact route three times, as a foreign trace alone, with the user's model (`fit_batch(..., model=MODEL)`: the model's
+own prior on the VI optimum, docs/method.md §2.3), and alone with the scale rows tied to the mean rows
+(`prior="stein"`, §2.11), and its 90 % intervals for φ* = (μ*, ρ*) are checked against the
 non-private VI optimum φ̂ of the same data (`simulation_facts`: Adam, no noise, no clipping). Reported per library
-and coordinate: coverage without and with the model (target 0.9 ± 3 se), and how often the
+and coordinate: coverage alone, with the model and alone under "stein" (target 0.9 ± 3 se), and how often the
 trace checks flag the same traces read with a wrong convention: as sums (divisor 1 instead of B), and, for a run
 whose batches are padded to 1.5 B (optax then divides by 1.5 B), as divided by the expected batch q·N = B.
 Results: benchmarks/results/adapters.json with the command, seed and machine.
@@ -133,10 +134,10 @@ def traces(library: str, data, keys, *, sigma, steps, padded=B) -> list[na.Trace
     return out
 
 
-def covered(runs: list[na.Trace], optimum: np.ndarray, key, model=None) -> np.ndarray:
+def covered(runs: list[na.Trace], optimum: np.ndarray, key, model=None, prior="default") -> np.ndarray:
     """(M, P) booleans: whether run m's exact-route 90 % interval for coordinate j of φ* covers φ̂_mj (fitted with
-    the model's own prior where `model` is given)."""
-    posts = na.fit_batch(runs, method="exact", key=key, checks="off", on_error="skip", model=model)
+    the model's own prior where `model` is given, under `prior`)."""
+    posts = na.fit_batch(runs, method="exact", key=key, checks="off", on_error="skip", model=model, prior=prior)
     inside = []
     for post, phi_hat in zip(posts, optimum):
         if post is None:  # a failed fit counts as not covering
@@ -198,9 +199,11 @@ def main() -> None:
         record_seconds = time.perf_counter() - start
         coverage = covered(runs, optimum, jax.random.fold_in(key, 3)).mean(axis=0)
         with_model = covered(runs, optimum, jax.random.fold_in(key, 3), MODEL).mean(axis=0)
+        stein = covered(runs, optimum, jax.random.fold_in(key, 3), prior="stein").mean(axis=0)
         entry = {
             "coverage_90": [round(float(c), 3) for c in coverage],
             "coverage_90_model": [round(float(c), 3) for c in with_model],
+            "coverage_90_stein": [round(float(c), 3) for c in stein],
             "param_names": list(runs[0].param_names),
             "flagged_as_recorded": float(fired(runs).mean()),
             "flagged_read_as_sums": float(fired([as_read(r, Convention(), B) for r in runs]).mean()),
@@ -217,9 +220,10 @@ def main() -> None:
         }  # fmt: skip
         se = np.sqrt(0.9 * 0.1 / args.simulations)
         print(f"\n{library}: 90 % coverage of φ̂ per coordinate (target 0.9 ± {3 * se:.2f})")
-        print(f"  {'coordinate':14s} {'alone':>6s} {'with the model':>15s}")
-        for name, c, m in zip(entry["param_names"], entry["coverage_90"], entry["coverage_90_model"]):
-            print(f"  {name:14s} {c:6.2f} {m:15.2f}")
+        print(f"  {'coordinate':14s} {'alone':>6s} {'with the model':>15s} {'alone, Stein':>13s}")
+        columns = (entry["param_names"], entry["coverage_90"], entry["coverage_90_model"], entry["coverage_90_stein"])
+        for name, c, m, s in zip(*columns):
+            print(f"  {name:14s} {c:6.2f} {m:15.2f} {s:13.2f}")
         print({k: v for k, v in entry.items() if k.startswith("flagged")})
         results[library] = entry
         write_json(args.out, results)

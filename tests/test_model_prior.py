@@ -11,9 +11,9 @@ from messages import mentions
 
 import noiseaware as na
 from noiseaware.cli import main
-from noiseaware.methods.base import Batch
 from noiseaware.inference.gradient_model import gradient_model
 from noiseaware.inference.model_prior import model_optimum_prior
+from noiseaware.methods.base import Batch
 from noiseaware.trace.moments import moments_of_rows, without_wander
 from noiseaware.util.numerics import softplus
 

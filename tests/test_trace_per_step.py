@@ -97,7 +97,7 @@ def test_noiseaware_fit_refuses_a_varying_trace_before_any_work(tmp_path, capsys
 
     path = tmp_path / "varying.npz"
     _trace(clip=np.linspace(1.0, 2.0, T)).save(path)
-    monkeypatch.setattr("noiseaware.cli.fit.diagnose_if_long_enough", lambda *a, **k: pytest.fail("checks ran"))
+    monkeypatch.setattr("noiseaware.cli.fit.run_checks", lambda *a, **k: pytest.fail("checks ran"))
     assert main(["fit", str(path)]) == 2
     err = capsys.readouterr().err
     assert "clip norm" in err and "varies" in err and "naive, dpvim, random-scaling" in err

@@ -14,8 +14,8 @@ import numpy as np
 from ..baselines.naive import naive_posterior
 from ..inference.nuts import STARTS
 from ..methods import GradientModelOptions, NutsOptions
-from ..methods.base import check_model_matches
 from ..methods.fit_loop import run_checks, runaway_failure
+from ..methods.model_match import check_model_matches
 from ..methods.registry import DEFAULT_REGISTRY
 from ..methods.routes import check_constant_settings
 from ..models.benchmark import BenchmarkModel

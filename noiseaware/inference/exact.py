@@ -11,6 +11,9 @@ boundary u = 0 because the integrand is even in u (only u² enters and both u pr
 
 Moments of φ* are exact mixtures over the grid (no Monte Carlo error); draws pick a grid cell with
 probability ∝ its weight, jitter uniformly inside the cell, and draw φ* from its conditional Gaussian.
+
+Why this module is long: the grid's placement, evaluation, moments and draws and the batched solve are one algorithm
+over one structure (`QuadratureGrid`); apart, each part would reach into the others' internals.
 """
 
 from __future__ import annotations
@@ -30,8 +33,14 @@ from ..util.progress import Progress
 from .blocks import solve_in_blocks
 from .draws import Draws
 from .expansion import solve_optimum
-from .gradient_model import GradientModel, integrate_optimum, ols_fit, prior_distributions
+from .gradient_model import (
+    GradientModel,
+    integrate_optimum,
+    ols_fit,
+    prior_distributions,
+)
 from .statistics import centred_phiphi
+from .stein import partner_log_likelihood, scale_rows_from_partners
 
 __all__ = [
     "QuadratureGrid",
@@ -77,26 +86,37 @@ def _initial_guess(model: GradientModel):
     ends, (P,) each.
 
     ã: the OLS slope with a free intercept and its standard error, mapped through link⁻¹ and combined
-    with the prior by precision; u²: the residual variance in excess of the DP noise ± 9 sampling sds
-    (sd(r²) ≈ v·sqrt(2/T')), clipped at 0. Where u carries the noise (a non-private trace, σ = 0) its
-    posterior is narrow, and a grid from 0 would be too coarse to place the next one.
+    with the prior (and, in the Stein model, the partner ρ row's slope: `ScalePartner`) by precision; u²: the
+    residual variance in excess of the DP noise ± 9 sampling sds (sd(r²) ≈ v·sqrt(2/T')), clipped at 0. Where u
+    carries the noise (a non-private trace, σ = 0) its posterior is narrow, and a grid from 0 would be too coarse to
+    place the next one.
     """
     s = model.stats
     n, q = s.count, model.sampling_rate
     slope, residual = ols_fit(s)
     variance = jnp.maximum(residual, model.noise_var)
     slope_se = jnp.sqrt(variance / centred_phiphi(s)) / q
-    a = jnp.maximum(jnp.abs(slope) / q, slope_se)
-    if model.hessian_link == "exp":
-        raw, raw_se = jnp.log(a), slope_se / a
-    else:
-        raw = a + jnp.log(-jnp.expm1(-a))
-        raw_se = slope_se / jax.nn.sigmoid(raw)
+    raw, raw_se = _raw_scale(model, jnp.maximum(jnp.abs(slope) / q, slope_se), slope_se)
     precision = 1.0 / raw_se**2 + 1.0 / model.hessian_sd**2
-    centre = (raw / raw_se**2 + model.hessian_loc / model.hessian_sd**2) / precision
+    centre = raw / raw_se**2 + model.hessian_loc / model.hessian_sd**2
+    if model.partner is not None:  # the Stein model: the partner ρ row's estimate of the same slope, by precision
+        partner = model.partner
+        shared = jnp.where(partner.active, jnp.maximum(partner.slope, partner.slope_se), 1.0)
+        shared_raw, shared_se = _raw_scale(model, shared, jnp.where(partner.active, partner.slope_se, 1.0))
+        weight = jnp.where(partner.active, 1.0 / shared_se**2, 0.0)
+        precision, centre = precision + weight, centre + weight * jnp.where(partner.active, shared_raw, 0.0)
+    centre = centre / precision
     excess, spread = residual - model.noise_var, WIDTH * variance * jnp.sqrt(2.0 / n)
     extra_low, extra_high = (jnp.sqrt(jnp.maximum(excess + sign * spread, 0.0)) for sign in (-1.0, 1.0))
     return centre, jax.lax.rsqrt(precision), extra_low, extra_high
+
+
+def _raw_scale(model: GradientModel, a, se):
+    """A slope estimate a > 0 and its standard error on ã's scale (link⁻¹, the delta method)."""
+    if model.hessian_link == "exp":
+        return jnp.log(a), se / a
+    raw = a + jnp.log(-jnp.expm1(-a))
+    return raw, se / jax.nn.sigmoid(raw)
 
 
 def _sinh_nodes(model: GradientModel, centre, scale, size: int):
@@ -131,6 +151,7 @@ def _evaluate(model: GradientModel, centre, scale, t, extra_noise) -> Quadrature
     priors = prior_distributions(model)
     conditional = integrate_optimum(model, raw, extra**2)
     log_weight = conditional.log_marginal + priors["hessian_raw"].log_prob(raw)
+    log_weight = log_weight + partner_log_likelihood(model, model.hessian(raw))
     if "extra_noise" in priors:
         # the u prior's density is continuous at its boundary u = 0: evaluate the node u = 0 just inside it
         log_weight = log_weight + priors["extra_noise"].log_prob(jnp.maximum(extra, jnp.finfo(extra.dtype).tiny))
@@ -335,7 +356,7 @@ def fit_exact_batch(models: Sequence[GradientModel], *, keys, options: ExactSett
     posterior mass) and the grid sizes. A model whose posterior weights are not finite gets a FitFailure
     (NON_FINITE) in its place.
     """
-    return solve_in_blocks(
+    results = solve_in_blocks(
         _fit_whole,
         models,
         keys=keys,
@@ -344,6 +365,10 @@ def fit_exact_batch(models: Sequence[GradientModel], *, keys, options: ExactSett
         progress=options.progress,
         devices=options.devices,
     )
+    return [
+        result if isinstance(result, FitFailure) or model.partner is None else scale_rows_from_partners(model, result)
+        for model, result in zip(models, results)
+    ]
 
 
 def _fit_whole(models: Sequence[GradientModel], *, keys, options: ExactSettings) -> list[Draws | FitFailure]:

@@ -45,12 +45,15 @@ from .expansion import TermStatistics, set_log_likelihoods, term_statistics
 from .model_prior import model_optimum_prior
 from .priors import PRIORS, Prior, resolve_prior
 from .statistics import (
+    ScalePartner,
     centred_phiphi,
     is_non_private,
     model_moments,
     noise_reference,
     ols_fit,
     partial_slopes,
+    residual_squares,
+    scale_partner,
     slope_estimates,
 )
 
@@ -87,12 +90,11 @@ def log_likelihood(model: GradientModel, optimum, hessian, extra_var=0.0):
     var = model.noise_var + extra_var
     if model.terms:
         return jax.nn.logsumexp(set_log_likelihoods(stats, model.terms, delta, qa, var, model.sampling_rate), axis=-2)
-    squares = (
-        stats.sum_gg
-        - 2.0 * qa * (stats.sum_gphi - delta * stats.sum_g)
-        + qa**2 * (stats.sum_phiphi - 2.0 * delta * stats.sum_phi + stats.sum_ww * delta**2)
-    )
-    return -0.5 * stats.count * jnp.log(2.0 * jnp.pi * var) - 0.5 * squares / var
+    return -0.5 * stats.count * jnp.log(2.0 * jnp.pi * var) - 0.5 * residual_squares(stats, delta, qa) / var
+
+
+PSI_MODELS = ("variance", "stein")
+"""The scale models that read the scale rows in ψ = softplus(ρ)² (`in_psi`)."""
 
 
 @jax.tree_util.register_dataclass
@@ -104,7 +106,8 @@ class GradientModel:
 
     optimum ~ N(optimum_loc, optimum_sd²); hessian_raw ã ~ N(hessian_loc, hessian_sd²), a = `hessian(ã)`
     (softplus or exp by `hessian_link`); extra noise u ~ `extra_noise`(0, extra_sd²) (half-normal or normal;
-    extra_sd = 0 with "none"). A pytree: stacked models (leading axis M) vmap over traces; `extra_noise`
+    extra_sd = 0 with "none"); partner: the scale rows that share the μ rows' slopes (`ScalePartner`, the Stein
+    model), or None. A pytree: stacked models (leading axis M) vmap over traces; `extra_noise`
     and `hessian_link` are static.
     """
 
@@ -122,6 +125,7 @@ class GradientModel:
     terms: tuple[TermStatistics, ...] = ()
     term_sets: tuple[str, ...] = dataclasses.field(default=("diagonal",), metadata={"static": True})
     scale_model: str = dataclasses.field(default="linear", metadata={"static": True})
+    partner: ScalePartner | None = None
 
     def hessian(self, hessian_raw):
         """The Hessian diagonal a = link(ã), softplus or exp."""
@@ -165,7 +169,13 @@ def gradient_model(
     trace shows (`noise_reference`).
     """
     prior = resolve_prior(prior)
-    scale_rows = scale_coordinates(trace) & (prior.scale_model == "variance")
+    if prior.scale_model == "stein" and trace.family.kind != "mean-field":
+        raise ValueError(
+            "Prior(scale_model='stein') ties each ρ_j row to the μ_j row's slope by Stein's identity, which holds "
+            f"for a mean-field Gaussian q; this trace's family is {trace.family.kind} (a factor's rows vanish at "
+            "L Lᵀ = H⁻¹, which needs the whole H): use scale_model='linear' or 'variance' for it"
+        )
+    scale_rows = scale_coordinates(trace) & (prior.scale_model in PSI_MODELS)
     from_model = model_prior is not None and prior.optimum_prior == "model"
     coupling = model_prior.coupling if from_model and trace.family.kind == "mean-field" else None
     # the wander's curvature from the model: a trace's ρ may still lag far behind ρ* (M3's research preset)
@@ -180,7 +190,7 @@ def gradient_model(
         )
     slope, se = slope_estimates(stats, noise_var, q, scale_rows)
     noise_sd = noise_reference(stats, noise_var)
-    if prior.scale_model == "variance":
+    if prior.scale_model in PSI_MODELS:
         # in ψ the trace mean ψ̄ is not near the root (E softplus(ρ)² ≠ softplus(E ρ)²): centre the scale rows' slope
         # prior at the least-squares slope with a free intercept, and its standard error
         free, _ = ols_fit(stats)
@@ -227,7 +237,7 @@ def gradient_model(
         # the μ rows (μ*'s prior and slope h_j hold for every Gaussian family) take the model's prior
         blocks = ("mu", "rho") if trace.family.kind == "mean-field" else ("mu",)
         rows = np.concatenate([np.arange(trace.n_params)[part] for name, part in trace.family.blocks if name in blocks])
-        if prior.scale_model == "variance":
+        if prior.scale_model in PSI_MODELS:
             rows = rows[~scale_rows[rows]]  # scale rows in ψ keep their own prior
         moments = model_optimum_prior(model_prior)
         optimum_loc[rows], optimum_sd[rows] = moments.optimum_loc[rows], moments.optimum_sd[rows]
@@ -249,6 +259,7 @@ def gradient_model(
         terms=terms,
         term_sets=prior.terms,
         scale_model=prior.scale_model,
+        partner=None if prior.scale_model != "stein" else scale_partner(stats, noise_var, extra, q, trace.family.dim),
     )
 
 

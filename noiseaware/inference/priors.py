@@ -16,7 +16,7 @@ HESSIAN_CENTRES = ("slope", "matched")
 HESSIAN_LINKS = ("softplus", "exp")
 EXTRA_NOISE_PRIORS = ("half-normal", "normal", "none")
 EXTRA_NOISE_UNITS = ("noise-sd", "gradient")
-SCALE_MODELS = ("linear", "variance")
+SCALE_MODELS = ("linear", "variance", "stein")
 OPTIMUM_PRIORS = ("model", "trace")
 
 
@@ -40,6 +40,11 @@ class Prior:
     extra_noise_scale, extra_noise_units: σ_u,j = scale × ν_j for "noise-sd", ν_j the DP noise sd σC/s_j
         (for a non-private trace the residual sd: `noise_reference`), or scale in raw gradient units for
         "gradient" (research: 1).
+    terms, coupling_scale, curvature_scale: the extra terms of docs/method.md §2.8 and their prior scales.
+    scale_model: how the scale rows ρ are modelled: "linear" in ρ (the paper's), "variance" (linear in
+        ψ = softplus(ρ)² with a slope and root of their own, §2.9), or "stein" (a mean-field trace's ρ_j row through
+        Stein's identity, E G_ρj = q·ω_j·(Λ_jj ψ_j − 1), with Λ_jj the μ_j row's slope a_j: ρ*_j = softplus⁻¹(a_j^(−½)),
+        §2.11).
 
     The defaults — a log-normal prior on each Hessian diagonal entry centred at the OLS slope with twice
     its standard error, and a weakly informative half-normal on u ten times the DP noise sd — were chosen
@@ -65,8 +70,8 @@ class Prior:
             raise ValueError(f"Prior.scale_model must be one of {', '.join(SCALE_MODELS)}; got {self.scale_model!r}")
         if self.scale_model != "linear" and self.terms != ("diagonal",):
             raise ValueError(
-                "Prior(scale_model='variance') models the scale rows in ψ = softplus(ρ)² and does not combine with "
-                "extra terms yet: use terms=('diagonal',) with it, or scale_model='linear' with the terms"
+                f"Prior(scale_model={self.scale_model!r}) models the scale rows in ψ = softplus(ρ)² and does not "
+                "combine with extra terms yet: use terms=('diagonal',) with it, or scale_model='linear' with the terms"
             )
         if isinstance(self.terms, str) or not self.terms:
             raise ValueError(f"Prior.terms must be a non-empty tuple of term sets from {TERM_SETS}; got {self.terms!r}")
@@ -112,12 +117,14 @@ PRIORS = {
     ),
     "expanded": Prior(terms=TERM_SETS),
     "variance": Prior(scale_model="variance"),
+    "stein": Prior(scale_model="stein"),
     "trace": Prior(optimum_prior="trace"),
 }
 
 
 def resolve_prior(prior: str | Prior) -> Prior:
-    """A `Prior` from a preset name ("default", "paper", "expanded", "variance", "trace") or a `Prior` itself."""
+    """A `Prior` from a preset name ("default", "paper", "expanded", "variance", "stein",
+    "trace") or a `Prior` itself."""
     if isinstance(prior, Prior):
         return prior
     if prior not in PRIORS:

@@ -7,11 +7,15 @@ the gradient model reads them: the scale rows of the variance model in ψ (`in_p
 the other coordinates' wander when the model's coupling is known (`without_wander`). Read off them: the
 least-squares fits of G on φ (`slope_estimates` with φ* fixed at φ̄, `ols_fit` with an intercept) and ν_j, the
 noise sd that scales the empirical-Bayes priors (`noise_reference`): the DP noise sd σC/s_j, or for a non-private
-trace (σ = 0) the residual sd of G on φ.
+trace (σ = 0) the residual sd of G on φ. For the Stein model (docs/method.md §2.11), each μ row's partner ρ row as it
+reads it (`ScalePartner`, `scale_partner`); the squared residual of a row from its sums, `residual_squares`.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import jax
 import numpy as np
 
 from ..trace import BURN_IN
@@ -26,6 +30,9 @@ __all__ = [
     "noise_reference",
     "ols_fit",
     "partial_slopes",
+    "residual_squares",
+    "ScalePartner",
+    "scale_partner",
     "slope_estimates",
 ]
 
@@ -120,3 +127,75 @@ def slope_estimates(stats: Moments, noise_var, sampling_rate: float, scale_rows)
     q = sampling_rate
     slope = np.abs(stats.sum_gphi / stats.sum_phiphi) / q
     return slope, noise_reference(stats, noise_var) / np.sqrt(stats.sum_phiphi) / q
+
+
+def residual_squares(sums, delta, qa):
+    """Σ_t (G_t − q a (x_t − δ w_t))² of a row from its sums (`Moments`' or a `ScalePartner`'s fields of one name):
+    S_GG − 2qa (S_Gx − δ S_Gw) + (qa)² (S_xx − 2δ S_xw + δ² S_ww), with x = φ̃, w = 1 (ψ view: x = ω(ψ − ψ̄), w = ω)."""
+    return (
+        sums.sum_gg
+        - 2.0 * qa * (sums.sum_gphi - delta * sums.sum_g)
+        + qa**2 * (sums.sum_phiphi - 2.0 * delta * sums.sum_phi + sums.sum_ww * delta**2)
+    )
+
+
+class ScalePartner(NamedTuple):
+    """The Stein model's pairing (docs/method.md §2.11), per column (P,): for the μ_j column of a mean-field trace,
+    the ρ_j row whose gradient shares its slope a_j = Λ_jj, as its ψ-view sums (`in_psi`: sum_g Σ G ω, sum_phi
+    Σ ω z, sum_phiphi Σ z², sum_gphi Σ G z, sum_ww Σ ω², sum_gg Σ G², z = ω (ψ − ψ̄)) about centre ψ̄, its DP noise
+    variance, its extra noise's prior sd and the range of its u nodes, and its least-squares slope and standard
+    error under G = q a ω ψ − q ω (the exact route's first grid); `active` marks the μ columns (zeros elsewhere);
+    column: each column's partner (μ_j ↔ ρ_j), as an index into the trace's P columns."""
+
+    active: jax.Array
+    column: jax.Array
+    centre: jax.Array
+    sum_g: jax.Array
+    sum_phi: jax.Array
+    sum_phiphi: jax.Array
+    sum_gphi: jax.Array
+    sum_ww: jax.Array
+    sum_gg: jax.Array
+    noise_var: jax.Array
+    extra_sd: jax.Array
+    extra_low: jax.Array
+    extra_high: jax.Array
+    slope: jax.Array
+    slope_se: jax.Array
+
+
+def scale_partner(stats: Moments, noise_var, extra_sd, sampling_rate: float, dim: int) -> ScalePartner:
+    """The `ScalePartner` of a mean-field trace of dimension d = `dim` from its moments with the ρ rows in ψ.
+
+    Under G_t = q·a·z_t − q·ω_t + e_t, z = ω ψ (Stein's identity for the ρ row, ψ* = 1/a): â = Σ z (G + q ω) /
+    (q Σ z²), its standard error √(v/Σ z²)/q with v the residual variance (at least the DP noise's), and u's nodes
+    over the residual variance in excess of the DP noise ± 9 sampling sds (v·√(2/n)), clipped at 0."""
+    size = 2 * dim
+    column = np.concatenate([np.arange(dim, size), np.arange(dim)])
+    active = np.arange(size) < dim
+    psi = stats.centre[column]
+    sums = {name: np.asarray(getattr(stats, name), np.float64)[column] for name in ScalePartner._fields[3:9]}
+    q, n = float(sampling_rate), stats.count
+    cross = sums["sum_gphi"] + psi * sums["sum_g"] + q * (sums["sum_phi"] + psi * sums["sum_ww"])
+    square = sums["sum_phiphi"] + 2.0 * psi * sums["sum_phi"] + psi**2 * sums["sum_ww"]
+    total = sums["sum_gg"] + 2.0 * q * sums["sum_g"] + q**2 * sums["sum_ww"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = cross / (q * square)
+        residual = np.maximum(total - cross**2 / square, 0.0) / max(n - 1, 1)
+    var = np.maximum(residual, np.asarray(noise_var, np.float64)[column])
+    spread = 9.0 * var * np.sqrt(2.0 / n)
+    excess = residual - np.asarray(noise_var, np.float64)[column]
+    low, high = (np.sqrt(np.maximum(excess + sign * spread, 0.0)) for sign in (-1.0, 1.0))
+    keep = lambda values: np.where(active, values, 0.0)  # noqa: E731
+    return ScalePartner(
+        active=active,
+        column=column,
+        centre=keep(psi),
+        **{name: keep(values) for name, values in sums.items()},
+        noise_var=keep(np.asarray(noise_var, np.float64)[column]),
+        extra_sd=keep(np.asarray(extra_sd, np.float64)[column]),
+        extra_low=keep(low),
+        extra_high=keep(high),
+        slope=keep(slope),
+        slope_se=keep(np.sqrt(var / square) / q),
+    )

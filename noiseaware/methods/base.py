@@ -33,6 +33,7 @@ from ..trace import Trace
 from ..util.errors import FitFailure
 from ..util.hints import hint
 from ..util.keys import as_key
+from .model_match import check_model_matches
 
 __all__ = [
     "Batch",
@@ -42,7 +43,6 @@ __all__ = [
     "Outcome",
     "Problem",
     "Registry",
-    "check_model_matches",
     "failure_reasons",
     "fit_problems",
     "outcome_of",
@@ -107,7 +107,7 @@ class Batch:
         if self.traces and len(self.traces) != self.size:
             raise ValueError(f"a batch of {self.size} problems needs {self.size} traces; got {len(self.traces)}")
         if self.model is not None and self.model_prior and self.traces:
-            check_model_matches(self.model, self.traces)
+            check_model_matches(self.model, self.traces)  # the one place a fit's model meets its traces
 
     def __len__(self) -> int:
         return self.size
@@ -386,23 +386,3 @@ def split_keys(key, count: int) -> jax.Array:
     (so a batch of one is `fit` with that key): (M,) keys."""
     key = as_key(key)
     return key[None] if count == 1 else jax.random.split(key, count)
-
-
-def check_model_matches(model, traces: Sequence[Trace]) -> None:
-    """A ValueError before any work when `model`'s latent sites (names, shapes, transforms) are not those of every
-    trace: its prior would then describe other coordinates."""
-    expected = [(s.name, tuple(s.shape), s.transform) for s in model.site_map.sites]
-    for index, trace in enumerate(traces):
-        sites = (
-            None
-            if trace.settings.sites is None
-            else [(s.name, tuple(s.shape), s.transform) for s in trace.settings.sites]
-        )
-        if sites != expected:
-            where = "the trace" if len(traces) == 1 else f"trace {index}"
-            raise ValueError(
-                f"model {model.name!r} has the latent sites {expected}, but {where} was recorded with "
-                f"{sites if sites is not None else 'no site map'}: its prior cannot be matched to the trace's "
-                "coordinates; pass the model the trace was recorded with (the same transforms: "
-                "na.models.get(name) for the research presets, preset=False for numpyro's), or no model"
-            )

@@ -30,6 +30,7 @@ from ..inference.gradient_model import (
     select_rows,
     slope_estimates,
 )
+from ..inference.stein import shared_curvature_notes
 from ..posteriors.mixture import MixturePosterior
 from ..trace import BURN_IN, kept_steps
 from ..trace.run import Run, varying_settings_reason
@@ -201,7 +202,8 @@ def _route(
             if isinstance(result, FitFailure):
                 outcomes[m] = result
                 continue
-            notes = _weak_slopes(model, names, model_prior is not None) + remarks(result, names)
+            notes = _weak_slopes(model, names, model_prior is not None) + shared_curvature_notes(model, names)
+            notes += remarks(result, names)
             outcomes[m] = _posterior(
                 batch.traces[m],
                 result,

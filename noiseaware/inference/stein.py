@@ -1,0 +1,127 @@
+"""The Stein model's scale rows (docs/method.md §2.11). For a mean-field Gaussian q, Stein's identity ties each ρ_j row
+to the μ_j row's slope a_j = Λ_jj,
+
+    E G_ρ,tj = q·ω_tj·(a_j ψ_tj − 1),   ψ = softplus(ρ)², ω = sigmoid(ρ)/softplus(ρ),
+
+so ψ*_j = 1/a_j and the ρ row adds no unknown. With each μ column's partner ρ row and its ψ-view sums
+(`statistics.ScalePartner`), here: the ρ row's likelihood given a_j, which the exact route multiplies into the μ
+column's grid (`partner_log_likelihood`), the ρ draws from their partners' slope draws (`scale_rows_from_partners`),
+and the check that the two rows agree on a_j (`partner_conflict`, `shared_curvature_notes`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+
+from ..util.notes import Note
+from ..util.numerics import sigmoid, softplus_inverse
+from .draws import Draws
+from .gradient_model import GradientModel
+from .statistics import centred_phiphi, ols_fit, residual_squares
+
+__all__ = [
+    "PARTNER_NODES",
+    "partner_conflict",
+    "partner_log_likelihood",
+    "scale_rows_from_partners",
+    "shared_curvature_notes",
+]
+
+
+PARTNER_NODES = 32
+"""Nodes over the extra noise u of a μ row's partner scale row (`ScalePartner`), integrated by the trapezoid rule."""
+
+
+def partner_log_likelihood(model: GradientModel, hessian):
+    """log p(ρ_j's row | a_j), (…, P): the partner scale row's likelihood at ψ*_j = 1/a_j and slope a_j (Stein's
+    identity, docs/method.md §2.11), its extra noise u integrated out over `PARTNER_NODES` nodes under its prior;
+    0 where the column has no partner (and for models without one)."""
+    partner = model.partner
+    if partner is None:
+        return jnp.zeros_like(hessian)
+    a = jnp.maximum(hessian, jnp.finfo(jnp.result_type(hessian)).tiny)[..., None, :]
+    nodes = PARTNER_NODES if model.extra_noise != "none" else 1
+    fraction = jnp.linspace(0.0, 1.0, nodes)[:, None] if nodes > 1 else jnp.zeros((1, 1))
+    extra = partner.extra_low + (partner.extra_high - partner.extra_low) * fraction
+    var = partner.noise_var + extra**2
+    squares = residual_squares(partner, 1.0 / a - partner.centre, model.sampling_rate * a)
+    log_like = -0.5 * model.stats.count * jnp.log(2.0 * jnp.pi * var) - 0.5 * squares / var
+    if nodes > 1:
+        prior = dist.HalfNormal(jnp.where(partner.active, partner.extra_sd, 1.0))
+        log_like = log_like + prior.log_prob(jnp.maximum(extra, jnp.finfo(extra.dtype).tiny))
+        step = jnp.where(partner.extra_high > partner.extra_low, partner.extra_high - partner.extra_low, 1.0)
+        log_like = log_like + jnp.log(_trapezoid_rule(nodes)[:, None] * step / (nodes - 1))
+    return jnp.where(partner.active, jax.nn.logsumexp(log_like, axis=-2), 0.0)
+
+
+def partner_conflict(model: GradientModel) -> np.ndarray:
+    """(P,): how far each μ_j row's own least-squares slope (with a free intercept) lies from its partner ρ_j row's
+    estimate of the same Λ_jj (`ScalePartner.slope`), |log â_μ − log â_ρ| in standard errors of the difference, where
+    both are identified (above twice their standard errors; 0 elsewhere and without partners). Stein's identity ties
+    them; a large value says the rows do not share one curvature (coupled coordinates, whose μ row's slope is a
+    marginal one, or active clipping), and the Stein model's ρ* is then not to be trusted."""
+    partner = model.partner
+    if partner is None:
+        return np.zeros(model.n_params)
+    slope, residual = ols_fit(model.stats)
+    q = float(model.sampling_rate)
+    a = np.abs(np.asarray(slope, np.float64)) / q
+    se = np.sqrt(np.maximum(residual, model.noise_var) / centred_phiphi(model.stats)) / q
+    shared, shared_se = np.asarray(partner.slope, np.float64), np.asarray(partner.slope_se, np.float64)
+    identified = np.asarray(partner.active) & (a > 2.0 * se) & (shared > 2.0 * shared_se)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.abs(np.log(a) - np.log(shared)) / np.hypot(se / a, shared_se / shared)
+    return np.where(identified, z, 0.0)
+
+
+def _trapezoid_rule(size: int):
+    """The trapezoid rule's weights on `size` equally spaced nodes of unit spacing."""
+    weights = jnp.ones(size)
+    return weights if size == 1 else weights.at[jnp.array([0, -1])].set(0.5)
+
+
+def scale_rows_from_partners(model: GradientModel, draws: Draws) -> Draws:
+    """The Stein model's scale rows (docs/method.md §2.11): each ρ_j's draws from its μ_j partner's draws of the
+    shared slope a_j = Λ_jj, ρ*_j = softplus⁻¹(a_j^(−½)) (the root of E G_ρj = q ω (a ψ − 1)), and the slope of
+    G_ρj in ρ there over q, 2·a_j·sigmoid(ρ*_j)²; φ*'s and the slopes' moments of those rows from the draws."""
+    partner = np.asarray(model.partner.active, bool)
+    rows = np.flatnonzero(~partner)
+    shared = np.asarray(draws.hessian, np.float64)[..., np.asarray(model.partner.column)[rows]]
+    with np.errstate(over="ignore"):
+        rho = softplus_inverse(np.maximum(shared, np.finfo(np.float64).tiny) ** -0.5)
+    optimum, hessian = np.array(draws.optimum, np.float64), np.array(draws.hessian, np.float64)
+    optimum[..., rows], hessian[..., rows] = rho, 2.0 * shared * sigmoid(rho) ** 2
+    facts = draws.diagnostics
+    moments = {}
+    for name, values in (("optimum", optimum), ("hessian", hessian)):
+        for stat, of in (("mean", np.mean), ("sd", np.std)):
+            column = np.array(getattr(facts, f"{name}_{stat}"), np.float64)
+            column[rows] = of(values[0][:, rows], axis=0)
+            moments[f"{name}_{stat}"] = column
+    return Draws(optimum, hessian, draws.extra_noise, dataclasses.replace(facts, **moments))
+
+
+STEIN_CONFLICT = 3.0
+"""Standard errors by which a μ row's own slope and its ρ partner's estimate of the same curvature may differ before
+the Stein model's fit says so (`partner_conflict`)."""
+STEIN_ADVICE = (
+    "the μ and ρ rows of these coordinates disagree about their shared curvature Λ_jj (Stein's identity, "
+    "docs/method.md §2.11): the coordinates are coupled (the μ row's slope is then a marginal one) or clipping is "
+    "active, and the Stein model's ρ* is not to be trusted here; fit with prior='default'"
+)
+
+
+def shared_curvature_notes(model: GradientModel, param_names) -> list[Note]:
+    """The note on a Stein-model fit whose μ and ρ rows contradict the one curvature they share, naming the θ
+    coordinates (their μ and ρ rows), with the largest disagreement in standard errors."""
+    conflict = partner_conflict(model)
+    rows = np.flatnonzero(conflict > STEIN_CONFLICT)
+    if not rows.size:
+        return []
+    named = tuple(param_names[j] for j in rows) + tuple(param_names[int(model.partner.column[j])] for j in rows)
+    return [Note("shared curvature contradicted", STEIN_ADVICE, named, value=float(conflict.max()), combine="max")]
