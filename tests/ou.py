@@ -107,3 +107,30 @@ def scale_traces(count, steps=4000, lr=(1e-3, 0.1), noise=1.0, seed=0):
         for m in range(count)
     ]
     return traces, optimum
+
+
+def coupled_traces(count, steps=4000, lr=(5e-4, 0.1), noise=1.0, seed=0):
+    """`count` mean-field traces (μ₁, μ₂, ρ₁, ρ₂) of a Gaussian target whose coordinates are strongly coupled, with
+    both rows of each coordinate from Stein's identity: G_μ = q Λ (μ − μ*) + e, G_ρj = q w_j (Λ_jj ψ_j − 1) + e,
+    Λ = [[1000, 900], [900, 1000]] (conditional curvature 1000, marginal 190), ψ = softplus(ρ)², w = sigmoid/softplus,
+    e ~ N(0, noise²); φ_{t+1} = φ_t − lr ⊙ G_t from (μ* + 0.05, ρ* + 1). Returns the traces and the true φ* (4,):
+    μ* and ρ*_j = softplus⁻¹(Λ_jj^(−½))."""
+    rng = np.random.default_rng(seed)
+    curvature, mu_star = np.array([[1000.0, 900.0], [900.0, 1000.0]]), np.array([0.3, -0.2])
+    optimum = np.concatenate([mu_star, np.log(np.expm1(np.diag(curvature) ** -0.5))])
+    phi = np.tile(optimum + [0.05, 0.05, 1.0, 1.0], (count, 1))
+    rates = np.repeat(np.asarray(lr), 2)
+    params, grads = np.empty((steps, count, 4)), np.empty((steps, count, 4))
+    for t in range(steps):
+        mu, rho = phi[:, :2], phi[:, 2:]
+        softplus = np.logaddexp(0.0, rho)
+        weight = 1.0 / (1.0 + np.exp(-rho)) / softplus
+        drift = np.concatenate([(mu - mu_star) @ curvature, weight * (np.diag(curvature) * softplus**2 - 1.0)], axis=1)
+        grads[t] = Q * drift + noise * rng.standard_normal(phi.shape)
+        params[t] = phi
+        phi = phi - rates * grads[t]
+    traces = [
+        Trace.from_arrays(params[:, m], grads[:, m], noise_multiplier=1.0, clip=noise, sampling_rate=Q, n_examples=N)
+        for m in range(count)
+    ]
+    return traces, optimum

@@ -2,17 +2,21 @@
 (`scale_model="stein"`, §2.11): their sufficient statistics and likelihoods against direct sums, and the coverage of
 ρ* on traces whose ρ-gradient is curved in ρ."""
 
+import warnings
+
 import jax
 import numpy as np
 import pytest
 from messages import mentions
-from ou import ou_trace, ou_traces, scale_traces
+from ou import Q, coupled_traces, ou_trace, ou_traces, scale_traces
 
 import noiseaware as na
 from noiseaware.inference.exact import fit_exact_batch
 from noiseaware.inference.gradient_model import Prior, gradient_model, log_likelihood
+from noiseaware.inference.statistics import model_moments, ols_fit
 from noiseaware.inference.stein import partner_log_likelihood
 from noiseaware.methods import ExactOptions
+from noiseaware.util.notes import FitWarning
 from noiseaware.util.numerics import sigmoid, softplus_inverse
 
 
@@ -181,3 +185,41 @@ def test_the_stein_model_takes_mean_field_traces_and_the_exact_route_only():
     with pytest.raises(ValueError) as route:
         na.fit(scale_traces(1, steps=600)[0][0], "laplace", key=0, prior="stein", checks="off")
     mentions(route, "method='exact'")
+
+
+def test_the_partial_sums_are_least_squares_on_the_other_coordinates():
+    """A strongly coupled trace: each μ row's sums net of the other μ coordinates equal a direct least-squares
+    residualisation of its rows, the trace shows the coupling (partial), and the slope in them is the conditional
+    curvature q·Λ_jj (1000), not the marginal one (190)."""
+    (trace,), _ = coupled_traces(1, seed=3)
+    stats = model_moments(trace, 0.2, partial=True)
+    assert stats.partial
+    params, grads = (np.asarray(rows, np.float64)[800:] for rows in trace.rows())
+    delta = params[:, :2] - params[:, :2].mean(axis=0)
+    for j in range(2):
+        other = delta[:, [1 - j]]
+        fitted = other @ np.linalg.lstsq(other, np.stack([delta[:, j], grads[:, j]], axis=1), rcond=None)[0]
+        x, g = delta[:, j] - fitted[:, 0], grads[:, j] - fitted[:, 1]
+        np.testing.assert_allclose(
+            [stats.sum_phiphi[j], stats.sum_gphi[j], stats.sum_gg[j]], [x @ x, g @ x, g @ g], rtol=1e-9
+        )
+    slope, _ = ols_fit(stats)
+    assert np.all(np.abs(slope[:2] / Q - 1000.0) < 200.0), slope[:2] / Q
+
+
+def test_the_coupled_stein_model_covers_mu_and_rho_star():
+    """100 coupled traces (conditional curvature 1000, marginal 190): the Stein model, with the μ rows coupled, covers
+    μ* and ρ* within 3.5 binomial se of 0.9 on every coordinate, its ρ* intervals under 0.6 of the default's."""
+    traces, optimum = coupled_traces(100, seed=0)
+    limit = 3.5 * np.sqrt(0.09 / 100)
+    widths = {}
+    for prior in ("default", "stein"):
+        with warnings.catch_warnings():  # the weak-identification notes of a few traces are not what is tested
+            warnings.simplefilter("ignore", FitWarning)
+            posts = na.fit_batch(traces, "exact", key=0, checks="off", prior=prior)
+        low, high = np.array([post.optimum_interval(0.9) for post in posts]).transpose(1, 0, 2)
+        widths[prior] = np.median(high - low, axis=0)
+        if prior == "stein":
+            coverage = ((low <= optimum) & (optimum <= high)).mean(axis=0)
+            assert np.all(np.abs(coverage - 0.9) < limit), coverage
+    assert np.all(widths["stein"][2:] < 0.6 * widths["default"][2:]), widths

@@ -90,12 +90,17 @@ def test_a_fit_from_the_summary_is_the_fit_from_the_full_trace(name):
     summary = na.windowed(trace)
     model_prior = bm.optimum_prior()
     rows = scale_coordinates(trace)
-    for scale_rows, coupling in [(None, None), (rows, None), (None, model_prior.coupling)]:
+    cases = [(None, None, False), (rows, None, False), (None, model_prior.coupling, False), (rows, None, True)]
+    for scale_rows, coupling, partial in cases:  # the last: the Stein model's μ rows net of the others where coupled
         curvature = None if coupling is None else np.median(model_prior.curvature, axis=0)
-        want = model_moments(trace, 0.2, scale_rows, coupling, curvature)
-        got = model_moments(summary, 0.2, scale_rows, coupling, curvature)
+        want = model_moments(trace, 0.2, scale_rows, coupling, curvature, partial=partial)
+        got = model_moments(summary, 0.2, scale_rows, coupling, curvature, partial=partial)
+        assert got.partial == want.partial
         for field in ("centre", "sum_g", "sum_gg", "sum_phiphi", "sum_gphi", "sum_ww"):
             np.testing.assert_allclose(getattr(got, field), getattr(want, field), rtol=1e-9, err_msg=field)
+        if want.mu_phiphi is not None:
+            np.testing.assert_allclose(got.mu_phiphi, want.mu_phiphi, rtol=1e-9)
+            np.testing.assert_allclose(got.mu_gphi, want.mu_gphi, rtol=1e-9)
         # Σ φ̃ is 0 up to the rounding of T' values of the size of φ̄
         rounding = 1e-12 * want.count * np.maximum(1.0, np.abs(want.centre))
         np.testing.assert_array_less(np.abs(got.sum_phi - want.sum_phi), rounding)

@@ -40,7 +40,7 @@ from .gradient_model import (
     prior_distributions,
 )
 from .statistics import centred_phiphi
-from .stein import partner_log_likelihood, scale_rows_from_partners
+from .stein import partner_log_likelihood, stein_draws
 
 __all__ = [
     "QuadratureGrid",
@@ -53,6 +53,8 @@ __all__ = [
 ]
 
 WIDTH = 9.0
+STEIN_STREAM = 7
+"""The key stream (fold_in of a trace's key) of the Stein model's coupled coefficients (`stein.stein_draws`)."""
 GRID_DEFAULTS = {"hessian_nodes": 96, "extra_nodes": 32, "passes": 3}
 """The exact route's grid: nodes over ã_j and u_j, and its placements (`ExactOptions`' defaults, and the grid of
 NUTS's warm start)."""
@@ -151,7 +153,7 @@ def _evaluate(model: GradientModel, centre, scale, t, extra_noise) -> Quadrature
     priors = prior_distributions(model)
     conditional = integrate_optimum(model, raw, extra**2)
     log_weight = conditional.log_marginal + priors["hessian_raw"].log_prob(raw)
-    log_weight = log_weight + partner_log_likelihood(model, model.hessian(raw))
+    log_weight = log_weight + partner_log_likelihood(model, model.hessian(raw), extra**2)
     if "extra_noise" in priors:
         # the u prior's density is continuous at its boundary u = 0: evaluate the node u = 0 just inside it
         log_weight = log_weight + priors["extra_noise"].log_prob(jnp.maximum(extra, jnp.finfo(extra.dtype).tiny))
@@ -366,8 +368,10 @@ def fit_exact_batch(models: Sequence[GradientModel], *, keys, options: ExactSett
         devices=options.devices,
     )
     return [
-        result if isinstance(result, FitFailure) or model.partner is None else scale_rows_from_partners(model, result)
-        for model, result in zip(models, results)
+        result
+        if isinstance(result, FitFailure) or model.partner is None
+        else stein_draws(model, result, jax.random.fold_in(key, STEIN_STREAM))
+        for model, result, key in zip(models, results, keys)
     ]
 
 

@@ -180,7 +180,7 @@ def gradient_model(
     coupling = model_prior.coupling if from_model and trace.family.kind == "mean-field" else None
     # the wander's curvature from the model: a trace's ρ may still lag far behind ρ* (M3's research preset)
     curvature = None if coupling is None else np.median(model_prior.curvature, axis=0)
-    stats = model_moments(trace, burn_in, scale_rows, coupling, curvature)
+    stats = model_moments(trace, burn_in, scale_rows, coupling, curvature, partial=prior.scale_model == "stein")
     noise_var, q = np.asarray(trace.settings.noise_sd, np.float64) ** 2, float(trace.settings.sampling_rate)
     if prior.extra_noise == "none" and is_non_private(noise_var):
         raise ValueError(

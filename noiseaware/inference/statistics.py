@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import jax
 import numpy as np
+import scipy.stats
 
 from ..trace import BURN_IN
 from ..trace.moments import Moments, in_psi, row_moments, without_wander
@@ -30,6 +31,8 @@ __all__ = [
     "noise_reference",
     "ols_fit",
     "partial_slopes",
+    "COUPLING_P",
+    "partial_on_others",
     "residual_squares",
     "ScalePartner",
     "scale_partner",
@@ -37,14 +40,21 @@ __all__ = [
 ]
 
 
-def model_moments(run: Run, burn_in: float = BURN_IN, scale_rows=None, coupling=None, curvature=None) -> Moments:
+def model_moments(
+    run: Run, burn_in: float = BURN_IN, scale_rows=None, coupling=None, curvature=None, partial: bool = False
+) -> Moments:
     """The moments of `run` over steps t ≥ B = ⌊burn_in · T⌋ as the gradient model reads them: rows in `scale_rows`
     (a (P,) bool mask, or None for none) in the variance model's ψ coordinates; with `coupling` (the model's c
     (d, d), `ModelOptimumPrior.coupling`, and curvature h (d,)) the μ rows' gradients net of the other coordinates'
-    wander. Only the per-row moments are kept (`row_moments`)."""
-    moments = run.moments(burn_in, cross=coupling is not None)
+    wander; else with `partial`, the μ rows' sums net of the other μ coordinates where the run keeps their cross
+    moments (`partial_on_others`). Only the per-row moments and the μ rows' cross products are kept (`row_moments`)."""
+    moments = run.moments(burn_in, cross=coupling is not None or partial)
     if coupling is not None:
         moments = without_wander(moments, run.settings.sampling_rate, coupling, curvature)
+    elif partial:
+        moments = partial_on_others(moments, run.family.dim, np.asarray(run.settings.noise_sd, np.float64) ** 2)
+    if coupling is not None or not partial:
+        moments = moments._replace(mu_phiphi=None, mu_gphi=None)
     if scale_rows is not None:
         moments = in_psi(moments, scale_rows, scale_rows_of(run.family))
     return row_moments(moments)
@@ -145,7 +155,8 @@ class ScalePartner(NamedTuple):
     Σ ω z, sum_phiphi Σ z², sum_gphi Σ G z, sum_ww Σ ω², sum_gg Σ G², z = ω (ψ − ψ̄)) about centre ψ̄, its DP noise
     variance, its extra noise's prior sd and the range of its u nodes, and its least-squares slope and standard
     error under G = q a ω ψ − q ω (the exact route's first grid); `active` marks the μ columns (zeros elsewhere);
-    column: each column's partner (μ_j ↔ ρ_j), as an index into the trace's P columns."""
+    column: each column's partner (μ_j ↔ ρ_j), as an index into the trace's P columns; others: how many other μ
+    coordinates each μ row was regressed on (d − 1 where its sums are partial, `partial_on_others`; else 0)."""
 
     active: jax.Array
     column: jax.Array
@@ -162,6 +173,7 @@ class ScalePartner(NamedTuple):
     extra_high: jax.Array
     slope: jax.Array
     slope_se: jax.Array
+    others: jax.Array
 
 
 def scale_partner(stats: Moments, noise_var, extra_sd, sampling_rate: float, dim: int) -> ScalePartner:
@@ -198,4 +210,43 @@ def scale_partner(stats: Moments, noise_var, extra_sd, sampling_rate: float, dim
         extra_high=keep(high),
         slope=keep(slope),
         slope_se=keep(np.sqrt(var / square) / q),
+        others=keep(np.full(size, dim - 1.0 if stats.partial else 0.0)),
     )
+
+
+COUPLING_P = 1e-3
+"""The p-value below which a μ row's gradient shows the other μ coordinates' pull (`partial_on_others`'s χ² test, any
+row): the μ rows are then fitted coupled."""
+
+
+def partial_on_others(moments: Moments, dim: int, noise_var) -> Moments:
+    """The μ rows' sums net of the other μ coordinates, and the cross moments they came from: for row j, G_j and δ_j
+    regressed on δ_−j (K = Σ δ δᵀ, g[k, j] = Σ δ_k G_j), S̃_δδ = 1/(K⁻¹)_jj, S̃_Gδ = g_jj − K_j,−j K_−j⁻¹ g_−j,j,
+    S̃_GG = S_GG − g_−j,jᵀ K_−j⁻¹ g_−j,j; Σ G and Σ δ are untouched (δ is centred, so the intercept is orthogonal to
+    δ_−j). The slope of row j in these sums is its partial slope, (qΛ)_jj where E G_μ = qΛ(μ − μ*); the cross moments
+    stay, for the other coefficients' draws. Only where the trace shows the coupling: the residual sum of squares that
+    δ_−j removes from row j's fit on (1, δ_j), over its noise variance v = max(residual variance, DP noise variance
+    `noise_var` (P,)), is χ²_{d−1} without it, and some row's p-value is below `COUPLING_P` (then `partial` is True);
+    else the moments come back as they were (the diagonal model). Unchanged where they hold no cross moments, or
+    d = 1."""
+    if moments.mu_phiphi is None or dim < 2:
+        return moments
+    phiphi, gphi = np.asarray(moments.mu_phiphi, np.float64), np.asarray(moments.mu_gphi, np.float64)
+    sum_gg, sum_gphi, sum_phiphi = (
+        np.array(x, np.float64) for x in (moments.sum_gg, moments.sum_gphi, moments.sum_phiphi)
+    )
+    for j in range(dim):
+        others = np.delete(np.arange(dim), j)
+        inner = np.linalg.solve(phiphi[np.ix_(others, others)], np.stack([phiphi[others, j], gphi[others, j]], axis=1))
+        sum_phiphi[j] = phiphi[j, j] - phiphi[j, others] @ inner[:, 0]
+        sum_gphi[j] = gphi[j, j] - phiphi[j, others] @ inner[:, 1]
+        sum_gg[j] = sum_gg[j] - gphi[others, j] @ inner[:, 1]
+    partial = moments._replace(sum_gg=sum_gg, sum_gphi=sum_gphi, sum_phiphi=sum_phiphi, partial=True)
+    rows = slice(0, dim)
+    _, own = ols_fit(moments)
+    n = moments.count
+    explained = (own[rows] - ols_fit(partial)[1][rows]) * (n - 2)
+    variance = np.maximum(
+        ols_fit(partial)[1][rows] * (n - 2) / max(n - dim - 1, 1), np.broadcast_to(noise_var, own.shape)[rows]
+    )
+    return partial if np.min(scipy.stats.chi2.sf(explained / variance, dim - 1)) < COUPLING_P else moments

@@ -5,8 +5,8 @@ to the μ_j row's slope a_j = Λ_jj,
 
 so ψ*_j = 1/a_j and the ρ row adds no unknown. With each μ column's partner ρ row and its ψ-view sums
 (`statistics.ScalePartner`), here: the ρ row's likelihood given a_j, which the exact route multiplies into the μ
-column's grid (`partner_log_likelihood`), the ρ draws from their partners' slope draws (`scale_rows_from_partners`),
-and the check that the two rows agree on a_j (`partner_conflict`, `shared_curvature_notes`).
+column's grid (`partner_log_likelihood`); φ*'s draws, of coupled μ rows and of the ρ rows from their partners' slopes
+(`stein_draws`); and the check that the two rows agree on a_j (`partner_conflict`, `shared_curvature_notes`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = [
     "PARTNER_NODES",
     "partner_conflict",
     "partner_log_likelihood",
-    "scale_rows_from_partners",
+    "stein_draws",
     "shared_curvature_notes",
 ]
 
@@ -37,10 +37,12 @@ PARTNER_NODES = 32
 """Nodes over the extra noise u of a μ row's partner scale row (`ScalePartner`), integrated by the trapezoid rule."""
 
 
-def partner_log_likelihood(model: GradientModel, hessian):
-    """log p(ρ_j's row | a_j), (…, P): the partner scale row's likelihood at ψ*_j = 1/a_j and slope a_j (Stein's
-    identity, docs/method.md §2.11), its extra noise u integrated out over `PARTNER_NODES` nodes under its prior;
-    0 where the column has no partner (and for models without one)."""
+def partner_log_likelihood(model: GradientModel, hessian, extra_var=0.0):
+    """What the Stein model adds to a μ_j column's log weight at slope a_j = `hessian` and extra noise variance u²
+    = `extra_var` (…, P): log p(ρ_j's row | a_j), the partner scale row's likelihood at ψ*_j = 1/a_j and slope a_j
+    (Stein's identity, docs/method.md §2.11), its own extra noise integrated out over `PARTNER_NODES` nodes under its
+    prior; and where the μ row's sums are partial (`partial_on_others`), ½·(d − 1)·log 2πv for the other coordinates'
+    coefficients integrated out under a flat prior. 0 where the column has no partner (and for models without one)."""
     partner = model.partner
     if partner is None:
         return jnp.zeros_like(hessian)
@@ -56,7 +58,8 @@ def partner_log_likelihood(model: GradientModel, hessian):
         log_like = log_like + prior.log_prob(jnp.maximum(extra, jnp.finfo(extra.dtype).tiny))
         step = jnp.where(partner.extra_high > partner.extra_low, partner.extra_high - partner.extra_low, 1.0)
         log_like = log_like + jnp.log(_trapezoid_rule(nodes)[:, None] * step / (nodes - 1))
-    return jnp.where(partner.active, jax.nn.logsumexp(log_like, axis=-2), 0.0)
+    others = 0.5 * partner.others * jnp.log(2.0 * jnp.pi * (model.noise_var + extra_var))
+    return jnp.where(partner.active, jax.nn.logsumexp(log_like, axis=-2) + others, 0.0)
 
 
 def partner_conflict(model: GradientModel) -> np.ndarray:
@@ -85,25 +88,59 @@ def _trapezoid_rule(size: int):
     return weights if size == 1 else weights.at[jnp.array([0, -1])].set(0.5)
 
 
-def scale_rows_from_partners(model: GradientModel, draws: Draws) -> Draws:
-    """The Stein model's scale rows (docs/method.md §2.11): each ρ_j's draws from its μ_j partner's draws of the
-    shared slope a_j = Λ_jj, ρ*_j = softplus⁻¹(a_j^(−½)) (the root of E G_ρj = q ω (a ψ − 1)), and the slope of
-    G_ρj in ρ there over q, 2·a_j·sigmoid(ρ*_j)²; φ*'s and the slopes' moments of those rows from the draws."""
-    partner = np.asarray(model.partner.active, bool)
-    rows = np.flatnonzero(~partner)
-    shared = np.asarray(draws.hessian, np.float64)[..., np.asarray(model.partner.column)[rows]]
+def stein_draws(model: GradientModel, draws: Draws, key) -> Draws:
+    """The Stein model's draws of φ* from the exact route's per-column draws (docs/method.md §2.11).
+
+    Coupled μ rows (partial sums): per draw, row j's slope b_j = q·a_j, its other coefficients β_j,−j ~
+    N(K_−j⁻¹(g_−j,j − b_j K_−j,j), v_j K_−j⁻¹) and its intercept c_j = −b_j (μ'_j − μ̄_j) from the column's draw μ'_j
+    (its root with the others at their means), B = (b, β) row by row, and μ* = μ̄ − B⁻¹c. Then each ρ_j from its μ_j
+    partner's slope a_j = Λ_jj: ρ*_j = softplus⁻¹(a_j^(−½)) (the root of E G_ρj = q ω (a ψ − 1)), its slope in ρ
+    there over q, 2·a_j·sigmoid(ρ*_j)². φ*'s and the slopes' moments of the redrawn rows are those of the draws.
+    draws: (1, K, P) each; key: the coupled rows' jax key."""
+    partner = model.partner
+    active = np.asarray(partner.active, bool)
+    mean_rows, rows = np.flatnonzero(active), np.flatnonzero(~active)
+    optimum, hessian = np.array(draws.optimum, np.float64), np.array(draws.hessian, np.float64)
+    if np.any(np.asarray(partner.others) > 0):
+        extra = 0.0 if draws.extra_noise is None else np.asarray(draws.extra_noise, np.float64)[0][:, mean_rows] ** 2
+        noise = np.broadcast_to(np.asarray(model.noise_var, np.float64), active.shape)[mean_rows] + extra
+        optimum[0][:, mean_rows] = _coupled_optimum(
+            model, optimum[0][:, mean_rows], hessian[0][:, mean_rows], noise, key
+        )
+    shared = hessian[..., np.asarray(partner.column)[rows]]
     with np.errstate(over="ignore"):
         rho = softplus_inverse(np.maximum(shared, np.finfo(np.float64).tiny) ** -0.5)
-    optimum, hessian = np.array(draws.optimum, np.float64), np.array(draws.hessian, np.float64)
     optimum[..., rows], hessian[..., rows] = rho, 2.0 * shared * sigmoid(rho) ** 2
+    changed = np.arange(active.size) if np.any(np.asarray(partner.others) > 0) else rows
     facts = draws.diagnostics
     moments = {}
     for name, values in (("optimum", optimum), ("hessian", hessian)):
         for stat, of in (("mean", np.mean), ("sd", np.std)):
             column = np.array(getattr(facts, f"{name}_{stat}"), np.float64)
-            column[rows] = of(values[0][:, rows], axis=0)
+            column[changed] = of(values[0][:, changed], axis=0)
             moments[f"{name}_{stat}"] = column
     return Draws(optimum, hessian, draws.extra_noise, dataclasses.replace(facts, **moments))
+
+
+def _coupled_optimum(model: GradientModel, own, slope, noise, key) -> np.ndarray:
+    """μ* (K, d) = μ̄ − B⁻¹c per draw from the rows' own roots `own` (K, d), slopes a (K, d) and noise variances
+    v (K, d) (`stein_draws`)."""
+    stats = model.stats
+    phiphi, gphi = np.asarray(stats.mu_phiphi, np.float64), np.asarray(stats.mu_gphi, np.float64)
+    draws, dim = own.shape
+    centre = np.asarray(stats.centre, np.float64)[:dim]
+    b = float(model.sampling_rate) * slope
+    z = np.asarray(jax.random.normal(key, (dim, draws, dim - 1)), np.float64)
+    matrix = np.zeros((draws, dim, dim))
+    for j in range(dim):
+        others = np.delete(np.arange(dim), j)
+        inverse = np.linalg.inv(phiphi[np.ix_(others, others)])
+        mean = (gphi[others, j][None, :] - b[:, j : j + 1] * phiphi[others, j][None, :]) @ inverse
+        spread = np.linalg.cholesky(0.5 * (inverse + inverse.T))
+        matrix[:, j, others] = mean + np.sqrt(noise[:, j : j + 1]) * (z[j] @ spread.T)
+        matrix[:, j, j] = b[:, j]
+    intercept = -b * (own - centre)
+    return centre - np.linalg.solve(matrix, intercept[..., None])[..., 0]
 
 
 STEIN_CONFLICT = 3.0

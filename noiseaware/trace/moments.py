@@ -7,7 +7,7 @@ Over the kept steps t = B..T−1 (n of them), about the kept mean φ̄ (φ̃ = �
 * the scale rows ρ of the family (R of them) in ψ = softplus(ρ)², weight ω = sigmoid(ρ)/softplus(ρ), about the
   kept mean ψ̄ (R,): ψ̄, Σ ω²(ψ − ψ̄), Σ ω²(ψ − ψ̄)², Σ G ω, Σ G ω (ψ − ψ̄), Σ ω² (docs/method.md §2.9);
 * for a mean-field family, when asked, the μ rows' cross moments about μ̄ (d, d), δ = μ − μ̄: Σ δ_k² δ_j,
-  Σ δ_k² G_j, Σ δ_k² δ_l² (docs/method.md §2.10);
+  Σ δ_k² G_j, Σ δ_k² δ_l² (docs/method.md §2.10), and Σ δ_k δ_j, Σ δ_k G_j (the coupled μ rows, §2.11);
 * the checks' `CHECK_WINDOWS` groups of the kept steps (K, 3, P): steps, mean φ, mean G; the mean φ at the kept
   trace's start; φ_0 and the growth max_t |φ_t − φ_0| over every step; the first kept step B.
 
@@ -44,7 +44,9 @@ class Moments(NamedTuple):
     """The moments of the module doc: count n and start B (ints); per row (P,) centre φ̄, sum_phi Σ φ̃, sum_phiphi
     Σ φ̃², sum_g Σ G, sum_gg Σ G², grad_ss Σ (G − Ḡ)², sum_gphi Σ G φ̃, sum_ww Σ w², x3 Σ φ̃³, x4 Σ φ̃⁴, x2g Σ φ̃² G,
     lag Σ φ̃_t φ̃_{t−1}; the scale rows (R,) psi_centre ψ̄, psi_phi, psi_phiphi, psi_g, psi_gphi, psi_ww; the cross
-    moments wander, wander_g, wander2 (d, d) or None; windows (K, 3, P); early, first, growth (P,)."""
+    moments wander, wander_g, wander2, mu_phiphi Σ δ_k δ_j, mu_gphi Σ δ_k G_j (d, d) or None; windows (K, 3, P);
+    early, first, growth (P,); partial: whether the μ rows' sums are net of the other μ coordinates (the coupled
+    Stein model's, `inference.statistics.partial_on_others`)."""
 
     count: int
     start: int
@@ -69,10 +71,13 @@ class Moments(NamedTuple):
     wander: np.ndarray | None
     wander_g: np.ndarray | None
     wander2: np.ndarray | None
+    mu_phiphi: np.ndarray | None
+    mu_gphi: np.ndarray | None
     windows: np.ndarray
     early: np.ndarray
     first: np.ndarray
     growth: np.ndarray
+    partial: bool = False
 
 
 def moments_of_rows(params, grads, start: int, scale_rows: slice, cross: int = 0) -> Moments:
@@ -96,10 +101,11 @@ def moments_of_rows(params, grads, start: int, scale_rows: slice, cross: int = 0
             "psi_gphi": np.sum(g_rho * z, axis=0),
             "psi_ww": np.sum(weight * weight, axis=0),
         }
-    wander = wander_g = wander2 = None
+    wander = wander_g = wander2 = mu_phiphi = mu_gphi = None
     if cross:
         square = x[:, :cross] ** 2
         wander, wander_g, wander2 = square.T @ x[:, :cross], square.T @ grad[:, :cross], square.T @ square
+        mu_phiphi, mu_gphi = x[:, :cross].T @ x[:, :cross], x[:, :cross].T @ grad[:, :cross]
     bounds = np.linspace(0, n, CHECK_WINDOWS + 1).astype(int)
     windows = np.stack(
         [
@@ -127,6 +133,8 @@ def moments_of_rows(params, grads, start: int, scale_rows: slice, cross: int = 0
         wander=wander,
         wander_g=wander_g,
         wander2=wander2,
+        mu_phiphi=mu_phiphi,
+        mu_gphi=mu_gphi,
         windows=windows,
         early=phi[: max(n // 10, 1)].mean(axis=0),
         first=everything[0],
@@ -148,9 +156,9 @@ def moments_of_windows(sums: WindowSums, window: int, start: int) -> Moments:
     e = centre - s["reference"]
     psi_centre = np.sum(n_w * s["psi_reference"] + s["v"], axis=0) / n
     f = psi_centre - s["psi_reference"]
-    wander = wander_g = wander2 = None
+    wander = wander_g = wander2 = mu_phiphi = mu_gphi = None
     if sums.cross is not None:
-        wander, wander_g, wander2 = _recentred_cross(sums.cross, s, e, window)
+        wander, wander_g, wander2, mu_phiphi, mu_gphi = _recentred_cross(sums.cross, s, e, window)
     means = (n_w * s["reference"] + s["y"]) / n_w
     groups = np.array_split(np.arange(len(n_w)), min(CHECK_WINDOWS, len(n_w)))
     windows = np.stack(
@@ -188,6 +196,8 @@ def moments_of_windows(sums: WindowSums, window: int, start: int) -> Moments:
         wander=wander,
         wander_g=wander_g,
         wander2=wander2,
+        mu_phiphi=mu_phiphi,
+        mu_gphi=mu_gphi,
         windows=windows,
         early=means[0],
         first=np.asarray(sums.first, np.float64),
@@ -243,7 +253,9 @@ def without_wander(moments: Moments, sampling_rate: float, coupling: np.ndarray,
 
 
 LIKELIHOOD_FIELDS = ("count", "start", "centre", "sum_phi", "sum_phiphi", "sum_g", "sum_gg", "sum_gphi", "sum_ww")
-"""The moments a per-coordinate Gaussian likelihood of G on φ reads (method.md §2.2)."""
+LIKELIHOOD_FIELDS += ("mu_phiphi", "mu_gphi", "partial")
+"""The moments a per-coordinate Gaussian likelihood of G on φ reads (method.md §2.2), and the μ rows' cross products
+from which the coupled Stein model draws the other coefficients of each row (§2.11; None where not asked for)."""
 
 
 def row_moments(moments: Moments) -> Moments:
@@ -253,8 +265,9 @@ def row_moments(moments: Moments) -> Moments:
 
 
 def _recentred_cross(cross: CrossMoments, s: dict, e: np.ndarray, start: int):
-    """Σ δ_k² δ_j, Σ δ_k² G_j and Σ δ_k² δ_l² (d, d) over the kept windows, δ = y − e per window (e = μ̄ − K_w):
-    the products of δ_k² = y_k² − 2e_k y_k + e_k² with δ_j, G_j and δ_l², expanded into the windows' moments."""
+    """Σ δ_k² δ_j, Σ δ_k² G_j, Σ δ_k² δ_l², Σ δ_k δ_j and Σ δ_k G_j (d, d) over the kept windows, δ = y − e per window
+    (e = μ̄ − K_w): the products of δ_k² = y_k² − 2e_k y_k + e_k² and of δ_k with δ_j, G_j and δ_l², expanded into the
+    windows' moments."""
     c = {name: np.asarray(value, np.float64)[start:] for name, value in cross._asdict().items()}
     d = c["yy"].shape[-1]
     e = e[:, :d]
@@ -275,4 +288,6 @@ def _recentred_cross(cross: CrossMoments, s: dict, e: np.ndarray, start: int):
         - 2 * ek**2 * ej * yj
         + n * ek**2 * ej**2
     )
-    return wander.sum(axis=0), wander_g.sum(axis=0), wander2.sum(axis=0)
+    products = c["yy"] - ek * yj - ej * yk + n * ek * ej
+    products_g = c["gy"] - ek * g[:, None, :]
+    return wander.sum(axis=0), wander_g.sum(axis=0), wander2.sum(axis=0), products.sum(axis=0), products_g.sum(axis=0)
