@@ -16,6 +16,7 @@ from noiseaware.inference.gradient_model import Prior, gradient_model, log_likel
 from noiseaware.inference.statistics import model_moments, ols_fit
 from noiseaware.inference.stein import partner_log_likelihood
 from noiseaware.methods import ExactOptions
+from noiseaware.trace.sums import COUPLING_LIMIT
 from noiseaware.util.notes import FitWarning
 from noiseaware.util.numerics import sigmoid, softplus_inverse
 
@@ -223,3 +224,14 @@ def test_the_coupled_stein_model_covers_mu_and_rho_star():
             coverage = ((low <= optimum) & (optimum <= high)).mean(axis=0)
             assert np.all(np.abs(coverage - 0.9) < limit), coverage
     assert np.all(widths["stein"][2:] < 0.6 * widths["default"][2:]), widths
+
+
+def test_the_stein_model_of_a_large_trace_keeps_its_mean_rows_apart():
+    """Above COUPLING_LIMIT coordinates no d × d cross moments are formed: each μ row is fitted on its own."""
+    rng = np.random.default_rng(0)
+    size = 2 * (COUPLING_LIMIT + 1)
+    params = np.concatenate([rng.normal(size=(300, size // 2)), rng.normal(-3.0, 0.1, (300, size // 2))], axis=1)
+    trace = na.Trace.from_arrays(params, rng.normal(size=(300, size)), noise_multiplier=1.0, clip=1.0,
+                                 sampling_rate=0.1, n_examples=1000)  # fmt: skip
+    model = gradient_model(trace, "stein")
+    assert model.stats.mu_phiphi is None and not model.stats.partial and not np.any(model.partner.others)

@@ -40,6 +40,7 @@ from ..models.benchmark import ModelOptimumPrior
 from ..trace import BURN_IN
 from ..trace.moments import Moments
 from ..trace.run import Run, scale_rows_of
+from ..trace.sums import COUPLING_LIMIT
 from ..util.numerics import sigmoid, softplus_inverse
 from .expansion import TermStatistics, set_log_likelihoods, term_statistics
 from .model_prior import model_optimum_prior
@@ -180,7 +181,9 @@ def gradient_model(
     coupling = model_prior.coupling if from_model and trace.family.kind == "mean-field" else None
     # the wander's curvature from the model: a trace's ρ may still lag far behind ρ* (M3's research preset)
     curvature = None if coupling is None else np.median(model_prior.curvature, axis=0)
-    stats = model_moments(trace, burn_in, scale_rows, coupling, curvature, partial=prior.scale_model == "stein")
+    # the Stein model's coupled μ rows need the d × d cross moments: up to the size windowed traces keep them
+    partial = prior.scale_model == "stein" and trace.family.dim <= COUPLING_LIMIT
+    stats = model_moments(trace, burn_in, scale_rows, coupling, curvature, partial=partial)
     noise_var, q = np.asarray(trace.settings.noise_sd, np.float64) ** 2, float(trace.settings.sampling_rate)
     if prior.extra_noise == "none" and is_non_private(noise_var):
         raise ValueError(
