@@ -243,10 +243,8 @@ def partial_on_others(moments: Moments, dim: int, noise_var) -> Moments:
         sum_gg[j] = sum_gg[j] - gphi[others, j] @ inner[:, 1]
     partial = moments._replace(sum_gg=sum_gg, sum_gphi=sum_gphi, sum_phiphi=sum_phiphi, partial=True)
     rows = slice(0, dim)
-    _, own = ols_fit(moments)
+    (_, own), (_, net) = ols_fit(moments), ols_fit(partial)
     n = moments.count
-    explained = (own[rows] - ols_fit(partial)[1][rows]) * (n - 2)
-    variance = np.maximum(
-        ols_fit(partial)[1][rows] * (n - 2) / max(n - dim - 1, 1), np.broadcast_to(noise_var, own.shape)[rows]
-    )
+    explained = (own[rows] - net[rows]) * (n - 2)
+    variance = np.maximum(net[rows] * (n - 2) / max(n - dim - 1, 1), np.broadcast_to(noise_var, own.shape)[rows])
     return partial if np.min(scipy.stats.chi2.sf(explained / variance, dim - 1)) < COUPLING_P else moments

@@ -101,7 +101,8 @@ def stein_draws(model: GradientModel, draws: Draws, key) -> Draws:
     active = np.asarray(partner.active, bool)
     mean_rows, rows = np.flatnonzero(active), np.flatnonzero(~active)
     optimum, hessian = np.array(draws.optimum, np.float64), np.array(draws.hessian, np.float64)
-    if np.any(np.asarray(partner.others) > 0):
+    coupled = bool(np.any(np.asarray(partner.others) > 0))
+    if coupled:
         extra = 0.0 if draws.extra_noise is None else np.asarray(draws.extra_noise, np.float64)[0][:, mean_rows] ** 2
         noise = np.broadcast_to(np.asarray(model.noise_var, np.float64), active.shape)[mean_rows] + extra
         optimum[0][:, mean_rows] = _coupled_optimum(
@@ -111,7 +112,7 @@ def stein_draws(model: GradientModel, draws: Draws, key) -> Draws:
     with np.errstate(over="ignore"):
         rho = softplus_inverse(np.maximum(shared, np.finfo(np.float64).tiny) ** -0.5)
     optimum[..., rows], hessian[..., rows] = rho, 2.0 * shared * sigmoid(rho) ** 2
-    changed = np.arange(active.size) if np.any(np.asarray(partner.others) > 0) else rows
+    changed = np.arange(active.size) if coupled else rows
     facts = draws.diagnostics
     moments = {}
     for name, values in (("optimum", optimum), ("hessian", hessian)):
