@@ -146,7 +146,8 @@ def test_the_stein_partner_likelihood_equals_the_direct_sum():
             - 0.5 * np.sum((g - 0.1 * weight * (slope * _softplus(rho) ** 2 - 1.0)) ** 2) / var
         )
         with jax.enable_x64(True):
-            got = partner_log_likelihood(model, np.array([slope, slope]))
+            no_extra = np.zeros((1, 2))  # one node at u = 0, no quadrature weight: the prior has no extra noise
+            got = partner_log_likelihood(model, np.array([slope, slope]), 0.0, no_extra, no_extra)
         assert float(got[0]) == pytest.approx(direct, rel=1e-10) and float(got[1]) == 0.0
 
 

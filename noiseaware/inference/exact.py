@@ -56,6 +56,8 @@ WIDTH = 9.0
 STEIN_STREAM = 7
 """The key stream (fold_in of a trace's key) of the Stein model's coupled coefficients (`stein.stein_draws`)."""
 GRID_DEFAULTS = {"hessian_nodes": 96, "extra_nodes": 32, "passes": 3}
+PARTNER_NODES = 32
+"""Nodes over the extra noise u of the Stein model's partner scale rows (`_partner_weight`)."""
 """The exact route's grid: nodes over ã_j and u_j, and its placements (`ExactOptions`' defaults, and the grid of
 NUTS's warm start)."""
 
@@ -108,9 +110,33 @@ def _initial_guess(model: GradientModel):
         weight = jnp.where(partner.active, 1.0 / shared_se**2, 0.0)
         precision, centre = precision + weight, centre + weight * jnp.where(partner.active, shared_raw, 0.0)
     centre = centre / precision
-    excess, spread = residual - model.noise_var, WIDTH * variance * jnp.sqrt(2.0 / n)
-    extra_low, extra_high = (jnp.sqrt(jnp.maximum(excess + sign * spread, 0.0)) for sign in (-1.0, 1.0))
-    return centre, jax.lax.rsqrt(precision), extra_low, extra_high
+    return (centre, jax.lax.rsqrt(precision)) + _extra_range(residual, model.noise_var, n)
+
+
+def _extra_range(residual, noise_var, n):
+    """u's lower and upper ends (P,): u² within the residual variance r² in excess of the DP noise variance ± 9
+    sampling sds of r² (sd(r²) ≈ v·sqrt(2/n), v = max(r², noise variance)), clipped at 0."""
+    variance = jnp.maximum(residual, noise_var)
+    excess, spread = residual - noise_var, WIDTH * variance * jnp.sqrt(2.0 / n)
+    return tuple(jnp.sqrt(jnp.maximum(excess + sign * spread, 0.0)) for sign in (-1.0, 1.0))
+
+
+def _partner_weight(model: GradientModel, raw, extra):
+    """The Stein model's partner ρ rows' share of the μ columns' log weights at ã = `raw`, u = `extra`
+    (`stein.partner_log_likelihood`), their own u on `PARTNER_NODES` nodes over the range their residual allows,
+    by the trapezoid rule (one node at u = 0 without extra noise); 0 without partners."""
+    partner = model.partner
+    if partner is None:
+        return 0.0
+    if model.extra_noise == "none":
+        nodes = jnp.zeros((1,) + partner.residual.shape[-1:])
+        log_rule = jnp.zeros_like(nodes)
+    else:
+        low, high = _extra_range(partner.residual, partner.noise_var, model.stats.count)
+        nodes = _nodes(low, high, PARTNER_NODES)
+        step = jnp.where(high > low, (high - low) / (PARTNER_NODES - 1), 1.0)
+        log_rule = jnp.log(_trapezoid(PARTNER_NODES)[:, None] * step)
+    return partner_log_likelihood(model, model.hessian(raw), extra**2, nodes, log_rule)
 
 
 def _raw_scale(model: GradientModel, a, se):
@@ -153,7 +179,7 @@ def _evaluate(model: GradientModel, centre, scale, t, extra_noise) -> Quadrature
     priors = prior_distributions(model)
     conditional = integrate_optimum(model, raw, extra**2)
     log_weight = conditional.log_marginal + priors["hessian_raw"].log_prob(raw)
-    log_weight = log_weight + partner_log_likelihood(model, model.hessian(raw), extra**2)
+    log_weight = log_weight + _partner_weight(model, raw, extra)
     if "extra_noise" in priors:
         # the u prior's density is continuous at its boundary u = 0: evaluate the node u = 0 just inside it
         log_weight = log_weight + priors["extra_noise"].log_prob(jnp.maximum(extra, jnp.finfo(extra.dtype).tiny))

@@ -153,10 +153,11 @@ class ScalePartner(NamedTuple):
     """The Stein model's pairing (docs/method.md §2.11), per column (P,): for the μ_j column of a mean-field trace,
     the ρ_j row whose gradient shares its slope a_j = Λ_jj, as its ψ-view sums (`in_psi`: sum_g Σ G ω, sum_phi
     Σ ω z, sum_phiphi Σ z², sum_gphi Σ G z, sum_ww Σ ω², sum_gg Σ G², z = ω (ψ − ψ̄)) about centre ψ̄, its DP noise
-    variance, its extra noise's prior sd and the range of its u nodes, and its least-squares slope and standard
-    error under G = q a ω ψ − q ω (the exact route's first grid); `active` marks the μ columns (zeros elsewhere);
-    column: each column's partner (μ_j ↔ ρ_j), as an index into the trace's P columns; others: how many other μ
-    coordinates each μ row was regressed on (d − 1 where its sums are partial, `partial_on_others`; else 0)."""
+    variance, its extra noise's prior sd, and its least-squares slope, standard error and residual variance under
+    G = q a ω ψ − q ω (from which the exact route places its first grid and the row's u nodes); `active` marks the μ
+    columns (zeros elsewhere); column: each column's partner (μ_j ↔ ρ_j), as an index into the trace's P columns;
+    others: how many other μ coordinates each μ row was regressed on (d − 1 where its sums are partial,
+    `partial_on_others`; else 0)."""
 
     active: jax.Array
     column: jax.Array
@@ -169,8 +170,7 @@ class ScalePartner(NamedTuple):
     sum_gg: jax.Array
     noise_var: jax.Array
     extra_sd: jax.Array
-    extra_low: jax.Array
-    extra_high: jax.Array
+    residual: jax.Array
     slope: jax.Array
     slope_se: jax.Array
     others: jax.Array
@@ -180,8 +180,7 @@ def scale_partner(stats: Moments, noise_var, extra_sd, sampling_rate: float, dim
     """The `ScalePartner` of a mean-field trace of dimension d = `dim` from its moments with the ρ rows in ψ.
 
     Under G_t = q·a·z_t − q·ω_t + e_t, z = ω ψ (Stein's identity for the ρ row, ψ* = 1/a): â = Σ z (G + q ω) /
-    (q Σ z²), its standard error √(v/Σ z²)/q with v the residual variance (at least the DP noise's), and u's nodes
-    over the residual variance in excess of the DP noise ± 9 sampling sds (v·√(2/n)), clipped at 0."""
+    (q Σ z²), the residual variance r² of that fit, and the standard error √(v/Σ z²)/q, v = max(r², DP noise)."""
     size = 2 * dim
     column = np.concatenate([np.arange(dim, size), np.arange(dim)])
     active = np.arange(size) < dim
@@ -195,9 +194,6 @@ def scale_partner(stats: Moments, noise_var, extra_sd, sampling_rate: float, dim
         slope = cross / (q * square)
         residual = np.maximum(total - cross**2 / square, 0.0) / max(n - 1, 1)
     var = np.maximum(residual, np.asarray(noise_var, np.float64)[column])
-    spread = 9.0 * var * np.sqrt(2.0 / n)
-    excess = residual - np.asarray(noise_var, np.float64)[column]
-    low, high = (np.sqrt(np.maximum(excess + sign * spread, 0.0)) for sign in (-1.0, 1.0))
     keep = lambda values: np.where(active, values, 0.0)  # noqa: E731
     return ScalePartner(
         active=active,
@@ -206,8 +202,7 @@ def scale_partner(stats: Moments, noise_var, extra_sd, sampling_rate: float, dim
         **{name: keep(values) for name, values in sums.items()},
         noise_var=keep(np.asarray(noise_var, np.float64)[column]),
         extra_sd=keep(np.asarray(extra_sd, np.float64)[column]),
-        extra_low=keep(low),
-        extra_high=keep(high),
+        residual=keep(residual),
         slope=keep(slope),
         slope_se=keep(np.sqrt(var / square) / q),
         others=keep(np.full(size, dim - 1.0 if stats.partial else 0.0)),

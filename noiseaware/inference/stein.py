@@ -25,7 +25,6 @@ from .gradient_model import GradientModel
 from .statistics import centred_phiphi, ols_fit, residual_squares
 
 __all__ = [
-    "PARTNER_NODES",
     "partner_conflict",
     "partner_log_likelihood",
     "stein_draws",
@@ -33,31 +32,23 @@ __all__ = [
 ]
 
 
-PARTNER_NODES = 32
-"""Nodes over the extra noise u of a μ row's partner scale row (`ScalePartner`), integrated by the trapezoid rule."""
-
-
-def partner_log_likelihood(model: GradientModel, hessian, extra_var=0.0):
+def partner_log_likelihood(model: GradientModel, hessian, extra_var, nodes, log_rule):
     """What the Stein model adds to a μ_j column's log weight at slope a_j = `hessian` and extra noise variance u²
     = `extra_var` (…, P): log p(ρ_j's row | a_j), the partner scale row's likelihood at ψ*_j = 1/a_j and slope a_j
-    (Stein's identity, docs/method.md §2.11), its own extra noise integrated out over `PARTNER_NODES` nodes under its
-    prior; and where the μ row's sums are partial (`partial_on_others`), ½·(d − 1)·log 2πv for the other coordinates'
-    coefficients integrated out under a flat prior. 0 where the column has no partner (and for models without one)."""
+    (Stein's identity, docs/method.md §2.11), its own extra noise integrated out under its prior over `nodes` (n, P)
+    with the quadrature's log weights `log_rule` (n, P) (the exact route's); and where the μ row's sums are partial
+    (`partial_on_others`), ½·(d − 1)·log 2πv for the other coordinates' coefficients integrated out under a flat
+    prior. 0 where the column has no partner (and for models without one)."""
     partner = model.partner
     if partner is None:
         return jnp.zeros_like(hessian)
     a = jnp.maximum(hessian, jnp.finfo(jnp.result_type(hessian)).tiny)[..., None, :]
-    nodes = PARTNER_NODES if model.extra_noise != "none" else 1
-    fraction = jnp.linspace(0.0, 1.0, nodes)[:, None] if nodes > 1 else jnp.zeros((1, 1))
-    extra = partner.extra_low + (partner.extra_high - partner.extra_low) * fraction
-    var = partner.noise_var + extra**2
+    var = partner.noise_var + nodes**2
     squares = residual_squares(partner, 1.0 / a - partner.centre, model.sampling_rate * a)
-    log_like = -0.5 * model.stats.count * jnp.log(2.0 * jnp.pi * var) - 0.5 * squares / var
-    if nodes > 1:
+    log_like = -0.5 * model.stats.count * jnp.log(2.0 * jnp.pi * var) - 0.5 * squares / var + log_rule
+    if model.extra_noise != "none":
         prior = dist.HalfNormal(jnp.where(partner.active, partner.extra_sd, 1.0))
-        log_like = log_like + prior.log_prob(jnp.maximum(extra, jnp.finfo(extra.dtype).tiny))
-        step = jnp.where(partner.extra_high > partner.extra_low, partner.extra_high - partner.extra_low, 1.0)
-        log_like = log_like + jnp.log(_trapezoid_rule(nodes)[:, None] * step / (nodes - 1))
+        log_like = log_like + prior.log_prob(jnp.maximum(nodes, jnp.finfo(nodes.dtype).tiny))
     others = 0.5 * partner.others * jnp.log(2.0 * jnp.pi * (model.noise_var + extra_var))
     return jnp.where(partner.active, jax.nn.logsumexp(log_like, axis=-2) + others, 0.0)
 
@@ -80,12 +71,6 @@ def partner_conflict(model: GradientModel) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.abs(np.log(a) - np.log(shared)) / np.hypot(se / a, shared_se / shared)
     return np.where(identified, z, 0.0)
-
-
-def _trapezoid_rule(size: int):
-    """The trapezoid rule's weights on `size` equally spaced nodes of unit spacing."""
-    weights = jnp.ones(size)
-    return weights if size == 1 else weights.at[jnp.array([0, -1])].set(0.5)
 
 
 def stein_draws(model: GradientModel, draws: Draws, key) -> Draws:
