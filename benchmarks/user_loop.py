@@ -1,17 +1,21 @@
 """A user's own DPVI loop, fitted from the trace alone: coverage of the mean-field VI optimum when the coordinates are
 strongly coupled.
 
-    python benchmarks/user_loop.py [--simulations 60 --steps 4000 --clip 10 --seed 7]
+    python benchmarks/user_loop.py [--simulations 60 --steps 4000 --clip 10 --clip-count-share 0.01 --seed 7]
 
 The model is a Gaussian regression y = θ₀ + θ₁·x + e, e ~ N(0, 1), x ~ N(3, 1), θ ~ N(0, 10² I), whose posterior
 correlation of θ₀ and θ₁ is about −0.95. For each of M simulated data sets (θ ~ N((1, 0.5), I), N = 10 000) the loop
 a user writes with optax runs mean-field DPVI: per-example gradients of the negative ELBO's share at one draw ε,
 fixed-size batches of B = 100 without replacement, `recording_aggregate` (clip C, noise σ for ε = 1 at δ = 10⁻⁵,
-divides by B), plain SGD on the batch mean at learning rate 0.05, ρ preconditioned by s_ρ = 10. The true VI optimum is
+divides by B; with a clip count share r > 0, ε is split between the gradient and the released count of clipped
+examples by `na.privacy.split_noise_multiplier`), plain SGD on the batch mean at learning rate 0.05, ρ preconditioned
+by s_ρ = 10. The true VI optimum is
 in closed form (μ* the posterior mean, sd*_j = Λ_jj^(−½) for the posterior precision Λ). Each trace is fitted by the
 exact route under each prior (default, "stein"), without the model; reported per coordinate: the 90 % intervals'
-coverage of φ* (target 0.9 ± 3 se) and median width, and how often the trace checks fire.
-Results: benchmarks/results/user_loop.json with the command, seed and machine.
+coverage of φ* (target 0.9 ± 3 se) and median width, how often the trace checks fire, and how often the clipping check
+does, with the median fraction of examples clipped it measured (per-example gradient norms here are about 2.6 at the
+optimum: clip 10 is above them, clip 2 near them).
+Results: benchmarks/results/user_loop.json (--out) with the command, seed and machine.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 import jax
@@ -48,12 +53,14 @@ def loss(phi, x, y, eps):
 PER_EXAMPLE = jax.vmap(jax.grad(loss), in_axes=(None, 0, 0, None))
 
 
-def run(x, y, key, *, clip, sigma, steps):
-    """One run of the user's loop on data (x, y) (N,): its final φ and the recording aggregate's state."""
+def run(x, y, key, *, clip, sigma, count_sigma, steps):
+    """One run of the user's loop on data (x, y) (N,): its final φ and the recording aggregate's state (count_sigma:
+    the clipped count's noise sd σ_b, None for no count)."""
     start = {"mu": jnp.zeros(2), "rho_scaled": jnp.full(2, -4.0 / S_RHO)}
-    opt = optax.chain(
-        optax_adapter.recording_aggregate(clip, sigma, jax.random.fold_in(key, 1), steps=steps), optax.sgd(LR)
+    aggregate = optax_adapter.recording_aggregate(
+        clip, sigma, jax.random.fold_in(key, 1), steps=steps, count_noise_multiplier=count_sigma
     )
+    opt = optax.chain(aggregate, optax.sgd(LR))
 
     def step(carry, k):
         phi, state = carry
@@ -79,11 +86,14 @@ def simulated(simulations: int, seed: int):
     return x, y, np.concatenate([mean, rho], axis=1)
 
 
-def traces(x, y, key, *, clip: float, steps: int) -> list[na.Trace]:
-    """The M runs, vmapped in one program, as traces through the optax adapter."""
-    sigma = na.privacy.noise_multiplier(EPSILON, DELTA, B / N, steps)
+def traces(x, y, key, *, clip: float, steps: int, share: float) -> list[na.Trace]:
+    """The M runs, vmapped in one program, as traces through the optax adapter (share: of ε on the clipped count)."""
+    sigma, count_sigma = na.privacy.noise_multiplier(EPSILON, DELTA, B / N, steps), None
+    if share > 0:
+        sigma, count_sigma = na.privacy.split_noise_multiplier(sigma, share)
     keys = jax.random.split(key, len(x))
-    phis, states = jax.jit(jax.vmap(lambda a, b, k: run(a, b, k, clip=clip, sigma=sigma, steps=steps)))(x, y, keys)
+    one = partial(run, clip=clip, sigma=sigma, count_sigma=count_sigma, steps=steps)
+    phis, states = jax.jit(jax.vmap(one))(x, y, keys)
     scale = np.array([1.0, 1.0, S_RHO, S_RHO])
     out = []
     for m in range(len(x)):
@@ -91,7 +101,7 @@ def traces(x, y, key, *, clip: float, steps: int) -> list[na.Trace]:
         out.append(
             optax_adapter.trace_of(
                 state, clip=clip, noise_multiplier=sigma, sampling_rate=B / N, n_examples=N, final_params=phi,
-                grad_scale=scale, learning_rate=LR * scale**2 / B,
+                grad_scale=scale, learning_rate=LR * scale**2 / B, epsilon=EPSILON, delta=DELTA,
             )
         )  # fmt: skip
     return out
@@ -102,17 +112,19 @@ def main() -> None:
     parser.add_argument("--simulations", type=int, default=60)
     parser.add_argument("--steps", type=int, default=4000)
     parser.add_argument("--clip", type=float, default=10.0)
+    parser.add_argument("--clip-count-share", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "user_loop.json")
     args = parser.parse_args()
     command = (
         f"python benchmarks/user_loop.py --simulations {args.simulations} --steps {args.steps} --clip {args.clip:g} "
-        f"--seed {args.seed}"
+        f"--clip-count-share {args.clip_count_share:g} --seed {args.seed}"
     )
     x, y, optimum = simulated(args.simulations, args.seed)
     start = time.perf_counter()
     print(f"recording {args.simulations} runs of {args.steps} steps …", flush=True)
-    runs = traces(x, y, jax.random.fold_in(jax.random.key(args.seed), 1), clip=args.clip, steps=args.steps)
+    key = jax.random.fold_in(jax.random.key(args.seed), 1)
+    runs = traces(x, y, key, clip=args.clip, steps=args.steps, share=args.clip_count_share)
     entry = {"record_seconds": round(time.perf_counter() - start, 1), "param_names": list(runs[0].param_names)}
     for prior in PRIORS:
         with warnings.catch_warnings():
@@ -123,7 +135,11 @@ def main() -> None:
             "coverage_90": np.round(((low <= optimum) & (optimum <= high)).mean(axis=0), 3).tolist(),
             "median_width": np.round(np.median(high - low, axis=0), 4).tolist(),
         }
-    entry["flagged"] = float(np.mean([not na.diagnose(r).ok for r in runs]))
+    reports = [na.diagnose(r) for r in runs]
+    entry["flagged"] = float(np.mean([not report.ok for report in reports]))
+    if args.clip_count_share > 0:
+        entry["clipping_fired"] = float(np.mean(["clipping" in report.fired for report in reports]))
+        entry["median_clipped_fraction"] = round(float(np.median([r.clipping.fraction for r in reports])), 4)
     se = np.sqrt(0.09 / args.simulations)
     print(f"90 % coverage of φ* per coordinate (target 0.9 ± {3 * se:.2f}); median width in brackets")
     print(f"  {'coordinate':14s}" + "".join(f"{prior:>22s}" for prior in PRIORS))
@@ -131,8 +147,14 @@ def main() -> None:
         cells = "".join(f"{entry[p]['coverage_90'][j]:>12.2f} ({entry[p]['median_width'][j]:7.3g})" for p in PRIORS)
         print(f"  {name:14s}{cells}")
     print(f"any trace check fires on {entry['flagged']:.2f} of the runs")
+    if "clipping_fired" in entry:
+        print(
+            f"the clipping check fires on {entry['clipping_fired']:.2f} of the runs (median fraction clipped after "
+            f"the burn-in {entry['median_clipped_fraction']:.1%})"
+        )
     entry |= {
         "M": args.simulations, "T": args.steps, "N": N, "B": B, "C": args.clip, "epsilon": EPSILON, "seed": args.seed,
+        "clip_count_share": args.clip_count_share,
         "command": command, "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
     }  # fmt: skip
     write_json(args.out, entry)

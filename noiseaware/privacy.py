@@ -38,7 +38,13 @@ from scipy.special import log_ndtr, ndtr
 
 from .util.checks import positive_float, positive_int, probability
 
-__all__ = ["combined_noise_multiplier", "epsilon_spent", "epsilon_spent_per_step", "noise_multiplier"]
+__all__ = [
+    "combined_noise_multiplier",
+    "epsilon_spent",
+    "epsilon_spent_per_step",
+    "noise_multiplier",
+    "split_noise_multiplier",
+]
 
 _RELATIVE_INTERVAL = 1e-4  # PLD grid spacing relative to ε
 _COARSE_RELATIVE_INTERVAL = 1e-3  # first pass: grid spacing relative to a rough magnitude of ε
@@ -106,6 +112,18 @@ def combined_noise_multiplier(noise_multiplier, count_noise_multiplier):
             "the unclipped count (AdaClipDPOptimizer's fraction_std)"
         )
     return 1.0 / np.sqrt(sigma**-2.0 + count**-2.0)
+
+
+def split_noise_multiplier(noise_multiplier: float, clip_count_share: float) -> tuple[float, float]:
+    """(σ, σ_b): the gradient's and the clipped count's noise multipliers that spend the share r = `clip_count_share` of
+    one Gaussian mechanism of noise multiplier σ_c = `noise_multiplier` on the count: σ⁻² = (1 − r)·σ_c⁻², σ_b⁻² =
+    r·σ_c⁻², so that `combined_noise_multiplier(σ, σ_b)` is σ_c again and the pair spends σ_c's ε. Python floats;
+    σ_c = 0 (a non-private run) gives (0, 0)."""
+    sigma = positive_float("noise_multiplier", noise_multiplier, allow_zero=True, hint="the combined σ of the run")
+    share = positive_float(
+        "clip_count_share", clip_count_share, maximum=0.5, hint="the share of the privacy spent on the count"
+    )
+    return sigma / math.sqrt(1.0 - share), sigma / math.sqrt(share)
 
 
 def _checked_sigmas(noise_multipliers) -> np.ndarray:

@@ -54,7 +54,8 @@ def test_a_stationary_trace_drawn_from_the_model_passes():
     report = na.diagnose(ou_trace(seed=1))
     assert report.ok, str(report)
     assert report.theta_verdicts() == ("ok",) * 2
-    assert report.verdict.startswith(f"trace checks: all {len(CHECKS)} passed")
+    assert report.verdict.startswith(f"trace checks: all {len(CHECKS) - 1} passed")  # no clipped counts: unchecked
+    assert report.unchecked == ("clipping",) and report.clipping is None
     assert report.proposed_burn_in is None
 
 
@@ -273,13 +274,16 @@ def test_element_verdicts_of_a_simplex_site_take_all_its_coordinates():
 def test_the_report_shows_verdict_findings_and_each_flagged_coordinate(doubled):
     report = na.diagnose(doubled)
     lines = str(report).splitlines()
-    assert lines[0] == "trace checks: 1 of 10 fired on 4 of 4 parameters (gradient noise below the DP noise)"
+    assert lines[0] == (
+        "trace checks: 1 of 10 fired on 4 of 4 parameters (gradient noise below the DP noise); not checked: clipping "
+        "at the optimum"
+    )
     assert lines[1].startswith("  gradient noise below the DP noise (mu:theta[0], mu:theta[1], rho:theta[0]")
     assert lines[2:] == ["  per θ coordinate (the others ok):", "    theta[0]: noise", "    theta[1]: noise"]
     drift_on_mu0 = dataclasses.replace(report, flags=dict(report.flags) | {"drift": np.array([1, 0, 0, 0], bool)})
     assert str(drift_on_mu0).splitlines()[-2:] == ["    theta[0]: noise, drift", "    theta[1]: noise"]
     calm = dataclasses.replace(report, findings=(), flags={name: np.zeros(4, bool) for name in CHECKS})
-    assert str(calm) == "trace checks: all 10 passed (α = 0.05)"
+    assert str(calm) == "trace checks: all 10 passed (α = 0.05); not checked: clipping at the optimum"
 
 
 def test_the_summary_leaves_the_checks_to_the_report_and_record_prints_both(doubled):

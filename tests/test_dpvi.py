@@ -74,14 +74,15 @@ def sampled_indices(key, q, batch_size, n):
 # ---------------------------------------------------------------- 1. one step vs a slow reference
 
 
-def reference_normal_dpvi(x, *, key, steps, q, batch_size, S, C, s, sigma, lr, init):
-    """Plain-python DPVI on the normal-mean model with the recorder's randomness (d = 1, P = 2)."""
+def reference_normal_dpvi(x, *, key, steps, q, batch_size, S, C, s, sigma, lr, init, count_sigma=0.0):
+    """Plain-python DPVI on the normal-mean model with the recorder's randomness (d = 1, P = 2); per step the sample's
+    size and the released count of clipped examples (noise sd count_sigma, from the noise key folded with 1)."""
     n, d = len(x), 1
     x = np.asarray(x, np.float64)
     s, lr = np.asarray(s, np.float64), np.asarray(lr, np.float64)
     phi = np.asarray(init, np.float64)
     key = as_key(key)
-    params, grads, counts, clipped = [], [], [], 0
+    params, grads, counts, clipped = [], [], [], []
     for _ in range(steps):
         key, k_sample, k_mc, k_noise = step_keys(key)
         sample = sampled_indices(k_sample, q, batch_size, n)
@@ -89,7 +90,7 @@ def reference_normal_dpvi(x, *, key, steps, q, batch_size, S, C, s, sigma, lr, i
         xi = sigma * C * np.asarray(jax.random.normal(k_noise, (2 * d,), jnp.float32), np.float64)
         mu, rho = phi[:d], phi[d:]
         sd, dsd = softplus(rho), sigmoid(rho)
-        total = np.zeros(2 * d)
+        total, clipped_here = np.zeros(2 * d), 0
         for i in sample:
             g_mu, g_rho = np.zeros(d), np.zeros(d)
             for e in eps:
@@ -102,12 +103,14 @@ def reference_normal_dpvi(x, *, key, steps, q, batch_size, S, C, s, sigma, lr, i
             norm = math.sqrt(float(np.sum(h**2)))
             if norm > C:
                 h = h * (C / norm)
-                clipped += 1
+                clipped_here += 1
             total += h
         G = (total + xi) / s
         params.append(phi.copy())
         grads.append(G)
         counts.append(len(sample))
+        count_noise = np.asarray(jax.random.normal(jax.random.fold_in(k_noise, 1), (), jnp.float32), np.float64)
+        clipped.append(clipped_here + count_sigma * count_noise)
         phi = phi - lr * G
     return np.array(params), np.array(grads), phi, counts, clipped
 
@@ -134,7 +137,7 @@ def test_recorder_steps_equal_slow_reference_loop():
         data["x"], key=7, steps=3, q=q, batch_size=batch_size, S=S, C=C, s=s, sigma=sigma, lr=lr, init=init
     )
     assert max(counts) > batch_size, counts  # the multi-chunk path ran
-    assert clipped > 0  # clipping mattered
+    assert sum(clipped) > 0  # clipping mattered
     assert trace.params.shape == (3, 2) and trace.grads.shape == (3, 2)
     np.testing.assert_allclose(trace.params, params, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(trace.grads, grads, rtol=1e-4, atol=1e-4)
@@ -142,6 +145,36 @@ def test_recorder_steps_equal_slow_reference_loop():
     np.testing.assert_array_equal(trace.params[0], np.float32(init))
     np.testing.assert_allclose(trace.learning_rate, lr, rtol=1e-7)
     np.testing.assert_allclose(trace.grad_scale, s, rtol=1e-7)
+    assert trace.clipped_counts is None and trace.count_noise_multiplier is None
+
+
+def test_the_released_clipped_counts_equal_the_slow_reference_loop_and_leave_the_run_as_it_was():
+    """With clip_count_share r and a given σ, the run is the one without a count, bit for bit (the count's noise has a
+    stream of its own), and each step's c̃_t is the reference's number of clipped examples plus σ_b·z_t, σ_b =
+    σ·√((1 − r)/r); ε is the pair's (`combined_noise_multiplier`)."""
+    n, q, batch_size, S, C, sigma, share = 40, 0.3, 4, 3, 1.5, 2.0, 0.2
+    settings = dict(steps=4, sampling_rate=q, clip=C, grad_scale=(1.0, 10.0), learning_rate=(0.01, 0.002))
+    settings |= dict(init=(0.3, -1.0), mc_draws=S, batch_size=batch_size)
+    data = normal_data(n, seed=1)
+    plain = record_dpvi(normal_model, data, key=7, noise_multiplier=sigma, **settings)
+    counted = record_dpvi(normal_model, data, key=7, noise_multiplier=sigma, clip_count_share=share, **settings)
+    np.testing.assert_array_equal(counted.params, plain.params)
+    np.testing.assert_array_equal(counted.grads, plain.grads)
+    count_sigma = sigma * math.sqrt((1 - share) / share)
+    assert counted.count_noise_multiplier == pytest.approx(count_sigma, rel=1e-12)
+    reference = reference_normal_dpvi(
+        data["x"], key=7, q=q, C=C, S=S, sigma=sigma, count_sigma=count_sigma, s=settings["grad_scale"],
+        lr=settings["learning_rate"], init=settings["init"], steps=4, batch_size=batch_size,
+    )  # fmt: skip
+    exact = reference_normal_dpvi(
+        data["x"], key=7, q=q, C=C, S=S, sigma=sigma, s=settings["grad_scale"], lr=settings["learning_rate"],
+        init=settings["init"], steps=4, batch_size=batch_size,
+    )[-1]  # fmt: skip
+    assert 0 < sum(exact) < sum(reference[3])  # clipping bound on some examples, not on all
+    np.testing.assert_allclose(counted.clipped_counts, reference[-1], rtol=1e-5, atol=1e-4)
+    combined = float(noiseaware.privacy.combined_noise_multiplier(sigma, count_sigma))
+    assert combined == pytest.approx(sigma * math.sqrt(1 - share), rel=1e-12)
+    assert counted.epsilon == noiseaware.privacy.epsilon_spent(combined, 1e-5, q, 4) > plain.epsilon
 
 
 # ---------------------------------------------------------------- 2. conjugate normal: closed-form ELBO gradient

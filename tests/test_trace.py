@@ -442,8 +442,8 @@ def write_npz(path, **changes):
 
 
 def test_unknown_schema_version_is_rejected(tmp_path):
-    path = write_npz(tmp_path / "t.npz", schema="noiseaware.trace", schema_version=5)
-    with pytest.raises(TraceError, match=r"schema_version 5 is not supported; .* reads schema_versions 1, 2, 3, 4"):
+    path = write_npz(tmp_path / "t.npz", schema="noiseaware.trace", schema_version=6)
+    with pytest.raises(TraceError, match=r"schema_version 6 is not supported; .* reads schema_versions 1, 2, 3, 4, 5"):
         Trace.load(path)
 
 

@@ -213,7 +213,7 @@ def test_what_a_summary_cannot_give_is_refused_with_what_to_do():
         na.fit(summary, key=0, prior="expanded", checks="off")
     post = na.fit(summary, key=0, checks="raise")
     assert post.iterates.shape == (len(summary.sample_steps), 1)
-    assert post.checks.unchecked == ("autocorrelation",)
+    assert post.checks.unchecked == ("autocorrelation", "clipping")
 
 
 @pytest.mark.parametrize("name", ["gamma-exponential", "linreg-10d"])
@@ -222,13 +222,13 @@ def test_the_trace_checks_of_a_summary_are_the_traces(name):
     and the residuals' autocorrelation (no rows: not checked, and said so) is the full trace's; so are the verdicts."""
     _, trace = _trace(name, 3000)
     full, kept = na.diagnose(trace), na.diagnose(na.windowed(trace))
-    assert kept.unchecked == ("autocorrelation",) and "not checked: autocorrelated residuals" in kept.verdict
+    assert kept.unchecked == ("autocorrelation", "clipping") and "not checked: autocorrelated residuals" in kept.verdict
     assert full.fired == kept.fired
     for statistic, value in full.statistics.items():
         if statistic not in ("start_offset", "p_autocorrelation"):
             np.testing.assert_allclose(kept.statistics[statistic], value, rtol=1e-9, atol=1e-12, err_msg=statistic)
     assert np.all(np.isnan(kept.statistics["p_autocorrelation"]))
-    assert na.TraceDiagnosis.from_dict(kept.to_dict()).unchecked == ("autocorrelation",)
+    assert na.TraceDiagnosis.from_dict(kept.to_dict()).unchecked == ("autocorrelation", "clipping")
 
 
 def test_noiseaware_record_keeps_a_summary_that_fit_reads_and_refuses_to_plot(tmp_path, capsys):
@@ -396,7 +396,7 @@ def test_burn_ins_and_windows_a_summary_cannot_check_say_so():
     summary = na.windowed(trace)
     assert summary.first_kept_window(0.7) == 7
     report = na.diagnose(summary, burn_in=0.9)
-    assert set(report.unchecked) == {"autocorrelation", "windows", "drift"}
+    assert set(report.unchecked) == {"autocorrelation", "windows", "drift", "clipping"}
     assert "not checked: autocorrelated residuals, windows disagree on φ*, drift" in report.verdict
     unknown = dataclasses.replace(trace, final_params=None, optimizer="adam")
     text = na.windowed(unknown, windows=4).describe()

@@ -14,6 +14,10 @@ Chain `recording_aggregate` first, as optax requires of the aggregate:
 The batch sizes are public only when batches have a fixed (or padded) size: pass sampling="fixed" for shuffled
 fixed-size batches, or sampling="poisson" for Poisson samples padded to one size (a varying B_t under Poisson
 sampling is refused: it is not DP-released).
+
+`recording_aggregate(..., count_noise_multiplier=σ_b)` also releases, each step, the number of examples the
+aggregate clipped plus N(0, σ_b²) noise, for the clipping check; split one ε between the two with
+`na.privacy.split_noise_multiplier` (docs/adapters.md, "Clipping made visible").
 """
 
 from __future__ import annotations
@@ -27,18 +31,31 @@ from ..trace.families import MEAN_FIELD
 from ..trace.windowed import ROWS, WINDOWS, WindowedTrace
 from ..util.checks import positive_float
 from ..util.deprecation import deprecated_names
-from .recorder import recorded_trace, recording
+from .recorder import clipped_count_query, recorded_trace, recording
 from .windowing import windowed_of, windowing
 
 __all__ = ["recording_aggregate", "windowing_aggregate", "windowed_of_aggregate", "trace_of"]
 
 
 def recording_aggregate(
-    l2_norm_clip: float, noise_multiplier: float, key, *, steps: int
+    l2_norm_clip: float, noise_multiplier: float, key, *, steps: int, count_noise_multiplier: float | None = None
 ) -> optax.GradientTransformation:
     """optax's `differentially_private_aggregate(l2_norm_clip, noise_multiplier, key)`, recording up to `steps`
-    updates: its outputs are unchanged, bit for bit."""
-    return recording(_aggregate(l2_norm_clip, noise_multiplier, key), steps=steps, divisor=_batch_size)
+    updates: its outputs are unchanged, bit for bit. count_noise_multiplier σ_b: also release each step the number of
+    examples clipped (global norm over the gradient's leaves above C) plus N(0, σ_b²), its noise from `key` on a
+    stream of its own (`recorder.clipped_count_query`); the trace keeps them, and its ε must account the pair
+    (`na.privacy.combined_noise_multiplier`)."""
+    inner = _aggregate(l2_norm_clip, noise_multiplier, key)
+    if count_noise_multiplier is None:
+        return recording(inner, steps=steps, divisor=_batch_size)
+    sigma = positive_float(
+        "count_noise_multiplier",
+        count_noise_multiplier,
+        allow_zero=noise_multiplier == 0,
+        hint="the noise sd σ_b of the clipped count (e.g. from na.privacy.split_noise_multiplier)",
+    )
+    count = clipped_count_query(l2_norm_clip, sigma, key)
+    return recording(inner, steps=steps, divisor=_batch_size, clipped_count=(count, sigma))
 
 
 def windowing_aggregate(

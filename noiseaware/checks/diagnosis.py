@@ -3,7 +3,9 @@
 A released trace is DP output, so every check is free. Each statistical check is a test at level α/m over
 the P coordinates (Bonferroni: α/(mP) per coordinate), m = 7 tests, so a trace that meets every assumption
 raises any finding with probability ≤ α (default 5 %). The rules (constant coordinates, the start not yet
-forgotten, κ ≥ 2, iterates that ran away) fire only on facts no such trace shows. The statistics are in `statistics`.
+forgotten, κ ≥ 2, iterates that ran away, clipping active at the optimum) fire only on facts no such trace shows. The
+statistics are in `statistics`; the clipping check, which reads the run's released counts of clipped examples (a run
+without them leaves it unchecked, and says so), is in `clipping`.
 
 Why this module is long: the seven tests, the rules and the typed report that words their findings are read
 together; the report's advice names each test's threshold, kept beside it.
@@ -25,6 +27,7 @@ from ..trace.moments import CHECK_WINDOWS
 from ..trace.run import kept_start
 from ..util.notes import named
 from ..util.tables import text_table
+from .clipping import CLIPPED_LIMIT, ClippedFraction, clipped_fraction
 from .statistics import EXCESS, CheckStatistics, checks_of_moments
 
 if TYPE_CHECKING:
@@ -141,6 +144,15 @@ CHECKS = {
             "rate far too large), so the trace holds no estimate of the optimum and no fit is made",
             "record again with a smaller learning rate (e.g. its research or tuned preset)",
         ),
+        Check(
+            "clipping",
+            "clipping at the optimum",
+            f"the run's released counts show more than {CLIPPED_LIMIT:.0%} of examples clipped after the burn-in: the "
+            "gradient's slope is then below the curvature, so the fitted optimum is the clipped objective's and the "
+            "scales (ρ*) come out too wide, and nothing else in the trace shows it",
+            "record again with a larger clip C (at or above the per-example gradient norms at the optimum), so that "
+            f"under {CLIPPED_LIMIT:.0%} of examples are clipped",
+        ),
     )
 }
 """Every check by name."""
@@ -174,7 +186,9 @@ class TraceDiagnosis:
     relaxations n·κ⁺, leftover, …); window_optima (K, P); proposed_burn_in: a burn-in after which the windows
     agree, when the default leaves a transient (None when it does not, or when no tried burn-in does);
     rows (P,): the θ coordinate each parameter belongs to (`VariationalFamily.block_rows`; None: mean-field);
-    unchecked: the checks that could not run (a `WindowedTrace` keeps no rows for the residuals' autocorrelation).
+    unchecked: the checks that could not run (a `WindowedTrace` keeps no rows for the residuals' autocorrelation, a
+    run without released counts of clipped examples gives no clipping check); clipping: the fraction of examples
+    clipped after the burn-in (`ClippedFraction`), or None.
     """
 
     param_names: tuple[str, ...]
@@ -187,6 +201,7 @@ class TraceDiagnosis:
     proposed_burn_in: float | None = None
     rows: tuple[int, ...] | None = None
     unchecked: tuple[str, ...] = ()
+    clipping: ClippedFraction | None = None
 
     @property
     def ok(self) -> bool:
@@ -283,6 +298,7 @@ class TraceDiagnosis:
             "proposed_burn_in": self.proposed_burn_in,
             "rows": None if self.rows is None else list(self.rows),
             "unchecked": list(self.unchecked),
+            "clipping": None if self.clipping is None else dataclasses.asdict(self.clipping),
         }
 
     @classmethod
@@ -301,6 +317,7 @@ class TraceDiagnosis:
             proposed_burn_in=values["proposed_burn_in"],
             rows=None if values.get("rows") is None else tuple(int(j) for j in values["rows"]),
             unchecked=tuple(values.get("unchecked", ())),
+            clipping=None if values.get("clipping") is None else ClippedFraction(**values["clipping"]),
         )
 
 
@@ -322,7 +339,10 @@ def diagnose(trace: Run, *, burn_in: float = BURN_IN, level: float = LEVEL) -> T
     alpha = level / (TESTS * trace.n_params)
     moments = trace.moments(burn_in)
     statistics = _statistics(trace, moments)
-    flags = _flags(statistics, alpha)
+    counts = trace.clip_counts(burn_in)
+    expected_batch = trace.settings.n_examples * trace.settings.sampling_rate
+    clipping = None if counts is None else clipped_fraction(counts, expected_batch, level)
+    flags = _flags(statistics, alpha) | {"clipping": np.full(trace.n_params, clipping is not None and clipping.active)}
     proposed = None
     if any(flags[name].any() for name in ("windows", "drift", "transient")):
         proposed = next((b for b in BURN_INS if b > burn_in and _settled(trace, b, alpha)), None)
@@ -331,7 +351,7 @@ def diagnose(trace: Run, *, burn_in: float = BURN_IN, level: float = LEVEL) -> T
         Finding(
             name,
             tuple(names[j] for j in np.flatnonzero(flags[name])),
-            _statistic(name, statistics, flags[name]),
+            str(clipping) if name == "clipping" else _statistic(name, statistics, flags[name]),
             _advice(name, statistics, flags, proposed, trace),
         )
         for name in CHECKS
@@ -347,7 +367,8 @@ def diagnose(trace: Run, *, burn_in: float = BURN_IN, level: float = LEVEL) -> T
         window_optima=statistics.window_optima,
         proposed_burn_in=proposed,
         rows=tuple(int(j) for j in trace.family.block_rows),
-        unchecked=_unchecked(trace, moments),
+        unchecked=_unchecked(trace, moments) + (("clipping",) if clipping is None else ()),
+        clipping=clipping,
     )
 
 

@@ -45,7 +45,9 @@ class DPVISettings(Mapping[str, Any]):
     optimizer: None (SGD with λ) or an `Optimizer`; transforms 'numpyro', 'research' or {site: name}; sites:
     the order of θ's sites; labels {site: names}; batch_size: the padded chunk of sampled examples (None: Nq
     + 6 sd); dtype 'float32' or 'float64' (None: JAX's default float); sparse: a `SparseFeatures` (a GLM on sparse
-    features, clipped in O(B·k) rather than O(B·P): `recording.sparse`) or None.
+    features, clipped in O(B·k) rather than O(B·P): `recording.sparse`) or None; clip_count_share r: release each
+    step a noisy count of the examples clipped, spending the share r of the run's privacy on it (the gradient's noise
+    multiplier grows by 1/√(1 − r): `privacy.split_noise_multiplier`), or None for no count.
     """
 
     steps: int
@@ -65,6 +67,7 @@ class DPVISettings(Mapping[str, Any]):
     batch_size: int | None = None
     dtype: str | None = None
     sparse: SparseFeatures | None = None
+    clip_count_share: float | None = None
 
     def __post_init__(self):
         def put(name, value):
@@ -98,6 +101,16 @@ class DPVISettings(Mapping[str, Any]):
             put("batch_size", positive_int("batch_size", self.batch_size))
         put("dtype", _dtype(self.dtype))
         put("sparse", as_sparse(self.sparse))
+        if self.clip_count_share is not None:
+            put(
+                "clip_count_share",
+                positive_float(
+                    "clip_count_share",
+                    self.clip_count_share,
+                    maximum=0.5,
+                    hint="the share of the run's privacy spent on the count of clipped examples, e.g. 0.01",
+                ),
+            )
 
     @classmethod
     def create(cls, **settings) -> DPVISettings:

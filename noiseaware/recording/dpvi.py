@@ -50,7 +50,7 @@ from .config import DPVISettings, as_settings
 from .contract import ModelSpec, as_data, check_data_sets, first_data_set, inspect_model
 from .settings import DEFAULT_DELTA, UNCHECKED_HINT, ResolvedSettings, SettingsHint, resolve_settings
 from .sparse import SparseFeatures, check_sparse, sparse_summand
-from .subsampling import clip_weights, poisson_sum
+from .subsampling import clip_weights, clipped_number, poisson_sum
 from .windowed import record_windowed
 
 __all__ = [
@@ -86,6 +86,7 @@ class Hyper(NamedTuple):
     noise_multiplier: jax.Array  # σ, scalar
     grad_scale: jax.Array  # s, (P,)
     learning_rate: jax.Array  # λ, (P,) (unused by an optax optimizer)
+    count_noise: jax.Array  # σ_b, scalar: the noise sd of the clipped count (unused without one)
 
 
 # ---------------------------------------------------------------- keys
@@ -109,6 +110,7 @@ class _Program:
     optimizer: optax.GradientTransformation | None
     family: VariationalFamily
     sparse: SparseFeatures | None = None
+    counts: bool = False
 
     @property
     def dim(self) -> int:
@@ -156,7 +158,7 @@ class _Program:
 
     def dense_summand(self, hyper: Hyper, params, eps, constants):
         """summand(examples (B, …), mask (B,)) → Σ_i c_i·s ⊙ g_i as its μ block and the rest, c_i the clipping
-        weights: every example's gradient in full, (B, P)."""
+        weights: every example's gradient in full, (B, P); with `counts`, the number of examples clipped third."""
         d = self.dim
         scale_mu, scale_rho = hyper.grad_scale[:d], hyper.grad_scale[d:]
 
@@ -166,33 +168,41 @@ class _Program:
             norms = jnp.sqrt(jnp.sum(h_mu**2, axis=-1) + jnp.sum(h_rho**2, axis=-1))
             factor, keep = clip_weights(norms, mask, hyper.clip)
             h_mu, h_rho = jnp.where(keep[:, None], h_mu, 0.0), jnp.where(keep[:, None], h_rho, 0.0)
-            return factor @ h_mu, factor @ h_rho
+            sums = factor @ h_mu, factor @ h_rho
+            return sums + (clipped_number(norms, keep, hyper.clip),) if self.counts else sums
 
         return summand
 
     def clipped_sum(self, hyper: Hyper, params, eps, key, per_example, constants):
-        """Σ over the Poisson sample of clip_C(s ⊙ g_i), (P,): chunks of `batch_size` until the sample ends; a GLM
-        on sparse features (`sparse`) sums its examples' k entries (`recording.sparse`) instead of P."""
+        """Σ over the Poisson sample of clip_C(s ⊙ g_i), (P,), and the number of examples clipped (a scalar; 0 without
+        `counts`): chunks of `batch_size` until the sample ends; a GLM on sparse features (`sparse`) sums its
+        examples' k entries (`recording.sparse`) instead of P."""
         d, P = self.dim, self.family.n_params
         if self.sparse is None:
             summand = self.dense_summand(hyper, params, eps, constants)
         else:
             summand = sparse_summand(
-                self.sparse, self.spec, params, eps, per_example, constants, hyper.grad_scale, hyper.clip
+                self.sparse, self.spec, params, eps, per_example, constants, hyper.grad_scale, hyper.clip, self.counts
             )
         zeros = (jnp.zeros((d,), params.dtype), jnp.zeros((P - d,), params.dtype))
-        total_mu, total_rho = poisson_sum(
+        zeros += (jnp.zeros((), params.dtype),) if self.counts else ()
+        totals = poisson_sum(
             key, hyper.sampling_rate, self.batch_size, self.spec.n_examples, per_example, summand, zeros
         )
-        return jnp.concatenate([total_mu, total_rho])
+        clipped = totals[2] if self.counts else jnp.zeros((), params.dtype)
+        return jnp.concatenate(totals[:2]), clipped
 
     def step(self, hyper: Hyper, data, state: DPVIState):
-        """One DP-SGD step: (state, (φ_t, G_t))."""
+        """One DP-SGD step: (state, (φ_t, G_t, c̃_t)), c̃_t = the number of examples clipped + N(0, σ_b²) (its noise
+        from the noise key folded with 1; 0 without `counts`)."""
         per_example, constants = self.spec.split_data(data)
         params = state.params
         next_key, key_sample, key_mc, key_noise = step_keys(state.key)
         eps = jax.random.normal(key_mc, (self.mc_draws, self.family.noise_dim), params.dtype)
-        total = self.clipped_sum(hyper, params, eps, key_sample, per_example, constants)
+        total, clipped = self.clipped_sum(hyper, params, eps, key_sample, per_example, constants)
+        if self.counts:
+            key_count = jax.random.fold_in(key_noise, 1)
+            clipped = clipped + hyper.count_noise * jax.random.normal(key_count, (), params.dtype)
         noise = hyper.noise_multiplier * hyper.clip * jax.random.normal(key_noise, params.shape, params.dtype)
         grads = (total + noise) / hyper.grad_scale
         if self.optimizer is None:
@@ -200,7 +210,7 @@ class _Program:
         else:
             updates, opt_state = self.optimizer.update(grads, state.opt_state, params)
         new_params = (params + updates).astype(params.dtype)
-        return DPVIState(new_params, opt_state, next_key), (params, grads)
+        return DPVIState(new_params, opt_state, next_key), (params, grads, clipped)
 
 
 def _scan(program: _Program, hyper: Hyper, data, state: DPVIState, n_steps: int):
@@ -239,7 +249,7 @@ def _float_dtype(dtype):
 
 @dataclass(frozen=True)
 class Recorder:
-    """A DPVI run, compiled once: `init(key)` → state; `run(state, data, n)` → (state, (φ (n, P), G (n, P)))."""
+    """A DPVI run, compiled once: `init(key)` → state; `run(state, data, n)` → (state, (φ (n, P), G (n, P), c̃ (n,)))."""
 
     program: _Program
     settings: ResolvedSettings
@@ -257,6 +267,7 @@ class Recorder:
             jnp.asarray(s.noise_multiplier, f),
             jnp.asarray(s.grad_scale, f),
             jnp.asarray(s.learning_rate, f),
+            jnp.asarray(s.count_noise_multiplier or 0.0, f),
         )
 
     def init(self, key) -> DPVIState:
@@ -269,7 +280,8 @@ class Recorder:
     def run(self, state: DPVIState, data: Mapping, n_steps: int):
         """`n_steps` DP-SGD steps from `state` on `data` (pure, jittable, vmappable; data as from `prepare`).
 
-        Returns (state after the steps, (φ_t (n_steps, P), G_t (n_steps, P))).
+        Returns (state after the steps, (φ_t (n_steps, P), G_t (n_steps, P), c̃_t (n_steps,): the noisy counts of
+        clipped examples, zeros without a count)).
         """
         return _scan(self.program, self.hyper(), data, state, n_steps)
 
@@ -290,9 +302,11 @@ class Recorder:
         value = jnp.asarray(value)
         return value.astype(self.dtype) if jnp.issubdtype(value.dtype, jnp.floating) else value
 
-    def to_trace(self, params, grads, final_params) -> Trace:
-        """A Trace from one run's φ (T, P), G (T, P) and φ_T (P,) with this recorder's settings."""
+    def to_trace(self, params, grads, final_params, clipped=None) -> Trace:
+        """A Trace from one run's φ (T, P), G (T, P), φ_T (P,) and noisy clipped counts c̃ (T,) (kept when the run
+        released them) with this recorder's settings."""
         s = self.settings
+        counted = s.count_noise_multiplier is not None
         sgd = self.program.optimizer is None
         return Trace(
             params=np.asarray(params),
@@ -313,6 +327,8 @@ class Recorder:
             param_names=s.family.param_names(self.spec.site_map.theta_names()),
             sites=self.spec.site_map.sites,
             convention=PRODUCED,
+            clipped_counts=np.asarray(clipped) if counted else None,
+            count_noise_multiplier=s.count_noise_multiplier,
         )
 
 
@@ -357,7 +373,10 @@ def build_recorder(
         allow_weak_privacy=allow_weak_privacy,
     )
     optimizer = None if settings.optimizer is None else settings.optimizer.transformation(settings.steps)
-    program = _Program(spec, resolved.mc_draws, resolved.batch_size, optimizer, resolved.family, settings.sparse)
+    counts = resolved.count_noise_multiplier is not None
+    program = _Program(
+        spec, resolved.mc_draws, resolved.batch_size, optimizer, resolved.family, settings.sparse, counts
+    )
     recorder = Recorder(program, resolved, _float_dtype(settings.dtype))
     if settings.sparse is not None:
         indices = data[settings.sparse.indices] if settings.sparse.indices in data else None
@@ -375,14 +394,15 @@ def check_finite(data: Mapping) -> None:
 
 def _drive(run, state, steps: int, progress, description: str):
     """Run `steps` in `run_chunks`, updating a progress bar between chunks; a TraceError at the first chunk whose
-    iterates or gradients are not finite (the run diverged; nothing is released)."""
-    params, grads = [], []
+    iterates or gradients are not finite (the run diverged; nothing is released). Returns (state, φ, G, c̃)."""
+    params, grads, clipped = [], [], []
     with progress_bar(steps, description, progress) as bar:
         for n in run_chunks(steps, progress):
-            state, (p, g) = run(state, n)
+            state, (p, g, c) = run(state, n)
             # waiting for the chunk (rather than its asynchronous dispatch) keeps the bar's rate honest
             params.append(np.asarray(p))
             grads.append(np.asarray(g))
+            clipped.append(np.asarray(c))
             if not (np.isfinite(params[-1]).all() and np.isfinite(grads[-1]).all()):
                 done = sum(part.shape[-2] for part in params)
                 raise TraceError(
@@ -391,7 +411,7 @@ def _drive(run, state, steps: int, progress, description: str):
                 )
             bar(n)
     axis = params[0].ndim - 2
-    return state, np.concatenate(params, axis=axis), np.concatenate(grads, axis=axis)
+    return state, *(np.concatenate(rows, axis=axis) for rows in (params, grads, clipped))
 
 
 def record_dpvi(
@@ -453,14 +473,14 @@ def record_dpvi(
     if windowed:
         return record_windowed(recorder, prepared, key, progress)
     hyper = recorder.hyper()
-    state, params, grads = _drive(
+    state, params, grads, clipped = _drive(
         lambda st, n: _run(recorder.program, hyper, prepared, st, n),
         recorder.init(key),
         recorder.settings.steps,
         progress,
         "DPVI",
     )
-    return recorder.to_trace(params, grads, state.params)
+    return recorder.to_trace(params, grads, state.params, clipped)
 
 
 def record_dpvi_batch(
@@ -491,11 +511,11 @@ def record_dpvi_batch(
     if keys.shape[0] != next(iter(prepared.values())).shape[0]:
         raise ValueError(f"got {keys.shape[0]} keys for {next(iter(prepared.values())).shape[0]} data sets")
     hyper = recorder.hyper()
-    states, params, grads = _drive(
+    states, params, grads, clipped = _drive(
         lambda st, n: BATCH_STRATEGIES[batch](recorder.program, hyper, prepared, st, n),
         jax.vmap(recorder.init)(keys),
         recorder.settings.steps,
         progress,
         f"DPVI ×{keys.shape[0]}",
     )
-    return [recorder.to_trace(params[m], grads[m], states.params[m]) for m in range(params.shape[0])]
+    return [recorder.to_trace(params[m], grads[m], states.params[m], clipped[m]) for m in range(params.shape[0])]

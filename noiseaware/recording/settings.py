@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..privacy import epsilon_spent
+from ..privacy import epsilon_spent, split_noise_multiplier
 from ..privacy import noise_multiplier as calibrate_noise
 from ..trace.families import VariationalFamily, variational_family
 from ..util.checks import positive_float, probability
@@ -59,7 +59,9 @@ class ResolvedSettings:
 
     grad_scale, learning_rate, init: (P,) tuples, P the family's; batch_size: padded size of one gradient chunk
     (sampled examples beyond it are processed in further chunks, never dropped); optimizer: None for SGD with
-    the per-coordinate learning_rate.
+    the per-coordinate learning_rate; count_noise_multiplier σ_b: the noise sd of each step's count of clipped
+    examples (sensitivity 1), 0 in a non-private run, None when the run releases no count. ε accounts the gradient
+    and the count together (`privacy.combined_noise_multiplier`).
     """
 
     steps: int
@@ -76,6 +78,7 @@ class ResolvedSettings:
     accountant: str | None
     family: VariationalFamily
     optimizer: Optimizer | None = None
+    count_noise_multiplier: float | None = None
 
 
 def default_batch_size(n_examples: int, sampling_rate: float) -> int:
@@ -150,9 +153,30 @@ def _per_coordinate(value, family: VariationalFamily, name: str, rest=None) -> t
     return tuple(out.tolist())
 
 
-def _privacy(epsilon, delta, noise_multiplier, non_private, sampling_rate, steps, explicit_step: bool):
-    """(σ, ε, δ, accountant) from exactly one of: epsilon, noise_multiplier, non_private=True (which needs an
-    explicit step size: a learning_rate or an optimizer)."""
+def _privacy(epsilon, delta, noise_multiplier, non_private, settings: DPVISettings, explicit_step: bool):
+    """(σ, σ_b, ε, δ, accountant) from exactly one of: epsilon, noise_multiplier, non_private=True (which needs an
+    explicit step size: a learning_rate or an optimizer). With a clip count (share r), ε calibrates the combined σ_c
+    and splits it (`split_noise_multiplier`); a given noise_multiplier is the gradient's σ, σ_b = σ·√((1 − r)/r), and
+    ε is the pair's. σ_b is None without a count."""
+    share = settings.clip_count_share
+    sigma, spent, dlt, accountant = _gradient_privacy(
+        epsilon, delta, noise_multiplier, non_private, settings, explicit_step
+    )
+    if share is None:
+        return sigma, None, spent, dlt, accountant
+    if epsilon is None:
+        combined = sigma * math.sqrt(1.0 - share)
+        if sigma > 0:
+            spent = epsilon_spent(combined, delta, settings.sampling_rate, settings.steps)
+    else:
+        combined = sigma
+    sigma, count = split_noise_multiplier(combined, share)
+    return sigma, count, spent, dlt, accountant
+
+
+def _gradient_privacy(epsilon, delta, noise_multiplier, non_private, settings: DPVISettings, explicit_step: bool):
+    """(σ, ε, δ, accountant) of the gradient alone (`_privacy`)."""
+    sampling_rate, steps = settings.sampling_rate, settings.steps
     if non_private:
         if epsilon is not None or noise_multiplier not in (None, 0, 0.0):
             raise ValueError("non_private=True records without noise: do not pass epsilon or noise_multiplier")
@@ -204,8 +228,8 @@ def resolve_settings(
         delta = check_delta(delta, spec.n_examples, allow_weak_privacy=allow_weak_privacy)
     s = settings
     explicit_step = s.learning_rate is not None or s.optimizer is not None
-    sigma, spent, dlt, accountant = _privacy(
-        epsilon, delta, noise_multiplier, non_private, s.sampling_rate, s.steps, explicit_step
+    sigma, count_sigma, spent, dlt, accountant = _privacy(
+        epsilon, delta, noise_multiplier, non_private, s, explicit_step
     )
     family = _family(s.family, s.rank, spec.site_map.dim)
     scale = _per_coordinate(s.grad_scale, family, "grad_scale")
@@ -236,6 +260,7 @@ def resolve_settings(
         accountant,
         family,
         s.optimizer,
+        count_sigma,
     )
 
 

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .subsampling import clip_weights
+from .subsampling import clip_weights, clipped_number
 
 __all__ = ["LINKS", "SparseFeatures", "as_sparse", "check_sparse", "sparse_summand"]
 
@@ -74,11 +74,11 @@ def as_sparse(value) -> SparseFeatures | None:
     )
 
 
-def sparse_summand(features: SparseFeatures, spec, params, eps, per_example, constants, scale, clip):
+def sparse_summand(features: SparseFeatures, spec, params, eps, per_example, constants, scale, clip, counts=False):
     """summand(examples, mask) → (Σ_i c_i·s_μ ⊙ g_i^μ, Σ_i c_i·s_ρ ⊙ g_i^ρ), each (d,), for `poisson_sum`: the
-    clipped sum over a chunk of B examples (module doc). params (2d,), eps (S, d), per_example: the data's
-    per-example arrays (one example lets the prior's model run), scale s (2d,), clip C. The shared part b is
-    computed once here, not per chunk."""
+    clipped sum over a chunk of B examples (module doc), with the number of examples clipped (`clipped_number`) as a
+    third entry when `counts`. params (2d,), eps (S, d), per_example: the data's per-example arrays (one example lets
+    the prior's model run), scale s (2d,), clip C. The shared part b is computed once here, not per chunk."""
     d = params.shape[0] // 2
     mu, rho = params[:d], params[d:]
     sd, dsd = jax.nn.softplus(rho), jax.nn.sigmoid(rho)
@@ -115,7 +115,8 @@ def sparse_summand(features: SparseFeatures, spec, params, eps, per_example, con
             spread = jnp.zeros(d, params.dtype).at[words.ravel()].add(jnp.where(weight > 0, weight * part, 0.0).ravel())
             return spread + jnp.where(kept > 0, kept * shared, 0.0)  # none kept: 0, not 0 × a non-finite shared part
 
-        return total(part_mu, shared_mu), total(part_rho, shared_rho)
+        sums = total(part_mu, shared_mu), total(part_rho, shared_rho)
+        return sums + (clipped_number(norms, keep, clip),) if counts else sums
 
     return summand
 
@@ -163,7 +164,7 @@ def check_sparse(program, hyper, data, key, indices=None) -> None:
         sparse = sparse_summand(features, spec, params, eps, examples, constants, settings.grad_scale, settings.clip)
         dense = program.dense_summand(settings, params, eps, constants)(examples, mask)
         got, want = (
-            np.concatenate([np.asarray(x, np.float64) for x in pair]) for pair in (sparse(examples, mask), dense)
+            np.concatenate([np.asarray(x, np.float64) for x in pair[:2]]) for pair in (sparse(examples, mask), dense)
         )
         if not np.max(np.abs(got - want)) < 1e-4 * max(np.max(np.abs(want)), 1e-30):
             raise ValueError(

@@ -3,7 +3,7 @@ recorder (`recording.dpvi`) and DP-SGLD (`baselines.dpsgld`).
 
 `poisson_chunk` draws the next indices of a Poisson(q) sample by geometric gaps; `poisson_sum` adds a summand
 over a whole sample chunk by chunk inside `lax.while_loop`; `clip_weights` gives each example's clipping weight
-min(1, C/‖h_i‖), zero for padded slots and non-finite gradients.
+min(1, C/‖h_i‖), zero for padded slots and non-finite gradients; `clipped_number` counts the examples clipped.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["clip_weights", "poisson_chunk", "poisson_sum"]
+__all__ = ["clip_weights", "clipped_number", "poisson_chunk", "poisson_sum"]
 
 _ROW = 8
 """Row length of the two-level cumulative sum in `_saturating_cumsum`."""
@@ -65,6 +65,12 @@ def clip_weights(norms, mask, clip):
     """
     keep = mask & jnp.isfinite(norms)
     return jnp.where(keep, jnp.minimum(1.0, clip / jnp.where(norms > 0, norms, 1.0)), 0.0), keep
+
+
+def clipped_number(norms, keep, clip):
+    """Σ_i 1[‖h_i‖ > C] over the examples that count (`keep`, (B,) bool, from `clip_weights`), as a float scalar: the
+    query of the clipped count, sensitivity 1 (one example more or less, or one replaced, moves it by at most 1)."""
+    return jnp.sum(keep & (norms > clip)).astype(norms.dtype)
 
 
 def poisson_sum(key, sampling_rate, chunk_size: int, n_examples: int, per_example, summand, zeros):

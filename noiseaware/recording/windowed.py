@@ -1,7 +1,8 @@
 """DPVI kept as a `WindowedTrace` instead of a trace: `record_dpvi(..., windowed=True)` (docs/windowed.md).
 
 The recorder's steps run in the same compiled scan, and each step's (φ_t, G_t) is added to the window sums
-(`noiseaware.trace.sums.add_step`) and, at the sample's steps, written to its R rows: memory O(W·P + R·P) for any T.
+(`noiseaware.trace.sums.add_step`) and, at the sample's steps, written to its R rows (a released count of clipped
+examples c̃_t to its window's Σ c̃, Σ c̃² and the sample's counts): memory O(W·P + R·P) for any T.
 The run is the trace's bit for bit (the same keys and steps); only what is kept of it differs.
 """
 
@@ -42,6 +43,8 @@ def record_windowed(recorder: Any, data, key, progress) -> WindowedTrace:
         empty_sums(size, WINDOWS, scale_rows_of(family), coupled_dim(family), recorder.dtype),
         jnp.zeros((kept.size, size), recorder.dtype),
         jnp.zeros((kept.size, size), recorder.dtype),
+        jnp.zeros((WINDOWS, 2), recorder.dtype),
+        jnp.zeros((kept.size,), recorder.dtype),
     )
     hyper, done = recorder.hyper(), 0
     with progress_bar(steps, "DPVI (windowed)", progress) as advance:
@@ -54,8 +57,10 @@ def record_windowed(recorder: Any, data, key, progress) -> WindowedTrace:
                     "is released; record again with a smaller learning rate"
                 )
             advance(n)
-    sums, params, grads = jax.tree.map(np.asarray, carry)
-    return WindowedTrace(sums, recorder.to_trace(params, grads, state.params), kept, steps)
+    sums, params, grads, clipped, clipped_rows = jax.tree.map(np.asarray, carry)
+    sample = recorder.to_trace(params, grads, state.params, clipped_rows)
+    counted = sample.clipped_counts is not None
+    return WindowedTrace(sums, sample, kept, steps, np.asarray(clipped, np.float64) if counted else None)
 
 
 @functools.partial(jax.jit, static_argnames=("program", "n_steps", "starts", "kept"))
@@ -64,13 +69,16 @@ def _run(program, hyper, data, state, carry, first: int, n_steps: int, starts: t
     sample = jnp.asarray(kept)
 
     def step(inner, t):
-        state, (sums, rows, grads_rows) = inner
-        state, (params, grads) = program.step(hyper, data, state)
+        state, (sums, rows, grads_rows, clipped, clipped_rows) = inner
+        state, (params, grads, count) = program.step(hyper, data, state)
         sums = add_step(sums, t, params, grads, starts=starts, scale_rows=scale)
+        w = jnp.searchsorted(jnp.asarray(starts), t, side="right") - 1
+        clipped = clipped.at[w].add(jnp.stack([count, count * count]))
         r = jnp.minimum(jnp.searchsorted(sample, t), sample.size - 1)
         r = jnp.where(sample[r] == t, r, sample.size)  # off the sample's steps: out of range, dropped
         rows = rows.at[r].set(params, mode="drop")  # in place: selecting over the rows would copy them each step
         grads_rows = grads_rows.at[r].set(grads, mode="drop")
-        return (state, (sums, rows, grads_rows)), None
+        clipped_rows = clipped_rows.at[r].set(count, mode="drop")
+        return (state, (sums, rows, grads_rows, clipped, clipped_rows)), None
 
     return lax.scan(step, (state, carry), first + jnp.arange(n_steps))[0]

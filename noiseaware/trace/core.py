@@ -88,6 +88,8 @@ class Trace(TraceData):
         reduction: str | None = None,
         convention: Convention | None = None,
         batch_sizes=None,
+        clipped_counts=None,
+        count_noise_multiplier: float | None = None,
     ) -> Trace:
         """A trace from any other DP-SGD implementation (PyTorch/Opacus, d3p, TensorFlow).
 
@@ -109,6 +111,8 @@ class Trace(TraceData):
         clipping, a noise schedule); grad_scale takes a scalar, (P,), or (T, P) for a scale that changed every step
         (jax-privacy's scale_then_privatize). Per-step values that are all equal are kept as the scalar; values that
         vary are kept as step_noise_multipliers, step_clips, step_grad_scales (and the gradient model refuses them).
+        clipped_counts (T,) and count_noise_multiplier σ_b: each step's released count of clipped examples and its
+        noise sd (sensitivity 1), for the clipping check (docs/diagnostics.md); give both or neither.
         """
         convention = _convention(reduction, convention)
         steps = np.shape(params)[0] if np.ndim(params) == 2 else None
@@ -147,6 +151,8 @@ class Trace(TraceData):
             step_noise_multipliers=step_noise_multipliers,
             step_clips=step_clips,
             step_grad_scales=step_grad_scales,
+            clipped_counts=clipped_counts,
+            count_noise_multiplier=count_noise_multiplier,
         )
         if convention.normaliser == "sum" and convention.clip_factor == 1:
             return trace

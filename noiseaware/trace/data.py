@@ -12,7 +12,7 @@ import numpy as np
 
 from .convention import Convention
 from .moments import Moments, moments_of_rows
-from .run import RunLayout, RunSettings, kept_start, scale_rows_of
+from .run import ClipCounts, RunLayout, RunSettings, kept_start, scale_rows_of
 from .sites import SiteSpec
 from .validation import VARIATIONAL_FAMILIES, TraceError, validate
 
@@ -36,7 +36,9 @@ class TraceData(RunLayout):
     sums), with batch_sizes (T,) B_t when its divisor is the batch size.
     step_noise_multipliers (T,) σ_t, step_clips (T,) C_t and step_grad_scales (T, P) s_t: the settings of each step,
     present only when they vary from step to step (Opacus's adaptive clipping, a noise schedule, jax-privacy's
-    scale_then_privatize); noise_multiplier, clip and grad_scale then hold the first step's values. Every array is
+    scale_then_privatize); noise_multiplier, clip and grad_scale then hold the first step's values.
+    clipped_counts (T,) c̃_t and count_noise_multiplier σ_b: a run that released, each step, the number of examples
+    clipped plus N(0, σ_b²) noise (Andrew et al. 2021's query; docs/diagnostics.md), both or neither. Every array is
     stored as a read-only copy,
     float32 or float64 as given (other dtypes are refused;
     Python numbers become float64);
@@ -65,6 +67,8 @@ class TraceData(RunLayout):
     step_noise_multipliers: np.ndarray | None = None
     step_clips: np.ndarray | None = None
     step_grad_scales: np.ndarray | None = None
+    clipped_counts: np.ndarray | None = None
+    count_noise_multiplier: float | None = None
 
     def __post_init__(self):
         given = {field.name: getattr(self, field.name) for field in fields(self)}
@@ -115,6 +119,14 @@ class TraceData(RunLayout):
             )
         coupled = self.dim if cross and self.family.kind == "mean-field" else 0
         return moments_of_rows(self.params, self.grads, start, scale_rows_of(self.family), coupled)
+
+    def clip_counts(self, burn_in: float = BURN_IN) -> ClipCounts | None:
+        """The released clipped counts of the steps t ≥ ⌊burn_in·T⌋ as their sums (`ClipCounts`), or None for a run
+        that released none."""
+        if self.clipped_counts is None:
+            return None
+        kept = np.asarray(self.clipped_counts[kept_start(self, burn_in) :], np.float64)
+        return ClipCounts(kept.size, float(kept.sum()), float(np.square(kept).sum()), self.count_noise_multiplier)
 
     def rows(self) -> tuple[np.ndarray, np.ndarray]:
         """(φ_t, G_t), (T, P) each: a trace keeps every row."""

@@ -51,16 +51,19 @@ __all__ = [
 ]
 
 SCHEMA = "noiseaware.trace"
-SCHEMA_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+SCHEMA_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 """Version 1: mean-field traces only, no param_layout. Version 2 adds the full-rank and low-rank families. Version 3
 adds the producer's convention (normaliser, clipping unit, neighbouring relation, sampling, noise structure,
 producer) and batch_sizes; files of versions 1 and 2 read with the default convention (noisy sums, per-example
 clipping, add/remove, Poisson, i.i.d., producer unknown). Version 4 adds the settings that vary per step
-(step_noise_multipliers, step_clips, step_grad_scales); a trace without them is written as version 3, which
-noiseaware before version 4 reads (`written_version`)."""
+(step_noise_multipliers, step_clips, step_grad_scales). Version 5 adds the released counts of clipped examples
+(clipped_counts, count_noise_multiplier). Each trace is written in the oldest version that holds it (3 without
+either), which older noiseaware reads (`written_version`)."""
 STEP_FIELDS = ("step_noise_multipliers", "step_clips", "step_grad_scales")
 """The per-step settings (version 4), present only when they vary."""
+COUNT_FIELDS = ("clipped_counts", "count_noise_multiplier")
+"""The released counts of clipped examples and their noise sd (version 5), present only when the run released them."""
 CONVENTION_FIELDS = tuple(field.name for field in dataclasses.fields(Convention))
 """The convention's fields, stored as convention_<name> (absent: the field's default)."""
 REQUIRED_FIELDS = ("params", "grads", "noise_multiplier", "clip", "sampling_rate", "n_examples")
@@ -86,8 +89,18 @@ OPTIONAL_FIELDS = (
     "batch_sizes",
     *(f"convention_{f}" for f in CONVENTION_FIELDS),
     *STEP_FIELDS,
+    *COUNT_FIELDS,
 )
-_ARRAY_FIELDS = ("params", "grads", "final_params", "grad_scale", "learning_rate", "batch_sizes", *STEP_FIELDS)
+_ARRAY_FIELDS = (
+    "params",
+    "grads",
+    "final_params",
+    "grad_scale",
+    "learning_rate",
+    "batch_sizes",
+    "clipped_counts",
+    *STEP_FIELDS,
+)
 _SITE_FIELDS = ("site_names", "site_shapes", "site_transforms")
 _NC_DIMS = {
     "params": ("step", "param"),
@@ -99,6 +112,7 @@ _NC_DIMS = {
     "step_noise_multipliers": ("step",),
     "step_clips": ("step",),
     "step_grad_scales": ("step", "param"),
+    "clipped_counts": ("step",),
     "param_names": ("param",),
     "site_names": ("site",),
     "site_shapes": ("site",),
@@ -183,15 +197,18 @@ def trace_fields(trace: TraceData) -> dict[str, np.ndarray]:
             "site_labels": _site_labels(sites),
             "batch_sizes": trace.batch_sizes,
         }
-        | {name: getattr(trace, name) for name in STEP_FIELDS}
+        | {name: getattr(trace, name) for name in STEP_FIELDS + COUNT_FIELDS}
         | {f"convention_{name}": getattr(trace.convention, name) for name in CONVENTION_FIELDS}
     )
     return {name: np.asarray(value) for name, value in values.items() if value is not None}
 
 
 def written_version(trace: TraceData) -> int:
-    """The schema version `trace` is written in: 4 when its settings vary per step, else 3."""
-    return SCHEMA_VERSION if any(getattr(trace, name) is not None for name in STEP_FIELDS) else 3
+    """The schema version `trace` is written in: 5 when it holds clipped counts, 4 when its settings vary per step,
+    else 3."""
+    if trace.clipped_counts is not None:
+        return 5
+    return 4 if any(getattr(trace, name) is not None for name in STEP_FIELDS) else 3
 
 
 def _site_labels(sites: tuple[SiteSpec, ...]) -> list[str] | None:

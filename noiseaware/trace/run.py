@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -20,7 +20,16 @@ from .moments import Moments
 from .sites import SiteMap, SiteSpec
 from .validation import TraceError
 
-__all__ = ["Run", "RunLayout", "RunSettings", "kept_start", "kept_steps", "scale_rows_of", "varying_settings_reason"]
+__all__ = [
+    "ClipCounts",
+    "Run",
+    "RunLayout",
+    "RunSettings",
+    "kept_start",
+    "kept_steps",
+    "scale_rows_of",
+    "varying_settings_reason",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,6 +88,16 @@ class RunSettings:
         return np.broadcast_to(self.learning_rate, (self.n_params,))
 
 
+class ClipCounts(NamedTuple):
+    """A run's released counts of clipped examples c̃_t = Σ_i 1[‖h_i‖ > C] + N(0, σ_b²) over its kept steps, as sums:
+    steps n, total Σ c̃_t, squares Σ c̃_t², noise_multiplier σ_b."""
+
+    steps: int
+    total: float
+    squares: float
+    noise_multiplier: float
+
+
 class RunLayout:
     """The layout of φ that a run reads off its `settings`: the family, d and the site map (for `Trace` and
     `WindowedTrace` alike)."""
@@ -130,6 +149,9 @@ class Run(Protocol):
 
     def moments(self, burn_in: float, *, cross: bool = False) -> Moments:
         """The moments of the steps t ≥ ⌊burn_in·T⌋; with cross, the μ rows' cross moments too."""
+
+    def clip_counts(self, burn_in: float) -> ClipCounts | None:
+        """The released clipped counts after the burn-in as sums, or None for a run that released none."""
 
     def rows(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(φ_t, G_t) for every step, (T, P) each, or None for a run kept as windows."""

@@ -69,7 +69,31 @@ def validate(given: Mapping[str, Any]) -> dict[str, Any]:
         step_noise_multipliers=_per_step("noise_multiplier", given["step_noise_multipliers"], noise_multiplier, params),
         step_clips=_per_step("clip", given["step_clips"], clip, params),
         step_grad_scales=_per_step("grad_scale", given["step_grad_scales"], grad_scale, params),
+        **_clip_count(given["clipped_counts"], given["count_noise_multiplier"], noise_multiplier, params.shape[0]),
     )
+
+
+def _clip_count(counts, count_noise, noise_multiplier: float, steps: int) -> dict[str, Any]:
+    """clipped_counts (T,) c̃_t, finite, and count_noise_multiplier σ_b ≥ 0 (0 only in a non-private run), both or
+    neither."""
+    if counts is None and count_noise is None:
+        return {"clipped_counts": None, "count_noise_multiplier": None}
+    if counts is None or count_noise is None:
+        given, missing = ("clipped_counts", "count_noise_multiplier")[:: 1 if counts is not None else -1]
+        raise TraceError(
+            f"{given} is given without {missing}: a released count of clipped examples comes with its noise sd "
+            "(count_noise_multiplier σ_b, over the count's sensitivity 1); give both or neither"
+        )
+    sigma = _real("count_noise_multiplier", count_noise)
+    if sigma < 0 or (sigma == 0) != (noise_multiplier == 0):
+        raise TraceError(
+            f"count_noise_multiplier is {sigma} with noise_multiplier {noise_multiplier}; the count's noise sd σ_b "
+            "must be > 0 in a private run (0 only in a non-private one): give the σ_b the run used"
+        )
+    array = _float_array("clipped_counts", counts, ndim=np.ndim(counts))
+    if array.shape != (steps,):
+        raise TraceError(f"clipped_counts has shape {array.shape}; it must have shape ({steps},): one count per step")
+    return {"clipped_counts": array, "count_noise_multiplier": sigma}
 
 
 STEP_MEANINGS = {

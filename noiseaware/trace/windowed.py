@@ -3,7 +3,8 @@
 The gradient model and the checks read a run only through its moments (docs/method.md §2.1), and sums of released
 values are post-processing: a windowed trace holds them over W windows of steps (a burn-in is chosen afterwards at a
 window boundary), with `sample`, a `Trace` of R rows at evenly spaced steps (the figures, φ_T and every setting of the
-run: σ, C, q, N, s, the convention, the family, the sites). Its memory is O(W·P + R·P) whatever T is
+run: σ, C, q, N, s, the convention, the family, the sites) and, for a run that released counts of clipped
+examples, their window sums `clipped`. Its memory is O(W·P + R·P) whatever T is
 (docs/windowed.md). `windowed(trace)` keeps a recorded trace so; `noiseaware.adapters.windowing` accumulates one
 inside a training loop. It is a `Run` (`run`): `rows()` is None.
 """
@@ -25,12 +26,22 @@ from .data import BURN_IN
 from .families import VariationalFamily
 from .moments import Moments, moments_of_windows
 from .report import KeptColumns, description
-from .run import RunLayout, RunSettings, kept_start, scale_rows_of
+from .run import ClipCounts, RunLayout, RunSettings, kept_start, scale_rows_of
 from .sums import COUPLING_LIMIT, ROW_SUMS, SCALE_SUMS, WindowSums, add_step, empty_sums, window_bounds
 from .validation import TraceError
 from .windowed_files import WINDOWED_SCHEMA, WINDOWED_VERSION, is_windowed_file, read_windowed, write_windowed
 
-__all__ = ["ROWS", "WINDOWS", "WindowedTrace", "accumulate", "coupled_dim", "load_run", "sample_steps", "windowed"]
+__all__ = [
+    "ROWS",
+    "WINDOWS",
+    "WindowedTrace",
+    "accumulate",
+    "clipped_window_sums",
+    "coupled_dim",
+    "load_run",
+    "sample_steps",
+    "windowed",
+]
 
 WINDOWS = 10
 """W, the windows of a windowed trace: burn-ins at multiples of 1/10 of the run (the default 0.2 among them)."""
@@ -45,13 +56,15 @@ class WindowedTrace(RunLayout):
     sums: `WindowSums` of the run's T steps over W windows (numpy arrays); sample: the rows at `sample_steps` (R,)
     as a `Trace` with the run's settings; steps: T. The settings (σ, C, q, N, s, λ, ε, δ, the convention, the
     family, the names and sites) are the sample's `RunSettings`. A run whose σ, C or s vary from step to step is
-    refused: the gradient model needs one noise sd per coordinate.
+    refused: the gradient model needs one noise sd per coordinate. clipped (W, 2): per window Σ c̃_t and Σ c̃_t² of
+    the released counts of clipped examples, present exactly when the sample holds its rows' counts.
     """
 
     sums: WindowSums
     sample: Trace
     sample_steps: np.ndarray
     steps: int
+    clipped: np.ndarray | None = None
 
     def __post_init__(self):
         sums = self.sums._replace(**{k: _frozen(v) for k, v in self.sums._asdict().items() if k != "cross"})
@@ -59,6 +72,8 @@ class WindowedTrace(RunLayout):
             sums = sums._replace(cross=type(sums.cross)(*(_frozen(x) for x in sums.cross)))
         object.__setattr__(self, "sums", sums)
         object.__setattr__(self, "sample_steps", _frozen(np.asarray(self.sample_steps, np.int64)))
+        if self.clipped is not None:
+            object.__setattr__(self, "clipped", _frozen(np.asarray(self.clipped, np.float64)))
         _validate(self)
 
     @property
@@ -81,6 +96,16 @@ class WindowedTrace(RunLayout):
         there when the sums kept them (a mean-field run of d ≤ COUPLING_LIMIT), whatever `cross` says."""
         start = kept_start(self, burn_in)
         return moments_of_windows(self.sums, self.window_from(start), start)
+
+    def clip_counts(self, burn_in: float = BURN_IN) -> ClipCounts | None:
+        """The released clipped counts of the windows after the burn-in, which must start one, as sums; None for a
+        run that released none."""
+        if self.clipped is None:
+            return None
+        w = self.window_from(kept_start(self, burn_in))
+        total, squares = self.clipped[w:].sum(axis=0)
+        steps = int(self.bounds[-1] - self.bounds[w])
+        return ClipCounts(steps, float(total), float(squares), self.sample.count_noise_multiplier)
 
     @property
     def batch_sizes(self) -> np.ndarray | None:
@@ -173,9 +198,9 @@ class WindowedTrace(RunLayout):
     def load(cls, path: str | os.PathLike) -> WindowedTrace:
         """Read and validate a windowed trace's file (.npz); nothing is ever unpickled. A TraceError names what is
         wrong."""
-        parts = read_windowed(path)
+        *parts, clipped = read_windowed(path)
         try:
-            return cls(*parts)
+            return cls(*parts, clipped=clipped)
         except TraceError as error:
             raise TraceError(f"{path}: {error}") from None
 
@@ -218,13 +243,23 @@ def windowed(trace: Trace, *, windows: int = WINDOWS, rows: int = ROWS) -> Windo
         )
         sums = jax.tree.map(np.asarray, sums)
     kept = sample_steps(trace.steps, rows)
+    counts = trace.clipped_counts
     sample = dataclasses.replace(
         trace,
         params=trace.params[kept],
         grads=trace.grads[kept],
         batch_sizes=None if trace.batch_sizes is None else trace.batch_sizes[kept],
+        clipped_counts=None if counts is None else counts[kept],
     )
-    return WindowedTrace(sums, sample, kept, trace.steps)
+    return WindowedTrace(sums, sample, kept, trace.steps, clipped_window_sums(counts, bounds))
+
+
+def clipped_window_sums(counts: np.ndarray | None, bounds: np.ndarray) -> np.ndarray | None:
+    """Per window (bounds (W + 1,)) Σ c̃_t and Σ c̃_t² of counts c̃ (T,), (W, 2) in float64; None for None."""
+    if counts is None:
+        return None
+    counts = np.asarray(counts, np.float64)
+    return np.stack([np.add.reduceat(counts, bounds[:-1]), np.add.reduceat(counts**2, bounds[:-1])], axis=1)
 
 
 def coupled_dim(family: VariationalFamily) -> int:
@@ -264,6 +299,11 @@ def _validate(run: WindowedTrace) -> None:
             f"the window counts {sums.count.tolist()} are not the sizes {np.diff(bounds).tolist()} of {sums.windows} "
             f"windows of {steps} steps: the windowed trace holds a run of another length, or one still in progress"
         )
+    if (run.clipped is None) != (run.sample.clipped_counts is None):
+        held = "the window sums of clipped counts" if run.clipped is not None else "its sample's clipped counts"
+        raise TraceError(f"the windowed trace holds {held} but not the other: they are one released series")
+    if run.clipped is not None and (run.clipped.shape != (sums.windows, 2) or not np.all(np.isfinite(run.clipped))):
+        raise TraceError(f"the windowed trace's clipped count sums must be finite with shape ({sums.windows}, 2)")
     if kept.ndim != 1 or kept.size != run.sample.steps or kept.size < 2:
         raise TraceError(f"sample_steps must list the sample's {run.sample.steps} steps (at least 2)")
     if np.any(np.diff(kept) <= 0) or kept[0] != 0 or kept[-1] != steps - 1:

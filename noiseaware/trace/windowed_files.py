@@ -2,7 +2,8 @@
 
 The archive holds the sample's trace fields (docs/trace-format.md; its schema version as trace_schema_version), the
 windowed trace's schema and version (the file keeps its first name, "noiseaware.trace-summary"), summary_steps T,
-summary_sample_steps (R,), and each window sum as sums_<name> (and sums_cross_<name> for the cross moments).
+summary_sample_steps (R,), and each window sum as sums_<name> (and sums_cross_<name> for the cross moments, sums_clipped
+(W, 2) for the released counts of clipped examples).
 Nothing is ever pickled; every failure is a TraceError naming the field.
 """
 
@@ -31,8 +32,9 @@ from .validation import TraceError
 
 __all__ = ["WINDOWED_SCHEMA", "WINDOWED_VERSION", "is_windowed_file", "read_windowed", "write_windowed"]
 
-Parts = tuple[WindowSums, Trace, np.ndarray, int]
-"""A windowed trace's parts, as `WindowedTrace` takes them: its sums, its sample, the sample's steps and T."""
+Parts = tuple[WindowSums, Trace, np.ndarray, int, np.ndarray | None]
+"""A windowed trace's parts, as `WindowedTrace` takes them: its sums, its sample, the sample's steps, T and the window
+sums of its clipped counts (or None)."""
 
 WINDOWED_SCHEMA = "noiseaware.trace-summary"
 WINDOWED_VERSION = 1
@@ -57,6 +59,8 @@ def write_windowed(run, path: str | os.PathLike, *, overwrite: bool = False) -> 
     fields |= {f"sums_{name}": np.asarray(getattr(run.sums, name)) for name in SUMS}
     if run.sums.cross is not None:
         fields |= {f"sums_cross_{name}": np.asarray(value) for name, value in run.sums.cross._asdict().items()}
+    if run.clipped is not None:
+        fields["sums_clipped"] = np.asarray(run.clipped)
     atomic_write(path, lambda temporary: write_npz(temporary, fields), overwrite=overwrite)
 
 
@@ -102,13 +106,14 @@ def _from_fields(fields: dict) -> Parts:
     kept = fields.pop("summary_sample_steps")
     sums = {name: fields.pop(f"sums_{name}") for name in SUMS}
     cross = {name: fields.pop(f"sums_cross_{name}", None) for name in CROSS}
+    clipped = fields.pop("sums_clipped", None)
     present = [name for name, value in cross.items() if value is not None]
     if present and len(present) != len(CROSS):
         absent = sorted(set(CROSS) - set(present))
         raise TraceError(f"the cross moments {absent} are missing; a windowed trace keeps all of them or none")
     fields |= {"schema": SCHEMA, "schema_version": fields.pop("trace_schema_version", None)}
     sample = trace_from_fields({k: v for k, v in fields.items() if v is not None}, Trace)
-    return WindowSums(**sums, cross=CrossMoments(**cross) if present else None), sample, kept, steps
+    return WindowSums(**sums, cross=CrossMoments(**cross) if present else None), sample, kept, steps, clipped
 
 
 def _npz(path) -> Path:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checks.clipping import CLIPPED_LIMIT
 from ..evaluation.tarp import chance_rmse
 from ..util.files import plain
 from ..util.tables import text_table
@@ -20,7 +21,7 @@ class PreflightWarning(UserWarning):
     """A finding of the simulation check: settings that would give a confident wrong answer."""
 
 
-LIMITS = {"clipped": 0.02, "shift": 0.5, "flagged": 0.2, "alpha": 0.01, "coverage_rmse": 0.05}
+LIMITS = {"clipped": CLIPPED_LIMIT, "shift": 0.5, "flagged": 0.2, "alpha": 0.01, "coverage_rmse": 0.05}
 """Where the check speaks up: the clipped fraction at the optimum, the clipping shift in posterior sds of φ* (a
 shift of 0.5 sd of μ* moves θ's interval by less, since θ's posterior adds the VI sd to μ*'s),
 the share of traces a trace check fires on, the level of the pooled calibration tests (Bonferroni over
