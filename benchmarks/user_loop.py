@@ -140,6 +140,8 @@ def main() -> None:
     if args.clip_count_share > 0:
         entry["clipping_fired"] = float(np.mean(["clipping" in report.fired for report in reports]))
         entry["median_clipped_fraction"] = round(float(np.median([r.clipping.fraction for r in reports])), 4)
+        widths = [r.clipping.upper - r.clipping.lower for r in reports]
+        entry["median_clipped_interval_width"] = round(float(np.median(widths)), 4)
     se = np.sqrt(0.09 / args.simulations)
     print(f"90 % coverage of φ* per coordinate (target 0.9 ± {3 * se:.2f}); median width in brackets")
     print(f"  {'coordinate':14s}" + "".join(f"{prior:>22s}" for prior in PRIORS))
@@ -150,7 +152,8 @@ def main() -> None:
     if "clipping_fired" in entry:
         print(
             f"the clipping check fires on {entry['clipping_fired']:.2f} of the runs (median fraction clipped after "
-            f"the burn-in {entry['median_clipped_fraction']:.1%})"
+            f"the burn-in {entry['median_clipped_fraction']:.1%}, its 90 % interval "
+            f"{entry['median_clipped_interval_width']:.1%} wide)"
         )
     entry |= {
         "M": args.simulations, "T": args.steps, "N": N, "B": B, "C": args.clip, "epsilon": EPSILON, "seed": args.seed,

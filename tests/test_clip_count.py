@@ -210,3 +210,31 @@ def test_the_optax_adapters_counts_feed_the_check():
             state, clip=clip, noise_multiplier=sigma, sampling_rate=B / N, n_examples=N, count_noise_multiplier=1.0
         )
     mentions(str(error.value), "count_noise_multiplier", "σ_b")
+
+
+def test_the_optax_windowing_aggregate_keeps_the_counts_as_window_sums():
+    """The same loop kept as a windowed trace: its window sums of the counts are the trace's (same key, same run)."""
+    sigma, count_sigma = na.privacy.split_noise_multiplier(1.0, 0.05)
+    _, state = _user_loop(0.05, sigma, count_sigma)
+    trace = optax_adapter.trace_of(state, clip=0.05, noise_multiplier=sigma, sampling_rate=B / N, n_examples=N)
+    x = jax.random.normal(jax.random.key(0), (N,)) + 1.0
+    aggregate = optax_adapter.windowing_aggregate(
+        0.05, sigma, jax.random.key(3), steps=T, count_noise_multiplier=count_sigma
+    )
+    opt = optax.chain(aggregate, optax.sgd(1e-3))
+
+    def step(carry, key):
+        phi, state = carry
+        batch = jax.random.choice(key, N, (B,), replace=False)
+        updates, state = opt.update(jax.vmap(jax.grad(_loss), (None, 0))(phi, x[batch]), state, phi)
+        return (phi + updates, state), None
+
+    start = jnp.array([0.0, -2.0])
+    (_, state), _ = jax.lax.scan(step, (start, opt.init(start)), jax.random.split(jax.random.key(4), T))
+    run = optax_adapter.windowed_of_aggregate(
+        state, clip=0.05, noise_multiplier=sigma, sampling_rate=B / N, n_examples=N
+    )
+    got, want = run.clip_counts(0.2), trace.clip_counts(0.2)
+    assert got.steps == want.steps and got.total == pytest.approx(want.total, rel=1e-5)
+    np.testing.assert_allclose(run.sample.clipped_counts, trace.clipped_counts[run.sample_steps], rtol=1e-6)
+    assert "clipping" in na.diagnose(run).fired

@@ -46,16 +46,21 @@ def recording_aggregate(
     stream of its own (`recorder.clipped_count_query`); the trace keeps them, and its ε must account the pair
     (`na.privacy.combined_noise_multiplier`)."""
     inner = _aggregate(l2_norm_clip, noise_multiplier, key)
+    count = _clipped_count(l2_norm_clip, noise_multiplier, key, count_noise_multiplier)
+    return recording(inner, steps=steps, divisor=_batch_size, clipped_count=count)
+
+
+def _clipped_count(clip: float, noise_multiplier: float, key, count_noise_multiplier) -> tuple | None:
+    """(count, σ_b) of the released clipped count (`recorder.clipped_count_query`), or None without one."""
     if count_noise_multiplier is None:
-        return recording(inner, steps=steps, divisor=_batch_size)
+        return None
     sigma = positive_float(
         "count_noise_multiplier",
         count_noise_multiplier,
         allow_zero=noise_multiplier == 0,
         hint="the noise sd σ_b of the clipped count (e.g. from na.privacy.split_noise_multiplier)",
     )
-    count = clipped_count_query(l2_norm_clip, sigma, key)
-    return recording(inner, steps=steps, divisor=_batch_size, clipped_count=(count, sigma))
+    return clipped_count_query(clip, sigma, key), sigma
 
 
 def windowing_aggregate(
@@ -68,13 +73,23 @@ def windowing_aggregate(
     windows: int = WINDOWS,
     rows: int = ROWS,
     grad_scale=None,
+    count_noise_multiplier: float | None = None,
 ) -> optax.GradientTransformation:
     """optax's `differentially_private_aggregate(l2_norm_clip, noise_multiplier, key)`, its `steps` updates kept as
     a windowed trace (`windowing.windowing`: `windows` window sums, `rows` sample rows; grad_scale s: the run optimised
-    φ' = φ ⊘ s) instead of a trace; its outputs are unchanged, bit for bit."""
+    φ' = φ ⊘ s) instead of a trace; its outputs are unchanged, bit for bit. count_noise_multiplier σ_b: release the
+    clipped counts too, as `recording_aggregate` does, kept as window sums."""
     inner = _aggregate(l2_norm_clip, noise_multiplier, key)
+    count = _clipped_count(l2_norm_clip, noise_multiplier, key, count_noise_multiplier)
     return windowing(
-        inner, steps=steps, divisor=_batch_size, family=family, windows=windows, rows=rows, grad_scale=grad_scale
+        inner,
+        steps=steps,
+        divisor=_batch_size,
+        family=family,
+        windows=windows,
+        rows=rows,
+        grad_scale=grad_scale,
+        clipped_count=count,
     )
 
 

@@ -3,7 +3,9 @@
 `windowing(inner, steps=T, divisor=…)` wraps a library's privatising `GradientTransformation` as `recording` does:
 its update passes the inner one's output through unchanged, bit for bit, and adds (φ_t, G_t = D_t·G̃_t) to the sums
 over W windows of steps (`noiseaware.trace.sums`), and R evenly spaced rows to a sample buffer: O(W·P + R·P) memory
-whatever T is, where a trace takes 2·T·P. `windowed_of(opt_state, convention=…, **settings)` turns the state into a
+whatever T is, where a trace takes 2·T·P; with `clipped_count`, the released counts of clipped examples too (their
+window sums Σ c̃, Σ c̃², and the sample rows' counts). `windowed_of(opt_state, convention=…, **settings)` turns the
+state into a
 `WindowedTrace`, which the gradient-model routes fit as they fit the full trace (docs/windowed.md).
 """
 
@@ -33,7 +35,8 @@ __all__ = ["WindowingState", "windowed_of", "windowing_state", "windowing"]
 class WindowingState(NamedTuple):
     """The wrapped transformation's state; the window sums; the sample rows (a `TraceBuffer` of R rows); the updates
     seen (step); the run's declared length T (steps); the scale s (P,) the run divides φ by; the smallest and the
-    largest divisor D_t seen (2,), which `windowed_of` checks against the convention."""
+    largest divisor D_t seen (2,), which `windowed_of` checks against the convention; clipped (W, 2): per window Σ c̃_t
+    and Σ c̃_t² of the released clipped counts ((0, 2) for a run that releases none)."""
 
     inner: Any
     sums: WindowSums
@@ -42,6 +45,7 @@ class WindowingState(NamedTuple):
     steps: jax.Array
     grad_scale: jax.Array
     divisors: jax.Array
+    clipped: jax.Array
 
 
 def windowing(
@@ -53,16 +57,18 @@ def windowing(
     windows: int = WINDOWS,
     rows: int = ROWS,
     grad_scale=None,
+    clipped_count: tuple[Callable, float] | None = None,
 ) -> optax.GradientTransformation:
     """`inner` with every update added to the window sums of a run of `steps` updates: φ_t (the params passed to
     update, raveled) and G_t = D_t·G̃_t (G̃_t inner's output, raveled; D_t = divisor(updates), what the producer
     divided the noisy sum by) over `windows` windows, and `rows` sample rows. family: the variational family of the
     raveled params, as a trace names it (`noiseaware.trace.VARIATIONAL_FAMILIES`), whose ρ block gets its sums in
     ψ = softplus(ρ)². grad_scale s (P,) or a scalar: the run optimised φ' = φ ⊘ s (`recorder.unscaled`); the sums
-    are of φ = s ⊙ φ' and G̃'/s."""
+    are of φ = s ⊙ φ' and G̃'/s. clipped_count: (count, σ_b) as `recorder.recording` takes it."""
     steps = positive_int("steps", steps, hint="the number of updates of the run, e.g. steps=T")
     starts = tuple(window_bounds(steps, windows)[:-1].tolist())
     kept = jnp.asarray(sample_steps(steps, rows))
+    count, count_noise = (None, None) if clipped_count is None else clipped_count
 
     def init_fn(params):
         flat, _ = ravel_pytree(params)
@@ -71,11 +77,12 @@ def windowing(
         return WindowingState(
             inner.init(params),
             empty_sums(flat.size, windows, scale_rows_of(shape), coupled_dim(shape), flat.dtype),
-            empty(kept.size, flat.size, flat.dtype),
+            empty(kept.size, flat.size, flat.dtype, count_noise),
             jnp.array(0),
             jnp.array(steps),
             scale,
             jnp.array([jnp.inf, -jnp.inf]),
+            jnp.zeros((0 if count is None else windows, 2), flat.dtype),
         )
 
     def update_fn(updates, state, params=None):
@@ -87,9 +94,14 @@ def windowing(
         rows_of = scale_rows_of(family_for(family, phi.size))
         t, s = state.step, state.grad_scale
         sums = add_step(state.sums, t, phi * s, out * scaled / s, starts=starts, scale_rows=rows_of)
-        sample = record(state.sample, phi, out, scaled, keep=jnp.any(kept == t))
+        clipped, windowed = 0.0, state.clipped
+        if count is not None:
+            clipped = count(updates, t)
+            w = jnp.searchsorted(jnp.asarray(starts), t, side="right") - 1
+            windowed = windowed.at[w].add(jnp.stack([clipped, clipped * clipped]).astype(windowed.dtype))
+        sample = record(state.sample, phi, out, scaled, keep=jnp.any(kept == t), clipped=clipped)
         seen = jnp.array([jnp.minimum(state.divisors[0], scaled), jnp.maximum(state.divisors[1], scaled)])
-        return released, WindowingState(inner_state, sums, sample, t + 1, state.steps, s, seen)
+        return released, WindowingState(inner_state, sums, sample, t + 1, state.steps, s, seen, windowed)
 
     return optax.GradientTransformation(init_fn, update_fn)
 
@@ -125,7 +137,9 @@ def windowed_of(opt_state, *, convention: Convention, final_params=None, **field
     sums = jax.tree.map(np.asarray, state.sums)
     if factor != 1.0:
         sums = scaled_gradients(sums, factor)
-    return WindowedTrace(sums, sample, np.asarray(sample_steps(steps, state.sample.params.shape[0])), steps)
+    clipped = np.asarray(state.clipped, np.float64) if state.clipped.shape[0] else None
+    kept = np.asarray(sample_steps(steps, state.sample.params.shape[0]))
+    return WindowedTrace(sums, sample, kept, steps, clipped)
 
 
 def _to_sums(convention: Convention, seen: np.ndarray, sampling_rate: float, n_examples: int) -> float:

@@ -148,8 +148,8 @@ CHECKS = {
             "clipping",
             "clipping at the optimum",
             f"the run's released counts show more than {CLIPPED_LIMIT:.0%} of examples clipped after the burn-in: the "
-            "gradient's slope is then below the curvature, so the fitted optimum is the clipped objective's and the "
-            "scales (ρ*) come out too wide, and nothing else in the trace shows it",
+            "gradient's slope is then below the curvature and its zero is the clipped objective's, so the fitted "
+            "optimum and scales (μ*, ρ*) are biased, and nothing else in the trace shows it",
             "record again with a larger clip C (at or above the per-example gradient norms at the optimum), so that "
             f"under {CLIPPED_LIMIT:.0%} of examples are clipped",
         ),

@@ -61,6 +61,7 @@ SETTING_OPTIONS = (
     "learning_rate",
     "init",
     "transforms",
+    "clip_count_share",
 )
 """record options that override a preset's `dpvi_settings` (argparse destinations = DPVISettings fields)."""
 BLOCK_OPTIONS = ("grad_scale", "lr_multiplier", "learning_rate")
@@ -114,6 +115,13 @@ def add_parser(subparsers) -> None:
     add_dp_sgd_options(parser, defaults=False)
     parser.add_argument("--clip", type=positive_float, metavar="C", help="clipping norm C")
     parser.add_argument("--mc-draws", type=positive_int, metavar="DRAWS", help="Monte Carlo draws S per step")
+    parser.add_argument(
+        "--clip-count-share",
+        type=positive_float,
+        metavar="R",
+        help="release each step a noisy count of the examples clipped, spending the share R of ε on it (e.g. 0.01; "
+        "at most 0.5), so that the trace checks can tell whether clipping was active at the optimum",
+    )
     parser.add_argument(
         "--grad-scale",
         type=positive_float,

@@ -249,7 +249,8 @@ def _float_dtype(dtype):
 
 @dataclass(frozen=True)
 class Recorder:
-    """A DPVI run, compiled once: `init(key)` → state; `run(state, data, n)` → (state, (φ (n, P), G (n, P), c̃ (n,)))."""
+    """A DPVI run, compiled once: `init(key)` → state; `run(state, data, n)` → (state, (φ (n, P), G (n, P))), with the
+    released clipped counts c̃ (n,) third where the run releases them."""
 
     program: _Program
     settings: ResolvedSettings
@@ -280,10 +281,11 @@ class Recorder:
     def run(self, state: DPVIState, data: Mapping, n_steps: int):
         """`n_steps` DP-SGD steps from `state` on `data` (pure, jittable, vmappable; data as from `prepare`).
 
-        Returns (state after the steps, (φ_t (n_steps, P), G_t (n_steps, P), c̃_t (n_steps,): the noisy counts of
-        clipped examples, zeros without a count)).
+        Returns (state after the steps, (φ_t (n_steps, P), G_t (n_steps, P))), and for a run that releases counts of
+        clipped examples (`clip_count_share`) their noisy values c̃_t (n_steps,) third.
         """
-        return _scan(self.program, self.hyper(), data, state, n_steps)
+        state, rows = _scan(self.program, self.hyper(), data, state, n_steps)
+        return state, rows if self.program.counts else rows[:2]
 
     def prepare(self, data: Mapping, batched: bool = False) -> dict:
         """Data cast to the run's float dtype (integer arrays kept) and checked: N examples, all finite.
