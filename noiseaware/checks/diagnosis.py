@@ -337,7 +337,7 @@ def diagnose(trace: Run, *, burn_in: float = BURN_IN, level: float = LEVEL) -> T
             f"need at least {MIN_STEPS}; record a longer trace"
         )
     alpha = level / (TESTS * trace.n_params)
-    moments = trace.moments(burn_in)
+    moments = trace.moments(burn_in, cross=True)
     statistics = _statistics(trace, moments)
     counts = trace.clip_counts(burn_in)
     expected_batch = trace.settings.n_examples * trace.settings.sampling_rate
@@ -413,7 +413,7 @@ def _settled(trace: Run, burn_in: float, alpha: float) -> bool:
     """Whether, after ⌊burn_in·T⌋ steps, the windows agree, nothing drifts and the start is forgotten."""
     if kept_steps(trace, burn_in) < MIN_STEPS or not trace.offers(burn_in):
         return False
-    flags = _flags(_statistics(trace, trace.moments(burn_in)), alpha)
+    flags = _flags(_statistics(trace, trace.moments(burn_in, cross=True)), alpha)
     return not any(flags[name].any() for name in ("windows", "drift", "transient"))
 
 

@@ -24,6 +24,14 @@ e_tj ~ N(0, ν_j² + u_j²) independent over t, with ν_j = σC/s_j the recorded
 * runaway (rule): the growth max_t |φ_tj − φ_0j| / (1 + |φ_0j|) over every step, burn-in included: how far the
   iterates went from their start, in units of the start's own size.
 
+Where the μ rows are coupled (a mean-field trace of d ≤ 64 whose cross moments show the other coordinates' pull,
+`trace.moments.coupling`), each μ row is read net of the others, G̃_j = G_j − Σ_{k≠j} B_jk (μ_k − μ̄_k)
+(`net_of_coupling`; the multivariate fit's slope and residuals), and with SGD's step sizes the drift test and the
+stationary sds take the μ block's VAR(1), δ_{t+1} = (I − ΛB) δ_t − Λ e_t, Λ = diag(λ_μ), e_t independent with the
+rows' residual variances: its stationary covariance Γ = AΓAᵀ + ΛRΛ (A = I − ΛB) and, per eigenvalue of A, the AR(1)
+sums below. Read one at a time, the other coordinates' slow wander would look like autocorrelated residuals, excess
+noise, windows that disagree and drift.
+
 Every p-value is a (P,) array; `checks_of_moments` computes them all in float64 from a run's `Moments` (and its rows
 for the residuals' autocorrelation, where it kept them).
 """
@@ -33,9 +41,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+import scipy.linalg
 from scipy import stats
 
-from ..trace.moments import Moments
+from ..trace.moments import Moments, coupling, net_of_coupling
 
 __all__ = ["CheckStatistics", "EXCESS", "LAGS", "checks_of_moments"]
 
@@ -80,7 +89,10 @@ def checks_of_moments(
 ) -> CheckStatistics:
     """All statistics from the kept steps' moments; rows: (φ_t, G_t) (T, P) of every step, for the residuals'
     autocorrelation (NaN without them: a windowed trace). noise_sd ν (P,); learning_rate λ (P,) of plain SGD or
-    None."""
+    None. Coupled μ rows are read net of each other (module doc)."""
+    slopes = coupling(sums, np.asarray(noise_sd, np.float64) ** 2)
+    if slopes is not None:
+        sums = net_of_coupling(sums, slopes)
     n, sxx, sgg, sxg = sums.count, sums.sum_phiphi, sums.grad_ss, sums.sum_gphi
     grad_mean = sums.sum_g / n
     moves = sxx > n * (1e-12 * np.maximum(1.0, np.abs(sums.centre))) ** 2
@@ -98,10 +110,14 @@ def checks_of_moments(
         optimum = sums.centre - grad_mean / slope
         p_windows, window_optima = _windows(sums, slope, residual_var)
         p_curvature = _curvature(sums, rss)
-        p_autocorrelation = np.full_like(slope, np.nan) if rows is None else _ljung_box(sums, rows, slope)
+        p_autocorrelation = np.full_like(slope, np.nan) if rows is None else _ljung_box(sums, rows, slope, slopes)
         relaxation, variance = _dynamics(sums, slope, slope_se, residual_var, learning_rate)
         kappa, kappa_up = relaxation
-        p_drift = _drift(sums, kappa, variance)
+        modes = _ar_modes(kappa, variance)
+        if slopes is not None and learning_rate is not None:
+            modes = _var_modes(modes, slopes, residual_var, learning_rate)
+            variance = np.real(np.sum(modes[1], axis=0))
+        p_drift = _drift(sums, *modes)
         stationary_sd = np.sqrt(variance)
         optimum_se = _optimum_se(grad_mean, slope, slope_se, residual_var, n)
         offset = np.maximum(np.abs(sums.first - optimum) - 2.0 * optimum_se, 0.0)
@@ -156,10 +172,16 @@ def _curvature(sums: Moments, rss: np.ndarray) -> np.ndarray:
     return 2.0 * stats.t.sf(np.abs(t), n - 3)
 
 
-def _ljung_box(sums: Moments, rows: tuple[np.ndarray, np.ndarray], slope: np.ndarray) -> np.ndarray:
-    """Ljung–Box p-value over LAGS lags of the residuals e_t = (G_t − Ḡ) − ĉ x_t of the kept rows, x = φ − φ̄."""
+def _ljung_box(sums: Moments, rows: tuple[np.ndarray, np.ndarray], slope: np.ndarray, slopes) -> np.ndarray:
+    """Ljung–Box p-value over LAGS lags of the residuals e_t = (G_t − Ḡ) − ĉ x_t of the kept rows, x = φ − φ̄ (the μ
+    rows' G net of the other μ coordinates where `slopes` B (d, d) couples them; `sums` are then net too)."""
     params, grads = (np.asarray(a[sums.start :], np.float64) for a in rows)
-    x, g = params - sums.centre, grads - sums.sum_g / sums.count
+    x = params - sums.centre
+    if slopes is not None:
+        d = slopes.shape[0]
+        grads = grads.copy()
+        grads[:, :d] -= x[:, :d] @ (slopes.T - np.diag(np.diagonal(slopes)))
+    g = grads - sums.sum_g / sums.count
     residuals = g - slope * x
     n = residuals.shape[0]
     total = np.sum(residuals * residuals, axis=0)
@@ -186,23 +208,49 @@ def _dynamics(sums: Moments, slope, slope_se, residual_var, learning_rate):
     return (kappa, kappa), variance
 
 
-def _drift(sums: Moments, kappa: np.ndarray, variance: np.ndarray) -> np.ndarray:
-    """p-value of the first and last windows' means of φ (u and v steps long, the last starting s steps after the
-    first) under the stationary AR(1) with coefficient r = 1 − κ and variance γ₀: Var(mean of w steps) =
-    γ₀/w² (w(1 + r)/(1 − r) − 2r(1 − r^w)/(1 − r)²), their covariance γ₀ r^(s−u+1) (1 − r^u)(1 − r^v)/((1 − r)² u v).
-    NaN where 0 < κ < 2 fails (no stationary law)."""
-    u, v = float(sums.windows[0, 0, 0]), float(sums.windows[-1, 0, 0])
-    gap = sums.count - v
-    r = 1.0 - kappa
+def _ar_modes(kappa: np.ndarray, variance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each coordinate's own stationary AR(1) as one mode: coefficients r = 1 − κ (1, P) and weights γ₀ (1, P); a
+    coordinate without a stationary law (0 < κ < 2 fails) gets r = NaN."""
     stable = (kappa > 0) & (kappa < 2)
-    r = np.where(stable, r, 0.0)
+    return np.where(stable, 1.0 - kappa, np.nan)[None], np.asarray(variance, np.float64)[None]
+
+
+def _var_modes(modes, slopes: np.ndarray, residual_var: np.ndarray, learning_rate) -> tuple[np.ndarray, np.ndarray]:
+    """The modes (K = d, P) of the coupled μ block's VAR(1) (module doc): eigenvalues r_i of A = I − ΛB and, for
+    coordinate j, weights w_ij = V_ji (V⁻¹Γ)_ij with Σ_i w_ij r_i^k = (A^k Γ)_jj; the other rows keep their own mode
+    (weights 0 beyond it). Complex where A is not symmetric."""
+    d = slopes.shape[0]
+    lam = np.asarray(learning_rate, np.float64)[:d]
+    transition = np.eye(d) - lam[:, None] * slopes
+    if np.max(np.abs(np.linalg.eigvals(transition))) >= 1.0:
+        return modes  # no stationary law for the block: each coordinate as it is
+    gamma = scipy.linalg.solve_discrete_lyapunov(transition, np.diag(lam**2 * residual_var[:d]))
+    eigenvalues, vectors = np.linalg.eig(transition)
+    weights = (vectors * np.linalg.solve(vectors, gamma).T).T  # [i, j] = V_ji (V⁻¹Γ)_ij
+    p = modes[0].shape[1]
+    r = np.zeros((d, p), complex)
+    w = np.zeros((d, p), complex)
+    r[0], w[0] = modes[0][0], modes[1][0]
+    r[:, :d], w[:, :d] = eigenvalues[:, None], weights
+    return r, w
+
+
+def _drift(sums: Moments, r: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """p-value of the first and last windows' means of φ (u and v steps long, the last starting s steps after the
+    first) under the stationary law of modes (K, P) with coefficients r_i and weights w_i (an AR(1): one mode, r = 1 −
+    κ, w = γ₀; `_var_modes` for coupled rows): Var(mean of w steps) = Σ_i w_i/w² (w(1 + r_i)/(1 − r_i) − 2r_i(1 −
+    r_i^w)/(1 − r_i)²), their covariance Σ_i w_i r_i^(s−u+1) (1 − r_i^u)(1 − r_i^v)/((1 − r_i)² u v). NaN where a
+    coordinate has no stationary law."""
+    u, v = float(sums.windows[0, 0, 0]), float(sums.windows[-1, 0, 0])
+    lag = sums.count - v - u + 1
+    stable = np.all(np.isfinite(r), axis=0)
+    r = np.where(np.isfinite(r), r, 0.0)
     one = 1.0 - r
 
     def mean_variance(w):
-        return variance / w**2 * (w * (1 + r) / one - 2 * r * (1 - r**w) / one**2)
+        return np.real(np.sum(weight / w**2 * (w * (1 + r) / one - 2 * r * (1 - r**w) / one**2), axis=0))
 
-    lag = gap - u + 1
-    cov = variance / (u * v) * np.sign(r) ** lag * np.abs(r) ** lag * (1 - r**u) * (1 - r**v) / one**2
+    cov = np.real(np.sum(weight / (u * v) * r**lag * (1 - r**u) * (1 - r**v) / one**2, axis=0))
     sd = np.sqrt(np.maximum(mean_variance(u) + mean_variance(v) - 2.0 * cov, 0.0))
     z = (sums.windows[-1, 1] - sums.windows[0, 1]) / sd
     return np.where(stable & (sd > 0), 2.0 * stats.norm.sf(np.abs(z)), np.nan)

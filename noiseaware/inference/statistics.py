@@ -17,10 +17,9 @@ from typing import NamedTuple
 
 import jax
 import numpy as np
-import scipy.stats
 
 from ..trace import BURN_IN
-from ..trace.moments import Moments, in_psi, row_moments, without_wander
+from ..trace.moments import Moments, coupling, in_psi, row_moments, without_wander
 from ..trace.run import Run, scale_rows_of
 from ..util.errors import FROZEN, NO_NOISE, FitFailure
 
@@ -31,7 +30,6 @@ __all__ = [
     "noise_reference",
     "ols_fit",
     "partial_slopes",
-    "COUPLING_P",
     "partial_on_others",
     "residual_squares",
     "ScalePartner",
@@ -209,22 +207,15 @@ def scale_partner(stats: Moments, noise_var, extra_sd, sampling_rate: float, dim
     )
 
 
-COUPLING_P = 1e-3
-"""The p-value below which a μ row's gradient shows the other μ coordinates' pull (`partial_on_others`'s χ² test, any
-row): the μ rows are then fitted coupled."""
-
-
 def partial_on_others(moments: Moments, dim: int, noise_var) -> Moments:
     """The μ rows' sums net of the other μ coordinates, and the cross moments they came from: for row j, G_j and δ_j
     regressed on δ_−j (K = Σ δ δᵀ, g[k, j] = Σ δ_k G_j), S̃_δδ = 1/(K⁻¹)_jj, S̃_Gδ = g_jj − K_j,−j K_−j⁻¹ g_−j,j,
     S̃_GG = S_GG − g_−j,jᵀ K_−j⁻¹ g_−j,j; Σ G and Σ δ are untouched (δ is centred, so the intercept is orthogonal to
     δ_−j). The slope of row j in these sums is its partial slope, (qΛ)_jj where E G_μ = qΛ(μ − μ*); the cross moments
-    stay, for the other coefficients' draws. Only where the trace shows the coupling: the residual sum of squares that
-    δ_−j removes from row j's fit on (1, δ_j), over its noise variance v = max(residual variance, DP noise variance
-    `noise_var` (P,)), is χ²_{d−1} without it, and some row's p-value is below `COUPLING_P` (then `partial` is True);
-    else the moments come back as they were (the diagonal model). Unchanged where they hold no cross moments, or
-    d = 1."""
-    if moments.mu_phiphi is None or dim < 2:
+    stay, for the other coefficients' draws. Only where the trace shows the coupling (`trace.moments.coupling`, with
+    the DP noise variance `noise_var` (P,); then `partial` is True); else the moments come back as they were (the
+    diagonal model). Unchanged where they hold no cross moments, or d = 1."""
+    if moments.mu_phiphi is None or dim < 2 or coupling(moments, noise_var) is None:
         return moments
     phiphi, gphi = np.asarray(moments.mu_phiphi, np.float64), np.asarray(moments.mu_gphi, np.float64)
     sum_gg, sum_gphi, sum_phiphi = (
@@ -236,10 +227,4 @@ def partial_on_others(moments: Moments, dim: int, noise_var) -> Moments:
         sum_phiphi[j] = phiphi[j, j] - phiphi[j, others] @ inner[:, 0]
         sum_gphi[j] = gphi[j, j] - phiphi[j, others] @ inner[:, 1]
         sum_gg[j] = sum_gg[j] - gphi[others, j] @ inner[:, 1]
-    partial = moments._replace(sum_gg=sum_gg, sum_gphi=sum_gphi, sum_phiphi=sum_phiphi, partial=True)
-    rows = slice(0, dim)
-    (_, own), (_, net) = ols_fit(moments), ols_fit(partial)
-    n = moments.count
-    explained = (own[rows] - net[rows]) * (n - 2)
-    variance = np.maximum(net[rows] * (n - 2) / max(n - dim - 1, 1), np.broadcast_to(noise_var, own.shape)[rows])
-    return partial if np.min(scipy.stats.chi2.sf(explained / variance, dim - 1)) < COUPLING_P else moments
+    return moments._replace(sum_gg=sum_gg, sum_gphi=sum_gphi, sum_phiphi=sum_phiphi, partial=True)

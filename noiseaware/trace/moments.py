@@ -13,8 +13,10 @@ Over the kept steps t = B..T−1 (n of them), about the kept mean φ̄ (φ̃ = �
 
 One type from either source: `moments_of_rows` sums a trace's rows; `moments_of_windows` pools a windowed trace's
 window sums (`sums.py`) exactly, so that the two agree up to float rounding. What a model reads off them is the same
-code whichever the source: the ψ view of the scale rows (`in_psi`) and the correction of the μ rows' gradients for
-the other coordinates' wander (`without_wander`).
+code whichever the source: the ψ view of the scale rows (`in_psi`), the correction of the μ rows' gradients for
+the other coordinates' wander (`without_wander`), and whether the μ rows are coupled (`coupling`: the multivariate
+slopes where the trace shows the other coordinates' pull, read by the coupled Stein model and by the trace checks,
+which then read each μ row net of the others, `net_of_coupling`).
 """
 
 from __future__ import annotations
@@ -22,22 +24,29 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from scipy import stats
 
 from ..util.numerics import sigmoid, softplus
 from .sums import WINDOWED, CrossMoments, WindowSums
 
 __all__ = [
     "CHECK_WINDOWS",
+    "COUPLING_P",
     "Moments",
+    "coupling",
     "in_psi",
     "moments_of_rows",
     "moments_of_windows",
+    "net_of_coupling",
     "row_moments",
     "without_wander",
 ]
 
 CHECK_WINDOWS = 4
 """K, the groups of the kept steps whose optima the checks compare (the drift test: the first and the last)."""
+COUPLING_P = 1e-3
+"""The p-value below which a μ row's gradient shows the other μ coordinates' pull (`coupling`'s χ² test, any row):
+the μ rows are then read coupled."""
 
 
 class Moments(NamedTuple):
@@ -202,6 +211,59 @@ def moments_of_windows(sums: WindowSums, window: int, start: int) -> Moments:
         early=means[0],
         first=np.asarray(sums.first, np.float64),
         growth=np.asarray(sums.growth, np.float64),
+    )
+
+
+def coupling(moments: Moments, noise_var) -> np.ndarray | None:
+    """The μ rows' multivariate slopes B (d, d), E[G_μ | μ] = a + B (μ − μ̄) by least squares on the cross moments
+        (B[j, k]: the pull of μ_k on row j), where the trace shows the coupling; else None (also without cross moments,
+        or d = 1). The test: the residual sum of squares that μ_−j removes from row j's fit on (1, μ_j), over its noise
+        variance v = max(the full fit's residual variance, the DP noise variance `noise_var` (P,)), is χ²_{d−1} without
+        coupling; some row's p-value below `COUPLING_P` shows it. None too where the μ wander is degenerate (a
+    coordinate that never moves)."""
+    if moments.mu_phiphi is None or moments.mu_phiphi.shape[0] < 2:
+        return None
+    phiphi, gphi = np.asarray(moments.mu_phiphi, np.float64), np.asarray(moments.mu_gphi, np.float64)
+    d, n = phiphi.shape[0], moments.count
+    if not np.linalg.cond(phiphi) < 1e12:  # a μ coordinate that never moves, or two that move as one
+        return None
+    slopes = np.linalg.solve(phiphi, gphi)  # [k, j]: the coefficient of μ_k in row j
+    diagonal = np.diagonal(gphi) ** 2 / np.diagonal(phiphi)
+    explained = np.einsum("kj,kj->j", slopes, gphi) - diagonal
+    residual = np.maximum(np.asarray(moments.grad_ss, np.float64)[:d] - diagonal - explained, 0.0)
+    variance = np.maximum(residual / max(n - d - 1, 1), np.broadcast_to(noise_var, moments.centre.shape)[:d])
+    return slopes.T if np.min(stats.chi2.sf(explained / variance, d - 1)) < COUPLING_P else None
+
+
+def net_of_coupling(moments: Moments, slopes: np.ndarray) -> Moments:
+    """The moments with each μ row's gradient net of the other μ coordinates' pull, G̃_j = G_j − Σ_{k≠j} B_jk δ_k
+    (slopes B (d, d) from `coupling`, δ = μ − μ̄): Σ G̃, Σ G̃², Σ (G̃ − mean)², Σ G̃ δ_j, Σ δ_j² G̃ and the windows'
+    mean G̃, from the cross moments. Row j of G̃ on δ_j has the multivariate fit's slope B_jj and residuals, so the
+    per-coordinate checks read it as they read an uncoupled row."""
+    d = slopes.shape[0]
+    off = slopes.T - np.diag(np.diagonal(slopes))  # [k, j]: B_jk, k ≠ j
+    phiphi, gphi = np.asarray(moments.mu_phiphi, np.float64), np.asarray(moments.mu_gphi, np.float64)
+    pulled = np.einsum("kj,kl,lj->j", off, phiphi, off)  # Σ (Σ_k B_jk δ_k)²
+
+    def rows(values, mu):
+        out = np.array(values, np.float64)
+        out[..., :d] = mu
+        return out
+
+    drawn = np.einsum("kj,k->j", off, np.asarray(moments.sum_phi, np.float64)[:d])  # Σ_t Σ_k B_jk δ_k
+    cross_g = np.einsum("kj,kj->j", off, gphi)
+    sum_g = moments.sum_g[:d] - drawn
+    centred_cross = cross_g - drawn * moments.sum_g[:d] / moments.count
+    centred_pulled = pulled - drawn**2 / moments.count
+    windows = np.array(moments.windows, np.float64)
+    windows[:, 2, :d] -= (windows[:, 1, :d] - moments.centre[:d]) @ off
+    return moments._replace(
+        sum_g=rows(moments.sum_g, sum_g),
+        sum_gg=rows(moments.sum_gg, moments.sum_gg[:d] - 2 * cross_g + pulled),
+        grad_ss=rows(moments.grad_ss, moments.grad_ss[:d] - 2 * centred_cross + centred_pulled),
+        sum_gphi=rows(moments.sum_gphi, np.diagonal(gphi) - np.einsum("kj,kj->j", off, phiphi)),
+        x2g=rows(moments.x2g, moments.x2g[:d] - np.einsum("kj,jk->j", off, np.asarray(moments.wander, np.float64))),
+        windows=windows,
     )
 
 
