@@ -2,6 +2,7 @@
 demo, and one clear `error:` line with exit status 2 for every user error."""
 
 import json
+import math
 import re
 import warnings
 from pathlib import Path
@@ -143,6 +144,17 @@ def test_record_options_override_the_preset(capsys, tmp_path):
     assert trace.epsilon == pytest.approx(na.epsilon_spent(5.0, 1e-6, 0.1, 200))
     assert trace.params[0].tolist() == [0.5, -3.0]
     np.testing.assert_allclose(trace.learning_rate, [0.001, 0.01], rtol=1e-6)
+
+
+def test_record_releases_a_clipped_count_on_request(capsys, tmp_path):
+    """--clip-count-share R: the trace keeps the counts with their noise sd, the gradient keeps σ (given), ε is the
+    pair's, and the report below the trace shows the clipping check (a clip far below M1's gradient norms)."""
+    trace, stdout, _ = record_m1(capsys, tmp_path / "m1.nc", "--clip-count-share", "0.2", "--clip", "0.01", *QUICK)
+    assert trace.noise_multiplier == 5.0 and trace.clipped_counts.shape == (trace.steps,)
+    assert trace.count_noise_multiplier == pytest.approx(5.0 * math.sqrt(0.8 / 0.2), rel=1e-12)
+    combined = float(na.privacy.combined_noise_multiplier(5.0, trace.count_noise_multiplier))
+    assert trace.epsilon == pytest.approx(na.epsilon_spent(combined, trace.delta, trace.sampling_rate, trace.steps))
+    mentions(stdout, "clipping", "clipped", "burn-in")  # the finding, with its measured fraction
 
 
 def test_record_float64(capsys, tmp_path):
