@@ -36,14 +36,19 @@ def test_one_epsilon_split_between_the_gradient_and_the_count_is_the_same_mechan
     mentions(str(error.value), "clip_count_share", "0.5")
 
 
-def test_a_calibrated_run_with_a_count_spends_exactly_its_epsilon():
+def _m1(steps, key=1, **options):
+    """M1 recorded at ε = 1 with 5 % of it on the clipped count (its preset's settings, `options` in their place)."""
     bm = na.models.get("m1")
     _, data = bm.simulate(jax.random.key(0))
-    settings = dict(bm.dpvi_settings) | {"steps": 300, "clip_count_share": 0.05}
+    settings = dict(bm.dpvi_settings) | {"steps": steps, "clip_count_share": 0.05}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SettingsHint)
-        trace = na.record_dpvi(bm.model, data, key=1, epsilon=1.0, **settings)
-    q, steps = settings["sampling_rate"], settings["steps"]
+        return na.record_dpvi(bm.model, data, key=key, epsilon=1.0, **(settings | options))
+
+
+def test_a_calibrated_run_with_a_count_spends_exactly_its_epsilon():
+    trace = _m1(300)
+    q, steps = trace.sampling_rate, trace.steps
     combined = na.privacy.noise_multiplier(1.0, 1e-5, q, steps)
     assert trace.noise_multiplier == pytest.approx(combined / math.sqrt(0.95), rel=1e-12)
     assert float(na.privacy.combined_noise_multiplier(trace.noise_multiplier, trace.count_noise_multiplier)) == (
@@ -87,15 +92,7 @@ def test_the_check_fires_where_clipping_is_active_and_not_where_it_is_not():
 @pytest.fixture(scope="module")
 def clipped_runs():
     """M1 recorded with a count at its preset's clip and at a clip far below the gradient norms."""
-    bm = na.models.get("m1")
-    _, data = bm.simulate(jax.random.key(0))
-    settings = dict(bm.dpvi_settings) | {"steps": 2000, "clip_count_share": 0.05}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SettingsHint)
-        return {
-            clip: na.record_dpvi(bm.model, data, key=1, epsilon=1.0, **(settings | {"clip": clip}))
-            for clip in (settings["clip"], 0.05)
-        }
+    return {clip: _m1(2000, clip=clip) for clip in (2.0, 0.05)}
 
 
 def test_record_dpvi_and_the_check_tell_a_clipped_run_from_a_clean_one(clipped_runs):
@@ -128,13 +125,7 @@ def test_clipped_counts_survive_both_file_formats_and_the_windowed_forms(clipped
 
 
 def test_a_windowed_recording_keeps_the_same_counts_as_the_trace():
-    bm = na.models.get("m1")
-    _, data = bm.simulate(jax.random.key(0))
-    settings = dict(bm.dpvi_settings) | {"steps": 400, "clip_count_share": 0.05, "clip": 0.5}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SettingsHint)
-        trace = na.record_dpvi(bm.model, data, key=2, epsilon=1.0, **settings)
-        kept = na.record_dpvi(bm.model, data, key=2, epsilon=1.0, windowed=True, **settings)
+    trace, kept = (_m1(400, key=2, clip=0.5, windowed=windowed) for windowed in (False, True))
     np.testing.assert_array_equal(kept.sample.clipped_counts, trace.clipped_counts[kept.sample_steps])
     got, want = kept.clip_counts(0.2), trace.clip_counts(0.2)
     assert got.steps == want.steps and got.total == pytest.approx(want.total, rel=1e-4)
@@ -165,13 +156,13 @@ def _loss(phi, xi):
     return 0.5 * (xi - phi[0]) ** 2 + 0.5 * phi[1] ** 2
 
 
-def _user_loop(clip, sigma, count_sigma):
-    """A user's optax loop on fixed-size batches: its released updates and the recording aggregate's state."""
+def _user_loop(clip, sigma, count_sigma, aggregate=optax_adapter.recording_aggregate):
+    """A user's optax loop on fixed-size batches through `aggregate` (the recording or the windowing one): its
+    released updates and the aggregate's state."""
     x = jax.random.normal(jax.random.key(0), (N,)) + 1.0
-    aggregate = optax_adapter.recording_aggregate(
-        clip, sigma, jax.random.key(3), steps=T, count_noise_multiplier=count_sigma
+    opt = optax.chain(
+        aggregate(clip, sigma, jax.random.key(3), steps=T, count_noise_multiplier=count_sigma), optax.sgd(1e-3)
     )
-    opt = optax.chain(aggregate, optax.sgd(1e-3))
 
     def step(carry, key):
         phi, state = carry
@@ -217,20 +208,7 @@ def test_the_optax_windowing_aggregate_keeps_the_counts_as_window_sums():
     sigma, count_sigma = na.privacy.split_noise_multiplier(1.0, 0.05)
     _, state = _user_loop(0.05, sigma, count_sigma)
     trace = optax_adapter.trace_of(state, clip=0.05, noise_multiplier=sigma, sampling_rate=B / N, n_examples=N)
-    x = jax.random.normal(jax.random.key(0), (N,)) + 1.0
-    aggregate = optax_adapter.windowing_aggregate(
-        0.05, sigma, jax.random.key(3), steps=T, count_noise_multiplier=count_sigma
-    )
-    opt = optax.chain(aggregate, optax.sgd(1e-3))
-
-    def step(carry, key):
-        phi, state = carry
-        batch = jax.random.choice(key, N, (B,), replace=False)
-        updates, state = opt.update(jax.vmap(jax.grad(_loss), (None, 0))(phi, x[batch]), state, phi)
-        return (phi + updates, state), None
-
-    start = jnp.array([0.0, -2.0])
-    (_, state), _ = jax.lax.scan(step, (start, opt.init(start)), jax.random.split(jax.random.key(4), T))
+    _, state = _user_loop(0.05, sigma, count_sigma, optax_adapter.windowing_aggregate)
     run = optax_adapter.windowed_of_aggregate(
         state, clip=0.05, noise_multiplier=sigma, sampling_rate=B / N, n_examples=N
     )
