@@ -114,6 +114,8 @@ def test_clipped_counts_survive_both_file_formats_and_the_windowed_forms(clipped
         assert back.count_noise_multiplier == trace.count_noise_multiplier
     with np.load(tmp_path / "t.npz") as archive:
         assert int(archive["schema_version"]) == 5
+    mentions(trace.describe(), "clip", "count", "released", f"{trace.count_noise_multiplier:.4g}")
+    mentions(ou_trace(steps=60).describe(), "not", "released", "clip_count_share=0.01")
     kept = na.windowed(trace)
     for burn_in in (0.2, 0.5):
         got, want = kept.clip_counts(burn_in), trace.clip_counts(burn_in)

@@ -70,12 +70,20 @@ def _sigma(trace: TraceData) -> str:
     return _range(trace.step_noise_multipliers, trace.noise_multiplier)
 
 
+def _clip_count(trace: TraceData) -> str:
+    """Whether the run released its counts of clipped examples, with their noise sd σ_b (the clipping check's input)."""
+    if trace.count_noise_multiplier is None:
+        return "not released (the clipping check cannot run; record with clip_count_share=0.01)"
+    return f"released each step, noise sd σ_b = {_fmt(trace.count_noise_multiplier)} (the clipping check reads it)"
+
+
 def _settings_lines(trace: TraceData, title: str | None, steps: int) -> list[str]:
     privacy = "non-private (σ = 0)" if trace.epsilon == math.inf else f"ε = {_fmt(trace.epsilon)}"
     sites = trace.sites or ()
     rows = [
         ("privacy", f"{privacy}, δ = {_fmt(trace.delta)}, accountant {_fmt(trace.accountant)}"),
         ("DP-SGD", f"σ = {_sigma(trace)}, C = {_range(trace.step_clips, trace.clip)}, q = {_fmt(trace.sampling_rate)}"),
+        ("clip count", _clip_count(trace)),
         ("size", f"N = {trace.n_examples}, T = {steps}, S = {_fmt(trace.mc_draws)}"),
         ("optimizer", f"{_fmt(trace.optimizer)}, learning rate λ {_range(trace.learning_rate)}"),
         ("grad scale", f"s {_range(trace.step_grad_scales, trace.grad_scale)}"),
