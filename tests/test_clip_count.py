@@ -99,6 +99,7 @@ def test_record_dpvi_and_the_check_tell_a_clipped_run_from_a_clean_one(clipped_r
     preset, tight = (na.diagnose(clipped_runs[clip]) for clip in (2.0, 0.05))
     assert "clipping" not in preset.fired and preset.clipping.fraction < CLIPPED_LIMIT
     assert "clipping" not in preset.unchecked
+    assert str(preset).splitlines()[1] == f"  clipping: {preset.clipping}"  # measured, and said, where it passes
     assert "clipping" in tight.fired and tight.clipping.lower > 0.5
     finding = next(f for f in tight.findings if f.check == "clipping")
     mentions(str(finding), "clipped", "burn-in", "larger", "clip")

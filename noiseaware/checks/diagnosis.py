@@ -275,8 +275,11 @@ class TraceDiagnosis:
 
     def __str__(self) -> str:
         """The verdict, one line per finding, then the verdict of each θ coordinate a check fired on (the rest are
-        ok); a passing trace is its verdict alone. param_names begin with θ's d μ's ('mu:theta[0]')."""
+        ok); a passing trace is its verdict alone, and the measured clipped fraction where the run released its counts.
+        param_names begin with θ's d μ's ('mu:theta[0]')."""
         lines = [self.verdict] + [f"  {finding}" for finding in self.findings]
+        if self.clipping is not None and "clipping" not in self.fired:
+            lines.append(f"  clipping: {self.clipping}")
         names = (name.removeprefix("mu:") for name in self.param_names)
         flagged = [(name, verdict) for name, verdict in zip(names, self.theta_verdicts()) if verdict != "ok"]
         if flagged:
