@@ -381,7 +381,34 @@ def test_drift_of_unequal_windows_is_the_ar1_variance_of_their_means():
     sd = np.sqrt(weights @ (gamma * r ** np.abs(t[:, None] - t[None, :])) @ weights)
     windows = np.array([[[u], [0.0], [0.0]], [[40.0], [0.0], [0.0]], [[v], [1.5 * sd], [0.0]]])
     sums = moments_of_rows(np.zeros((n, 1)), np.zeros((n, 1)), 0, slice(1, 1))._replace(windows=windows)
-    np.testing.assert_allclose(_drift(sums, np.array([1 - r]), np.array([gamma])), 2 * scipy_stats.norm.sf(1.5))
+    np.testing.assert_allclose(_drift(sums, np.array([[r]]), np.array([[gamma]])), 2 * scipy_stats.norm.sf(1.5))
+
+
+def test_drift_of_coupled_rows_is_the_var1_variance_of_their_means():
+    """For a coupled μ block (B, λ, residual variances R) the drift test's sd is √(aᵀ Σ a) with Σ_ts = (A^|t−s| Γ)_jj
+    of the VAR(1) A = I − ΛB, Γ = AΓAᵀ + ΛRΛ, summed by brute force over the steps."""
+    import scipy.linalg
+
+    from noiseaware.checks.statistics import _ar_modes, _drift, _var_modes
+
+    n, u, v = 90, 30, 20
+    slopes, lam, residual = np.array([[1000.0, 900.0], [900.0, 1000.0]]), np.array([5e-4, 5e-4]), np.array([1.0, 2.0])
+    transition = np.eye(2) - lam[:, None] * slopes
+    gamma = scipy.linalg.solve_discrete_lyapunov(transition, np.diag(lam**2 * residual))
+    t = np.arange(n)
+    weights = np.where(t < u, -1.0 / u, np.where(t >= n - v, 1.0 / v, 0.0))
+    powers = [np.linalg.matrix_power(transition, k) @ gamma for k in range(n)]
+    lags = t[:, None] - t[None, :]
+    sd = [
+        np.sqrt(weights @ np.vectorize(lambda k, j=j: powers[abs(k)][j, j])(lags) @ weights) for j in range(2)
+    ]  # (A^k Γ)_jj = (Γ A^kᵀ)_jj: the lag's sign does not matter on the diagonal
+    windows = np.array(
+        [[[u] * 2, [0.0] * 2, [0.0] * 2], [[40.0] * 2, [0.0] * 2, [0.0] * 2], [[v] * 2, 1.5 * np.array(sd), [0.0] * 2]]
+    )
+    sums = moments_of_rows(np.zeros((n, 2)), np.zeros((n, 2)), 0, slice(2, 2))._replace(windows=windows)
+    modes = _var_modes(_ar_modes(np.full(2, 0.5), np.ones(2)), slopes, residual, lam)
+    np.testing.assert_allclose(np.real(modes[1].sum(axis=0)), np.diag(gamma), rtol=1e-10)
+    np.testing.assert_allclose(_drift(sums, *modes), 2 * scipy_stats.norm.sf(1.5), rtol=1e-8)
 
 
 def test_burn_ins_and_windows_a_summary_cannot_check_say_so():
