@@ -20,7 +20,7 @@ from ou import ou_trace
 import noiseaware as na
 from noiseaware.adapters import optax as optax_adapter
 from noiseaware.checks.clipping import CLIPPED_LIMIT, clipped_fraction
-from noiseaware.recording.settings import SettingsHint
+from noiseaware.recording.settings import SettingsHint, _privacy
 from noiseaware.trace import TraceError
 from noiseaware.trace.run import ClipCounts
 
@@ -56,6 +56,17 @@ def test_a_calibrated_run_with_a_count_spends_exactly_its_epsilon():
     )
     assert trace.epsilon == 1.0 and na.privacy.epsilon_spent(combined, 1e-5, q, steps) <= 1.0
     assert trace.clipped_counts.shape == (steps,)
+
+
+def test_a_given_noise_multiplier_is_the_gradients_exactly():
+    """noise_multiplier=σ with a count: the gradient keeps σ to the last bit (σ√(1 − r)/√(1 − r) need not be σ in
+    floating point: 0.7 at r = 0.01, 2.9 at r = 0.2), σ_b = σ√((1 − r)/r), and ε is accounted at σ√(1 − r)."""
+    for sigma, share in ((0.7, 0.01), (2.9, 0.2), (11.85, 0.05)):
+        settings = na.DPVISettings(steps=100, sampling_rate=0.01, clip=1.0, clip_count_share=share)
+        got, count, epsilon, _, _ = _privacy(None, 1e-5, sigma, False, settings, True)
+        assert got == sigma
+        assert count == pytest.approx(sigma * math.sqrt((1 - share) / share), rel=1e-12)
+        assert epsilon == na.privacy.epsilon_spent(sigma * math.sqrt(1 - share), 1e-5, 0.01, 100)
 
 
 def _counts(key, fraction, batch, noise, steps):

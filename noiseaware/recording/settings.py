@@ -155,34 +155,20 @@ def _per_coordinate(value, family: VariationalFamily, name: str, rest=None) -> t
 
 def _privacy(epsilon, delta, noise_multiplier, non_private, settings: DPVISettings, explicit_step: bool):
     """(σ, σ_b, ε, δ, accountant) from exactly one of: epsilon, noise_multiplier, non_private=True (which needs an
-    explicit step size: a learning_rate or an optimizer). With a clip count (share r), ε calibrates the combined σ_c
-    and splits it (`split_noise_multiplier`); a given noise_multiplier is the gradient's σ, σ_b = σ·√((1 − r)/r), and
-    ε is the pair's. σ_b is None without a count."""
-    share = settings.clip_count_share
-    sigma, spent, dlt, accountant = _gradient_privacy(
-        epsilon, delta, noise_multiplier, non_private, settings, explicit_step
-    )
-    if share is None:
-        return sigma, None, spent, dlt, accountant
-    if epsilon is None:
-        combined = sigma * math.sqrt(1.0 - share)
-        if sigma > 0:
-            spent = epsilon_spent(combined, delta, settings.sampling_rate, settings.steps)
-    else:
-        combined = sigma
-    sigma, count = split_noise_multiplier(combined, share)
-    return sigma, count, spent, dlt, accountant
+    explicit step size: a learning_rate or an optimizer). With a clip count (share r) the gradient and the count are
+    one mechanism of σ_c: ε calibrates σ_c and splits it (`split_noise_multiplier`); a given noise_multiplier is the
+    gradient's σ, kept as given, σ_c = σ·√(1 − r), and ε is σ_c's, accounted once. σ_b is None without a count."""
+    share, sampling_rate, steps = settings.clip_count_share, settings.sampling_rate, settings.steps
 
+    def count(combined: float) -> float | None:
+        return None if share is None else split_noise_multiplier(combined, share)[1]
 
-def _gradient_privacy(epsilon, delta, noise_multiplier, non_private, settings: DPVISettings, explicit_step: bool):
-    """(σ, ε, δ, accountant) of the gradient alone (`_privacy`)."""
-    sampling_rate, steps = settings.sampling_rate, settings.steps
     if non_private:
         if epsilon is not None or noise_multiplier not in (None, 0, 0.0):
             raise ValueError("non_private=True records without noise: do not pass epsilon or noise_multiplier")
         if not explicit_step:
             raise ValueError("a non-private run needs an explicit learning_rate (the κ heuristic divides by σ = 0)")
-        return 0.0, math.inf, None, None
+        return 0.0, count(0.0), math.inf, None, None
     if epsilon is not None and noise_multiplier is not None:
         raise ValueError("pass either epsilon (σ is then calibrated) or noise_multiplier, not both")
     if noise_multiplier is not None:
@@ -191,7 +177,8 @@ def _gradient_privacy(epsilon, delta, noise_multiplier, non_private, settings: D
             noise_multiplier,
             hint="for a non-private reference run pass non_private=True with a learning_rate",
         )
-        epsilon = epsilon_spent(sigma, delta, sampling_rate, steps)
+        combined = sigma if share is None else sigma * math.sqrt(1.0 - share)
+        epsilon = epsilon_spent(combined, delta, sampling_rate, steps)
         if not math.isfinite(epsilon):
             raise ValueError(f"noise_multiplier={sigma} gives no finite ε at δ={delta}: increase the noise")
         if epsilon == 0:
@@ -199,13 +186,15 @@ def _gradient_privacy(epsilon, delta, noise_multiplier, non_private, settings: D
                 f"noise_multiplier={sigma} spends ε = 0 at δ={delta}: δ alone covers the whole privacy loss, so "
                 "the run has no (ε, δ) guarantee to report; use a smaller delta"
             )
-        return sigma, epsilon, delta, "pld"
+        return sigma, count(combined), epsilon, delta, "pld"
     if epsilon is None:
         raise ValueError(
             "no privacy level: pass epsilon=… (σ is calibrated by the PLD accountant) or noise_multiplier=…; "
             "a non-private reference run needs non_private=True and a learning_rate"
         )
-    return calibrate_noise(epsilon, delta, sampling_rate, steps), float(epsilon), delta, "pld"
+    combined = calibrate_noise(epsilon, delta, sampling_rate, steps)
+    sigma = combined if share is None else split_noise_multiplier(combined, share)[0]
+    return sigma, count(combined), float(epsilon), delta, "pld"
 
 
 def resolve_settings(
