@@ -24,7 +24,7 @@ from ..trace import Convention, TraceError
 from ..trace.convention import divisors
 from ..trace.families import MEAN_FIELD, family_for
 from ..trace.run import scale_rows_of
-from ..trace.sums import WindowSums, add_step, empty_sums, window_bounds
+from ..trace.sums import WindowSums, add_count, add_step, empty_sums, window_bounds
 from ..trace.windowed import ROWS, WINDOWS, WindowedTrace, coupled_dim, sample_steps
 from ..util.checks import positive_int
 from .recorder import TraceBuffer, buffer_trace, empty, one_state, record
@@ -97,8 +97,7 @@ def windowing(
         clipped, windowed = 0.0, state.clipped
         if count is not None:
             clipped = count(updates, t)
-            w = jnp.searchsorted(jnp.asarray(starts), t, side="right") - 1
-            windowed = windowed.at[w].add(jnp.stack([clipped, clipped * clipped]).astype(windowed.dtype))
+            windowed = add_count(windowed, t, clipped, starts=starts)
         sample = record(state.sample, phi, out, scaled, keep=jnp.any(kept == t), clipped=clipped)
         seen = jnp.array([jnp.minimum(state.divisors[0], scaled), jnp.maximum(state.divisors[1], scaled)])
         return released, WindowingState(inner_state, sums, sample, t + 1, state.steps, s, seen, windowed)

@@ -44,7 +44,7 @@ import numpy as np
 import scipy.linalg
 from scipy import stats
 
-from ..trace.moments import Moments, coupling, net_of_coupling
+from ..trace.moments import Moments, coupling, net_of_coupling, pull_of_others
 
 __all__ = ["CheckStatistics", "EXCESS", "LAGS", "checks_of_moments"]
 
@@ -180,7 +180,7 @@ def _ljung_box(sums: Moments, rows: tuple[np.ndarray, np.ndarray], slope: np.nda
     if slopes is not None:
         d = slopes.shape[0]
         grads = grads.copy()
-        grads[:, :d] -= x[:, :d] @ (slopes.T - np.diag(np.diagonal(slopes)))
+        grads[:, :d] -= x[:, :d] @ pull_of_others(slopes)
     g = grads - sums.sum_g / sums.count
     residuals = g - slope * x
     n = residuals.shape[0]
@@ -222,10 +222,10 @@ def _var_modes(modes, slopes: np.ndarray, residual_var: np.ndarray, learning_rat
     d = slopes.shape[0]
     lam = np.asarray(learning_rate, np.float64)[:d]
     transition = np.eye(d) - lam[:, None] * slopes
-    if np.max(np.abs(np.linalg.eigvals(transition))) >= 1.0:
+    eigenvalues, vectors = np.linalg.eig(transition)
+    if np.max(np.abs(eigenvalues)) >= 1.0:
         return modes  # no stationary law for the block: each coordinate as it is
     gamma = scipy.linalg.solve_discrete_lyapunov(transition, np.diag(lam**2 * residual_var[:d]))
-    eigenvalues, vectors = np.linalg.eig(transition)
     weights = (vectors * np.linalg.solve(vectors, gamma).T).T  # [i, j] = V_ji (V⁻¹Γ)_ij
     p = modes[0].shape[1]
     r = np.zeros((d, p), complex)

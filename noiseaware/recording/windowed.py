@@ -18,7 +18,7 @@ from jax import lax
 
 from ..trace import TraceError
 from ..trace.run import scale_rows_of
-from ..trace.sums import add_step, empty_sums, window_bounds
+from ..trace.sums import add_count, add_step, empty_sums, window_bounds
 from ..trace.windowed import ROWS, WINDOWS, WindowedTrace, coupled_dim, sample_steps
 from ..util.chunks import run_chunks
 from ..util.progress import progress_bar
@@ -72,8 +72,7 @@ def _run(program, hyper, data, state, carry, first: int, n_steps: int, starts: t
         state, (sums, rows, grads_rows, clipped, clipped_rows) = inner
         state, (params, grads, count) = program.step(hyper, data, state)
         sums = add_step(sums, t, params, grads, starts=starts, scale_rows=scale)
-        w = jnp.searchsorted(jnp.asarray(starts), t, side="right") - 1
-        clipped = clipped.at[w].add(jnp.stack([count, count * count]))
+        clipped = add_count(clipped, t, count, starts=starts)
         r = jnp.minimum(jnp.searchsorted(sample, t), sample.size - 1)
         r = jnp.where(sample[r] == t, r, sample.size)  # off the sample's steps: out of range, dropped
         rows = rows.at[r].set(params, mode="drop")  # in place: selecting over the rows would copy them each step

@@ -38,6 +38,7 @@ __all__ = [
     "moments_of_rows",
     "moments_of_windows",
     "net_of_coupling",
+    "pull_of_others",
     "row_moments",
     "without_wander",
 ]
@@ -235,13 +236,19 @@ def coupling(moments: Moments, noise_var) -> np.ndarray | None:
     return slopes.T if np.min(stats.chi2.sf(explained / variance, d - 1)) < COUPLING_P else None
 
 
+def pull_of_others(slopes: np.ndarray) -> np.ndarray:
+    """(d, d) [k, j] = B_jk for k ≠ j, 0 on the diagonal: δ @ it is each μ row's pull of the other coordinates,
+    Σ_{k≠j} B_jk δ_k (slopes B from `coupling`)."""
+    return slopes.T - np.diag(np.diagonal(slopes))
+
+
 def net_of_coupling(moments: Moments, slopes: np.ndarray) -> Moments:
     """The moments with each μ row's gradient net of the other μ coordinates' pull, G̃_j = G_j − Σ_{k≠j} B_jk δ_k
     (slopes B (d, d) from `coupling`, δ = μ − μ̄): Σ G̃, Σ G̃², Σ (G̃ − mean)², Σ G̃ δ_j, Σ δ_j² G̃ and the windows'
     mean G̃, from the cross moments. Row j of G̃ on δ_j has the multivariate fit's slope B_jj and residuals, so the
     per-coordinate checks read it as they read an uncoupled row."""
     d = slopes.shape[0]
-    off = slopes.T - np.diag(np.diagonal(slopes))  # [k, j]: B_jk, k ≠ j
+    off = pull_of_others(slopes)
     phiphi, gphi = np.asarray(moments.mu_phiphi, np.float64), np.asarray(moments.mu_gphi, np.float64)
     pulled = np.einsum("kj,kl,lj->j", off, phiphi, off)  # Σ (Σ_k B_jk δ_k)²
 

@@ -13,7 +13,9 @@ sums precise), with G the noisy sum of clipped gradients:
   needs (docs/method.md §2.10), (W, d, d): Σ y_k y_j, Σ y_k² y_j, Σ y_k² y_l², Σ y_k G_j, Σ y_k² G_j;
 * the counts n_w (W,), the first row φ_0 and the growth max_t |φ_t − φ_0| over every step (P,);
 * the open window's K_w (P,) and L_w (R,) and the step's y (P,), which the next step reads: kept apart from the
-  (W, ·) arrays, which a step only writes, so that XLA updates those in place.
+  (W, ·) arrays, which a step only writes, so that XLA updates those in place;
+* apart from `WindowSums`, for a run that releases counts of clipped examples, Σ c̃ and Σ c̃² per window (W, 2)
+  (`add_count`).
 
 `add_step` adds one step (pure jax, jittable, inside `lax.scan`); `moments.moments_of_windows` combines windows
 s..W−1 into the moments about their own mean, exactly, in float64.
@@ -34,6 +36,7 @@ __all__ = [
     "WINDOWED",
     "CrossMoments",
     "WindowSums",
+    "add_count",
     "add_step",
     "empty_sums",
     "window_bounds",
@@ -126,12 +129,22 @@ def empty_sums(n_params: int, windows: int, scale_rows: slice, coupled: int, dty
     )
 
 
+def _window_of(step, starts):
+    """The window w holding `step` (traced int): starts, the windows' first steps (W,)."""
+    return jnp.searchsorted(jnp.asarray(starts), step, side="right") - 1
+
+
+def add_count(clipped: jax.Array, step, count, *, starts) -> jax.Array:
+    """Σ c̃ and Σ c̃² per window (W, 2) with step `step`'s released clipped count c̃ added. Pure and jittable."""
+    return clipped.at[_window_of(step, starts)].add(jnp.stack([count, count * count]).astype(clipped.dtype))
+
+
 def add_step(sums: WindowSums, step, params: jax.Array, grads: jax.Array, *, starts, scale_rows: slice) -> WindowSums:
     """The sums with step `step`'s row added: φ_t, G_t (P,); starts: the windows' first steps (W,), `window_bounds`
     without its last entry. Pure and jittable."""
     dtype = sums.y.dtype
     phi, grad = params.astype(dtype), grads.astype(dtype)
-    w = jnp.searchsorted(jnp.asarray(starts), step, side="right") - 1
+    w = _window_of(step, starts)
     opens = step == jnp.asarray(starts)[w]
     first = jnp.where(step == 0, phi, sums.first)
     reference = jnp.where(opens, phi, sums.open_reference)
