@@ -23,6 +23,7 @@ times, and each method's median 90 % interval width over the non-private posteri
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -32,6 +33,7 @@ from _common import machine, read_results, write_json
 import noiseaware as na
 from noiseaware.evaluation.coverage import CoverageDesign
 from noiseaware.inference.gradient_model import PRIORS
+from noiseaware.inference.priors import SCALE_MODELS, resolve_prior
 from noiseaware.util.defaults import field_default
 
 RESEARCH_SIGMA = {0.1: 360.0, 0.3: 117.5, 1.0: 37.81}
@@ -50,6 +52,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=field_default(CoverageDesign, "references"))
     parser.add_argument("--draws", type=int, default=field_default(CoverageDesign, "samples"))
     parser.add_argument("--prior", default="default", choices=tuple(PRIORS))
+    parser.add_argument(
+        "--scale-model",
+        default="linear",
+        choices=SCALE_MODELS,
+        help="the routes' scale rows (Prior.scale_model, docs/method.md §2.9, §2.11), stored as <method>/<prior>/<it>",
+    )
     parser.add_argument("--no-repair", action="store_true", help="exact route without its repair of curved scale rows")
     parser.add_argument("--sigma", default="research", choices=("research", "tight"))
     parser.add_argument("--settings", default="preset", choices=("preset", "tuned"))
@@ -66,6 +74,7 @@ def main() -> None:
         f"{args.methods} --simulations {args.simulations} --repeats {args.repeats} --draws {args.draws} "
         f"--prior {args.prior} --sigma {args.sigma} --settings {args.settings} --family {args.family} "
         f"--clients {args.clients} --seed {args.seed} --out {args.out}"
+        + ("" if args.scale_model == "linear" else f" --scale-model {args.scale_model}")
         + (" --no-repair" if args.no_repair else "")
         + (f" --options '{json.dumps(args.options)}'" if args.options else "")
     )
@@ -77,7 +86,8 @@ def main() -> None:
         for epsilon in (float(e) for e in args.epsilons.split(",")):
             settings = {} if args.settings == "preset" else dict(tuned_settings(bm, epsilon))
             level = {"noise_multiplier": RESEARCH_SIGMA[epsilon]} if args.sigma == "research" else {"epsilon": epsilon}
-            options = method_options(args.methods.split(","), epsilon, args.prior, args.clients)
+            prior = dataclasses.replace(resolve_prior(args.prior), scale_model=args.scale_model)
+            options = method_options(args.methods.split(","), epsilon, prior, args.clients)
             if args.no_repair and "exact" in options:
                 options["exact"]["repair"] = False
             for name, values in args.options.items():
@@ -106,6 +116,8 @@ def main() -> None:
                 results.setdefault(model, {}).setdefault(f"{epsilon:g}", {})[
                     method
                     + ("" if args.prior == "default" else f"/{args.prior}")
+                    + ("" if args.scale_model == "linear" else f"/{args.scale_model}")
+                    + ("/no-repair" if args.no_repair else "")
                     + ("" if args.settings == "preset" else "/tuned")
                     + ("" if kind == "mean-field" else f"/{args.family}")
                     + (f"/clients={args.clients}" if method in FEDERATED else "")
@@ -130,6 +142,7 @@ def main() -> None:
                     "sigma": f"{args.sigma} ({result.settings['noise_multiplier']:.4g})",
                     "reference_rule": "research; trace rule beside it",
                     "prior": args.prior,
+                    "scale_model": args.scale_model,
                     "M": args.simulations,
                     "R": args.repeats,
                     "K": args.draws,
@@ -148,7 +161,7 @@ def tuned_settings(bm: na.models.BenchmarkModel, epsilon: float) -> na.TunedSett
     return na.tuning.tuned_preset(bm.name, epsilon)
 
 
-def method_options(methods: list[str], epsilon: float, prior: str, clients: int) -> dict[str, dict]:
+def method_options(methods: list[str], epsilon: float, prior: na.Prior, clients: int) -> dict[str, dict]:
     """Each method's options: the gradient-model prior of the three routes (with prior "paper", Laplace in the
     research code's "paper" style, as the published paper-prior rows ran); the ε that the research σ stands
     for for the methods that run their own mechanism at that ε; the clients of the federated methods."""
@@ -158,7 +171,9 @@ def method_options(methods: list[str], epsilon: float, prior: str, clients: int)
         if method.needs_epsilon:
             options[name] = {"epsilon": epsilon} | ({"clients": clients} if name in FEDERATED else {})
         elif name in ("exact", "laplace", "nuts"):
-            options[name] = {"prior": prior} | ({"style": "paper"} if name == "laplace" and prior == "paper" else {})
+            options[name] = {"prior": prior} | (
+                {"style": "paper"} if name == "laplace" and prior == PRIORS["paper"] else {}
+            )
     return options
 
 

@@ -84,13 +84,14 @@ def assert_nominal(pits: np.ndarray, coordinates=slice(None)) -> None:
         assert np.all(per_coordinate[coordinates]), (level, covered.mean(axis=0))
 
 
-def scale_traces(count, steps=4000, lr=(1e-3, 0.1), noise=1.0, seed=0):
+def scale_traces(count, steps=4000, lr=(1e-3, 0.1), noise=1.0, seed=0, a_mu=1000.0):
     """`count` two-coordinate traces (μ, ρ) of a mean-field scale whose ρ-gradient follows the variance model
     exactly: G_μ = q A_μ (μ − μ*) + e, G_ρ = q A_ψ w(ρ) (softplus(ρ)² − sd*²) + e, w = sigmoid/softplus,
-    e ~ N(0, noise²) (the conjugate normal model's ELBO gradient with N = 1000, sd* = 0.0316);
+    e ~ N(0, noise²) (the conjugate normal model's ELBO gradient with N = 1000, sd* = 0.0316: A_ψ = 1000 and, by
+    Stein's identity, A_μ = `a_mu` = 1000; another a_mu breaks the identity, as clipping the μ row would);
     φ_{t+1} = φ_t − lr ⊙ G_t, from (μ*, ρ* + 1). Returns the traces and the true φ* (2,)."""
     rng = np.random.default_rng(seed)
-    a_mu, a_psi, mu_star, sd_star = 1000.0, 1000.0, 0.3, 0.0316
+    a_psi, mu_star, sd_star = 1000.0, 0.3, 0.0316
     optimum = np.array([mu_star, np.log(np.expm1(sd_star))])
     phi = np.tile(optimum + [0.0, 1.0], (count, 1))
     params, grads = np.empty((steps, count, 2)), np.empty((steps, count, 2))

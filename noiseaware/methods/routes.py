@@ -30,7 +30,7 @@ from ..inference.gradient_model import (
     select_rows,
     slope_estimates,
 )
-from ..inference.stein import shared_curvature_notes
+from ..inference.stein import STEIN_CONFLICT, partner_conflict, shared_curvature_notes
 from ..posteriors.mixture import MixturePosterior
 from ..trace import BURN_IN, kept_steps
 from ..trace.run import Run, varying_settings_reason
@@ -194,15 +194,18 @@ def _route(
         models = [outcomes[m] for m in kept]
         results = solve(models, keys=keys[np.asarray(kept)], options=opts) if kept else []
         repaired: list[Note | None] = [None] * len(kept)
-        if kept and getattr(opts, "repair", False) and prior.scale_model == "linear" and prior.terms == ("diagonal",):
+        repairs = bool(getattr(opts, "repair", False))
+        if kept and repairs and prior.scale_model == "linear" and prior.terms == ("diagonal",):
             results, repaired = _repair_scale_rows(batch, kept, results, keys, prior, opts, solve, model_prior)
+        if kept and repairs and prior.scale_model == "stein":
+            results = _untie_contradicted(batch, kept, models, results, keys, prior, opts, solve, model_prior)
         label = opts.prior if isinstance(opts.prior, str) else repr(opts.prior)
         names = batch.traces[0].param_names if batch.traces else ()
         for m, model, result, repair in zip(kept, models, results, repaired):
             if isinstance(result, FitFailure):
                 outcomes[m] = result
                 continue
-            notes = _weak_slopes(model, names, model_prior is not None) + shared_curvature_notes(model, names)
+            notes = _weak_slopes(model, names, model_prior is not None) + shared_curvature_notes(model, names, repairs)
             notes += remarks(result, names)
             outcomes[m] = _posterior(
                 batch.traces[m],
@@ -258,6 +261,27 @@ def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, so
         notes.append(Note("curvature repaired", REPAIR_NOTE, parameters=names))
         repaired.append(_take_rows(linear, curved, scale, better))
     return repaired, notes
+
+
+def _untie_contradicted(batch: Batch, kept, models, results, keys, prior: Prior, opts, solve, model_prior):
+    """Under the Stein model, refit the coordinates whose μ and ρ rows contradict the curvature they share
+    (`partner_conflict` above STEIN_CONFLICT standard errors) with the two rows apart, the ρ row with its own slope
+    and root in ψ (`Prior(scale_model="variance")`, the Stein form untied), and take those rows from that fit: the
+    results."""
+    variance = dataclasses.replace(prior, scale_model="variance")
+    untied = list(results)
+    for i, (m, model, result) in enumerate(zip(kept, models, results)):
+        mean_rows = np.flatnonzero(partner_conflict(model) > STEIN_CONFLICT)
+        if isinstance(result, FitFailure) or not mean_rows.size:
+            continue
+        apart = outcome_of(lambda t=batch.traces[m]: _gradient_model(t, variance, opts.burn_in, model_prior))
+        if isinstance(apart, FitFailure):
+            continue
+        rows = np.concatenate([mean_rows, np.asarray(model.partner.column)[mean_rows]])
+        (solved,) = solve([select_rows(apart, rows)], keys=keys[m : m + 1], options=opts)
+        if not isinstance(solved, FitFailure):
+            untied[i] = _take_rows(result, solved, rows, np.ones(rows.size, bool))
+    return untied
 
 
 def _take_rows(linear: Draws, curved: Draws, scale: np.ndarray, better: np.ndarray) -> Draws:
