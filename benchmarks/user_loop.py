@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import time
 import warnings
 from functools import partial
@@ -214,7 +215,7 @@ def main() -> None:
     command = (
         f"python benchmarks/user_loop.py --design {args.design} --dim {design.dim} --simulations {simulations} "
         f"--steps {args.steps} --clip {args.clip:g} --epsilon {design.epsilon:g} "
-        f"--clip-count-share {args.clip_count_share:g} --seed {args.seed} --out {out}"
+        f"--clip-count-share {args.clip_count_share:g} --seed {args.seed} --out {os.path.relpath(out)}"
     )
     x, y, optimum = design.data(jax.random.key(args.seed), simulations)
     start = time.perf_counter()

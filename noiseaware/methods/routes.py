@@ -10,7 +10,6 @@ the studies and the tuner count them.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Literal
 
@@ -26,11 +25,9 @@ from ..inference.gradient_model import (
     Prior,
     gradient_model,
     resolve_prior,
-    scale_coordinates,
-    select_rows,
     slope_estimates,
 )
-from ..inference.stein import STEIN_CONFLICT, partner_conflict, shared_curvature_notes
+from ..inference.stein import shared_curvature_notes
 from ..posteriors.mixture import MixturePosterior
 from ..trace import BURN_IN, kept_steps
 from ..trace.run import Run, varying_settings_reason
@@ -42,6 +39,7 @@ from ..util.notes import Note
 from ..util.progress import Progress, check_progress
 from .base import Batch, Method, Outcome, outcome_of
 from .model_prior import model_prior_of
+from .repairs import repair_scale_rows, untie_contradicted
 
 __all__ = [
     "EXACT",
@@ -192,13 +190,18 @@ def _route(
         ]
         kept = [m for m, model in enumerate(outcomes) if not isinstance(model, FitFailure)]
         models = [outcomes[m] for m in kept]
-        results = solve(models, keys=keys[np.asarray(kept)], options=opts) if kept else []
+        kept_traces, kept_keys = [batch.traces[m] for m in kept], keys[np.asarray(kept, int)]
+        results = solve(models, keys=kept_keys, options=opts) if kept else []
         repaired: list[Note | None] = [None] * len(kept)
         repairs = bool(getattr(opts, "repair", False))
+
+        def build(trace: Run, form: Prior) -> GradientModel:
+            return _gradient_model(trace, form, opts.burn_in, model_prior)
+
         if kept and repairs and prior.scale_model == "linear" and prior.terms == ("diagonal",):
-            results, repaired = _repair_scale_rows(batch, kept, results, keys, prior, opts, solve, model_prior)
+            results, repaired = repair_scale_rows(kept_traces, results, kept_keys, prior, opts, solve, build)
         if kept and repairs and prior.scale_model == "stein":
-            results = _untie_contradicted(batch, kept, models, results, keys, prior, opts, solve, model_prior)
+            results = untie_contradicted(kept_traces, models, results, kept_keys, prior, opts, solve, build)
         label = opts.prior if isinstance(opts.prior, str) else repr(opts.prior)
         names = batch.traces[0].param_names if batch.traces else ()
         for m, model, result, repair in zip(kept, models, results, repaired):
@@ -219,90 +222,6 @@ def _route(
         return outcomes
 
     return Method(name, fit_batch, options, "trace", description=description, reads_rows=False)
-
-
-REPAIR_EVIDENCE = math.log(3.0)
-"""log Bayes factor from which a scale row is refitted linear in softplus(ρ)²: 3 to 1 (on traces drawn from the
-paper's model, and on M1–M3's research traces, no row reached it: docs/gradient-model.md)."""
-REPAIR_NOTE = (
-    "the gradient of these scale coordinates is curved in ρ (Bayes factor > 3 for the gradient model with the "
-    "row linear in ψ = softplus(ρ)², Prior(scale_model='variance'), docs/method.md §2.9); those rows were fitted "
-    "that way instead of linear in ρ; repair=False keeps the paper's model"
-)
-
-
-def _repair_scale_rows(batch: Batch, kept, results, keys, prior: Prior, opts, solve, model_prior):
-    """Refit the kept traces with their scale rows linear in ψ = softplus(ρ)² and, row by row, keep that fit where
-    its evidence beats the paper's model by REPAIR_EVIDENCE (the rows are independent given the trace, so a
-    posterior may take some rows from each fit): the results, and per kept trace the note naming the rows
-    repaired (None where none was)."""
-    variance = dataclasses.replace(prior, scale_model="variance")
-    scale = np.flatnonzero(scale_coordinates(batch.traces[kept[0]]))  # only these rows differ between the two models
-    others = [
-        outcome_of(lambda t=batch.traces[m]: _gradient_model(t, variance, opts.burn_in, model_prior)) for m in kept
-    ]
-    built = [i for i, model in enumerate(others) if not isinstance(model, FitFailure)]  # ψ can freeze where ρ moves
-    if built:
-        solved = solve([select_rows(others[i], scale) for i in built], keys=keys[np.asarray(kept)[built]], options=opts)
-        for i, result in zip(built, solved):
-            others[i] = result
-    repaired, notes = [], []
-    for m, linear, curved in zip(kept, results, others):
-        better = (
-            np.zeros(scale.size, bool)
-            if isinstance(linear, FitFailure) or isinstance(curved, FitFailure)
-            else curved.diagnostics["log_evidence"] - linear.diagnostics["log_evidence"][scale] > REPAIR_EVIDENCE
-        )
-        if not better.any():
-            repaired.append(linear)
-            notes.append(None)
-            continue
-        names = np.asarray(batch.traces[m].param_names)[scale[better]].tolist()
-        notes.append(Note("curvature repaired", REPAIR_NOTE, parameters=names))
-        repaired.append(_take_rows(linear, curved, scale, better))
-    return repaired, notes
-
-
-def _untie_contradicted(batch: Batch, kept, models, results, keys, prior: Prior, opts, solve, model_prior):
-    """Under the Stein model, refit the coordinates whose μ and ρ rows contradict the curvature they share
-    (`partner_conflict` above STEIN_CONFLICT standard errors) with the two rows apart, the ρ row with its own slope
-    and root in ψ (`Prior(scale_model="variance")`, the Stein form untied), and take those rows from that fit: the
-    results."""
-    variance = dataclasses.replace(prior, scale_model="variance")
-    untied = list(results)
-    for i, (m, model, result) in enumerate(zip(kept, models, results)):
-        mean_rows = np.flatnonzero(partner_conflict(model) > STEIN_CONFLICT)
-        if isinstance(result, FitFailure) or not mean_rows.size:
-            continue
-        apart = outcome_of(lambda t=batch.traces[m]: _gradient_model(t, variance, opts.burn_in, model_prior))
-        if isinstance(apart, FitFailure):
-            continue
-        rows = np.concatenate([mean_rows, np.asarray(model.partner.column)[mean_rows]])
-        (solved,) = solve([select_rows(apart, rows)], keys=keys[m : m + 1], options=opts)
-        if not isinstance(solved, FitFailure):
-            untied[i] = _take_rows(result, solved, rows, np.ones(rows.size, bool))
-    return untied
-
-
-def _take_rows(linear: Draws, curved: Draws, scale: np.ndarray, better: np.ndarray) -> Draws:
-    """The draws and exact diagnostics of `linear` with the coordinates scale[better] taken from `curved`, a fit of
-    the coordinates `scale` (index array, (S,)) alone; better (S,) bool."""
-    size = linear.optimum.shape[-1]
-
-    def take(whole, part):
-        if not isinstance(whole, np.ndarray) or whole.shape[-1:] != (size,):
-            return whole
-        out = np.array(whole, copy=True)
-        out[..., scale[better]] = np.asarray(part)[..., better]
-        return out
-
-    fields = {name: take(value, curved.diagnostics[name]) for name, value in linear.diagnostics.items()}
-    return Draws(
-        take(linear.optimum, curved.optimum),
-        take(linear.hessian, curved.hessian),
-        take(linear.extra_noise, curved.extra_noise),
-        type(linear.diagnostics)(**{**fields, "scale_model": "repaired"}),
-    )
 
 
 def check_constant_settings(trace: Run) -> None:
