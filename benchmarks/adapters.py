@@ -5,7 +5,7 @@
 For each of M simulated data sets of `logistic-3d` at N = 2 000 (θ ~ N(0, I₃)), the user-side loop of
 docs/adapters.md (per-example gradients of the negative ELBO's share, fixed-size batches of B = 100, plain SGD on
 the batch mean, ρ preconditioned by s_ρ = 10 through the parameterisation ρ' = ρ/s_ρ, recorded with grad_scale) runs
-at ε = 1 with
+at ε = 1 (σ by the fixed-size accountant: B of N without replacement each step, replace-one) with
   optax        `recording_aggregate` (optax's `differentially_private_aggregate`, divides by B), and
   jax-privacy  the clipped sum / B from `jax_privacy.clipping.clipped_grad(normalize_by=B)` and
                `recording_privatizer` (σ = B·stddev/C);
@@ -170,7 +170,8 @@ def simulated(simulations: int, seed: int, steps: int) -> tuple[jax.Array, dict,
         bm, np.asarray(truth), arrays, key=jax.random.fold_in(key, 1), init=settings["init"],
         mc_draws=settings["mc_draws"], transforms=settings["transforms"],
     )  # fmt: skip
-    return key, data, facts.optimum, na.privacy.noise_multiplier(EPSILON, DELTA, B / N, steps)
+    sigma = na.privacy.noise_multiplier(EPSILON, DELTA, B / N, steps, sampling="fixed", dataset_size=N)
+    return key, data, facts.optimum, sigma
 
 
 def arguments(description: str) -> argparse.Namespace:

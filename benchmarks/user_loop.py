@@ -13,8 +13,8 @@ on each of the 2 000 rows is then about twice the posterior sd), the run kept as
 (`windowing_aggregate`, docs/windowed.md) and fitted from those. For each of M data sets (θ ~ N(1, I) for one-hot,
 N((1, 0.5), I) for correlated) the loop a user writes with optax runs mean-field DPVI: per-example gradients of the
 negative ELBO's share at one draw ε (the prior and the entropy inside, over N), fixed-size batches without
-replacement, optax's aggregate (clip C, noise σ for ε at δ = 10⁻⁵, divides by B; with a clip count share r > 0, ε is
-split between the gradient and the released count of clipped examples by `na.privacy.split_noise_multiplier`), plain
+replacement, optax's aggregate (clip C, noise σ for ε at δ = 10⁻⁵ by the fixed-size accountant, replace-one;
+divides by B; with a clip count share r > 0, ε is split between the gradient and the released count of clipped examples by `na.privacy.split_noise_multiplier`), plain
 SGD on the batch mean, ρ preconditioned by s_ρ = 10. Each trace is fitted by the exact route under each prior
 (default, "stein"), without the model; reported per coordinate (one-hot: pooled over the coordinates): the 90 %
 intervals' coverage of φ* (target 0.9 ± 3 se) and median width, and for one-hot the share of ρ* intervals narrower
@@ -147,7 +147,8 @@ def traces(design: Design, x, y, key, *, clip: float, steps: int, share: float) 
     """The M runs, vmapped in one program, as traces (windowed for one-hot) through the optax adapter (share: of ε
     on the clipped count)."""
     q = design.batch / design.n
-    sigma, count_sigma = na.privacy.noise_multiplier(design.epsilon, DELTA, q, steps), None
+    sigma = na.privacy.noise_multiplier(design.epsilon, DELTA, q, steps, sampling="fixed", dataset_size=design.n)
+    count_sigma = None
     if share > 0:
         sigma, count_sigma = na.privacy.split_noise_multiplier(sigma, share)
     keys = jax.random.split(key, len(x))

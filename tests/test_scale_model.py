@@ -175,25 +175,23 @@ def test_the_stein_model_covers_rho_star_with_intervals_narrower_than_the_varian
     np.testing.assert_allclose(hessian[:, 1], 2.0 * hessian[:, 0] * sigmoid(draws[0][:, 1]) ** 2, rtol=1e-12)
 
 
-def test_the_exact_route_unties_rows_that_contradict_their_shared_curvature_and_says_so():
+def test_a_stein_fit_whose_rows_contradict_their_shared_curvature_says_so_and_only_then():
     """Traces whose μ row's slope is 0.4 × the ρ row's curvature (Stein's identity broken, as clipping the μ row
-    would): tied, ρ* = softplus⁻¹(a_μ^(−½)) misses the ρ row's own root; the exact route's repair fits those rows
-    apart (the ρ row linear in ψ with its own slope and root) and covers ρ* within 3.5 binomial se of 0.9, and the
-    fit's warning says which it did."""
-    traces, optimum = scale_traces(60, seed=4, a_mu=400.0)
-    limit = 3.5 * np.sqrt(0.09 / 60)
-    coverage, messages = {}, {}
-    for repair in (False, True):
+    would): the Stein model's ρ* = softplus⁻¹(a_μ^(−½)) misses the ρ row's own root, and the fit says which rows
+    disagree and what to do. Traces that keep the identity fit without that warning. (Fitting such rows apart was
+    tried and measured: it made ρ* worse on the user-loop benchmark, 0.82 / 0.77 → 0.68 / 0.65, so the fit warns.)"""
+    messages, coverage = {}, {}
+    for a_mu in (400.0, 1000.0):
+        traces, optimum = scale_traces(60, seed=4, a_mu=a_mu)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", FitWarning)
-            posts = na.fit_batch(traces, "exact", key=0, prior="stein", repair=repair, draws=2000, checks="off")
+            posts = na.fit_batch(traces, "exact", key=0, prior="stein", draws=2000, checks="off")
         low, high = (np.array(bounds) for bounds in zip(*(post.optimum_interval(0.9) for post in posts)))
-        coverage[repair] = ((low <= optimum) & (optimum <= high)).mean(axis=0)
-        messages[repair] = " ".join(str(w.message) for w in caught if "shared curvature" in str(w.message))
-    assert coverage[False][1] < 0.3, coverage
-    assert abs(coverage[True][1] - 0.9) < limit and abs(coverage[True][0] - 0.9) < limit, coverage
-    mentions(messages[True], "contradicted", "apart", "repair=False")
-    mentions(messages[False], "contradicted", "trusted", "repair=True")
+        coverage[a_mu] = ((low <= optimum) & (optimum <= high)).mean(axis=0)
+        messages[a_mu] = " ".join(str(w.message) for w in caught if "shared curvature" in str(w.message))
+    assert coverage[400.0][1] < 0.3, coverage
+    mentions(messages[400.0], "contradicted", "mu:theta[0]", "rho:theta[0]", "trusted", "prior='default'")
+    assert messages[1000.0] == "", messages[1000.0]
 
 
 def test_the_stein_model_takes_mean_field_traces_and_the_exact_route_only():

@@ -131,7 +131,9 @@ def windowed_of(opt_state, *, convention: Convention, final_params=None, **field
             f"variational_family={family!r}: pass the family the windowing transformation was created with"
         )
     scale = np.asarray(state.grad_scale)
-    sample = buffer_trace(state.sample, convention=convention, final_params=final_params, grad_scale=scale, **fields)
+    sample = buffer_trace(
+        state.sample, convention=convention, final_params=final_params, grad_scale=scale, run_steps=steps, **fields
+    )
     factor = _to_sums(convention, np.asarray(state.divisors), sample.sampling_rate, sample.n_examples)
     sums = jax.tree.map(np.asarray, state.sums)
     if factor != 1.0:

@@ -132,26 +132,19 @@ def _coupled_optimum(model: GradientModel, own, slope, noise, key) -> np.ndarray
 STEIN_CONFLICT = 3.0
 """Standard errors by which a μ row's own slope and its ρ partner's estimate of the same curvature may differ before
 the Stein model's fit says so (`partner_conflict`)."""
-STEIN_FOUND = (
+STEIN_ADVICE = (
     "the μ and ρ rows of these coordinates disagree about their shared curvature Λ_jj (Stein's identity, "
     "docs/method.md §2.11): the coordinates are coupled (the μ row's slope is then a marginal one) or clipping is "
-    "active"
+    "active, and the Stein model's ρ* is not to be trusted here; fit with prior='default'"
 )
-STEIN_UNTIED = (
-    "; their rows were fitted apart, the ρ row with its own slope and root in ψ (Prior(scale_model='variance')); "
-    "repair=False keeps them tied"
-)
-STEIN_TIED = "; the Stein model's ρ* is not to be trusted here: fit with prior='default', or with repair=True"
 
 
-def shared_curvature_notes(model: GradientModel, param_names, untied: bool) -> list[Note]:
+def shared_curvature_notes(model: GradientModel, param_names) -> list[Note]:
     """The note on a Stein-model fit whose μ and ρ rows contradict the one curvature they share, naming the θ
-    coordinates (their μ and ρ rows), with the largest disagreement in standard errors, and saying whether the
-    exact route fitted those rows apart (`untied`, its repair) or kept them tied."""
+    coordinates (their μ and ρ rows), with the largest disagreement in standard errors."""
     conflict = partner_conflict(model)
     rows = np.flatnonzero(conflict > STEIN_CONFLICT)
     if not rows.size:
         return []
     named = tuple(param_names[j] for j in rows) + tuple(param_names[int(model.partner.column[j])] for j in rows)
-    advice = STEIN_FOUND + (STEIN_UNTIED if untied else STEIN_TIED)
-    return [Note("shared curvature contradicted", advice, named, value=float(conflict.max()), combine="max")]
+    return [Note("shared curvature contradicted", STEIN_ADVICE, named, value=float(conflict.max()), combine="max")]

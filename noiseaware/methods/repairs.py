@@ -1,8 +1,7 @@
-"""Repairs of a gradient model's rows where the trace contradicts the form the prior gave them (docs/method.md
-§2.9, §2.11): scale rows curved in ρ refitted linear in ψ = softplus(ρ)², and Stein rows whose μ and ρ rows
-disagree on the curvature they share refitted apart. Each takes the kept traces of a batch, their results and keys,
-the route's solver and `build(trace, prior)`, the gradient model of a trace under another prior (or its
-FitFailure), and returns results with the repaired rows taken from the refit.
+"""The repair of a gradient model's scale rows where the trace says they are curved in ρ (docs/method.md §2.9):
+those rows refitted linear in ψ = softplus(ρ)² and taken from that fit where its evidence is larger. It takes the
+kept traces of a batch, their results and keys, the route's solver and `build(trace, prior)`, the gradient model of
+a trace under another prior (or its FitFailure).
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import numpy as np
 
 from ..inference.draws import Draws
 from ..inference.gradient_model import Prior, scale_coordinates, select_rows
-from ..inference.stein import STEIN_CONFLICT, partner_conflict
 from ..util.errors import FitFailure
 from ..util.notes import Note
 from .base import outcome_of
@@ -57,27 +55,6 @@ def repair_scale_rows(traces, results, keys, prior: Prior, opts, solve, build):
         notes.append(Note("curvature repaired", REPAIR_NOTE, parameters=names))
         repaired.append(take_rows(linear, curved, scale, better))
     return repaired, notes
-
-
-def untie_contradicted(traces, models, results, keys, prior: Prior, opts, solve, build):
-    """Under the Stein model, refit the coordinates whose μ and ρ rows contradict the curvature they share
-    (`partner_conflict` of their `models` above STEIN_CONFLICT standard errors) with the two rows apart, the ρ row
-    with its own slope and root in ψ (`Prior(scale_model="variance")`, the Stein form untied), and take those rows
-    from that fit: the results."""
-    variance = dataclasses.replace(prior, scale_model="variance")
-    untied = list(results)
-    for i, (trace, model, result) in enumerate(zip(traces, models, results)):
-        mean_rows = np.flatnonzero(partner_conflict(model) > STEIN_CONFLICT)
-        if isinstance(result, FitFailure) or not mean_rows.size:
-            continue
-        apart = outcome_of(lambda t=trace: build(t, variance))
-        if isinstance(apart, FitFailure):
-            continue
-        rows = np.concatenate([mean_rows, np.asarray(model.partner.column)[mean_rows]])
-        (solved,) = solve([select_rows(apart, rows)], keys=keys[i : i + 1], options=opts)
-        if not isinstance(solved, FitFailure):
-            untied[i] = take_rows(result, solved, rows, np.ones(rows.size, bool))
-    return untied
 
 
 def take_rows(linear: Draws, curved: Draws, scale: np.ndarray, better: np.ndarray) -> Draws:

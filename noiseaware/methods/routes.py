@@ -39,7 +39,7 @@ from ..util.notes import Note
 from ..util.progress import Progress, check_progress
 from .base import Batch, Method, Outcome, outcome_of
 from .model_prior import model_prior_of
-from .repairs import repair_scale_rows, untie_contradicted
+from .repairs import repair_scale_rows
 
 __all__ = [
     "EXACT",
@@ -200,15 +200,13 @@ def _route(
 
         if kept and repairs and prior.scale_model == "linear" and prior.terms == ("diagonal",):
             results, repaired = repair_scale_rows(kept_traces, results, kept_keys, prior, opts, solve, build)
-        if kept and repairs and prior.scale_model == "stein":
-            results = untie_contradicted(kept_traces, models, results, kept_keys, prior, opts, solve, build)
         label = opts.prior if isinstance(opts.prior, str) else repr(opts.prior)
         names = batch.traces[0].param_names if batch.traces else ()
         for m, model, result, repair in zip(kept, models, results, repaired):
             if isinstance(result, FitFailure):
                 outcomes[m] = result
                 continue
-            notes = _weak_slopes(model, names, model_prior is not None) + shared_curvature_notes(model, names, repairs)
+            notes = _weak_slopes(model, names, model_prior is not None) + shared_curvature_notes(model, names)
             notes += remarks(result, names)
             outcomes[m] = _posterior(
                 batch.traces[m],

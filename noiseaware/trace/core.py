@@ -16,12 +16,15 @@ checked in `validation`, read and written in `files`, described in `report`.
 
 from __future__ import annotations
 
+import math
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
 
+from ..privacy import ACCOUNTANTS, PrivacyWarning, combined_noise_multiplier, epsilon_spent_per_step
 from ..util.deprecation import warn_renamed
 from .convention import Convention, to_sum
 from .data import TraceData
@@ -60,8 +63,9 @@ class Trace(TraceData):
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Trace:
-        """Read and validate a trace file (.nc or .npz); nothing is ever unpickled."""
-        return read_trace(path, cls)
+        """Read and validate a trace file (.nc or .npz); nothing is ever unpickled. A stated ε below what the
+        run's sampling scheme spent is relabelled, with a warning (`as_spent`)."""
+        return as_spent(read_trace(path, cls))
 
     @classmethod
     def from_arrays(
@@ -90,6 +94,7 @@ class Trace(TraceData):
         batch_sizes=None,
         clipped_counts=None,
         count_noise_multiplier: float | None = None,
+        run_steps: int | None = None,
     ) -> Trace:
         """A trace from any other DP-SGD implementation (PyTorch/Opacus, d3p, TensorFlow).
 
@@ -113,6 +118,8 @@ class Trace(TraceData):
         vary are kept as step_noise_multipliers, step_clips, step_grad_scales (and the gradient model refuses them).
         clipped_counts (T,) and count_noise_multiplier σ_b: each step's released count of clipped examples and its
         noise sd (sensitivity 1), for the clipping check (docs/diagnostics.md); give both or neither.
+        run_steps: the steps the run took where the rows are a sample of them (a windowed trace's; default: the
+        rows), over which a stated ε is checked against the run's sampling scheme (`as_spent`).
         """
         convention = _convention(reduction, convention)
         steps = np.shape(params)[0] if np.ndim(params) == 2 else None
@@ -154,10 +161,59 @@ class Trace(TraceData):
             clipped_counts=clipped_counts,
             count_noise_multiplier=count_noise_multiplier,
         )
+        trace = as_spent(trace, run_steps)
         if convention.normaliser == "sum" and convention.clip_factor == 1:
             return trace
         sums = to_sum(trace.grads, convention, trace.batch_sizes, trace.sampling_rate, trace.n_examples)
         return replace(trace, grads=sums)
+
+
+def as_spent(trace: Trace, run_steps: int | None = None) -> Trace:
+    """The trace, with the ε its sampling scheme spent where it states less. A run of fixed-size batches
+    (`Convention(sampling="fixed")`: B = q·N drawn without replacement each step, replace-one) accounted by a
+    Poisson accountant states several times too small an ε: its ε is recomputed by the fixed-size accountant from
+    σ_t (with the released clipped count's σ_b, `combined_noise_multiplier`), δ, q, N and T = `run_steps` (default:
+    the trace's rows), and where it exceeds the stated one the trace is relabelled (epsilon, accountant "rdp-fixed")
+    with a PrivacyWarning naming both; a stated ε that matches it, with no accountant named, is labelled
+    "rdp-fixed". Traces without ε and δ, Poisson traces, microbatch clipping and traces already accounted so are
+    kept."""
+    convention = trace.convention
+    if (
+        convention.sampling != "fixed"
+        or convention.clip_factor != 1
+        or trace.epsilon is None
+        or trace.delta is None
+        or not math.isfinite(trace.epsilon)
+        or trace.accountant == ACCOUNTANTS["fixed"]
+    ):
+        return trace
+    sigmas = trace.step_noise_multipliers
+    steps = trace.params.shape[0] if run_steps is None else run_steps
+    sigmas = np.full(steps, trace.noise_multiplier) if sigmas is None else np.asarray(sigmas, np.float64)
+    if trace.count_noise_multiplier is not None:
+        sigmas = combined_noise_multiplier(sigmas, trace.count_noise_multiplier)
+    try:
+        spent = epsilon_spent_per_step(
+            sigmas, trace.delta, trace.sampling_rate, sampling="fixed", dataset_size=trace.n_examples
+        )
+    except ValueError as error:
+        raise TraceError(f"the trace declares fixed-size batches (sampling='fixed'), but {error}") from None
+    if spent <= trace.epsilon * (1 + 1e-3):
+        matches = trace.accountant is None and spent >= trace.epsilon * (1 - 1e-3)
+        return replace(trace, accountant=ACCOUNTANTS["fixed"]) if matches else trace
+    batch = round(trace.sampling_rate * trace.n_examples)
+    warnings.warn(
+        f"privacy relabelled: the run drew fixed-size batches (sampling='fixed', B = {batch} of N = "
+        f"{trace.n_examples} without replacement each step, replace-one neighbours), which spend ε = {spent:.3g} at "
+        f"δ = {trace.delta:g} with σ = {trace.noise_multiplier:.4g} over T = {steps} steps; the stated ε = "
+        f"{trace.epsilon:.3g} ({trace.accountant or 'accountant not named'}) is below that, as a Poisson "
+        "accountant's ε would be. The trace now states the larger ε; to spend the smaller one, calibrate σ for the "
+        "run's scheme: "
+        "na.noise_multiplier(ε, δ, q, T, sampling='fixed', dataset_size=N)",
+        PrivacyWarning,
+        stacklevel=3,
+    )
+    return replace(trace, epsilon=spent, accountant=ACCOUNTANTS["fixed"])
 
 
 def _per_step(name: str, value, ndim: int, steps: int | None) -> tuple:

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..util.deprecation import warn_renamed
-from .core import Trace
+from .core import Trace, as_spent
 from .data import BURN_IN
 from .families import VariationalFamily
 from .moments import Moments, moments_of_windows
@@ -74,6 +74,7 @@ class WindowedTrace(RunLayout):
         object.__setattr__(self, "sample_steps", _frozen(np.asarray(self.sample_steps, np.int64)))
         if self.clipped is not None:
             object.__setattr__(self, "clipped", _frozen(np.asarray(self.clipped, np.float64)))
+        object.__setattr__(self, "sample", as_spent(self.sample, self.steps))
         _validate(self)
 
     @property
