@@ -9,18 +9,19 @@ optimum is in closed form (μ* the posterior mean, sd*_j = Λ_jj^(−½) for the
 "correlated": θ = (θ₀, θ₁), x_i = (1, z_i), z_i ~ N(3, 1), so corr(θ₀, θ₁) ≈ −0.95; N = 10⁴, B = 100, learning rate
 0.05, ε = 1. "one-hot": d coefficients (default 1 000), x_i the indicator of one coefficient drawn uniformly, so Λ is
 diagonal with about N/d = 100 examples per coefficient; N = 10⁵, B = 1 000, learning rate 2, ε = 8 (the DP noise
-on each of the 2 000 rows is then about twice the posterior sd), the run kept as window sums and a sample
+on each of the 2 000 rows is then about five times the posterior sd: σ = 1.94), the run kept as window sums and a sample
 (`windowing_aggregate`, docs/windowed.md) and fitted from those. For each of M data sets (θ ~ N(1, I) for one-hot,
 N((1, 0.5), I) for correlated) the loop a user writes with optax runs mean-field DPVI: per-example gradients of the
 negative ELBO's share at one draw ε (the prior and the entropy inside, over N), fixed-size batches without
-replacement, optax's aggregate (clip C, noise σ for ε at δ = 10⁻⁵ by the fixed-size accountant, replace-one;
-divides by B; with a clip count share r > 0, ε is split between the gradient and the released count of clipped examples by `na.privacy.split_noise_multiplier`), plain
-SGD on the batch mean, ρ preconditioned by s_ρ = 10. Each trace is fitted by the exact route under each prior
-(default, "stein"), without the model; reported per coordinate (one-hot: pooled over the coordinates): the 90 %
-intervals' coverage of φ* (target 0.9 ± 3 se) and median width, and for one-hot the share of ρ* intervals narrower
-than a tenth of their centre's distance to the truth; how often the trace checks fire, and how often the clipping
-check does, with the median fraction of examples clipped it measured (per-example norms at the optimum: about 2.6
-for correlated, 1.3 for one-hot, so clip 10 is above them, clip 2 near them).
+replacement, optax's aggregate (clip C, noise σ for ε at δ = 10⁻⁵ by the fixed-size accountant, replace-one; divides
+by B; with a clip count share r > 0, ε is split between the gradient and the released count of clipped examples by
+`na.privacy.split_noise_multiplier`), plain SGD on the batch mean, ρ preconditioned by s_ρ = 10. Each trace is
+fitted by the exact route under each prior (default, "stein"), without the model; reported per coordinate (one-hot:
+pooled over the coordinates): the 90 % intervals' coverage of φ* (target 0.9 ± 3 se) and median width, and for one-
+hot the share of ρ* intervals narrower than a tenth of their centre's distance to the truth; how often the trace
+checks fire, and how often the clipping check does, with the median fraction of examples clipped it measured (per-
+example norms at the optimum: about 2.6 for correlated, 1.3 for one-hot, so clip 10 is above them, clip 2 near
+them).
 Results: benchmarks/results/user_loop.json, user_loop_one_hot.json (--out) with the command, seed and machine.
 """
 
