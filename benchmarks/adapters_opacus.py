@@ -27,7 +27,7 @@ import numpy as np
 import opacus
 import torch
 from _common import machine, read_results, write_json
-from adapters import EPSILON, GRAD_SCALE, LR, S_RHO, B, C, N, arguments, as_read, covered, fired, simulated
+from adapters import GRAD_SCALE, LR, NOMINAL_EPSILON, S_RHO, B, C, N, arguments, as_read, covered, fired, simulated
 
 import noiseaware as na
 from noiseaware.adapters.opacus import OpacusRecorder
@@ -141,7 +141,7 @@ def main() -> None:
     key, data, optimum, sigma = simulated(args.simulations, args.seed, args.steps)
     xy = np.concatenate([np.asarray(data["X"]), np.asarray(data["y"])[..., None]], axis=-1)
     settings = {"M": args.simulations, "T": args.steps, "N": N, "B": B, "sigma": round(sigma, 4),
-                "epsilon": EPSILON, "seed": args.seed, "command": command}  # fmt: skip
+                "epsilon": NOMINAL_EPSILON, "seed": args.seed, "command": command}  # fmt: skip
     previous = read_results(args.out).get("opacus", {})
     resume = all(previous.get(k) == v for k, v in settings.items()) and previous.get("done", 0) < args.simulations
     per_run = previous["per_run"] if resume else {"seconds": [], "warnings": [], "fit_seconds": []}

@@ -2,26 +2,26 @@
 are strongly coupled (two coefficients) or many (a thousand, kept as a windowed trace).
 
     python benchmarks/user_loop.py [--design correlated --simulations 60 --steps 4000 --clip 10 --seed 7]
-    python benchmarks/user_loop.py --design one-hot [--dim 1000 --simulations 10 --epsilon 8]
+    python benchmarks/user_loop.py --design one-hot [--dim 1000 --simulations 10 --noise-multiplier 1.941]
 
 Both designs are Gaussian regressions y_i = x_iᵀθ + e_i, e_i ~ N(0, 1), θ ~ N(0, 10² I) a priori, whose mean-field VI
 optimum is in closed form (μ* the posterior mean, sd*_j = Λ_jj^(−½) for the posterior precision Λ = XᵀX + I/10²).
 "correlated": θ = (θ₀, θ₁), x_i = (1, z_i), z_i ~ N(3, 1), so corr(θ₀, θ₁) ≈ −0.95; N = 10⁴, B = 100, learning rate
-0.05, ε = 1. "one-hot": d coefficients (default 1 000), x_i the indicator of one coefficient drawn uniformly, so Λ is
-diagonal with about N/d = 100 examples per coefficient; N = 10⁵, B = 1 000, learning rate 2, ε = 8 (the DP noise
-on each of the 2 000 rows is then about five times the posterior sd: σ = 1.94), the run kept as window sums and a sample
-(`windowing_aggregate`, docs/windowed.md) and fitted from those. For each of M data sets (θ ~ N(1, I) for one-hot,
-N((1, 0.5), I) for correlated) the loop a user writes with optax runs mean-field DPVI: per-example gradients of the
-negative ELBO's share at one draw ε (the prior and the entropy inside, over N), fixed-size batches without
-replacement, optax's aggregate (clip C, noise σ for ε at δ = 10⁻⁵ by the fixed-size accountant, replace-one; divides
-by B; with a clip count share r > 0, ε is split between the gradient and the released count of clipped examples by
-`na.privacy.split_noise_multiplier`), plain SGD on the batch mean, ρ preconditioned by s_ρ = 10. Each trace is
-fitted by the exact route under each prior (default, "stein"), without the model; reported per coordinate (one-hot:
-pooled over the coordinates): the 90 % intervals' coverage of φ* (target 0.9 ± 3 se) and median width, and for one-
-hot the share of ρ* intervals narrower than a tenth of their centre's distance to the truth; how often the trace
-checks fire, and how often the clipping check does, with the median fraction of examples clipped it measured (per-
-example norms at the optimum: about 2.6 for correlated, 1.3 for one-hot, so clip 10 is above them, clip 2 near
-them).
+0.05, σ_c = 2.491 (the Poisson accountant's σ for ε = 1 at q = 0.01, T = 4 000; these fixed-size batches spend ε =
+6.0 at it, the ε reported). "one-hot": d coefficients (default 1 000), x_i the indicator of one coefficient drawn
+uniformly, so Λ is diagonal with about N/d = 100 examples per coefficient; N = 10⁵, B = 1 000, learning rate 2, σ_c
+= 1.941 (ε = 8 by the fixed-size accountant), the run kept as window sums and a sample (`windowing_aggregate`,
+docs/windowed.md) and fitted from those. For each of M data sets (θ ~ N(1, I) for one-hot, N((1, 0.5), I) for
+correlated) the loop a user writes with optax runs mean-field DPVI: per-example gradients of the negative ELBO's
+share at one draw ε (the prior and the entropy inside, over N), fixed-size batches without replacement, optax's
+aggregate (clip C, noise multiplier σ_c of the design; divides by B; with a clip count share r > 0, ε is split
+between the gradient and the released count of clipped examples by `na.privacy.split_noise_multiplier`), plain SGD
+on the batch mean, ρ preconditioned by s_ρ = 10. Each trace is fitted by the exact route under each prior (default,
+"stein"), without the model; reported per coordinate (one-hot: pooled over the coordinates): the 90 % intervals'
+coverage of φ* (target 0.9 ± 3 se) and median width, and for one-hot the share of ρ* intervals narrower than a tenth
+of their centre's distance to the truth; how often the trace checks fire, and how often the clipping check does,
+with the median fraction of examples clipped it measured (per-example norms at the optimum: about 2.6 for
+correlated, 1.3 for one-hot, so clip 10 is above them, clip 2 near them).
 Results: benchmarks/results/user_loop.json, user_loop_one_hot.json (--out) with the command, seed and machine.
 """
 
@@ -53,15 +53,16 @@ NARROW = 0.1
 
 @dataclasses.dataclass(frozen=True)
 class Design:
-    """One regression the loop runs on: N examples of d coefficients, batches of B, SGD's learning rate, ε, the
-    start of ρ (sd = softplus(ρ₀)), and the prior mean of the true θ."""
+    """One regression the loop runs on: N examples of d coefficients, batches of B, SGD's learning rate, the noise
+    multiplier σ_c of the mechanism (gradient and clipped count together), the start of ρ (sd = softplus(ρ₀)), and
+    the prior mean of the true θ."""
 
     name: str
     dim: int
     n: int
     batch: int
     learning_rate: float
-    epsilon: float
+    noise_multiplier: float
     rho_start: float
     theta_mean: tuple[float, ...]
 
@@ -96,8 +97,8 @@ class Design:
 
 
 DESIGNS = {
-    "correlated": Design("correlated", 2, 10_000, 100, 0.05, 1.0, -4.0, (1.0, 0.5)),
-    "one-hot": Design("one-hot", 1000, 100_000, 1000, 2.0, 8.0, -3.0, (1.0,)),
+    "correlated": Design("correlated", 2, 10_000, 100, 0.05, 2.491, -4.0, (1.0, 0.5)),  # ε = 6.0 (ε = 1 if Poisson)
+    "one-hot": Design("one-hot", 1000, 100_000, 1000, 2.0, 1.941, -3.0, (1.0,)),  # ε = 8.0
 }
 
 
@@ -144,12 +145,18 @@ def grad_scale(dim: int) -> np.ndarray:
     return np.concatenate([np.ones(dim), np.full(dim, S_RHO)])
 
 
+def spent(design: Design, steps: int) -> float:
+    """ε the run spends at δ = 10⁻⁵: B of N drawn without replacement each step, replace-one (the fixed-size
+    accountant)."""
+    q = design.batch / design.n
+    return na.epsilon_spent(design.noise_multiplier, DELTA, q, steps, sampling="fixed", dataset_size=design.n)
+
+
 def traces(design: Design, x, y, key, *, clip: float, steps: int, share: float) -> list[na.Run]:
     """The M runs, vmapped in one program, as traces (windowed for one-hot) through the optax adapter (share: of ε
     on the clipped count)."""
     q = design.batch / design.n
-    sigma = na.privacy.noise_multiplier(design.epsilon, DELTA, q, steps, sampling="fixed", dataset_size=design.n)
-    count_sigma = None
+    sigma, count_sigma = design.noise_multiplier, None
     if share > 0:
         sigma, count_sigma = na.privacy.split_noise_multiplier(sigma, share)
     keys = jax.random.split(key, len(x))
@@ -158,7 +165,8 @@ def traces(design: Design, x, y, key, *, clip: float, steps: int, share: float) 
     scale = grad_scale(design.dim)
     settings = {
         "clip": clip, "noise_multiplier": sigma, "sampling_rate": q, "n_examples": design.n,
-        "learning_rate": design.learning_rate * scale**2 / design.batch, "epsilon": design.epsilon, "delta": DELTA,
+        "learning_rate": design.learning_rate * scale**2 / design.batch, "epsilon": spent(design, steps),
+        "delta": DELTA, "accountant": na.privacy.accountant_of("fixed"),
     }  # fmt: skip
     out = []
     for m in range(len(x)):
@@ -199,7 +207,9 @@ def main() -> None:
     parser.add_argument("--simulations", type=int, default=None, help="M data sets (60 correlated, 10 one-hot)")
     parser.add_argument("--steps", type=int, default=4000)
     parser.add_argument("--clip", type=float, default=10.0)
-    parser.add_argument("--epsilon", type=float, default=None, help="ε of the run (1 correlated, 8 one-hot)")
+    parser.add_argument(
+        "--noise-multiplier", type=float, default=None, help="σ_c of the run (2.491 correlated, 1.941 one-hot)"
+    )
     parser.add_argument("--clip-count-share", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=None)
@@ -207,8 +217,8 @@ def main() -> None:
     design = DESIGNS[args.design]
     if args.dim is not None and args.design == "one-hot":
         design = dataclasses.replace(design, dim=args.dim)
-    if args.epsilon is not None:
-        design = dataclasses.replace(design, epsilon=args.epsilon)
+    if args.noise_multiplier is not None:
+        design = dataclasses.replace(design, noise_multiplier=args.noise_multiplier)
     simulations = args.simulations or (60 if args.design == "correlated" else 10)
     out = (
         args.out
@@ -216,7 +226,7 @@ def main() -> None:
     )
     command = (
         f"python benchmarks/user_loop.py --design {args.design} --dim {design.dim} --simulations {simulations} "
-        f"--steps {args.steps} --clip {args.clip:g} --epsilon {design.epsilon:g} "
+        f"--steps {args.steps} --clip {args.clip:g} --noise-multiplier {design.noise_multiplier:g} "
         f"--clip-count-share {args.clip_count_share:g} --seed {args.seed} --out {os.path.relpath(out)}"
     )
     x, y, optimum = design.data(jax.random.key(args.seed), simulations)
@@ -257,7 +267,8 @@ def main() -> None:
         )
     entry |= {
         "param_names": names, "design": design.name, "d": design.dim, "M": simulations, "T": args.steps,
-        "N": design.n, "B": design.batch, "C": args.clip, "epsilon": design.epsilon, "seed": args.seed,
+        "N": design.n, "B": design.batch, "C": args.clip, "seed": args.seed,
+        "noise_multiplier": design.noise_multiplier, "epsilon": spent(design, args.steps),
         "learning_rate": design.learning_rate, "clip_count_share": args.clip_count_share,
         "command": command, "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
     }  # fmt: skip

@@ -89,6 +89,18 @@ def test_account_epsilon_for_sigma_and_several_at_once(capsys):
         )
 
 
+def test_account_takes_the_sampling_scheme_and_needs_n_for_fixed_size_batches(capsys):
+    fixed = ("--sampling", "fixed", "--sampling-rate", "0.05", "--steps", "3000")
+    status, out, _ = run(capsys, "account", "--noise-multiplier", "10.292", "--dataset-size", "2000", *fixed)
+    assert status == 0 and "rdp-fixed" in out
+    want = na.epsilon_spent(10.292, 1e-5, 0.05, 3000, sampling="fixed", dataset_size=2000)
+    assert number_after("ε for σ = 10.292", out) == pytest.approx(want, rel=1e-4)
+    assert want > 4 * na.epsilon_spent(10.292, 1e-5, 0.05, 3000)
+    status, _, err = run(capsys, "account", "--epsilon", "1", *fixed)
+    assert status == 2
+    mentions(err, "--dataset-size")
+
+
 # ---------------------------------------------------------------- record: built-in models
 
 

@@ -209,3 +209,42 @@ def test_per_step_epsilon_rejects_bad_noise_multipliers(sigmas, tokens):
 
 def test_a_step_without_noise_spends_infinite_epsilon():
     assert epsilon_spent_per_step([1.0, 0.0], DELTA, Q_STEPS) == math.inf
+
+
+def test_fixed_size_batches_of_the_whole_data_set_are_the_gaussian_mechanism_with_twice_the_sensitivity():
+    """B = N: no sampling, so T steps under replace-one are exactly μ-GDP with μ = 2√T/σ (the clipped sum moves by up
+    to 2C when one example is replaced). The RDP accountant is an upper bound on that exact ε, and not far above."""
+    for sigma, steps in ((4.0, 1), (20.0, 100), (50.0, 1000)):
+        mu = 2 * math.sqrt(steps) / sigma
+        exact = brentq(
+            lambda e, mu=mu: ndtr(-e / mu + mu / 2) - math.exp(e + log_ndtr(-e / mu - mu / 2)) - DELTA, 0, 1e3
+        )
+        spent = epsilon_spent(sigma, DELTA, 1.0, steps, sampling="fixed", dataset_size=50)
+        assert exact <= spent <= 1.15 * exact, (sigma, steps, exact, spent)
+
+
+def test_fixed_size_batches_spend_more_than_poisson_and_sigma_round_trips():
+    """A run of B = 100 of N = 2 000 without replacement at the Poisson σ for ε = 1 spends several times ε; the σ
+    calibrated for the fixed scheme spends at most ε, and 0.5 % less noise would not."""
+    q, steps, n = 0.05, 4000, 2000
+    poisson = noise_multiplier(1.0, DELTA, q, steps)
+    assert 4.0 < epsilon_spent(poisson, DELTA, q, steps, sampling="fixed", dataset_size=n) < 6.0
+    fixed = noise_multiplier(1.0, DELTA, q, steps, sampling="fixed", dataset_size=n)
+    assert epsilon_spent(fixed, DELTA, q, steps, sampling="fixed", dataset_size=n) <= 1.0
+    assert epsilon_spent(fixed * (1 - 0.0025), DELTA, q, steps, sampling="fixed", dataset_size=n) > 1.0
+    per_step = epsilon_spent_per_step(np.full(steps, fixed), DELTA, q, sampling="fixed", dataset_size=n)
+    assert per_step == epsilon_spent(fixed, DELTA, q, steps, sampling="fixed", dataset_size=n)
+
+
+@pytest.mark.parametrize(
+    ("options", "tokens"),
+    [
+        ({"sampling": "fixed"}, ("dataset_size",)),
+        ({"sampling": "shuffled", "dataset_size": 2000}, ("poisson", "fixed")),
+        ({"sampling": "fixed", "dataset_size": 2010}, ("whole", "sampling_rate=B/N")),
+    ],
+)
+def test_a_sampling_scheme_the_accountant_cannot_compose_is_one_clear_error(options, tokens):
+    with pytest.raises(ValueError) as caught:
+        epsilon_spent(10.0, DELTA, 0.05, 100, **options)
+    mentions(str(caught.value), *tokens)
