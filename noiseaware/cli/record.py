@@ -29,7 +29,7 @@ from ..models.presets import transforms_obstacle
 from ..recording.config import required_settings
 from ..recording.contract import inspect_model
 from ..recording.dpvi import record_dpvi
-from ..recording.settings import UNCHECKED_HINT, SettingsHint
+from ..recording.settings import UNCHECKED_HINT, SettingsHint, check_preset_size
 from ..tuning import TunedSettings
 from ..util.tables import text_table
 from .common import builtin, import_attribute, keys, trace_report
@@ -339,10 +339,6 @@ def _verified(path, bm: models.BenchmarkModel) -> TunedSettings:
     return settings
 
 
-PRESET_SIZE_RATIO = 20
-"""A built-in preset is refused on data more than this many times smaller or larger than the N it was set for."""
-
-
 def _builtin_job(args, key) -> _Job:
     """A built-in model on simulated data (or on --data) with its preset (`presets`: tuned where it applies)."""
     research = builtin(args.model)
@@ -378,17 +374,14 @@ def _obstacle(args, research: models.BenchmarkModel, n_examples: int | None) -> 
 
 
 def _check_preset_size(bm: models.BenchmarkModel, n_examples: int) -> None:
-    """Refuse, before any privacy is spent, a preset used on N examples far from the N it was set for: its clip,
-    gradient scales and learning rates describe another problem there, and no check or coverage was measured."""
-    ratio = max(n_examples / bm.n_examples, bm.n_examples / max(n_examples, 1))
-    if ratio > PRESET_SIZE_RATIO:
+    """`check_preset_size` in the command line's words: the preset named, the fix a `tune` command."""
+    try:
+        check_preset_size(n_examples, bm.n_examples, f"the {bm.name} preset was")
+    except ValueError as error:
         raise ValueError(
-            f"the {bm.name} preset was set for N = {bm.n_examples} examples and these data have N = {n_examples} "
-            f"({ratio:.0f}× {'fewer' if n_examples < bm.n_examples else 'more'}): its clip, gradient scales and "
-            "learning rates were never checked at this size, and its noise-aware posterior can be confidently "
-            f"wrong there; choose settings for your data with `noiseaware tune --model {bm.name} --n-examples "
-            f"{n_examples} --epsilon …` and record with --settings FILE"
-        )
+            f"{error}; here: `noiseaware tune --model {bm.name} --n-examples {n_examples} --epsilon …` and record "
+            "with --settings FILE"
+        ) from None
 
 
 def _resized(bm: models.BenchmarkModel, args) -> models.BenchmarkModel:

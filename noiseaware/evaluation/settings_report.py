@@ -41,8 +41,9 @@ DEFAULT = "default"
 """The source of a value nobody chose: record_dpvi's or the fit's own default."""
 YOURS = "yours"
 """The source of a value you chose: your model, or an option or argument you gave."""
-NOT_REPORTED = ("preflight", "labels", "sites")
-"""Entries of a settings mapping that are not choices: the tuner's check fingerprint, the site labels and order."""
+NOT_REPORTED = ("preflight", "preset_n_examples", "labels", "sites")
+"""Entries of a settings mapping that are not choices: the tuner's check fingerprint and the N it tuned for, the
+site labels and order."""
 
 
 @dataclasses.dataclass(frozen=True)

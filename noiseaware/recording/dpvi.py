@@ -48,7 +48,14 @@ from ..util.keys import as_key, as_keys
 from ..util.progress import progress_bar
 from .config import DPVISettings, as_settings
 from .contract import ModelSpec, as_data, check_data_sets, first_data_set, inspect_model
-from .settings import DEFAULT_DELTA, UNCHECKED_HINT, ResolvedSettings, SettingsHint, resolve_settings
+from .settings import (
+    DEFAULT_DELTA,
+    UNCHECKED_HINT,
+    ResolvedSettings,
+    SettingsHint,
+    check_preset_size,
+    resolve_settings,
+)
 from .sparse import SparseFeatures, check_sparse, sparse_summand
 from .subsampling import clip_weights, clipped_number, poisson_sum
 from .windowed import record_windowed
@@ -66,7 +73,7 @@ __all__ = [
 
 PRODUCED = Convention(producer=f"noiseaware {version('noiseaware')}")
 """What a DPVI trace recorded here says of itself: noisy sums, per-example clipping, Poisson, add/remove."""
-RUN_KEYWORDS = ("non_private", "allow_weak_privacy", "preflight")
+RUN_KEYWORDS = ("non_private", "allow_weak_privacy", "preflight", "preset_n_examples")
 """record_dpvi's keywords that are neither settings (`DPVISettings`) nor ε, σ, δ, key or progress."""
 
 
@@ -346,6 +353,7 @@ def build_recorder(
     non_private: bool = False,
     allow_weak_privacy: bool = False,
     preflight: str | None = None,
+    preset_n_examples: int | None = None,
     **overrides,
 ) -> Recorder:
     """Check the settings, then the model against the data, then resolve the settings at the privacy level (see
@@ -355,6 +363,8 @@ def build_recorder(
     batched: data holds M data sets stacked along a leading axis; the model is inspected on the first and
     every data set is checked (`check_data_sets`) before the settings are resolved. preflight: accepted, so
     that `**TunedSettings` (and a tuned model's `dpvi_settings`) pass through; a recorder never hints.
+    preset_n_examples: the N such settings were tuned for (`TunedSettings` carries it); data far from it are
+    refused before any work (`check_preset_size`).
     """
     del preflight
     settings = as_settings(settings, overrides)
@@ -362,6 +372,8 @@ def build_recorder(
     check_finite(data)
     first = first_data_set(data) if batched else data
     spec = inspect_model(model, first, transforms=settings.transforms, sites=settings.sites)
+    if preset_n_examples is not None:
+        check_preset_size(spec.n_examples, preset_n_examples)
     if batched:
         check_data_sets(spec, data)
     spec = replace(spec, site_map=spec.site_map.with_labels(settings.labels))

@@ -23,6 +23,8 @@ from .contract import ModelSpec
 from .optimizer import Optimizer
 
 __all__ = [
+    "PRESET_SIZE_RATIO",
+    "check_preset_size",
     "DEFAULT_DELTA",
     "DEFAULT_INIT",
     "DEFAULT_LR_MULTIPLIER",
@@ -41,6 +43,25 @@ DEFAULT_DELTA = 1e-5
 """δ of a private run unless given (record_dpvi, the studies and the CLI)."""
 WEAK_DELTA = 0.5
 """δ from which a run is refused unless `allow_weak_privacy=True`: such a guarantee protects next to nothing."""
+
+
+PRESET_SIZE_RATIO = 20
+"""How many times more or fewer examples than tuned settings were made for are refused (`check_preset_size`)."""
+
+
+def check_preset_size(n_examples: int, preset_n_examples: int, subject: str = "these settings were") -> None:
+    """Refuse, before any privacy is spent, settings tuned for N = `preset_n_examples` used on `n_examples` far
+    from it (more than PRESET_SIZE_RATIO times either way; `subject` names them, with its verb): their clip,
+    gradient scales and learning rates describe another problem there, and no check or coverage was measured."""
+    ratio = max(n_examples / preset_n_examples, preset_n_examples / max(n_examples, 1))
+    if ratio > PRESET_SIZE_RATIO:
+        raise ValueError(
+            f"{subject} set for N = {preset_n_examples} examples and these data have N = {n_examples} "
+            f"({ratio:.0f}× {'fewer' if n_examples < preset_n_examples else 'more'}): the clip, gradient scales and "
+            "learning rates were never checked at this size, and the noise-aware posterior can be confidently "
+            f"wrong there; choose settings for your data (na.tune(model, …) at N = {n_examples}, or noiseaware "
+            "tune --n-examples N) and record with them"
+        )
 
 
 class SettingsHint(UserWarning):

@@ -45,12 +45,13 @@ CHUNK = TUNING.check_batch
 
 def record_settings(bm: BenchmarkModel, settings: Mapping | None) -> dict:
     """The record_dpvi settings to check: the model's preset overridden by `settings` (TunedSettings are
-    checked against the model first); the preflight mark is dropped. An unknown name is a ValueError before any
-    work."""
+    checked against the model first); the preflight mark and the N it was tuned for are dropped. An unknown name
+    is a ValueError before any work."""
     if isinstance(settings, TunedSettings):
         settings.check_model(bm)
     merged = dict(bm.dpvi_settings) | dict(settings or {})
     merged.pop("preflight", None)
+    merged.pop("preset_n_examples", None)
     check_overrides(merged)
     missing = [name for name in required_settings() if name not in merged]
     if missing:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -53,7 +53,10 @@ class TunedSettings(Mapping[str, Any]):
     """DP-SGD settings for one model and privacy level, checked on fresh simulations (module doc).
 
     settings: record_dpvi keyword arguments (steps, sampling_rate, clip, grad_scale (P,), lr_multiplier (P,),
-    init (P,), mc_draws, transforms {site: name}, sites); layout: `model_layout` of the model.
+    init (P,), mc_draws, transforms {site: name}, sites); layout: `model_layout` of the model. As a mapping
+    (`record_dpvi(..., **tuned)`) it adds `preset_n_examples` = N, so that data far from N are refused, and, where
+    its check was made here or re-verified (`verified`, not stored in the file), the check's fingerprint
+    `preflight`, which silences record_dpvi's reminder to check the settings.
     """
 
     model: str
@@ -65,6 +68,7 @@ class TunedSettings(Mapping[str, Any]):
     check: PreflightReport | None = None
     trials: tuple[Mapping[str, Any], ...] = ()
     provenance: Mapping[str, Any] = field(default_factory=dict)
+    verified: bool = field(default=True, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
@@ -78,8 +82,8 @@ class TunedSettings(Mapping[str, Any]):
         return _digest(self._content())
 
     def _entries(self) -> dict[str, Any]:
-        checked = {} if self.check is None else {"preflight": self.fingerprint}
-        return {**self.settings, **checked}
+        checked = {"preflight": self.fingerprint} if self.check is not None and self.verified else {}
+        return {**self.settings, "preset_n_examples": self.n_examples, **checked}
 
     def __getitem__(self, name: str) -> Any:
         return self._entries()[name]
@@ -154,6 +158,7 @@ class TunedSettings(Mapping[str, Any]):
             check=None if check is None else PreflightReport.from_dict(check),
             trials=tuple(payload.get("trials", ())),
             provenance=payload.get("provenance", {}),
+            verified=False,  # read from outside: `load` re-verifies it against its model
         )
         return tuned
 
@@ -175,12 +180,15 @@ class TunedSettings(Mapping[str, Any]):
         write_json(path, self.to_dict(), overwrite=overwrite)
 
     @classmethod
-    def load(cls, path, model: BenchmarkModel | None = None, *, verify: bool = False) -> TunedSettings:
-        """Read a settings file; with `model`, refuse one tuned for another model (`check_model`); with
-        verify=True (a file from someone else), also refuse one whose recorded check does not match its settings
-        (`verify`), naming each recorded and recomputed value."""
+    def load(cls, path, model: BenchmarkModel | None = None, *, verify: bool | None = None) -> TunedSettings:
+        """Read a settings file; with `model`, refuse one tuned for another model (`check_model`) and one whose
+        recorded check does not match its settings on fresh simulations (`verify`, seconds, no privacy), naming
+        each recorded and recomputed value. verify=False skips that (a file you tuned yourself); without `model`
+        nothing can be re-verified, and the settings then carry no check mark (`verified` is False: record_dpvi
+        reminds you to check them)."""
         if verify and model is None:
             raise ValueError("verify=True re-verifies the settings on simulations of their model: pass model=")
+        verify = model is not None if verify is None else verify
         path = Path(path)
         try:
             payload = json.loads(path.read_text())
@@ -194,7 +202,7 @@ class TunedSettings(Mapping[str, Any]):
             raise SettingsFileError(f"{path} is not a complete noiseaware settings file: {error!r}") from None
         if model is not None:
             tuned.check_model(model)
-        if verify:
+        if verify and tuned.check is not None:
             found = tuned.verify(model)
             if not found.ok:
                 raise SettingsFileError(
@@ -203,7 +211,7 @@ class TunedSettings(Mapping[str, Any]):
                     "(an edited or forged file, its fingerprint recomputed): do not use it; tune again, or check the "
                     "settings yourself (na.preflight / noiseaware preflight --settings FILE)"
                 )
-        return tuned
+        return replace(tuned, verified=bool(verify))
 
     def table(self) -> str:
         """The settings, one line each."""
