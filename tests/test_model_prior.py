@@ -136,6 +136,36 @@ def test_a_study_and_fit_refuse_a_model_of_other_sites_alike(silent_trace):
     assert Batch((trace,), other, model_prior=False).model is other
 
 
+def _gamma50(x=None, n_examples=None):
+    """M1 with its prior changed after recording: λ ~ Gamma(50, 2) (mean 25) where the data were drawn at λ ≈ 4."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    rate = numpyro.sample("rate", dist.Gamma(50.0, 2.0))
+    with numpyro.plate("data", n_examples):
+        numpyro.sample("x", dist.Exponential(rate), obs=x)
+
+
+def test_a_model_whose_prior_the_traces_contradict_is_not_used_and_the_fit_says_so():
+    """Ten M1 traces at ε = 1 fitted with their own model: no trace is flagged, and the fits take the model's prior.
+    Fitted with M1's prior changed to Gamma(50, 2) (the sites still match): every trace puts the model's prior on μ*
+    in its far tail, so those fits use priors centred on the trace, are the fits without a model bit for bit, and
+    the warning names the coordinate and what to do."""
+    m1 = na.models.get("m1")
+    wrong = na.models.from_numpyro(_gamma50, n_examples=m1.n_examples, name="gamma50", **m1.dpvi_settings)
+    keys = jax.random.split(jax.random.key(0), 10)
+    _, data = jax.vmap(m1.simulate)(keys)
+    traces = na.record_dpvi_batch(m1.model, data, keys=keys, epsilon=1.0, **m1.dpvi_settings)
+    right = na.fit_batch(traces, "exact", key=1, model=m1, checks="off")
+    assert not any("contradicted" in str(post.notes) for post in right)
+    with pytest.warns(UserWarning) as caught:
+        flagged = na.fit_batch(traces, "exact", key=1, model=wrong, checks="off")
+    mentions([w for w in caught if "contradicted" in str(w.message)], "10", "mu:rate", "recorded", "model")
+    alone = na.fit_batch(traces, "exact", key=1, checks="off")
+    for post, own in zip(flagged, alone):
+        np.testing.assert_array_equal(post.optimum_chains, own.optimum_chains)
+
+
 def test_cli_fit_with_the_model_gives_back_the_prior(silent_trace, tmp_path, capsys):
     """`noiseaware fit TRACE --model M1`: the noise-aware interval of a silent trace spans the prior's middle half
     (λ ~ Gamma(8, 2): quartiles 3.1 and 4.8), and the description says whose prior it used."""

@@ -38,6 +38,7 @@ from ..util.errors import VARYING_SETTINGS, FitFailure
 from ..util.notes import Note
 from ..util.progress import Progress, check_progress
 from .base import Batch, Method, Outcome, outcome_of
+from .model_match import model_contradiction
 from .model_prior import model_prior_of
 from .repairs import repair_scale_rows
 
@@ -188,6 +189,13 @@ def _route(
         outcomes: list[Outcome | GradientModel] = [
             outcome_of(lambda t=t: _gradient_model(t, prior, opts.burn_in, model_prior)) for t in batch.traces
         ]
+        # a trace the model's prior contradicts is fitted with priors centred on it, and says so
+        contradicted = {}
+        for m, (trace, model) in enumerate(zip(batch.traces, outcomes)):
+            note = None if isinstance(model, FitFailure) or model_prior is None else model_contradiction(model, trace)
+            if note is not None:
+                contradicted[m] = note
+                outcomes[m] = outcome_of(lambda t=trace: _gradient_model(t, prior, opts.burn_in, None))
         kept = [m for m, model in enumerate(outcomes) if not isinstance(model, FitFailure)]
         models = [outcomes[m] for m in kept]
         kept_traces, kept_keys = [batch.traces[m] for m in kept], keys[np.asarray(kept, int)]
@@ -195,8 +203,10 @@ def _route(
         repaired: list[Note | None] = [None] * len(kept)
         repairs = bool(getattr(opts, "repair", False))
 
+        own = {id(batch.traces[m]) for m in contradicted}
+
         def build(trace: Run, form: Prior) -> GradientModel:
-            return _gradient_model(trace, form, opts.burn_in, model_prior)
+            return _gradient_model(trace, form, opts.burn_in, None if id(trace) in own else model_prior)
 
         if kept and repairs and prior.scale_model == "linear" and prior.terms == ("diagonal",):
             results, repaired = repair_scale_rows(kept_traces, results, kept_keys, prior, opts, solve, build)
@@ -206,15 +216,16 @@ def _route(
             if isinstance(result, FitFailure):
                 outcomes[m] = result
                 continue
-            notes = _weak_slopes(model, names, model_prior is not None) + shared_curvature_notes(model, names)
-            notes += remarks(result, names)
+            from_model = model_prior is not None and m not in contradicted
+            notes = _weak_slopes(model, names, from_model) + shared_curvature_notes(model, names)
+            notes += remarks(result, names) + ([contradicted[m]] if m in contradicted else [])
             outcomes[m] = _posterior(
                 batch.traces[m],
                 result,
                 name,
                 label if repair is None else f"{label}, repaired",
                 opts.burn_in,
-                model_prior is not None,
+                from_model,
                 tuple(notes) + (() if repair is None else (repair,)),
             )
         return outcomes
