@@ -1,4 +1,8 @@
-"""What every benchmark script records beside its numbers: the machine, and an atomic JSON write."""
+"""What every benchmark script records beside its numbers: the machine, and an atomic JSON write.
+
+The committed results (benchmarks/results/) are rewritten only when asked: with NOISEAWARE_UPDATE_RESULTS=1 in the
+environment. Otherwise a script reads and writes the same names under benchmarks/out/ (ignored by git), so running
+a benchmark never replaces the numbers the docs quote (`results_path`)."""
 
 from __future__ import annotations
 
@@ -37,16 +41,41 @@ def provenance(command: str) -> dict:
     }
 
 
+COMMITTED = Path(__file__).parent / "results"
+"""The results the docs quote, committed with the code that produced them."""
+SCRATCH = Path(__file__).parent / "out"
+"""Where a run writes unless NOISEAWARE_UPDATE_RESULTS=1."""
+
+
+def results_path(path: Path) -> Path:
+    """`path`, or for a file under the committed results the same name under SCRATCH unless the environment sets
+    NOISEAWARE_UPDATE_RESULTS=1."""
+    path = Path(path).resolve()
+    if os.environ.get("NOISEAWARE_UPDATE_RESULTS") == "1" or not path.is_relative_to(COMMITTED.resolve()):
+        return path
+    return SCRATCH.resolve() / path.relative_to(COMMITTED.resolve())
+
+
 def write_json(path: Path, payload: dict) -> None:
-    """noiseaware's atomic JSON write, creating the results folder first; a results file is rewritten in place
-    (a script saves after each case, and `merge_results` keeps the cases not rerun)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    files.write_json(path, payload, overwrite=True)
+    """noiseaware's atomic JSON write to `results_path(path)`, creating its folder first; a results file is
+    rewritten in place (a script saves after each case, and `merge_results` keeps the cases not rerun). The first
+    write to a scratch file says where it went."""
+    target = results_path(path)
+    if target != Path(path).resolve() and not target.exists():
+        print(
+            f"writing {os.path.relpath(target)} (benchmarks/results/ is rewritten only with "
+            "NOISEAWARE_UPDATE_RESULTS=1)",
+            flush=True,
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    files.write_json(target, payload, overwrite=True)
 
 
 def read_results(path: Path) -> dict:
-    """A results file's contents, or {} when it does not exist yet."""
-    return json.loads(path.read_text()) if path.exists() else {}
+    """A results file's contents at `results_path(path)` (what this run resumes from), or {} when it does not exist
+    yet."""
+    target = results_path(path)
+    return json.loads(target.read_text()) if target.exists() else {}
 
 
 def merge_results(path: Path, results: dict) -> None:

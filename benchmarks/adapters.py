@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from _common import machine, read_results, write_json
+from _common import machine, read_results, results_path, write_json
 
 import noiseaware as na
 from noiseaware.adapters import jax_privacy as jp_adapter
@@ -231,7 +231,7 @@ def main() -> None:
         print({k: v for k, v in entry.items() if k.startswith("flagged")})
         results[library] = entry
         write_json(args.out, results)
-    print(f"wrote {args.out}")
+    print(f"wrote {results_path(args.out)}")
 
 
 if __name__ == "__main__":

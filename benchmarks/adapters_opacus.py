@@ -26,7 +26,7 @@ import jax
 import numpy as np
 import opacus
 import torch
-from _common import machine, read_results, write_json
+from _common import machine, read_results, results_path, write_json
 from adapters import GRAD_SCALE, LR, NOMINAL_EPSILON, S_RHO, B, C, N, arguments, as_read, covered, fired, simulated
 
 import noiseaware as na
@@ -172,7 +172,7 @@ def main() -> None:
         write_json(args.out, results)
         print(f"{stop} runs ({time.perf_counter() - start:.0f} s):", {k: v for k, v in entry.items() if k in SHOWN})
     se = np.sqrt(0.9 * 0.1 / args.simulations)
-    print(f"opacus: 90 % coverage of φ̂ per coordinate (target 0.9 ± {3 * se:.2f}); wrote {args.out}")
+    print(f"opacus: 90 % coverage of φ̂ per coordinate (target 0.9 ± {3 * se:.2f}); wrote {results_path(args.out)}")
 
 
 if __name__ == "__main__":

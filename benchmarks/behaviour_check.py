@@ -27,7 +27,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from _common import machine, read_results, write_json
+from _common import machine, read_results, results_path, write_json
 
 import noiseaware as na
 
@@ -159,7 +159,7 @@ def main() -> None:
         }
         write_json(args.out, now)
         print(json.dumps({k: v.get("rmse", "") for k, v in now.items() if k != "_meta"}, indent=1))
-        print(f"wrote {args.out}")
+        print(f"wrote {results_path(args.out)}")
         return
     stored = read_results(args.out)
     if args.only_runs:  # the fits and checks alone: the stored Table 1 and calibration are not compared

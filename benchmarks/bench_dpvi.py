@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import jax
-from _common import machine, merge_results
+from _common import machine, merge_results, results_path
 
 import noiseaware as na
 from noiseaware.recording.dpvi import _chunks, _run, _run_batch, build_recorder
@@ -141,7 +141,7 @@ def main() -> None:
             f"{'yes' if r.get('meets_target') else 'NO' if 'meets_target' in r else '-'}"
         )
     merge_results(args.out, results)
-    print(f"wrote {args.out}")
+    print(f"wrote {results_path(args.out)}")
 
 
 if __name__ == "__main__":

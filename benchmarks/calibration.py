@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import machine, read_results, write_json
+from _common import machine, read_results, results_path, write_json
 
 import noiseaware as na
 from noiseaware.evaluation.calibration_experiment import CalibrationDesign
@@ -145,7 +145,7 @@ def main() -> None:
                 },
             )
         write_json(args.out, results)
-    print(f"wrote {args.out}")
+    print(f"wrote {results_path(args.out)}")
 
 
 def method_options(methods: list[str], draws: int, prior: str) -> dict[str, dict]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from _common import machine, write_json
+from _common import machine, results_path, write_json
 
 import noiseaware as na
 from noiseaware.evaluation.calibration import predictive_probabilities
@@ -98,7 +98,7 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d %H:%M"),
         },
     )
-    print(f"wrote {args.out}")
+    print(f"wrote {results_path(args.out)}")
 
 
 if __name__ == "__main__":

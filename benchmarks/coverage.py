@@ -28,7 +28,7 @@ import json
 import time
 from pathlib import Path
 
-from _common import machine, read_results, write_json
+from _common import machine, read_results, results_path, write_json
 
 import noiseaware as na
 from noiseaware.evaluation.coverage import CoverageDesign
@@ -153,7 +153,7 @@ def main() -> None:
                     "machine": machine(),
                 }
             write_json(args.out, results)
-    print(f"wrote {args.out}")
+    print(f"wrote {results_path(args.out)}")
 
 
 def tuned_settings(bm: na.models.BenchmarkModel, epsilon: float) -> na.TunedSettings:

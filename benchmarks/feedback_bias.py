@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 import numpy as np
-from _common import provenance, write_json
+from _common import provenance, results_path, write_json
 
 RELAXATIONS = (3.0, 6.4, 10.0, 30.0, 100.0)
 
@@ -74,7 +74,7 @@ def main() -> None:
     print("least-squares slope over the true one; 1 + 4/(nκ): Kendall's approximation of its mean")
     write_json(args.out, {"rows": rows, "steps": args.steps, "replicates": args.replicates, "seed": args.seed}
                | provenance(command))  # fmt: skip
-    print(f"wrote {args.out}")
+    print(f"wrote {results_path(args.out)}")
 
 
 if __name__ == "__main__":

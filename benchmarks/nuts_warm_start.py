@@ -23,7 +23,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from _common import chosen, machine, merge_results
+from _common import chosen, machine, merge_results, results_path
 from arviz_stats.base import array_stats
 
 import noiseaware as na
@@ -142,7 +142,7 @@ def main() -> None:
                 flush=True,
             )
             merge_results(args.out, {f"{model}/{config}": r})
-    print(f"wrote {args.out}")
+    print(f"wrote {results_path(args.out)}")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from _common import machine, read_results, write_json
+from _common import machine, read_results, results_path, write_json
 
 import noiseaware as na
 from noiseaware.baselines.bernstein_sheldon import bs2018_naive_batch
@@ -122,7 +122,7 @@ def main() -> None:
             }
             results.setdefault(name, {})[f"{epsilon:g}"] = entry
             write_json(args.out, results)
-    print(f"wrote {args.out}")
+    print(f"wrote {results_path(args.out)}")
 
 
 if __name__ == "__main__":

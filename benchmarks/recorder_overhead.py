@@ -27,7 +27,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from _common import chosen, merge_results, provenance
+from _common import chosen, merge_results, provenance, results_path
 from jax import lax
 
 import noiseaware as na
@@ -151,7 +151,7 @@ def main() -> None:
             f"{'yes' if r['meets_target'] else 'NO'}"
         )
         merge_results(args.out, results)
-    print(f"wrote {args.out}")
+    print(f"wrote {results_path(args.out)}")
 
 
 if __name__ == "__main__":

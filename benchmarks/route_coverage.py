@@ -20,7 +20,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import machine, merge_results
+from _common import machine, merge_results, results_path
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
@@ -108,7 +108,7 @@ def main() -> None:
         }
         print(f"  {name:<26} {r['coverage_0.9']}  pooled {r['pooled_0.9']:.3f} / {r['pooled_0.5']:.3f}", flush=True)
     merge_results(args.out, results)
-    print(f"wrote {args.out}")
+    print(f"wrote {results_path(args.out)}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import jax
-from _common import machine, read_results, write_json
+from _common import machine, read_results, results_path, write_json
 
 import noiseaware as na
 from noiseaware.evaluation import evaluate, simulate_traces
@@ -95,7 +95,7 @@ def main() -> None:
                 "machine": machine(),
             }
         write_json(args.out, results)
-    print(f"wrote {args.out}")
+    print(f"wrote {results_path(args.out)}")
 
 
 if __name__ == "__main__":

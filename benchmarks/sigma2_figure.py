@@ -23,7 +23,7 @@ from pathlib import Path
 import jax
 import matplotlib
 import numpy as np
-from _common import machine, write_json
+from _common import machine, results_path, write_json
 
 import noiseaware as na
 from noiseaware.evaluation.simulations import simulate_traces
@@ -139,7 +139,7 @@ def main() -> None:
     for label in intervals:
         row = result[label]
         print(f"{label}: σ² 90 % coverage {row['coverage90']:.2f}, median width {row['median_width90']:.3g}")
-    print(f"wrote {args.out} and {args.figure}")
+    print(f"wrote {results_path(args.out)} and {args.figure}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import warnings
 from pathlib import Path
 
 import jax
-from _common import machine, read_results, write_json
+from _common import machine, read_results, results_path, write_json
 
 import noiseaware as na
 from noiseaware.tuning.design import TUNING
@@ -53,7 +53,9 @@ def run_case(case: str, trials: int, settings_dir: Path) -> dict:
         tuned = na.tune(bm, epsilon=epsilon, key=0, trials=trials, simulations=SIMULATIONS, check_simulations=CHECK)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     settings_dir.mkdir(parents=True, exist_ok=True)
-    tuned.save(settings_dir / f"{bm.name}-eps{eps}.json", overwrite=True)
+    target = results_path(settings_dir / f"{bm.name}-eps{eps}.json")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tuned.save(target, overwrite=True)
     out = {
         "model": bm.name,
         "epsilon": epsilon,
@@ -87,7 +89,7 @@ def ship() -> None:
     """Copy every settings file whose fresh check has no findings into the package's tuned presets, unchanged
     (its fingerprint still verifies); report those left out."""
     PRESET_DIR.mkdir(exist_ok=True)
-    for path in sorted(SETTINGS.glob("*.json")):
+    for path in sorted(results_path(SETTINGS).glob("*.json")):
         tuned = na.TunedSettings.load(path)
         if tuned.check is None or tuned.check.findings:
             print(f"not shipped: {path.name} ({'no check' if tuned.check is None else tuned.check.verdict})")

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from _common import machine, write_json
+from _common import machine, results_path, write_json
 
 import noiseaware as na
 from noiseaware.adapters import optax as optax_adapter
@@ -273,7 +273,7 @@ def main() -> None:
         "command": command, "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
     }  # fmt: skip
     write_json(out, entry)
-    print(f"wrote {out}")
+    print(f"wrote {results_path(out)}")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _common import machine, read_results, write_json
+from _common import machine, read_results, results_path, write_json
 
 import noiseaware as na
 from noiseaware.evaluation import coverage_rmse, tarp_repeats
@@ -140,7 +140,7 @@ def main() -> None:
             flush=True,
         )
         write_json(args.out, results)
-    print(f"wrote {args.out}")
+    print(f"wrote {results_path(args.out)}")
 
 
 if __name__ == "__main__":
