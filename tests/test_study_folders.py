@@ -4,6 +4,7 @@ CorruptResult, an unreadable lock or events line is named, and an edited plan.js
 real folder with a tiny study of loose tasks (no model is fitted: fast)."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -128,6 +129,25 @@ def test_a_symbolic_link_out_of_the_folder_is_refused_by_report_and_by_a_resumed
     assert snapshot(elsewhere) == before and not (folder / "lock").exists()
 
 
+@pytest.mark.parametrize("link", ["events.jsonl", "task file"])
+def test_a_hard_link_in_the_folder_is_refused_as_a_symbolic_one_is(tmp_path, capsys, link):
+    """A hard link is another name for a file elsewhere: a resumed study would append to (or a report read) that
+    file. Refused by report and by a resumed study, before anything is written; the file elsewhere is unchanged."""
+    folder, elsewhere = tmp_path / "study", tmp_path / "elsewhere"
+    plan, _ = tiny_study(folder)
+    elsewhere.mkdir()
+    named = folder / "events.jsonl" if link == "events.jsonl" else StudyDirectory(folder).result_path(plan.tasks[0])
+    victim = elsewhere / "victim"
+    os.link(named, victim)
+    before = snapshot(elsewhere)
+    assert main(["report", str(folder)]) == 2
+    mentions(capsys.readouterr().err, str(named), "hard", "copy")
+    with pytest.raises(UnsafeLink) as info:
+        run_study(plan, folder)
+    mentions(info, "hard", str(named))
+    assert snapshot(elsewhere) == before and not (folder / "lock").exists()
+
+
 def test_a_lock_file_that_cannot_be_read_is_named_with_how_to_clear_it(tmp_path, capsys):
     plan, _ = tiny_study(tmp_path)
     (tmp_path / "lock").write_bytes(b"\x00garbage")
@@ -146,7 +166,7 @@ def test_a_lock_file_that_cannot_be_read_is_named_with_how_to_clear_it(tmp_path,
     assert len(run_study(plan, tmp_path)) == 3  # cleared as the message says: the study resumes
 
 
-@pytest.mark.parametrize("edit", ["description", "task removed", "task id", "spec identity"])
+@pytest.mark.parametrize("edit", ["description", "task removed", "task id", "spec identity", "checksum deleted"])
 def test_an_edited_plan_is_refused_before_it_is_used(tmp_path, capsys, edit):
     import noiseaware as na
     from noiseaware.studies import coverage_plan
@@ -167,7 +187,7 @@ def test_an_edited_plan_is_refused_before_it_is_used(tmp_path, capsys, edit):
     else:
         tiny_study(tmp_path)
     record = json.loads((tmp_path / "plan.json").read_text())
-    if edit == "description":
+    if edit in ("description", "checksum deleted"):
         record["description"]["what"] = "another study"  # display text: found by the checksum alone
     elif edit == "task removed":
         record["tasks"].pop()
@@ -175,7 +195,9 @@ def test_an_edited_plan_is_refused_before_it_is_used(tmp_path, capsys, edit):
         record["tasks"][0]["id"] = "0" * 16
     else:
         record["specs"][0]["identity"]["fields"]["simulations"] = 400
-    if edit != "description":  # as a careful editor would: the checksum recomputed, the ids then disagree
+    if edit == "checksum deleted":  # the edit hidden by dropping the checksum (once read as an older plan's)
+        del record["checksum"]
+    elif edit != "description":  # as a careful editor would: the checksum recomputed, the ids then disagree
         record["checksum"] = content_checksum(record)
     (tmp_path / "plan.json").write_text(json.dumps(record))
     assert main(["report", str(tmp_path)]) == 2

@@ -165,7 +165,8 @@ class StudyDirectory:
 
     def check_files(self) -> None:
         """UnsafeLink naming the first symbolic link among the study's files (plan.json, events.jsonl, lock,
-        tasks/ and its files) that leads out of the directory, nothing read through any link; StudyFolderError
+        tasks/ and its files) that leads out of the directory, or any of them that is a hard link (another name for
+        the file elsewhere), nothing read through any link; StudyFolderError
         when plan.json or events.jsonl is not a file, or tasks/ not a directory."""
         if not self.path.is_dir():
             return
@@ -188,6 +189,12 @@ class StudyDirectory:
                     f"{path} is a symbolic link to {os.readlink(path)}, outside the study folder {self.path}: a study "
                     "folder holds its own files, and nothing is read from or written to a file elsewhere; replace "
                     "the link by the file it names (if you trust it), or rerun the study into a new directory"
+                )
+            if not path.is_symlink() and path.is_file() and path.stat().st_nlink > 1:
+                raise UnsafeLink(
+                    f"{path} is a hard link ({path.stat().st_nlink} names for one file): what a study writes to it "
+                    f"would change the file elsewhere too; replace it by a copy of its own (cp {path.name} "
+                    f"{path.name}.copy && mv {path.name}.copy {path.name}), or rerun the study into a new directory"
                 )
 
     def _refuse_pickled(self) -> None:
@@ -363,7 +370,9 @@ def _plan_problem(record: Mapping[str, Any]) -> str:
         return "a task without an id, label or spec"
     if not all(isinstance(s, dict) and isinstance(s.get(SPEC_RECORD), dict) for s in specs):
         return "a spec without its record"
-    if "checksum" in record and record["checksum"] != content_checksum(record):  # absent: an older noiseaware's
+    if "checksum" not in record:
+        return "it has no checksum, so an edit cannot be ruled out"
+    if record["checksum"] != content_checksum(record):
         return "its checksum does not match its content"
     if record.get("plan") != fingerprint({"kind": record["kind"], "tasks": [t["id"] for t in tasks]}):
         return "its plan id does not match its tasks"
