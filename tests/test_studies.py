@@ -24,6 +24,7 @@ from noiseaware.studies import (
     TaskError,
     coverage_plan,
     coverage_study,
+    dask_scheduler,
     local_cluster,
     make_task,
     merge_record,
@@ -81,6 +82,19 @@ def test_a_2_worker_local_cluster_gives_the_in_process_numbers_bit_for_bit(in_pr
     if len(available) >= 2:
         first, second = cores.values()
         assert not set(first) & set(second)
+
+
+def test_a_dask_scheduler_whose_workers_run_several_threads_is_refused_before_any_task():
+    """numpyro's handler stack is one per process and not thread-safe: a study on a scheduler whose workers run two
+    threads each is refused, naming the flag that starts them right."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster,
+        pytest.raises(ValueError) as refused,
+    ):
+        with dask_scheduler(cluster.scheduler_address):
+            pytest.fail("a crowded worker was accepted")
+    mentions(refused, "threads", "--nthreads", "numpyro")
 
 
 def affinity() -> list[int]:

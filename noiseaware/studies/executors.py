@@ -109,12 +109,24 @@ def dask_scheduler(address: str) -> Iterator[tuple[Executor, int]]:
     """The workers of a running Dask scheduler at `address` (tcp://host:port, or a scheduler file path).
 
     The workers were started elsewhere (dask-jobqueue, `dask worker`), so they are not pinned here: start each
-    with as many threads as the cores its job holds (docs/studies.md). slots: the workers' threads in all.
+    with one thread (`--nthreads 1`, one worker process per core with `--nworkers`; docs/studies.md). numpyro's
+    handler stack is one list per process and not thread-safe (pyro-ppl/numpyro#494), so two tasks on two threads
+    of one worker could trace each other's models: a worker with more threads is refused before any task is sent.
+    slots: the workers in all.
     """
     distributed = _dask()
     connect = {"scheduler_file": address} if os.path.isfile(address) else {"address": address}
     with distributed.Client(**connect, timeout=30) as client:
-        slots = max(1, sum(client.nthreads().values()))
+        threads = client.nthreads()
+        crowded = sorted(worker for worker, count in threads.items() if count > 1)
+        if crowded:
+            raise ValueError(
+                f"the Dask workers {', '.join(crowded[:3])}{' …' if len(crowded) > 3 else ''} run "
+                f"{max(threads.values())} threads each: numpyro traces models through one process-wide handler "
+                "stack that threads would share (pyro-ppl/numpyro#494), so a study needs one thread per worker; "
+                "start them with `dask worker … --nthreads 1 --nworkers <cores>`"
+            )
+        slots = max(1, len(threads))
         client.register_plugin(_as_worker_plugin(distributed, None, None), name="noiseaware-worker-setup")
         yield client.get_executor(pure=False), slots
 
