@@ -202,6 +202,18 @@ def test_summary_files_round_trip_and_refuse_what_is_not_theirs(tmp_path):
         na.WindowedTrace.load(tmp_path / "pickle.npz")
 
 
+def test_sums_of_one_run_with_the_sample_rows_of_another_are_refused():
+    """Two runs from the same start φ_0: the sums of one with the sample of the other pass the first-row check, and
+    are refused by the rows the window sums pin down (each window's first and last step, T − 1 among them)."""
+    _, trace = _trace("linreg-10d", 1000)
+    rows = np.asarray(trace.params)
+    shifted = np.concatenate([rows[:1], rows[1:] + 0.01 * np.std(rows, axis=0)]).astype(rows.dtype)
+    other = dataclasses.replace(trace, params=shifted)
+    summary, foreign = na.windowed(trace, windows=5, rows=16), na.windowed(other, windows=5, rows=16)
+    with pytest.raises(na.TraceError, match="different runs"):
+        dataclasses.replace(summary, sample=foreign.sample)
+
+
 def test_what_a_summary_cannot_give_is_refused_with_what_to_do():
     _, trace = _trace("gamma-exponential", 1000)
     summary = na.windowed(trace)

@@ -287,6 +287,22 @@ def _frozen(array) -> np.ndarray:
     return out
 
 
+def _check_sample_rows(run: WindowedTrace, bounds: np.ndarray) -> None:
+    """A TraceError unless every sample row at a window's first step is that window's K_w and every one at its last
+    step is K_w + its last y (`WindowSums`): the rows the sums pin down, the last step T − 1 always among them."""
+    sums, kept, params = run.sums, run.sample_steps, np.asarray(run.sample.params, np.float64)
+    reference, last = np.asarray(sums.reference, np.float64), np.asarray(sums.last, np.float64)
+    pinned = [(np.flatnonzero(kept == start), reference[w]) for w, start in enumerate(bounds[:-1])]
+    pinned += [(np.flatnonzero(kept == end - 1), reference[w] + last[w]) for w, end in enumerate(bounds[1:])]
+    scale = max(float(np.max(np.abs(reference))), 1.0)
+    for rows, expected in pinned:
+        if rows.size and not np.allclose(params[rows[0]], expected, rtol=1e-4, atol=1e-5 * scale):
+            raise TraceError(
+                f"the windowed trace's sample row at step {int(kept[rows[0]])} is not the row its window sums hold: "
+                "the sums and the sample are of different runs"
+            )
+
+
 def _validate(run: WindowedTrace) -> None:
     """A TraceError naming the first inconsistency between the sums, the sample and T."""
     sums, steps, kept = run.sums, run.steps, run.sample_steps
@@ -322,6 +338,7 @@ def _validate(run: WindowedTrace) -> None:
             "the windowed trace's first row φ_0 is not its sample's first row: the sums and the sample are of "
             "different runs"
         )
+    _check_sample_rows(run, bounds)
     if sums.cross is not None:
         d = run.sample.dim
         for name, value in sums.cross._asdict().items():
