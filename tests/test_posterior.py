@@ -110,6 +110,22 @@ def test_save_load_round_trip_and_arviz_groups(tmp_path):
     assert named["t"].shape == (10, 2) and named["t"].dtype == np.float64
 
 
+@pytest.mark.parametrize(("damage", "tokens"), [("method", ("lacks", "'method'")), ("info", ("JSON", "damaged"))])
+def test_a_posterior_file_missing_a_part_or_holding_bad_json_is_one_clear_error(tmp_path, damage, tokens):
+    import h5netcdf
+
+    path = tmp_path / "p.nc"
+    posterior().save(path, key=0)
+    with h5netcdf.File(path, "a") as file:
+        if damage == "method":
+            del file.attrs["method"]
+        else:
+            file.attrs["info"] = "{not json"
+    with pytest.raises(ValueError) as info:
+        na.load_posterior(path)
+    mentions(info, str(path), *tokens, "again")
+
+
 def test_bad_files_and_paths_give_clear_errors(tmp_path):
     post = posterior()
     with pytest.raises(ValueError) as info:

@@ -76,32 +76,47 @@ def load_posterior(path: str | os.PathLike) -> MixturePosterior | DrawsPosterior
             )
         if GROUP not in tree.children or "optimum" not in tree[GROUP].data_vars:
             raise ValueError(f"{path} lacks the {GROUP}/optimum draws: the file is incomplete; save it again")
-        model = tree[GROUP].to_dataset()
-        sites = sites_from_attrs(attrs)
-        iterates = _read_iterates(tree[ITERATES].to_dataset(), sites) if ITERATES in tree.children else None
-        method = str(attrs["method"])
-        kind = str(attrs.get("kind", OLDEST_KINDS.get(method, "NoiseAwarePosterior")))
-        diagnostics = diagnostics_type(str(attrs.get("diagnostics_type", ""))).from_mapping(
-            json.loads(attrs["diagnostics"])
-        )
-        checks = json.loads(attrs.get("checks", "null"))  # older files: no trace checks
-        return MixturePosterior(
-            kind=OLDER_KINDS.get(kind, kind),
-            optimum_chains=model["optimum"].values,
-            hessian_chains=model["hessian"].values if "hessian" in model else None,
-            extra_noise_chains=model["extra_noise"].values if "extra_noise" in model else None,
-            method=method,
-            param_names=tuple(str(name) for name in model["param"].values),
-            sites=sites,
-            prior=str(attrs["prior"]) or None,
-            diagnostics=diagnostics,
-            info=json.loads(attrs["info"]),
-            iterates=iterates,
-            checks=None if checks is None else TraceDiagnosis.from_dict(checks),
-            family=str(attrs.get("variational_family", MEAN_FIELD)),  # older files: mean-field
-            factor=str(attrs.get("factor", "mean")),
-            notes=notes_from_json(attrs.get("notes")),
-        )
+        try:
+            return _mixture(tree, attrs)
+        except KeyError as error:
+            raise ValueError(
+                f"{path} lacks the attribute or variable {error}: the file is incomplete; save it again"
+            ) from None
+        except json.JSONDecodeError as error:
+            raise ValueError(
+                f"{path} holds an attribute that is not JSON ({error}): the file is damaged; save it again"
+            ) from None
+
+
+def _mixture(tree: xr.DataTree, attrs: dict) -> MixturePosterior:
+    """The MixturePosterior of an opened file of schema SCHEMA; a KeyError or JSONDecodeError where a part of it is
+    missing or damaged (`load_posterior` names the file and the part)."""
+    model = tree[GROUP].to_dataset()
+    sites = sites_from_attrs(attrs)
+    iterates = _read_iterates(tree[ITERATES].to_dataset(), sites) if ITERATES in tree.children else None
+    method = str(attrs["method"])
+    kind = str(attrs.get("kind", OLDEST_KINDS.get(method, "NoiseAwarePosterior")))
+    diagnostics = diagnostics_type(str(attrs.get("diagnostics_type", ""))).from_mapping(
+        json.loads(attrs["diagnostics"])
+    )
+    checks = json.loads(attrs.get("checks", "null"))  # older files: no trace checks
+    return MixturePosterior(
+        kind=OLDER_KINDS.get(kind, kind),
+        optimum_chains=model["optimum"].values,
+        hessian_chains=model["hessian"].values if "hessian" in model else None,
+        extra_noise_chains=model["extra_noise"].values if "extra_noise" in model else None,
+        method=method,
+        param_names=tuple(str(name) for name in model["param"].values),
+        sites=sites,
+        prior=str(attrs["prior"]) or None,
+        diagnostics=diagnostics,
+        info=json.loads(attrs["info"]),
+        iterates=iterates,
+        checks=None if checks is None else TraceDiagnosis.from_dict(checks),
+        family=str(attrs.get("variational_family", MEAN_FIELD)),  # older files: mean-field
+        factor=str(attrs.get("factor", "mean")),
+        notes=notes_from_json(attrs.get("notes")),
+    )
 
 
 def _older_draws_file(tree: xr.DataTree, attrs: dict) -> bool:
