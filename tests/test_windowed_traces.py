@@ -214,6 +214,15 @@ def test_sums_of_one_run_with_the_sample_rows_of_another_are_refused():
         dataclasses.replace(summary, sample=foreign.sample)
 
 
+def test_a_windowed_trace_or_anything_but_a_trace_is_not_windowed_again():
+    _, trace = _trace("gamma-exponential", 200)
+    summary = na.windowed(trace, windows=4, rows=8)
+    with pytest.raises(TypeError, match="already a windowed trace"):
+        na.windowed(summary)
+    with pytest.raises(TypeError, match="takes a Trace"):
+        na.windowed(trace.params)
+
+
 def test_what_a_summary_cannot_give_is_refused_with_what_to_do():
     _, trace = _trace("gamma-exponential", 1000)
     summary = na.windowed(trace)

@@ -228,6 +228,10 @@ def sample_steps(steps: int, rows: int) -> np.ndarray:
 
 def windowed(trace: Trace, *, windows: int = WINDOWS, rows: int = ROWS) -> WindowedTrace:
     """`trace` kept as its sums over `windows` windows (in float64) and `rows` sample rows."""
+    if isinstance(trace, WindowedTrace):
+        raise TypeError("this run is already a windowed trace (its window sums and sample rows): use it as it is")
+    if not isinstance(trace, Trace):
+        raise TypeError(f"windowed() takes a Trace (na.Trace.load, record_dpvi), not {type(trace).__name__}")
     if trace.varying_settings:
         raise TraceError(
             f"the trace's {', '.join(trace.varying_settings)} vary from step to step; a windowed trace keeps runs "
