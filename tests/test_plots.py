@@ -228,6 +228,26 @@ def calibration_result() -> CalibrationResult:
     )
 
 
+def test_a_spike_beside_a_wide_density_is_cut_so_the_wide_one_stays_readable():
+    """The naive posterior at small ε is a spike hundreds of times taller than the noise-aware density: the panel's
+    top is 1.5 × the wide density's peak, and the spike's legend entry says how far above it reaches."""
+    from noiseaware.plots.densities import _draw_density
+
+    rng = np.random.default_rng(0)
+    samples = {"noise-aware": rng.normal(4.2, 0.06, 20_000), "naive": rng.normal(4.37, 1e-4, 20_000)}
+    axis = Figure().subplots()
+    _draw_density(axis, samples, "rate (constrained)", 4.27)
+    wide = max(line.get_ydata().max() for line in axis.lines if line.get_label() == "noise-aware")
+    assert axis.get_ylim()[1] == pytest.approx(1.5 * wide)
+    (spike,) = [line.get_label() for line in axis.lines if line.get_label().startswith("naive")]
+    mentions(spike, "peak", "above")
+    assert axis.get_xlabel() == "rate (constrained)"
+    alike = {"a": rng.normal(0, 1, 5000), "b": rng.normal(0.5, 1.2, 5000)}
+    axis = Figure().subplots()
+    _draw_density(axis, alike, "x", None)
+    assert {line.get_label() for line in axis.lines} == {"a", "b"}  # nothing cut where no curve dominates
+
+
 def test_coverage_figure_holds_its_title_and_legend():
     figure = plots.plot_coverage(coverage_result(1))
     mentions(title(figure), "gamma-exponential:", "TARP")

@@ -184,7 +184,7 @@ def _m1_comparison(
     and central interval of λ, whose unconstrained θ is λ's `transform` inverse)."""
     prior_shape, prior_rate = GAMMA_PRIOR
     rows = [
-        ("true λ (simulated)", f"{true_rate:.4f}", "", ""),
+        ("true λ (simulated)", f"{true_rate:.4g}", "", ""),
         _row(
             f"exact posterior Gamma({prior_shape:g} + N, {prior_rate:g} + Σx), non-private",
             distribution_estimate(exact_posterior(x, GAMMA_PRIOR), INTERVAL_LEVEL),
@@ -206,4 +206,4 @@ def _m1_comparison(
 
 
 def _row(label: str, estimate: IntervalEstimate) -> tuple[str, str, str, str]:
-    return (label, f"{estimate.mean:.4f}", f"{estimate.sd:.4f}", f"[{estimate.low:.4f}, {estimate.high:.4f}]")
+    return (label, f"{estimate.mean:.4g}", f"{estimate.sd:.3g}", f"[{estimate.low:.4g}, {estimate.high:.4g}]")

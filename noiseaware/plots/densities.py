@@ -212,15 +212,26 @@ def _draw_density(axis: Axes, samples: Mapping[str, np.ndarray], label: str, tru
     if truth is not None:
         ends.append(np.array([truth]))
     grid = np.linspace(*padded(np.concatenate(ends), 0.05), DENSITY_POINTS)
-    for index, (name, values) in enumerate(samples.items()):
-        density = _density(values, grid)
-        axis.plot(grid, density, color=f"C{index}", lw=1.4, label=name)
+    densities = {name: _density(values, grid) for name, values in samples.items()}
+    peaks = {name: float(density.max()) for name, density in densities.items()}
+    lowest = min(peaks.values())
+    seen = [peak for peak in peaks.values() if peak <= SPIKE_RATIO * lowest]
+    top = 1.5 * max(seen) if len(seen) < len(peaks) else None  # a spike would flatten the wider curves: cut it
+    for index, (name, density) in enumerate(densities.items()):
+        cut = top is not None and peaks[name] > top
+        legend = f"{name} (peak {peaks[name] / top:.0f}× above the top)" if cut else name
+        axis.plot(grid, density, color=f"C{index}", lw=1.4, label=legend)
         axis.fill_between(grid, density, color=f"C{index}", alpha=0.15, lw=0)
     if truth is not None:
         axis.axvline(truth, **TRUTH_STYLE, label="true value")
-    axis.set_ylim(bottom=0.0)
+    axis.set_ylim(bottom=0.0, top=top)
     axis.set_xlabel(label)
     axis.set_ylabel("posterior density")
+
+
+SPIKE_RATIO = 8.0
+"""A density whose peak is more than this many times the lowest peak of a panel is cut at 1.5 × the highest of the
+others (and its label says by how much), so that it does not flatten them (the naive posterior at small ε)."""
 
 
 def _density(values: np.ndarray, grid: np.ndarray) -> np.ndarray:
