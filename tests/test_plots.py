@@ -248,6 +248,16 @@ def test_a_spike_beside_a_wide_density_is_cut_so_the_wide_one_stays_readable():
     assert {line.get_label() for line in axis.lines} == {"a", "b"}  # nothing cut where no curve dominates
 
 
+def test_the_privacy_utility_title_says_how_many_simulations_each_level_had():
+    from types import SimpleNamespace
+
+    from noiseaware.plots.tuning import _simulations
+
+    reports = [SimpleNamespace(simulations=n) for n in (40, 200, 40)]
+    assert _simulations(reports, [0.3, 1.0, 3.0]) == "40 simulations per ε (200 at ε = 1)"
+    assert _simulations(reports[:1] * 2, [0.3, 1.0]) == "40 simulations per ε"
+
+
 def test_coverage_figure_holds_its_title_and_legend():
     figure = plots.plot_coverage(coverage_result(1))
     mentions(title(figure), "gamma-exponential:", "TARP")

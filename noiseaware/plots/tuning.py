@@ -42,6 +42,15 @@ def privacy_utility_figure(curve) -> Figure:
             coverage.annotate("!", (e, report.coverage_rmse[0]), color="C3", ha="center", va="bottom")
     return finish(
         figure,
-        f"privacy–utility of {curve.model}: {curve.reports[0].simulations} simulations per ε",
+        f"privacy–utility of {curve.model}: {_simulations(curve.reports, eps)}",
         ["! marks a privacy level whose check has findings"],
     )
+
+
+def _simulations(reports, eps) -> str:
+    """How many simulations each ε was checked on: one number when they agree, else the most common one and the
+    ε that differ (the tuned ε shows its own, larger check)."""
+    counts = [report.simulations for report in reports]
+    common = max(set(counts), key=counts.count)
+    others = [f"{count} at ε = {e:g}" for count, e in zip(counts, eps) if count != common]
+    return f"{common} simulations per ε" + (f" ({', '.join(others)})" if others else "")
