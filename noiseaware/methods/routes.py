@@ -274,9 +274,9 @@ def _posterior(
 
 
 WEAK_ADVICE = (
-    f"their gradients barely respond to them (slope < {WEAK_SLOPE:g} standard errors from 0), so their optima "
-    "are known mainly from the model's own prior, and their intervals are close to what the prior alone says; to "
-    "narrow them, record a longer trace or spend a larger privacy budget (ε)"
+    f"their gradients barely respond to them (slope < {WEAK_SLOPE:g} standard errors from 0), so these coordinates "
+    "of the VI optimum are known mainly from the model's own prior on them; to learn them from the data, record a "
+    "longer trace or spend a larger privacy budget (ε)"
 )
 WEAK_TRACE_ADVICE = (
     f"their gradients barely respond to them (slope < {WEAK_SLOPE:g} standard errors from 0), so their optima are "
