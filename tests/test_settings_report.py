@@ -104,3 +104,24 @@ def test_coverage_refuses_to_replace_another_runs_report_before_any_work(tmp_pat
     assert status == 2
     mentions(err, str(earlier), "exists", "--force")
     assert sorted(p.name for p in out.iterdir()) == [earlier.name]  # no study was started
+
+
+def test_force_over_another_runs_report_recomputes_the_results_instead_of_relabelling_them(tmp_path, capsys):
+    """A rerun whose settings report differs (a model that reads a file when called changes what it does, not its
+    plan) needs --force, and --force then discards the study's finished results and runs every task again: no old
+    table is printed under the new settings."""
+    out = tmp_path / "cov"
+    argv = ("coverage", "--model", "M1", "--noise-multiplier", "5", "--steps", "100", "--simulations", "2")
+    argv += ("--references", "2", "--samples", "50", "--methods", "naive", "--out", out)
+    status, _, err = run(capsys, *argv)
+    assert status == 0, err
+    (report,) = out.glob("*.used.json")
+    report.write_text(json.dumps(json.loads(report.read_text()) | {"preset": "another run's"}))
+    status, _, err = run(capsys, *argv)
+    assert status == 2
+    mentions(err, "--force", "recompute")
+    status, _, err = run(capsys, *argv, "--force")
+    assert status == 0, err
+    mentions(err, "again")
+    events = [json.loads(line)["event"] for line in (out / "events.jsonl").read_text().splitlines()]
+    assert "discarded" in events and events[events.index("discarded") + 1 :].count("done") >= 1

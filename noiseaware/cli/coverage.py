@@ -137,10 +137,10 @@ def run(args) -> int:
         )
         for level, model in by_level.items()
     }
-    _check_reports(reports, args.force)
+    replaced = _check_reports(reports, args.force)
     for text in dict.fromkeys(report.brief() for report in reports.values()):
         print(text, file=sys.stderr)
-    status = run_cli_study(args, plan)
+    status = run_cli_study(args, plan, recompute=replaced)
     for path, report in reports.items():
         report.to_json(path, overwrite=True)  # checked above: absent, the same report, or --force
     print(f"wrote {', '.join(map(str, reports))} (what each level used: priors, settings, and who chose them)")
@@ -161,14 +161,19 @@ def _report_path(out: str, model: str, level) -> Path:
     return settings_path(Path(out) / (COVERAGE.stem({"model": model, "level": list(level)}) + ".json"))
 
 
-def _check_reports(reports: dict[Path, SettingsReport], force: bool) -> None:
-    """Before any work: a settings report may replace only the same report (a resumed study) unless --force."""
+def _check_reports(reports: dict[Path, SettingsReport], force: bool) -> bool:
+    """Before any work: a settings report may replace only the same report (a resumed study) unless --force; True
+    when --force replaces another (the results beside it are then of other inputs, and are recomputed)."""
+    replaced = False
     for path, report in reports.items():
-        if path.exists() and not force and _read(path) != report.to_dict():
-            raise FileExistsError(
-                f"{path} exists and reports other settings than this run's: pass --force to replace it, or "
-                "choose another --out"
-            )
+        if path.exists() and _read(path) != report.to_dict():
+            if not force:
+                raise FileExistsError(
+                    f"{path} exists and reports other settings than this run's: pass --force to replace it and "
+                    "recompute the study's results (they were of those settings), or choose another --out"
+                )
+            replaced = True
+    return replaced
 
 
 def _coverage_model(spec: str) -> models.BenchmarkModel:

@@ -83,9 +83,11 @@ def executor_of(args):
     return open_executor(args.workers, args.scheduler, args.engine)
 
 
-def run_cli_study(args, plan: Plan) -> int:
+def run_cli_study(args, plan: Plan, *, recompute: bool = False) -> int:
     """Run `plan` in --out, checked first (another study or a running one refused, each output file checked), on
-    the executor the options name, with a progress bar; then print and save every part through its kind."""
+    the executor the options name, with a progress bar; then print and save every part through its kind. With
+    `recompute` (--force over results whose inputs changed unseen by the plan) the finished results are discarded
+    first, so that nothing is reused."""
     directory = StudyDirectory(args.out)
     resumed = directory.holds(plan, resume=args.resume)
     kind = get_kind(plan.kind)
@@ -101,6 +103,8 @@ def run_cli_study(args, plan: Plan) -> int:
             file=sys.stderr,
         )
     with outputs.writing(), directory.lock():
+        if recompute and directory.discard_results():
+            print(f"note: the results in {args.out} were of other inputs: all tasks run again", file=sys.stderr)
         with executor_of(args) as (executor, slots):
             entries = run_study(
                 plan, out, executor=executor, slots=slots, resume=args.resume, progress=True, verify=args.verify

@@ -17,10 +17,14 @@ be read is refused with its path and how to clear it. A result file that does no
 plan.json is checked before it is used: its shape, its checksum, its plan id against its tasks, and each task's
 id against its spec's identity and the recorded versions, so an edited or mismatched plan is refused, not
 half-read. A symbolic link in the folder that leads out of it (plan.json, events.jsonl, the lock, tasks/ or a
-task file) is refused before anything is read or written: a study folder from someone else cannot make a report
-or a resumed study read or append to a file elsewhere. These are checks against accident and mismatch: a
-checksum anyone can recompute does not prove who wrote a file (docs/studies.md, "A study folder from someone
-else").
+task file), or a hard link among them, is refused before anything is read or written: a study folder from someone
+else cannot make a report or a resumed study read or append to a file elsewhere. These are checks against accident
+and mismatch: a checksum anyone can recompute does not prove who wrote a file (docs/studies.md, "A study folder
+from someone else"). `discard_results` deletes the finished results, for a rerun whose inputs changed in ways the
+plan cannot see (`--force`).
+
+Why this module is long: the folder's layout, the checks made before anything in it is read, its lock and its event
+log keep one folder's invariants together; apart, each would re-derive the layout and its checks.
 """
 
 from __future__ import annotations
@@ -303,6 +307,17 @@ class StudyDirectory:
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW  # never through a link
         with os.fdopen(os.open(self.path / "events.jsonl", flags, 0o644), "a") as handle:
             handle.write(json.dumps(line | ({"detail": detail} if detail else {})) + "\n")
+
+    def discard_results(self) -> int:
+        """Delete every finished task's result (tasks/<id>.npz; files set aside as corrupt are kept), so that the
+        study run next recomputes them all, and log it: for a rerun asked to replace results whose inputs changed
+        in ways the plan does not see (a model that reads a file when it is called). Returns how many."""
+        results = sorted(self.tasks_dir.glob(f"*{SUFFIX}")) if self.tasks_dir.is_dir() else []
+        for path in results:
+            path.unlink()
+        if results:
+            self.log("", "discarded", f"{len(results)} results, to recompute them")
+        return len(results)
 
     def events(self) -> list[dict[str, Any]]:
         """The lines of events.jsonl, oldest first ([] before any; unreadable lines skipped: `read_events`)."""
