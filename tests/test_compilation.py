@@ -45,3 +45,22 @@ def test_off_compiles_without_a_cache():
     result = run("off")
     assert result["folder"] is None
     assert not {"/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"} & set(result["events"])
+
+
+def test_a_cache_folder_others_may_write_is_not_used_and_a_new_one_is_the_users_alone(tmp_path):
+    """Whoever can write the cache folder can make this process run a program of theirs: a folder its group or
+    others may write is refused with a warning naming the fix (nothing configured); a folder the cache creates is
+    mode 0o700 (in another process, which keeps this one's cache settings)."""
+    import pytest
+
+    from noiseaware.util.compilation import use_compilation_cache
+
+    open_folder = tmp_path / "open"
+    open_folder.mkdir()
+    open_folder.chmod(0o777)
+    with pytest.warns(UserWarning, match="chmod go-w"):
+        assert use_compilation_cache(open_folder) is None
+    assert run(str(open_folder))["folder"] is None
+    created = tmp_path / "mine" / "jax"
+    assert run(str(created))["folder"] == str(created)
+    assert created.stat().st_mode & 0o777 == 0o700

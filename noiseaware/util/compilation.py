@@ -8,11 +8,15 @@ The command line, a study's local workers and the test suite turn it on; in Pyth
 compiled programs are written by JAX's own file cache, keyed by the program, the compile options and the
 versions of jax and jaxlib (a folder per jax version keeps an upgrade from filling it with dead entries). With
 a size limit set, JAX's cache takes a file lock for every read and write, so processes may share a folder.
+Whoever can write the folder can put a program there that this process then runs (JAX's docs say so): a folder is
+created for the user alone (mode 0o700), and one that another user owns, or that its group or others may write,
+is not used (a warning says why and what to do; compiling still works).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import jax
@@ -63,8 +67,19 @@ def use_compilation_cache(directory: str | os.PathLike | None = None) -> Path | 
     if folder is None:
         return None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        status = folder.stat()
     except OSError:
+        return None
+    if status.st_uid != os.getuid() or status.st_mode & 0o022:
+        who = "another user owns it" if status.st_uid != os.getuid() else "its group or others may write it"
+        warnings.warn(
+            f"compiling without the cache folder {folder}: {who} "
+            f"(mode {oct(status.st_mode & 0o777)}), and whoever can write it could put a program there that this "
+            f"process would run; make it yours alone (chmod go-w {folder}) or name another ({CACHE_ENV}=/path)",
+            UserWarning,
+            stacklevel=2,
+        )
         return None
     if jax.config.jax_compilation_cache_dir != str(folder):
         jax.config.update("jax_compilation_cache_dir", str(folder))
