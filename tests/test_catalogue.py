@@ -325,3 +325,7 @@ def test_demo_runs_again_into_its_own_folder_and_never_over_other_files(tmp_path
     assert main([*demo, "mine"]) == 2
     mentions(capsys.readouterr().err, "m1-trace.nc", "exists", "--force")
     assert (tmp_path / "mine" / "m1-trace.nc").read_text() == "my own file"
+    (tmp_path / "demo" / "m1-trace.png").write_bytes(b"my own plot, saved under the demo's name")  # in its folder
+    assert main([*demo, "demo"]) == 2  # the demo's record says it did not write this file: --force needed
+    mentions(capsys.readouterr().err, "m1-trace.png", "exists", "--force")
+    assert (tmp_path / "demo" / "m1-trace.png").read_bytes().startswith(b"my own plot")

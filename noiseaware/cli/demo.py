@@ -1,12 +1,16 @@
 """`noiseaware demo`: M1 end to end: simulate, record a DPVI trace, fit it, compare and plot.
 
 The comparison's closed forms (the exact Gamma posterior of λ) are in `m1_closed_form`. The demo marks its
-folder (DEMO_MARKER), so running it again replaces the files of its own earlier run without --force (`make demo`
-cannot pass flags); in any other folder an existing file still needs --force.
+folder (DEMO_MARKER, a JSON record of the sha256 of each file it wrote), so running it again replaces the files of
+its own earlier run without --force (`make demo` cannot pass flags), and only those: a file of a demo name that the
+record does not hold as written, or that changed since, still needs --force, as in any other folder.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,9 +40,11 @@ from .presets import preset_models
 
 DEMO_MODEL = "gamma-exponential"
 DEMO_TRACE, DEMO_POSTERIOR, DEMO_PLOT = "m1-trace.nc", "m1-posterior.nc", "m1-trace.png"
+DEMO_FILES = (DEMO_TRACE, DEMO_POSTERIOR, DEMO_PLOT)
 DEMO_MARKER = ".noiseaware-demo"
-"""The file that marks a folder the demo wrote; its text is MARKER_TEXT."""
-MARKER_TEXT = "written by `noiseaware demo`: running the demo again replaces its files in this folder\n"
+"""The file that marks a folder the demo wrote: its record of the files it wrote (`demo_files_changed`)."""
+MARKER_WRITER = "noiseaware demo"
+"""The marker's `written_by`: a record of this demo's, with `files` {name: sha256 of the bytes it wrote}."""
 FIT_STREAM = 2
 """The demo's fit key: fold_in(key of --seed, FIT_STREAM), apart from the simulation and DPVI keys."""
 
@@ -112,9 +118,15 @@ def demo_run(
 
 def run(args) -> int:
     (bm,) = preset_models(models.get(DEMO_MODEL), None, [args.epsilon]).values()
-    replace = args.force or is_demo_folder(args.out)
+    changed = demo_files_changed(args.out)
+    if changed and not args.force:
+        raise FileExistsError(
+            f"--out: {Path(args.out) / changed[0]} exists and is not the file the demo wrote there (changed since, "
+            "or never the demo's); pass --force to replace it"
+        )
+    replace = args.force or changed == []
     outputs = Outputs(force=replace)
-    out = outputs.directory(args.out, "--out", (DEMO_TRACE, DEMO_POSTERIOR, DEMO_PLOT, DEMO_MARKER))
+    out = outputs.directory(args.out, "--out", (*DEMO_FILES, DEMO_MARKER))
     options = route_options(args)
     _, theta, data, trace, post, key_theta = demo_run(
         bm, args.epsilon, args.seed, steps=args.steps, method=args.method, options=options, quiet=False
@@ -124,7 +136,6 @@ def run(args) -> int:
     from .. import plots
 
     with outputs.writing():
-        atomic_write(out / DEMO_MARKER, lambda temporary: temporary.write_text(MARKER_TEXT), overwrite=replace)
         trace.save(out / DEMO_TRACE, overwrite=replace)
         post.save(out / DEMO_POSTERIOR, key=key_theta, overwrite=replace)
         plots.plot_trace(
@@ -138,6 +149,8 @@ def run(args) -> int:
             f"(σ = {trace.noise_multiplier:.4g}), fitted by {args.method}",
             overwrite=replace,
         )
+        record = {"written_by": MARKER_WRITER, "files": {name: _sha256(out / name) for name in DEMO_FILES}}
+        atomic_write(out / DEMO_MARKER, lambda temporary: temporary.write_text(json.dumps(record)), overwrite=replace)
     print(post.describe())
     print()
     true_rate = float(bm.site_map.constrain(theta)["rate"])
@@ -168,13 +181,24 @@ def run(args) -> int:
     return 0
 
 
-def is_demo_folder(directory: str | Path) -> bool:
-    """Whether `directory` holds the demo's marker, as written by an earlier run of the demo."""
-    marker = Path(directory) / DEMO_MARKER
+def demo_files_changed(directory: str | Path) -> list[str] | None:
+    """The demo files in `directory` that its marker does not record as the demo wrote them (another sha256, or a
+    link), [] when every one is as written; None when the folder holds no marker of the demo's (any file there then
+    needs --force, as in any other folder)."""
+    folder = Path(directory)
     try:
-        return marker.is_file() and marker.read_text() == MARKER_TEXT
-    except (OSError, UnicodeDecodeError):
-        return False
+        record = json.loads((folder / DEMO_MARKER).read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("written_by") != MARKER_WRITER:
+        return None
+    written = record.get("files") if isinstance(record.get("files"), dict) else {}
+    present = [name for name in DEMO_FILES if os.path.lexists(folder / name)]
+    return [name for name in present if (folder / name).is_symlink() or written.get(name) != _sha256(folder / name)]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _m1_comparison(
