@@ -176,7 +176,7 @@ def calibration_spec(
     )
 
 
-def calibration(data: Dataset, *, key, progress: Progress = False, **arguments) -> CalibrationResult:
+def calibration(data: Dataset, *, key, progress: Progress = True, **arguments) -> CalibrationResult:
     """Calibration of the predictive probabilities of methods on data's test set (module doc).
 
     data: a `Dataset` (e.g. `na.datasets.adult()`). arguments: epsilon or noise_multiplier (exactly one, unless

@@ -185,7 +185,7 @@ def coverage_spec(
     )
 
 
-def coverage(bm: BenchmarkModel, *, key, progress: Progress = False, **arguments) -> CoverageResult:
+def coverage(bm: BenchmarkModel, *, key, progress: Progress = True, **arguments) -> CoverageResult:
     """TARP coverage of methods on simulations of `bm` at privacy level ε (or σ).
 
     arguments: epsilon or noise_multiplier, the fields of `CoverageDesign` (methods, simulations M, references

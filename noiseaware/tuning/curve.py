@@ -97,7 +97,7 @@ def privacy_utility(
     simulations: int = TUNING.preflight_simulations,
     key,
     references: int = REFERENCES,
-    progress: Progress = False,
+    progress: Progress = True,
 ) -> PrivacyUtilityCurve:
     """The privacy–utility curve of `settings` (TunedSettings, or record_dpvi keywords over bm's preset); at the
     ε and δ TunedSettings were checked at, their check is the curve's point there (module doc)."""

@@ -73,7 +73,7 @@ def preflight(
     references: int = REFERENCES,
     samples: int = SAMPLES,
     chunk: int = CHUNK,
-    progress: Progress = False,
+    progress: Progress = True,
 ) -> PreflightReport:
     """Check `settings` (TunedSettings or record_dpvi keywords over the model's preset) on `simulations` fresh
     simulations at (ε, δ): the report, and one PreflightWarning per finding (for TunedSettings, whose settings

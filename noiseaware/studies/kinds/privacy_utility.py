@@ -112,6 +112,7 @@ def _run_part(spec: PrivacyUtilitySpec, part: slice) -> tuple[PreflightReport, .
         simulations=spec.simulations,
         key=spec.seed,
         references=spec.references,
+        progress=False,  # a study's task: the study shows its own progress across tasks
     )
     return curve.reports
 
