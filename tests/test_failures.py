@@ -142,7 +142,7 @@ def _account(*more):
     ids=["IndexError", "numpy ValueError", "KeyError", "AttributeError"],
 )
 def test_an_unexpected_error_prints_its_traceback_and_says_it_is_a_bug(capsys, monkeypatch, raise_it):
-    monkeypatch.setattr("noiseaware.cli.account.noise_multiplier", lambda *args: raise_it())
+    monkeypatch.setattr("noiseaware.cli.account.noise_multiplier", lambda *args, **scheme: raise_it())
     status = main(_account())
     err = capsys.readouterr().err
     assert status == 1, err
@@ -160,7 +160,7 @@ def test_an_unexpected_error_prints_its_traceback_and_says_it_is_a_bug(capsys, m
     ids=["ValueError of a check", "OSError", "FitFailure"],
 )
 def test_a_user_error_prints_one_error_line(capsys, monkeypatch, raise_it, message):
-    monkeypatch.setattr("noiseaware.cli.account.noise_multiplier", lambda *args: raise_it())
+    monkeypatch.setattr("noiseaware.cli.account.noise_multiplier", lambda *args, **scheme: raise_it())
     status = main(_account())
     err = capsys.readouterr().err
     assert status == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err

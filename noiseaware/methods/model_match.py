@@ -21,6 +21,13 @@ __all__ = ["MODEL_TAIL", "MODEL_CONTRADICTED", "check_model_matches", "contradic
 MODEL_TAIL = 1e-3
 """The chance that a trace recorded with the model is taken for another's: each of its d μ rows is flagged at a
 two-sided tail probability below MODEL_TAIL / d (Bonferroni), so at most MODEL_TAIL per trace."""
+ROOTED = 2.0
+"""A μ row's root is compared only where its slope is this many standard errors above 0."""
+RELAXATIONS = 10.0
+"""…and where the kept trace spans this many of the row's relaxation times n·λ_j·b_j (docs/method.md §2.12): over
+fewer the trace's mean, and so its root, still carries its start and its slow wander more than the root's se says
+(the rarely seen coordinates of a bag of words span about 5; M1's research traces 18–94). A trace without its
+step sizes (an adaptive optimizer's) is not compared."""
 MODEL_CONTRADICTED = (
     "the model's prior on the VI optimum puts the trace's own estimate of these μ* in its far tail (the largest "
     "distance, in sds of the prior and the estimate together, is the value): the trace was not recorded with this "
@@ -49,11 +56,12 @@ def check_model_matches(model, traces: Sequence[Trace]) -> None:
             )
 
 
-def contradicted_means(model: GradientModel, dim: int) -> np.ndarray:
+def contradicted_means(model: GradientModel, dim: int, learning_rate) -> np.ndarray:
     """z_j (d,) of the μ rows 0 … d−1 of a gradient model built with the model's prior: (μ̂*_j − m_j) / √(se_j² + s_j²),
-    μ̂*_j the trace's own least-squares root of its row (G on φ with a free intercept, `ols_fit`), se_j = r_j /
-    (√n |b_j|) its standard error (r_j the residual sd, b_j the slope), N(m_j, s_j²) the prior on μ*_j. 0 where the
-    slope is not 2 standard errors above 0: such a row has no root to speak of."""
+    μ̂*_j = φ̄_j + x̄_j − ḡ_j/b_j the trace's own least-squares root of its row (G on φ with a free intercept,
+    `ols_fit`: slope b_j with standard error τ_j, residual sd r_j), se_j = √(r_j²/n + ḡ_j² τ_j²/b_j²) / |b_j| its
+    delta-method standard error, N(m_j, s_j²) the prior on μ*_j; learning_rate λ (P,) or None. 0 where the slope is
+    not ROOTED standard errors above 0 or the trace spans fewer than RELAXATIONS relaxation times of the row."""
     s = model.stats
     slope, residual = (np.asarray(x, np.float64)[:dim] for x in ols_fit(s))
     weight = np.asarray(s.sum_ww, np.float64)[:dim]
@@ -61,10 +69,13 @@ def contradicted_means(model: GradientModel, dim: int) -> np.ndarray:
     mean_g = np.asarray(s.sum_g, np.float64)[:dim] / weight
     spread = np.sqrt(np.maximum(np.asarray(s.sum_phiphi, np.float64)[:dim] / weight - mean_phi**2, 0.0) * weight)
     residual_sd = np.sqrt(np.maximum(residual, 0.0))
-    rooted = slope > 2.0 * residual_sd / np.maximum(spread, np.finfo(np.float64).tiny)
+    slope_se = residual_sd / np.maximum(spread, np.finfo(np.float64).tiny)
+    steps = np.zeros(dim) if learning_rate is None else np.asarray(learning_rate, np.float64)[:dim]
+    rooted = (slope > ROOTED * slope_se) & (weight * steps * slope >= RELAXATIONS)
     safe = np.where(rooted, slope, 1.0)
     root = np.asarray(s.centre, np.float64)[:dim] + mean_phi - mean_g / safe
-    se = residual_sd / (np.sqrt(weight) * np.abs(safe))
+    # the delta method on x* = x̄ − ḡ/b: the mean gradient's noise and the slope's
+    se = np.hypot(residual_sd / np.sqrt(weight), mean_g * slope_se / safe) / np.abs(safe)
     loc, sd = np.asarray(model.optimum_loc, np.float64)[:dim], np.asarray(model.optimum_sd, np.float64)[:dim]
     return np.where(rooted, (root - loc) / np.hypot(se, sd), 0.0)
 
@@ -73,7 +84,7 @@ def model_contradiction(model: GradientModel, trace) -> Note | None:
     """The note naming the μ rows of `trace` whose own estimate its gradient model's prior (the model's) puts beyond
     its MODEL_TAIL / d tail (`contradicted_means`), with the largest distance; None where there are none."""
     dim, param_names = trace.family.dim, trace.param_names
-    z = np.abs(contradicted_means(model, dim))
+    z = np.abs(contradicted_means(model, dim, trace.settings.plain_sgd_rate))
     far = np.flatnonzero(z > stats.norm.isf(MODEL_TAIL / (2 * dim)))
     if not far.size:
         return None
