@@ -274,6 +274,8 @@ def test_coverage_width_figure_has_a_point_per_method_and_level(tmp_path):
     (axis,) = panels(figure)
     offsets = [line.get_xydata() for line in axis.lines if len(line.get_xydata()) == 2 and line.get_marker() == "o"]
     assert sorted(x for points in offsets for x in points[:, 0]) == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+    labels = sorted(text.get_text() for text in axis.texts)
+    assert labels == ["ε = 1, 0.1"] * 3  # the two levels' points coincide: one label each, not two printed over
     mentions(title(figure), "coverage", "width")
     assert_inside(figure)
 

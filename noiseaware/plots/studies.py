@@ -79,8 +79,9 @@ def coverage_width_figure(results, *, title: str | None = None) -> Figure:
             continue
         widths, rmses, sds, labels = zip(*points)
         axis.errorbar(widths, rmses, yerr=sds, fmt="o", color=f"C{i}", label=method, capsize=2)
-        for x, y, text in zip(widths, rmses, labels):
-            axis.annotate(text, (x, y), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+        for k, ((x, y), text) in enumerate(_merged_labels(widths, rmses, labels).items()):
+            shift = (5, 3) if k % 2 == 0 else (5, -9)  # neighbouring levels' labels alternate above and below
+            axis.annotate(text, (x, y), textcoords="offset points", xytext=shift, fontsize="x-small", color=f"C{i}")
     axis.axvline(1.0, color="black", linestyle=":", linewidth=1, label="non-private width")
     axis.set_xscale("log")
     plain = FuncFormatter(lambda value, _: f"{value:g}")
@@ -92,6 +93,17 @@ def coverage_width_figure(results, *, title: str | None = None) -> Figure:
     figure_legend(figure, [axis])
     model = results[0].settings.get("model", "") if results else ""
     return finish(figure, title or f"{model}: coverage against interval width")
+
+
+def _merged_labels(widths, rmses, labels) -> dict[tuple[float, float], str]:
+    """{point: its levels' labels joined}: levels of one method whose points coincide (within 2 % of the width and
+    of the largest RMSE) share one label, "ε = 0.1, 1", instead of printing over each other."""
+    scale = max(max(rmses), 1e-12)
+    merged: dict[tuple[float, float], list[str]] = {}
+    for x, y, text in zip(widths, rmses, labels):
+        near = next((p for p in merged if abs(np.log(p[0] / x)) < 0.02 and abs(p[1] - y) < 0.02 * scale), None)
+        merged.setdefault(near or (x, y), []).append(text)
+    return {point: texts[0] + "".join(", " + t.split(" = ")[-1] for t in texts[1:]) for point, texts in merged.items()}
 
 
 def _level_text(settings) -> str:
