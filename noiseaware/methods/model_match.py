@@ -12,7 +12,7 @@ import numpy as np
 from scipy import stats
 
 from ..inference.gradient_model import GradientModel
-from ..inference.statistics import ols_fit
+from ..inference.statistics import centred_phiphi, ols_fit
 from ..trace import Trace
 from ..util.notes import Note
 
@@ -67,7 +67,7 @@ def contradicted_means(model: GradientModel, dim: int, learning_rate) -> np.ndar
     weight = np.asarray(s.sum_ww, np.float64)[:dim]
     mean_phi = np.asarray(s.sum_phi, np.float64)[:dim] / weight
     mean_g = np.asarray(s.sum_g, np.float64)[:dim] / weight
-    spread = np.sqrt(np.maximum(np.asarray(s.sum_phiphi, np.float64)[:dim] / weight - mean_phi**2, 0.0) * weight)
+    spread = np.sqrt(np.maximum(np.asarray(centred_phiphi(s), np.float64)[:dim], 0.0))
     residual_sd = np.sqrt(np.maximum(residual, 0.0))
     slope_se = residual_sd / np.maximum(spread, np.finfo(np.float64).tiny)
     steps = np.zeros(dim) if learning_rate is None else np.asarray(learning_rate, np.float64)[:dim]
