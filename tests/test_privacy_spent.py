@@ -68,6 +68,10 @@ def test_a_file_that_understates_its_epsilon_is_relabelled_on_reading(tmp_path):
     with pytest.warns(PrivacyWarning, match="relabelled"):
         loaded = Trace.load(path)
     assert loaded.epsilon == _fixed_epsilon(10.0) and loaded.accountant == "rdp-fixed"
+    labelled = dataclasses.replace(plain, epsilon=0.5, delta=DELTA, accountant="rdp-fixed")  # a label is no proof
+    labelled.save(tmp_path / "labelled.nc")
+    with pytest.warns(PrivacyWarning, match="relabelled"):
+        assert Trace.load(tmp_path / "labelled.nc").epsilon == _fixed_epsilon(10.0)
 
 
 def test_a_windowed_trace_accounts_every_step_of_the_run_not_its_sample_rows():

@@ -175,8 +175,9 @@ def as_spent(trace: Trace, run_steps: int | None = None) -> Trace:
     σ_t (with the released clipped count's σ_b, `combined_noise_multiplier`), δ, q, N and T = `run_steps` (default:
     the trace's rows), and where it exceeds the stated one the trace is relabelled (epsilon, accountant "rdp-fixed")
     with a PrivacyWarning naming both; a stated ε that matches it, with no accountant named, is labelled
-    "rdp-fixed". Traces without ε and δ, Poisson traces, microbatch clipping and traces already accounted so are
-    kept."""
+    "rdp-fixed". A trace's own accountant label is not taken on trust (a file may come from someone else): every
+    fixed-size trace is recomputed (remembered per σ, δ, N, B and T). Traces without ε and δ, Poisson traces and
+    microbatch clipping are kept."""
     convention = trace.convention
     if (
         convention.sampling != "fixed"
@@ -184,7 +185,6 @@ def as_spent(trace: Trace, run_steps: int | None = None) -> Trace:
         or trace.epsilon is None
         or trace.delta is None
         or not math.isfinite(trace.epsilon)
-        or trace.accountant == ACCOUNTANTS["fixed"]
     ):
         return trace
     sigmas = trace.step_noise_multipliers
