@@ -56,6 +56,20 @@ def results_path(path: Path) -> Path:
     return SCRATCH.resolve() / path.relative_to(COMMITTED.resolve())
 
 
+FIGURES = Path(__file__).parents[1] / "docs" / "figures"
+"""The figures the docs show, drawn by the scripts that measure them."""
+
+
+def figure_path(name: str) -> Path:
+    """Where a script draws the docs figure `name`: docs/figures/ with NOISEAWARE_UPDATE_RESULTS=1, else the same
+    name under SCRATCH/figures (its folder created)."""
+    if os.environ.get("NOISEAWARE_UPDATE_RESULTS") == "1":
+        return FIGURES / name
+    path = SCRATCH / "figures" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def write_json(path: Path, payload: dict) -> None:
     """noiseaware's atomic JSON write to `results_path(path)`, creating its folder first; a results file is
     rewritten in place (a script saves after each case, and `merge_results` keeps the cases not rerun). The first

@@ -4,12 +4,15 @@ import dataclasses
 import json
 import math
 
+import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
+import scipy.stats
+import xarray as xr
 
 import noiseaware as na
 from noiseaware.evaluation import coverage, evaluate, simulate_traces
@@ -104,6 +107,16 @@ def test_results_files(result, tmp_path):
     plot_coverage(result, tmp_path / "c.png")
     plot_coverage(result, tmp_path / "t.png", rule="trace")
     assert (tmp_path / "c.png").read_bytes()[:8] == (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the PIT survives the DataTree and is ArviZ's SBC input: one variable per method, the simulations as draws
+    result.to_netcdf(tmp_path / "c.nc")
+    again = na.evaluation.CoverageResult.from_datatree(xr.open_datatree(tmp_path / "c.nc"))
+    np.testing.assert_array_equal(again.pit["exact"], result.pit["exact"])
+    sbc = again.pit_tree()["prior_sbc"].dataset
+    assert set(sbc.data_vars) == {"exact", "naive"} and sbc["exact"].shape == (1, 12, 1)
+    az.plot_ecdf_pit(again.pit_tree(), coverage=True).savefig(tmp_path / "pit.png")
+    assert (tmp_path / "pit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="no PIT"):
+        dataclasses.replace(result, pit={}).pit_tree()
 
 
 class _GammaPosterior:
@@ -152,6 +165,12 @@ def test_an_exact_posterior_plugged_in_is_calibrated_and_failures_are_counted():
     assert abs(out.median_width_ratio()["oracle"][0] - 1.0) < 0.02
     assert "width ×" in out.table().splitlines()[0]
     assert out.headline()["oracle"]["width_ratio"]["rate"] == pytest.approx(out.median_width_ratio()["oracle"][0])
+    # the marginal PIT of the truth: uniform for the exact posterior (Kolmogorov–Smirnov at M = 120), piled up at
+    # 0 and 1 for the naive one, which ignores the DP noise (far more than 10 % outside its central 90 % intervals)
+    assert out.pit["oracle"].shape == (120, 1) and out.pit["flaky"].shape == (80, 1)
+    assert scipy.stats.kstest(out.pit["oracle"][:, 0], "uniform").pvalue > 0.01
+    outside = np.mean(np.abs(out.pit["flaky"] - 0.5) > 0.45)
+    assert outside > 0.3, outside
 
 
 @pytest.mark.slow

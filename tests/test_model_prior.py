@@ -8,13 +8,16 @@ import jax
 import numpy as np
 import pytest
 from messages import mentions
+from scipy import stats
 
 import noiseaware as na
+from noiseaware.checks.clipping import clip_reach
 from noiseaware.cli import main
 from noiseaware.inference.gradient_model import gradient_model
 from noiseaware.inference.model_prior import model_optimum_prior
 from noiseaware.methods.base import Batch
 from noiseaware.trace.moments import moments_of_rows, without_wander
+from noiseaware.util.errors import UNINFORMATIVE
 from noiseaware.util.numerics import softplus
 
 
@@ -92,16 +95,41 @@ def test_a_silent_trace_gives_back_the_models_prior(silent_trace):
     assert high - low > 0.8 * (prior_high - prior_low)
     assert low < np.quantile(prior, 0.25) and high > np.quantile(prior, 0.75)
     assert post.info["optimum_prior"] == "model"
-    assert any("model's own prior" in str(w.message) for w in caught)
+    # its clip bounds every mean gradient by q·N·√n/σ = 0.1 · 5000 · √1600 / σ standard errors, far below 2
+    reach = clip_reach(trace.settings, 1600)
+    assert reach == pytest.approx(0.1 * 5000 * 40 / trace.settings.noise_multiplier) and reach < 2
+    mentions([w for w in caught if "uninformative" in str(w.message)], "model's", "prior", f"{reach:.4g}")
+    # the posterior is the model's prior, drawn: every route gives the same draws
+    for method in ("laplace", "nuts"):
+        other = na.fit(trace, method, key=0, model=bm, checks="off")
+        np.testing.assert_array_equal(other.optimum_chains, post.optimum_chains)
 
 
-def test_without_the_model_the_warning_says_the_prior_is_the_traces(silent_trace):
+def test_without_the_model_a_trace_that_says_nothing_is_a_typed_failure(silent_trace):
+    """Without the model the prior would be centred on the trace's own position: a confident wrong answer."""
     _, trace = silent_trace
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        post = na.fit(trace, "exact", key=0, checks="off")
-    assert post.info["optimum_prior"] == "trace"
-    assert any("centred on the trace's own mean" in str(w.message) for w in caught)
+    with pytest.raises(na.FitFailure) as caught:
+        na.fit(trace, "exact", key=0, checks="off")
+    assert caught.value.reason == UNINFORMATIVE
+    mentions(caught, "model=bm", "--model", "ε")
+
+
+def test_a_tiny_data_set_is_never_narrower_than_its_non_private_posterior():
+    """M1 recorded on N = 1 and 2 examples (every example each step, ε = 1): the trace cannot see the optimum, so the
+    fit with the model is its prior, and its 90 % interval for λ holds the exact non-private one, Gamma(8 + N, 2 + Σx),
+    where the linear model once read the trace's own position as the optimum (N = 2: [2.7, 5.3] against [1.6, 4.7])."""
+    bm = na.models.get("M1")
+    x = np.random.default_rng(1).exponential(1 / 4.24, size=2)
+    settings = dict(bm.dpvi_settings) | {"sampling_rate": 1.0, "steps": 4000}
+    for n in (1, 2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trace = na.record_dpvi(bm.model, {"x": x[:n]}, key=0, epsilon=1.0, **settings)
+            post = na.fit(trace, "exact", key=0, model=bm)
+        low, high = np.quantile(np.asarray(post.constrained_sample(jax.random.key(1), 20_000)["rate"]), [0.05, 0.95])
+        exact_low, exact_high = stats.gamma(8 + n, scale=1 / (2 + x[:n].sum())).ppf([0.05, 0.95])
+        assert low < exact_low and high > exact_high, (n, low, high, exact_low, exact_high)
+        assert [note.kind for note in post.notes] == ["trace uninformative"]
 
 
 def test_the_trace_prior_and_the_paper_ignore_the_model(silent_trace):

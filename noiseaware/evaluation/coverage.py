@@ -332,8 +332,10 @@ def _method_parts(
     reference_width = nonprivate_width(sims.model.model, sims.traces[0], sims.batch.data, sims.truth)
 
     def score(method: Method, outcomes: list[Outcome], keys) -> tuple[dict[str, Any], int]:
-        joint, per_dim, width, failed = _score(outcomes, sims, keys, samples, uniform, centre, dpvi_sd, reference_width)
-        return {"joint": joint, "marginal": per_dim, "width": width}, failed
+        joint, per_dim, width, pit, failed = _score(
+            outcomes, sims, keys, samples, uniform, centre, dpvi_sd, reference_width
+        )
+        return {"joint": joint, "marginal": per_dim, "width": width, "pit": pit}, failed
 
     return fit_part(sims.batch, methods, options, key=(k_fit, k_draw), score=score, offset=part.start, total=total)
 
@@ -359,9 +361,8 @@ def _result(
         curves=curves("joint"),
         marginal_curves=curves("marginal"),
         failures={name: run.failures for name, run in runs.items()},
-        width_ratio={
-            name: run.score["width"] for name, run in runs.items() if "width" in run.score
-        },  # not in old studies
+        width_ratio={name: run.score["width"] for name, run in runs.items() if "width" in run.score},  # not in old
+        pit={name: run.score["pit"] for name, run in runs.items() if "pit" in run.score},  # studies' parts
         seconds={
             k: v
             for name, run in runs.items()
@@ -405,14 +406,16 @@ def _score(
     simulation; uniform (R, M, d): the reference draws of these simulations), and the width of each central
     90 % interval relative to `reference_width` (M, d), the non-private posterior's.
 
-    Returns ({rule: joint f (M_ok, R)}, {rule: marginal f (M_ok, R, d)}, width ratios (M_ok, d), further
-    failures (non-finite draws)): the simulation axis first, so that parts concatenate.
+    Returns ({rule: joint f (M_ok, R)}, {rule: marginal f (M_ok, R, d)}, width ratios (M_ok, d), the marginal
+    PIT of the truth (M_ok, d), further failures (non-finite draws)): the simulation axis first, so that parts
+    concatenate.
     """
     repeats = uniform.shape[0]
     alive = np.flatnonzero([not isinstance(o, Exception) for o in outcomes])
     joint: list[np.ndarray] = []
     marginal: list[np.ndarray] = []
     widths: list[np.ndarray] = []
+    pits: list[np.ndarray] = []
     non_finite = 0
     for first in range(0, alive.size, SCORE_CHUNK):
         index = alive[first : first + SCORE_CHUNK]
@@ -429,13 +432,14 @@ def _score(
         marginal.append(fm)
         low, high = np.quantile(draws, [0.05, 0.95], axis=1)
         widths.append((high - low) / reference_width[index])
+        pits.append(np.mean(draws < sims.truth[index][:, None, :], axis=1))
     d = sims.truth.shape[1]
     f = np.concatenate(joint, axis=1) if joint else np.zeros((repeats * len(REFERENCE_RULES), 0))
     fm = np.concatenate(marginal, axis=1) if marginal else np.zeros((repeats * len(REFERENCE_RULES), 0, d))
     split = {rule: slice(i * repeats, (i + 1) * repeats) for i, rule in enumerate(REFERENCE_RULES)}
     joint_f = {rule: np.moveaxis(f[s], 1, 0) for rule, s in split.items()}
-    width = np.concatenate(widths) if widths else np.zeros((0, d))
-    return joint_f, {rule: np.moveaxis(fm[s], 1, 0) for rule, s in split.items()}, width, non_finite
+    width, pit = (np.concatenate(rows) if rows else np.zeros((0, d)) for rows in (widths, pits))
+    return joint_f, {rule: np.moveaxis(fm[s], 1, 0) for rule, s in split.items()}, width, pit, non_finite
 
 
 def _streams(key) -> jax.Array:

@@ -31,6 +31,7 @@ from ..recording.config import setting_names
 from ..recording.dpvi import RUN_KEYWORDS
 from ..trace import BURN_IN
 from ..util.codec import data_type
+from ..util.diagnostics import NoDiagnostics
 from ..util.errors import FitFailure
 from ..util.notes import Note, gather, notes_of
 
@@ -285,7 +286,9 @@ def aggregate_diagnostics(outcomes: Sequence[Outcome]) -> dict[str, Any]:
 
 
 def aggregate_records(records: Sequence[Any]) -> dict[str, Any]:
-    """Diagnostics records of one method's fits folded by their type's `aggregate` ({} for none)."""
+    """Diagnostics records of one method's fits folded by their type's `aggregate` ({} for none); fits with nothing to
+    report (`NoDiagnostics`: a trace whose posterior is its model's prior, drawn without a solver) are left out."""
+    records = [r for r in records if not isinstance(r, NoDiagnostics)]
     return type(records[0]).aggregate(records) if records else {}
 
 

@@ -8,7 +8,10 @@ and sd of each credibility level's ECP over them:
     /            attrs: schema, each scalar setting (model, epsilon, noise_multiplier, key, …), and `record`,
                  the JSON of what the arrays do not hold (settings, seconds, failures, diagnostics)
     /METHOD      ecp (chain 1, draw R, rule, credibility L); marginal_ecp (chain, draw, rule, credibility, theta d);
-                 width_ratio (fit M_ok, theta): each successful simulation's 90 % width over the non-private one
+                 width_ratio (fit M_ok, theta): each successful simulation's 90 % width over the non-private one;
+                 pit (fit M_ok, theta): each successful simulation's marginal PIT of the truth
+
+`pit_tree()` is the PIT in the layout ArviZ's `plot_ecdf_pit` reads (its SBC group, one variable per method).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import csv
 import dataclasses
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +56,9 @@ class CoverageResult:
     seconds per stage (dpvi, each method's fit, tarp_<method>); diagnostics[method]: sampler facts and
     warnings; theta_names (d,); settings (model, ε, σ, M, R, K, T, prior, key, …) for the results file;
     width_ratio[method] (M_ok, d): each simulation's central 90 % interval width over the non-private
-    posterior's (`reference_sd`), the price of honesty beside the coverage.
+    posterior's (`reference_sd`), the price of honesty beside the coverage; pit[method] (M_ok, d): each
+    simulation's marginal PIT of the truth, u_mj = the fraction of its K draws of θ_j below θ_true,j, uniform
+    on (0, 1) for a calibrated method (2|u − ½| is then the level of the central interval that just reaches it).
     """
 
     levels: np.ndarray
@@ -65,6 +70,7 @@ class CoverageResult:
     theta_names: tuple[str, ...]
     settings: Mapping[str, Any]
     width_ratio: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    pit: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property
     def methods(self) -> list[str]:
@@ -212,8 +218,9 @@ class CoverageResult:
                 "ecp": (("chain", "draw", "rule", "credibility"), joint),
                 "marginal_ecp": (("chain", "draw", "rule", "credibility", "theta"), marginal),
             }
-            if method in self.width_ratio:
-                variables["width_ratio"] = (("fit", "theta"), np.asarray(self.width_ratio[method], np.float64))
+            for name, per_fit in (("width_ratio", self.width_ratio), ("pit", self.pit)):
+                if method in per_fit:
+                    variables[name] = (("fit", "theta"), np.asarray(per_fit[method], np.float64))
             group = xr.Dataset(variables, coords=coords | {"chain": [0], "draw": np.arange(joint.shape[1])})
             group.attrs = {"failures": int(self.failures[method]), "sample_dims": ["chain", "draw"]}
             groups[method] = group
@@ -235,7 +242,9 @@ class CoverageResult:
         marginal = {
             r: {m: tree[m].dataset["marginal_ecp"].values[0, :, i] for m in methods} for i, r in enumerate(rules)
         }
-        widths = {m: tree[m].dataset["width_ratio"].values for m in methods if "width_ratio" in tree[m].dataset}
+        widths, pit = (
+            {m: tree[m].dataset[v].values for m in methods if v in tree[m].dataset} for v in ("width_ratio", "pit")
+        )
         return cls(
             levels=first["credibility"].values,
             curves=curves,
@@ -246,7 +255,23 @@ class CoverageResult:
             theta_names=tuple(str(name) for name in first["theta"].values),
             settings=record["settings"],
             width_ratio=widths,
+            pit=pit,
         )
+
+    def pit_tree(self, methods: Sequence[str] | None = None) -> xr.DataTree:
+        """The marginal PIT of the truth as ArviZ's simulation-based-calibration input: group "prior_sbc", one
+        variable per method (chain 1, draw M_ok, theta d), the simulations as draws. `az.plot_ecdf_pit(tree)`
+        draws each coordinate's Δ-ECDF of u with a uniformity test; `coverage=True` draws the coverage of the
+        central intervals (ECDF of 2|u − ½|) against their level."""
+        chosen = [m for m in (self.methods if methods is None else methods) if len(self.pit.get(m, ())) > 0]
+        if not chosen:
+            raise ValueError(
+                "no PIT to export: this result holds none for these methods (every fit failed, or the result was "
+                "written by a noiseaware that did not record it); rerun the study to have it"
+            )
+        coords = {"chain": [0], "theta": list(self.theta_names)}
+        variables = {m: (("chain", "draw", "theta"), np.asarray(self.pit[m], np.float64)[None]) for m in chosen}
+        return xr.DataTree.from_dict({"prior_sbc": xr.Dataset(variables, coords=coords)})
 
     def _record(self) -> dict[str, Any]:
         return {"settings": self.settings, "seconds": self.seconds, "diagnostics": self.diagnostics}

@@ -17,9 +17,10 @@ import jax
 import numpy as np
 
 from ..checks import MIN_STEPS
+from ..checks.clipping import UNINFORMATIVE_REACH, clip_reach
 from ..inference import exact, laplace, nuts
 from ..inference.blocks import BLOCK
-from ..inference.draws import Draws
+from ..inference.draws import Draws, prior_draws
 from ..inference.gradient_model import (
     GradientModel,
     Prior,
@@ -34,7 +35,7 @@ from ..trace.run import Run, varying_settings_reason
 from ..util.checks import choice, flag, fraction, positive_int, probability
 from ..util.defaults import DRAWS, WARMUP
 from ..util.diagnostics import MAX_RHAT
-from ..util.errors import VARYING_SETTINGS, FitFailure
+from ..util.errors import UNINFORMATIVE, VARYING_SETTINGS, FitFailure
 from ..util.notes import Note
 from ..util.progress import Progress, check_progress
 from .base import Batch, Method, Outcome, outcome_of
@@ -197,6 +198,15 @@ def _route(
                 contradicted[m] = note
                 outcomes[m] = outcome_of(lambda t=trace: _gradient_model(t, prior, opts.burn_in, None))
         kept = [m for m, model in enumerate(outcomes) if not isinstance(model, FitFailure)]
+        # an uninformative trace (`clip_reach`) has the model's prior as its posterior: drawn, not solved
+        reach = {m: clip_reach(batch.traces[m].settings, kept_steps(batch.traces[m], opts.burn_in)) for m in kept}
+        flat = [m for m in kept if reach[m] < UNINFORMATIVE_REACH]
+        for m in flat:
+            model = outcomes[m]
+            notes = (_uninformative(reach[m]), *shared_curvature_notes(model, batch.traces[m].param_names))
+            draws = prior_draws(model, keys[m], opts.draws)
+            outcomes[m] = _posterior(batch.traces[m], draws, name, "model's prior only", opts.burn_in, True, notes)
+        kept = [m for m in kept if m not in flat]
         models = [outcomes[m] for m in kept]
         kept_traces, kept_keys = [batch.traces[m] for m in kept], keys[np.asarray(kept, int)]
         results = solve(models, keys=kept_keys, options=opts) if kept else []
@@ -254,7 +264,37 @@ def _gradient_model(trace: Run, prior: Prior, burn_in: float, model_prior=None) 
             f"the trace has {trace.steps} steps, {kept} after a burn-in of {burn_in:g}: the gradient model needs "
             f"at least {MIN_STEPS} stationary steps (thousands for useful intervals); record a longer trace"
         )
+    reach = clip_reach(trace.settings, kept)
+    if reach < UNINFORMATIVE_REACH:
+        if model_prior is None:
+            raise FitFailure(UNINFORMATIVE, f"{_reach_text(reach)}; {UNINFORMATIVE_TRACE_ADVICE}")
+        # its posterior is the prior (`prior_draws`): the model's, on (μ*, ρ*) and the slopes
+        prior = dataclasses.replace(prior, scale_model="linear", terms=("diagonal",))
     return gradient_model(trace, prior, burn_in, model_prior)
+
+
+def _reach_text(reach: float) -> str:
+    return (
+        f"the clip bounds every mean gradient of the trace by {reach:.2g} standard errors of its DP noise "
+        f"(q·N·√n/σ, below {UNINFORMATIVE_REACH:g}), so the trace cannot tell where the VI optimum is"
+    )
+
+
+def _uninformative(reach: float) -> Note:
+    return Note("trace uninformative", UNINFORMATIVE_ADVICE, value=reach, combine="max")
+
+
+UNINFORMATIVE_ADVICE = (
+    "the clip bounds every mean gradient of the trace by q·N·√n/σ standard errors of its DP noise (the value; "
+    f"below {UNINFORMATIVE_REACH:g}), so the trace cannot tell where the VI optimum is: the posterior is the "
+    "model's prior on the optimum and its curvature at the trace's N, about as wide as the model's prior predictive; "
+    "to learn from the data, record on more examples, more steps or a larger ε"
+)
+UNINFORMATIVE_TRACE_ADVICE = (
+    "without the model the fit would centre its prior on the trace's own position, a confident wrong answer: fit "
+    "with the trace's model (fit(trace, model=bm), noiseaware fit --model NAME) to get its prior, or record on more "
+    "examples, more steps or a larger ε"
+)
 
 
 def _posterior(

@@ -14,7 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["DIVERGED", "FitFailure", "FROZEN", "NON_FINITE", "NO_NOISE", "NO_OPTIMUM", "UserError", "VARYING_SETTINGS"]
+__all__ = [
+    "DIVERGED",
+    "FitFailure",
+    "FROZEN",
+    "NON_FINITE",
+    "NO_NOISE",
+    "NO_OPTIMUM",
+    "UNINFORMATIVE",
+    "UserError",
+    "VARYING_SETTINGS",
+]
 
 NO_OPTIMUM = "no finite optimum"
 """A mode search that found no finite, positive-definite optimum (Laplace)."""
@@ -26,6 +36,9 @@ FROZEN = "coordinate never moved"
 """A trace coordinate that never moves after burn-in: its Hessian is not identified."""
 NO_NOISE = "no gradient noise"
 """A non-private trace whose gradients are an exact function of φ: the gradient model cannot weigh its steps."""
+UNINFORMATIVE = "trace uninformative"
+"""A private trace whose DP noise exceeds anything its clipped gradients could show (`checks.clip_reach`) fitted
+without the model: only the model's prior could then say where the optimum is."""
 VARYING_SETTINGS = "settings vary per step"
 """A trace whose σ_t, C_t or s_t change from step to step (adaptive clipping, a noise schedule, a per-step scale):
 the gradient model and the bootstrap's replay need one of each for the run."""
