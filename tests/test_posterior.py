@@ -112,11 +112,14 @@ def test_save_load_round_trip_and_arviz_groups(tmp_path):
 
 @pytest.mark.parametrize(("damage", "tokens"), [("method", ("lacks", "'method'")), ("info", ("JSON", "damaged"))])
 def test_a_posterior_file_missing_a_part_or_holding_bad_json_is_one_clear_error(tmp_path, damage, tokens):
+    """A file of version 1 (before files carried a checksum) with a part missing or damaged: one error naming it."""
     import h5netcdf
 
     path = tmp_path / "p.nc"
     posterior().save(path, key=0)
     with h5netcdf.File(path, "a") as file:
+        file.attrs["schema_version"] = 1
+        del file.attrs["checksum"]
         if damage == "method":
             del file.attrs["method"]
         else:
@@ -124,6 +127,35 @@ def test_a_posterior_file_missing_a_part_or_holding_bad_json_is_one_clear_error(
     with pytest.raises(ValueError) as info:
         na.load_posterior(path)
     mentions(info, str(path), *tokens, "again")
+
+
+@pytest.mark.parametrize("save", ["mixture", "draws"])
+def test_a_posterior_file_edited_after_it_was_written_is_refused_by_its_checksum(tmp_path, save):
+    """Every posterior file carries the checksum of what is read back: an edited draw or attribute, or the checksum
+    deleted, is refused naming the file; a file as written, and one whose ArviZ-only group was edited, loads."""
+    import h5netcdf
+
+    post = posterior() if save == "mixture" else na.posteriors.DrawsPosterior(posterior().sample(0, 50)[None], "ref")
+    group, variable = ("gradient_model", "optimum") if save == "mixture" else ("posterior", "theta")
+    edits = {
+        "a draw": lambda file: file[group][variable].__setitem__((0, 0, 0), 9.0),
+        "an attribute": lambda file: file.attrs.__setitem__("method", "exact"),
+    }
+    for name, edit in edits.items():
+        path = tmp_path / f"{name.replace(' ', '-')}.nc"
+        post.save(path, key=0) if save == "mixture" else post.save(path)
+        before = na.load_posterior(path)
+        assert type(before) is type(post)
+        with h5netcdf.File(path, "a") as file:
+            edit(file)
+        with pytest.raises(ValueError) as info:
+            na.load_posterior(path)
+        mentions(info, str(path), "checksum", "changed", "again")
+    with h5netcdf.File(path, "a") as file:
+        del file.attrs["checksum"]
+    with pytest.raises(ValueError) as info:
+        na.load_posterior(path)
+    mentions(info, "lacks", "checksum")
 
 
 def test_bad_files_and_paths_give_clear_errors(tmp_path):
@@ -344,10 +376,10 @@ def test_older_and_newer_files_of_draws(tmp_path):
     loaded = na.load_posterior(tmp_path / "old.nc")
     np.testing.assert_array_equal(loaded.chains, theta)
     assert loaded.method == "ref" and loaded.theta_names == ("a", "b") and loaded.sites is None
-    newer = old | {"schema": "noiseaware-draws-posterior", "schema_version": 2}
+    newer = old | {"schema": "noiseaware-draws-posterior", "schema_version": 3}
     xr.DataTree.from_dict({"/": xr.Dataset(attrs=newer), "posterior": posterior}).to_netcdf(
         tmp_path / "newer.nc", engine="h5netcdf"
     )
     with pytest.raises(ValueError) as info:
         na.load_posterior(tmp_path / "newer.nc")
-    mentions(info, "2", "1")
+    mentions(info, "3", "1", "2")

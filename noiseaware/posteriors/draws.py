@@ -5,6 +5,10 @@ intervals and file.
 replacement while n ≤ C·K); intervals are empirical quantiles; summaries are those of the stored draws (no
 key: nothing is drawn; MCSE from their effective sample size); `save_draws` writes an ArviZ DataTree whose
 `posterior` group holds θ (chain, draw, theta_dim).
+
+Every posterior file carries `checksum`, the fingerprint of what a reader takes from it (the root's attributes and
+the groups it reads, `tree_checksum`); from schema version 2 a file without it, or whose content no longer matches
+it, is refused (`check_checksum`); version 1 files, written before, load without one.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import xarray as xr
 from ..trace.sites import SiteSpec
 from ..util.diagnostics import Diagnostics, NoDiagnostics, diagnostics_type
 from ..util.files import atomic_write, plain
+from ..util.fingerprint import fingerprint
 from ..util.keys import as_key
 from ..util.notes import Note, notes_from_json, notes_json
 from .base import PosteriorBase, tail_probability
@@ -30,10 +35,12 @@ from .summary import INTERVAL_LEVEL
 
 __all__ = [
     "BASELINE_SCHEMA",
+    "CHECKSUM",
     "DRAWS_SCHEMA",
     "DRAWS_SCHEMA_VERSION",
     "DRAWS_KIND",
     "DrawsPosterior",
+    "check_checksum",
     "draws_attrs",
     "draws_interval",
     "read_draws",
@@ -41,13 +48,17 @@ __all__ = [
     "save_draws",
     "site_attrs",
     "sites_from_attrs",
+    "tree_checksum",
 ]
 
 DRAWS_SCHEMA = "noiseaware-draws-posterior"
 BASELINE_SCHEMA = "noiseaware-baseline-posterior"
 """The schema of the data baselines' files of draws written before every file of draws had one schema: read back
 like any file of draws."""
-DRAWS_SCHEMA_VERSION = 1
+DRAWS_SCHEMA_VERSION = 2
+"""Version 2 files carry a checksum; version 1 files (none) are still read."""
+CHECKSUM = "checksum"
+"""The root attribute holding a posterior file's `tree_checksum`."""
 DRAWS_GROUP = "posterior"
 DRAWS_KIND = "posterior known by its draws"
 OLDER_CLASSES = ("DrawsPosterior",)
@@ -120,20 +131,59 @@ def save_draws(
     posterior.attrs["sample_dims"] = ["chain", "draw"]
     root = {"schema": DRAWS_SCHEMA, "schema_version": DRAWS_SCHEMA_VERSION} | dict(attrs) | site_attrs(sites)
     tree = xr.DataTree.from_dict({"/": xr.Dataset(attrs=root), DRAWS_GROUP: posterior})
+    tree.attrs[CHECKSUM] = tree_checksum(tree, (DRAWS_GROUP,))
     atomic_write(path, lambda temporary: tree.to_netcdf(temporary, engine="h5netcdf"), overwrite=overwrite)
+
+
+def tree_checksum(tree: xr.DataTree, groups: Sequence[str]) -> str:
+    """The fingerprint of what a reader takes from a posterior file: the root's attributes but `checksum` and each
+    of `groups` present (its variables' and coordinates' values, dtypes and shapes), the same before writing and
+    after reading back (attributes and coordinates as plain lists and numbers, however netCDF stores them)."""
+
+    def plain_value(value):
+        return value if isinstance(value, str) else np.asarray(value).tolist()
+
+    attrs = {name: plain_value(value) for name, value in tree.attrs.items() if name != CHECKSUM}
+    content = {}
+    for group in groups:
+        if group in tree.children:
+            dataset = tree[group].dataset
+            content[group] = {
+                "data": {name: np.asarray(array.values) for name, array in dataset.data_vars.items()},
+                "coords": {name: array.values.tolist() for name, array in dataset.coords.items()},
+            }
+    return fingerprint({"attrs": attrs, "groups": content})
+
+
+def check_checksum(tree: xr.DataTree, groups: Sequence[str], path: Path, version: int) -> None:
+    """A ValueError naming the file when a file of schema `version` ≥ 2 lacks its checksum or no longer matches it."""
+    if version < 2:
+        return
+    if CHECKSUM not in tree.attrs:
+        raise ValueError(
+            f"{path} lacks its checksum (the attribute {CHECKSUM!r}, which every posterior file of version {version} "
+            "carries): the file was edited or damaged after it was written; save the posterior again"
+        )
+    if tree_checksum(tree, groups) != str(tree.attrs[CHECKSUM]):
+        raise ValueError(
+            f"{path} does not match its checksum: its draws or attributes were changed after it was written; save "
+            "the posterior again (or ask whoever sent it for the file as written)"
+        )
 
 
 def read_draws(tree: xr.DataTree, path: Path) -> DrawsPosterior:
     """The `DrawsPosterior` of a file `save_draws` wrote (a baseline's saved draws included, and files written before
     they had a schema or sites), opened as `tree`; a file of another schema version is refused."""
     attrs = dict(tree.attrs)
-    if attrs.get("schema_version", DRAWS_SCHEMA_VERSION) != DRAWS_SCHEMA_VERSION:
+    version = attrs.get("schema_version", 1)
+    if version not in range(1, DRAWS_SCHEMA_VERSION + 1):
         raise ValueError(
-            f"{path} is a file of draws of schema version {attrs['schema_version']}; this noiseaware reads version "
+            f"{path} is a file of draws of schema version {version}; this noiseaware reads versions 1 to "
             f"{DRAWS_SCHEMA_VERSION}: read it with the noiseaware that wrote it"
         )
     if DRAWS_GROUP not in tree.children or "theta" not in tree[DRAWS_GROUP].data_vars:
         raise ValueError(f"{path} lacks the {DRAWS_GROUP}/theta draws: the file is incomplete; save it again")
+    check_checksum(tree, (DRAWS_GROUP,), path, int(version))
     theta = tree[DRAWS_GROUP]["theta"]
     diagnostics = diagnostics_type(str(attrs.get("diagnostics_type", ""))).from_mapping(
         json.loads(attrs.get("diagnostics", "{}"))

@@ -21,7 +21,15 @@ from ..trace.families import MEAN_FIELD
 from ..trace.sites import SiteSpec
 from ..util.diagnostics import diagnostics_type
 from ..util.notes import notes_from_json
-from .draws import BASELINE_SCHEMA, DRAWS_GROUP, DRAWS_SCHEMA, DrawsPosterior, read_draws, sites_from_attrs
+from .draws import (
+    BASELINE_SCHEMA,
+    DRAWS_GROUP,
+    DRAWS_SCHEMA,
+    DrawsPosterior,
+    check_checksum,
+    read_draws,
+    sites_from_attrs,
+)
 from .mixture import (
     DPVIM,
     GROUP,
@@ -30,6 +38,7 @@ from .mixture import (
     NOISE_AWARE,
     PVI,
     RANDOM_SCALING,
+    READ_GROUPS,
     SCHEMA,
     SCHEMA_VERSION,
     MixturePosterior,
@@ -68,14 +77,16 @@ def load_posterior(path: str | os.PathLike) -> MixturePosterior | DrawsPosterior
         attrs = dict(tree.attrs)
         if attrs.get("schema") in DRAWS_SCHEMAS or _older_draws_file(tree, attrs):
             return read_draws(tree, path)
-        if attrs.get("schema") != SCHEMA or attrs.get("schema_version") != SCHEMA_VERSION:
+        version = attrs.get("schema_version")
+        if attrs.get("schema") != SCHEMA or version not in range(1, SCHEMA_VERSION + 1):
             raise ValueError(
-                f"{path} is not a noiseaware posterior (schema {attrs.get('schema')!r} version "
-                f"{attrs.get('schema_version')!r}; expected {SCHEMA!r} version {SCHEMA_VERSION}, or a file of "
-                f"draws, {' or '.join(map(repr, DRAWS_SCHEMAS))})"
+                f"{path} is not a noiseaware posterior (schema {attrs.get('schema')!r} version {version!r}; "
+                f"expected {SCHEMA!r} version 1 to {SCHEMA_VERSION}, or a file of draws, "
+                f"{' or '.join(map(repr, DRAWS_SCHEMAS))})"
             )
         if GROUP not in tree.children or "optimum" not in tree[GROUP].data_vars:
             raise ValueError(f"{path} lacks the {GROUP}/optimum draws: the file is incomplete; save it again")
+        check_checksum(tree, READ_GROUPS, path, int(version))
         try:
             return _mixture(tree, attrs)
         except KeyError as error:

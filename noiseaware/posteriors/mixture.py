@@ -45,7 +45,7 @@ from ..util.files import atomic_write, plain
 from ..util.keys import as_key, standard_normal
 from ..util.notes import Note, notes_json
 from .base import SUMMARY_DRAWS, PosteriorBase, tail_probability
-from .draws import site_attrs
+from .draws import CHECKSUM, site_attrs, tree_checksum
 from .summary import INTERVAL_LEVEL, UNCONSTRAINED, constrain
 
 __all__ = [
@@ -60,9 +60,12 @@ __all__ = [
 ]
 
 SCHEMA = "noiseaware-posterior"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Version 2 files carry a checksum of what `load_posterior` reads (`draws.tree_checksum`); version 1 files do not."""
 GROUP = "gradient_model"
 ITERATES = "dpvi"
+READ_GROUPS = (GROUP, ITERATES)
+"""The groups `load_posterior` reads back, which the file's checksum covers (`posterior` is for ArviZ only)."""
 """The file's and `to_arviz`'s group of the trace's iterates μ_t."""
 DEFAULT_THETA_DRAWS = DRAWS
 NOISE_AWARE = "noise-aware posterior"
@@ -397,9 +400,13 @@ class MixturePosterior(PosteriorBase):
             raise ValueError(f"posterior files are netCDF: use a .nc path, not {path.name!r}")
         if not path.parent.is_dir():
             raise ValueError(f"cannot save {path}: the directory {path.parent} does not exist; create it first")
-        atomic_write(
-            path, lambda temporary: self.to_arviz(key).to_netcdf(temporary, engine="h5netcdf"), overwrite=overwrite
-        )
+
+        def write(temporary: Path) -> None:
+            tree = self.to_arviz(key)
+            tree.attrs[CHECKSUM] = tree_checksum(tree, READ_GROUPS)
+            tree.to_netcdf(temporary, engine="h5netcdf")
+
+        atomic_write(path, write, overwrite=overwrite)
 
 
 def trace_facts(trace: Run, **more) -> dict[str, Any]:
