@@ -122,3 +122,37 @@ def test_a_method_that_fails_is_counted_not_fatal(simulations):
     method = na.per_trace("broken", broken, options=Never)
     result = na.evaluation.evaluate(simulations, (method,), references=2, samples=100, key=0)
     assert result.failures == {"broken": 8}
+
+
+def test_a_fit_over_its_delay_shows_a_line_counting_its_seconds(traces, capfd, monkeypatch):
+    """Work with no steps to count (compiling and solving) is never silent for long: past the delay a line on
+    stderr counts its seconds; progress=False shows nothing; an explicit progress is also the route's own option."""
+    import importlib
+    import time
+
+    from noiseaware.util import progress
+
+    fit_module = importlib.import_module("noiseaware.methods.fit")
+
+    with progress.busy("fit exact", True, delay=0.2):
+        time.sleep(1.5)
+    assert "fit exact: 00:01 elapsed" in capfd.readouterr().err
+    with progress.busy("fit exact", False, delay=0.0):
+        time.sleep(0.3)
+    assert capfd.readouterr().err == ""
+    slow, seen = fit_module.fit_each, []
+
+    def slow_fit_each(method, batch, keys, opts, **kwargs):
+        seen.append(opts.progress)
+        time.sleep(1.5)
+        return slow(method, batch, keys, opts, **kwargs)
+
+    monkeypatch.setattr(fit_module, "fit_each", slow_fit_each)
+    monkeypatch.setattr(fit_module, "busy", lambda what, shown: progress.busy(what, shown, delay=0.2))
+    post = na.fit(traces[0], "exact", key=0, checks="off")
+    assert "fit exact: 00:01 elapsed" in capfd.readouterr().err
+    na.fit(traces[0], "exact", key=0, checks="off", progress=False)
+    assert "elapsed" not in capfd.readouterr().err
+    assert post.kind == "noise-aware posterior"
+    na.fit(traces[0], "exact", key=0, checks="off", progress=True)
+    assert seen == [False, False, True]  # the route's own bar: its default, then as given

@@ -23,6 +23,7 @@ from ..trace.run import Run
 from ..util.errors import FitFailure
 from ..util.keys import as_key
 from ..util.notes import issue
+from ..util.progress import Progress, busy, check_progress
 from .base import Batch, Method, Registry, split_keys
 from .fit_loop import CHECK_MODES, Checks, fit_each, fit_notes
 from .registry import DEFAULT_REGISTRY
@@ -41,6 +42,7 @@ def fit(
     checks: Checks = "warn",
     model: BenchmarkModel | None = None,
     registry: Registry = DEFAULT_REGISTRY,
+    progress: Progress | None = None,
     **option_values,
 ) -> Posterior:
     """The posterior of one trace by `method` (a registered name or a `Method`), with its options.
@@ -55,7 +57,9 @@ def fit(
     `na.models.get("M1")`, or `na.models.from_numpyro(...)` of your own); under the default prior its prior on θ
     becomes the prior of the VI optimum's mean μ* (docs/method.md §2.3), so a trace that says little about a
     coordinate gives back its prior rather than a narrow interval around the iterates. Without it, μ*'s prior is
-    centred on the trace.
+    centred on the trace. progress: a line on stderr counting the seconds of a fit that runs over 10 s (the first
+    fit of a shape compiles its route) unless False; given, it is also the method's own `progress` option where it
+    has one (exact's bar over the blocks of a long fit, NUTS's over traces).
     """
     return _fit(
         [trace],
@@ -68,6 +72,7 @@ def fit(
         option_values,
         stacklevel=3,
         model=model,
+        progress=progress,
     )[0]
 
 
@@ -81,6 +86,7 @@ def fit_batch(
     checks: Checks = "warn",
     model: BenchmarkModel | None = None,
     registry: Registry = DEFAULT_REGISTRY,
+    progress: Progress | None = None,
     **option_values,
 ) -> list[Posterior | None]:
     """`fit` for M traces of one model in one batched computation (vmapped where the method allows).
@@ -89,7 +95,7 @@ def fit_batch(
     on_error="raise" raises the first failed fit's `FitFailure` (naming the trace); "skip" puts None in its
     place and warns with the count. Warnings are gathered: one per kind, with the number of traces.
     checks: as in `fit`, per trace ("raise" names the first trace that fails); model: as in `fit`, the model
-    every trace was recorded with.
+    every trace was recorded with; progress: as in `fit`.
     """
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}")
@@ -97,7 +103,10 @@ def fit_batch(
     if not traces:
         raise ValueError("fit_batch needs at least one trace")
     keys = split_keys(key, len(traces))
-    return _fit(traces, method, keys, options, registry, on_error, checks, option_values, stacklevel=3, model=model)
+    return _fit(
+        traces, method, keys, options, registry, on_error, checks, option_values, stacklevel=3, model=model,
+        progress=progress,
+    )  # fmt: skip
 
 
 def _fit(
@@ -111,8 +120,13 @@ def _fit(
     option_values: Mapping[str, Any],
     stacklevel: int,
     model: BenchmarkModel | None = None,
+    progress: Progress | None = None,
 ) -> list[Posterior | None]:
     (chosen,) = registry.resolve([method])
+    if progress is not None:
+        check_progress(progress)
+        if "progress" in {f.name for f in dataclasses.fields(chosen.options)}:
+            option_values = dict(option_values) | {"progress": progress}
     if "diagnostics" in option_values and "diagnostics" not in {f.name for f in dataclasses.fields(chosen.options)}:
         raise ValueError(
             "fit's diagnostics= is now checks=: 'warn', 'raise' or 'off', the trace checks (post.diagnostics is the "
@@ -146,7 +160,9 @@ def _fit(
     settings = chosen.make_options(options, **option_values)
     if not chosen.reads_rows and traces:
         check_draws_fit(len(traces), traces[0].n_params, settings)
-    outcomes, reports = fit_each(chosen, Batch(tuple(traces), model=model), keys, settings, checks=checks)
+    what = f"fit {chosen.name}" + ("" if len(traces) == 1 else f" ×{len(traces)}")
+    with busy(what, progress is not False):
+        outcomes, reports = fit_each(chosen, Batch(tuple(traces), model=model), keys, settings, checks=checks)
     failed = [(m, o) for m, o in enumerate(outcomes) if isinstance(o, FitFailure)]
     if failed and on_error == "raise":
         index, failure = failed[0]

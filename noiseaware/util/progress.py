@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from tqdm.auto import tqdm
 
 Progress = bool | Callable[[int, int], None]
+
+BUSY_DELAY = 10.0
+"""Seconds a block without steps to count (a compile, a solve) runs before `busy` shows its line."""
 
 
 def check_progress(progress) -> None:
@@ -36,3 +40,26 @@ def progress_bar(
             progress(done, total)
 
     yield advance
+
+
+@contextmanager
+def busy(description: str, progress: Progress, delay: float = BUSY_DELAY) -> Iterator[None]:
+    """While the block runs, a tqdm line on stderr counting its seconds, shown once it has run `delay` s: work with
+    no steps to count (compiling and solving a fit) is never silent for long. Nothing unless progress is True."""
+    if progress is not True:
+        yield
+        return
+    stop = threading.Event()
+    with tqdm(desc=description, file=sys.stderr, unit="s", delay=delay, bar_format="{desc}: {elapsed} elapsed") as bar:
+
+        def tick() -> None:
+            while not stop.wait(1.0):
+                bar.update(1)
+
+        thread = threading.Thread(target=tick, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
