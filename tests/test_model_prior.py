@@ -247,3 +247,28 @@ def test_the_optimum_prior_spread_is_the_van_trees_bound():
     np.testing.assert_allclose(sd[1] ** 2, 1.0 - 1 / 2.0)  # 1/mean h = 0.5, not mean 1/h = 2/3
     np.testing.assert_allclose(sd[2] ** 2, 0.1)  # 1/1.05 > 0.9: the floor
     np.testing.assert_allclose(sd[3] ** 2, 1.0)  # mean h ≤ 0: the bound says nothing
+
+
+def test_prior_sensitivity_says_when_the_intervals_are_the_priors(silent_trace, tmp_path):
+    """ArviZ's power-scaling sensitivity of the noise-aware posterior (each φ* draw's gradient-model log prior and
+    log-likelihood, kept with it and in its file): the silent trace's posterior is all prior ("strong prior / weak
+    likelihood"); a trace at ε = 1 moves with its likelihood and barely with its prior; a baseline has none."""
+    bm, silent = silent_trace
+    _, data = bm.simulate(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        healthy = na.record_dpvi(bm.model, data, key=1, epsilon=1.0, **bm.dpvi_settings)
+        quiet = na.fit(silent, "exact", key=0, model=bm, checks="off")
+        heard = na.fit(healthy, "exact", key=0, checks="off")
+    table = quiet.prior_sensitivity(key=1)
+    assert table.loc["rate", "prior"] > 0.05 and table.loc["rate", "likelihood"] < 0.05
+    assert "strong prior" in table.loc["rate", "diagnosis"]
+    table = heard.prior_sensitivity(key=1)
+    assert table.loc["rate", "prior"] < 0.05 and table.loc["rate", "diagnosis"] == "✓"
+    assert heard.log_prior.shape == heard.log_likelihood.shape == heard.optimum_chains.shape[:2]
+    heard.save(tmp_path / "p.nc", key=2)
+    again = na.load_posterior(tmp_path / "p.nc")
+    np.testing.assert_array_equal(again.log_likelihood, heard.log_likelihood)
+    with pytest.raises(ValueError) as info:
+        na.fit(healthy, "naive", key=0, checks="off").prior_sensitivity(key=1)
+    mentions(info, "exact", "refit")

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..util.diagnostics import Diagnostics, NoDiagnostics
-from .gradient_model import GradientModel
+from .gradient_model import GradientModel, log_likelihood, prior_distributions
 
-__all__ = ["Draws", "prior_draws"]
+__all__ = ["Draws", "draw_log_densities", "prior_draws"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,3 +49,29 @@ def prior_draws(model: GradientModel, key, draws: int) -> Draws:
     optimum = np.asarray(model.optimum_loc) + np.asarray(model.optimum_sd) * next(normal)
     hessian = np.asarray(model.hessian(np.asarray(model.hessian_loc) + np.asarray(model.hessian_sd) * next(normal)))
     return Draws(optimum, hessian, None, NoDiagnostics())
+
+
+def draw_log_densities(model: GradientModel, draws: Draws) -> tuple[np.ndarray, np.ndarray]:
+    """Each draw's log prior log p(φ*_j, ã_j, u_j) and log-likelihood log p(trace_j | φ*_j, a_j, u_j) under `model`,
+    per row, (chains, K, P) each (up to constants; with extra terms the likelihood integrates their coefficients).
+    A scale row the model reads in ψ = softplus(ρ)² is carried back from the draws' ρ* and dG/dρ: ψ* = softplus(ρ*)²,
+    a_ψ = a_ρ / (2 sigmoid(ρ*)²)."""
+    rows = np.asarray(model.scale_rows)
+    optimum, hessian = np.asarray(draws.optimum), np.asarray(draws.hessian)
+    if rows.any():
+        sd = np.logaddexp(0.0, optimum)
+        optimum = np.where(rows, sd**2, optimum)
+        hessian = np.where(rows, hessian / (2.0 * (1.0 / (1.0 + np.exp(-draws.optimum))) ** 2), hessian)
+    hessian = np.maximum(hessian, np.finfo(np.float64).tiny)
+    raw = np.log(hessian) if model.hessian_link == "exp" else hessian + np.log(-np.expm1(-hessian))
+    with jax.enable_x64(True):  # sums over thousands of steps: float32 would lose the differences between draws
+        model = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64) if np.ndim(x) or np.isscalar(x) else x, model)
+        priors = prior_distributions(model)
+        log_prior = priors["optimum"].log_prob(optimum) + priors["hessian_raw"].log_prob(raw)
+        extra_var = 0.0
+        if "extra_noise" in priors and draws.extra_noise is not None:
+            u = np.maximum(np.asarray(draws.extra_noise), np.finfo(np.float64).tiny)
+            log_prior = log_prior + priors["extra_noise"].log_prob(u)
+            extra_var = u**2
+        likelihood = log_likelihood(model, optimum, hessian, extra_var)
+        return np.asarray(log_prior, np.float64), np.asarray(likelihood, np.float64)

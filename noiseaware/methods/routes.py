@@ -20,12 +20,13 @@ from ..checks import MIN_STEPS
 from ..checks.clipping import UNINFORMATIVE_REACH, clip_reach
 from ..inference import exact, laplace, nuts
 from ..inference.blocks import BLOCK
-from ..inference.draws import Draws, prior_draws
+from ..inference.draws import Draws, draw_log_densities, prior_draws
 from ..inference.gradient_model import (
     GradientModel,
     Prior,
     gradient_model,
     resolve_prior,
+    select_rows,
     slope_estimates,
 )
 from ..inference.stein import shared_curvature_notes
@@ -205,7 +206,10 @@ def _route(
             model = outcomes[m]
             notes = (_uninformative(reach[m]), *shared_curvature_notes(model, batch.traces[m].param_names))
             draws = prior_draws(model, keys[m], opts.draws)
-            outcomes[m] = _posterior(batch.traces[m], draws, name, "model's prior only", opts.burn_in, True, notes)
+            logs = _log_densities(model, draws, [], None)
+            outcomes[m] = _posterior(
+                batch.traces[m], draws, name, "model's prior only", opts.burn_in, True, notes, logs
+            )
         kept = [m for m in kept if m not in flat]
         models = [outcomes[m] for m in kept]
         kept_traces, kept_keys = [batch.traces[m] for m in kept], keys[np.asarray(kept, int)]
@@ -229,6 +233,13 @@ def _route(
             from_model = model_prior is not None and m not in contradicted
             notes = _weak_slopes(model, names, from_model) + shared_curvature_notes(model, names)
             notes += remarks(result, names) + ([contradicted[m]] if m in contradicted else [])
+            rows = [] if repair is None else [names.index(parameter) for parameter in repair.parameters]
+            logs = _log_densities(
+                model,
+                result,
+                rows,
+                lambda m=m: build(batch.traces[m], dataclasses.replace(prior, scale_model="variance")),
+            )
             outcomes[m] = _posterior(
                 batch.traces[m],
                 result,
@@ -237,6 +248,7 @@ def _route(
                 opts.burn_in,
                 from_model,
                 tuple(notes) + (() if repair is None else (repair,)),
+                logs,
             )
         return outcomes
 
@@ -297,8 +309,32 @@ UNINFORMATIVE_TRACE_ADVICE = (
 )
 
 
+def _log_densities(model: GradientModel, result: Draws, repaired: list[int], curved) -> tuple[np.ndarray, np.ndarray]:
+    """Each draw's log prior and log-likelihood, summed over the rows, (C, K) each (`draw_log_densities`): the
+    `repaired` rows under the model they were drawn from, `curved()`'s (the scale rows linear in ψ)."""
+    log_prior, log_likelihood = draw_log_densities(model, result)
+    if repaired:
+        rows = np.asarray(repaired)
+        part = Draws(
+            *(
+                None if x is None else np.asarray(x)[..., rows]
+                for x in (result.optimum, result.hessian, result.extra_noise)
+            ),
+            result.diagnostics,
+        )
+        log_prior[..., rows], log_likelihood[..., rows] = draw_log_densities(select_rows(curved(), rows), part)
+    return log_prior.sum(axis=-1), log_likelihood.sum(axis=-1)
+
+
 def _posterior(
-    trace: Run, result: Draws, method: str, prior: str, burn_in: float, model_prior: bool, notes: tuple[Note, ...]
+    trace: Run,
+    result: Draws,
+    method: str,
+    prior: str,
+    burn_in: float,
+    model_prior: bool,
+    notes: tuple[Note, ...],
+    logs: tuple[np.ndarray, np.ndarray],
 ) -> MixturePosterior:
     return MixturePosterior.from_trace(
         trace,
@@ -310,6 +346,8 @@ def _posterior(
         diagnostics=result.diagnostics,
         info={"burn_in": burn_in, "optimum_prior": "model" if model_prior else "trace"},
         notes=notes,
+        log_prior=logs[0],
+        log_likelihood=logs[1],
     )
 
 

@@ -34,6 +34,8 @@ from .mixture import (
     DPVIM,
     GROUP,
     ITERATES,
+    LOG_LIKELIHOOD,
+    LOG_PRIOR,
     NAIVE,
     NOISE_AWARE,
     PVI,
@@ -111,6 +113,10 @@ def _mixture(tree: xr.DataTree, attrs: dict) -> MixturePosterior:
         json.loads(attrs["diagnostics"])
     )
     checks = json.loads(attrs.get("checks", "null"))  # older files: no trace checks
+    logs = {
+        group: tree[group].dataset[name].values if group in tree.children else None  # older files: none
+        for group, name in ((LOG_PRIOR, "gradient_model"), (LOG_LIKELIHOOD, "trace"))
+    }
     return MixturePosterior(
         kind=OLDER_KINDS.get(kind, kind),
         optimum_chains=model["optimum"].values,
@@ -127,6 +133,8 @@ def _mixture(tree: xr.DataTree, attrs: dict) -> MixturePosterior:
         family=str(attrs.get("variational_family", MEAN_FIELD)),  # older files: mean-field
         factor=str(attrs.get("factor", "mean")),
         notes=notes_from_json(attrs.get("notes")),
+        log_prior=logs[LOG_PRIOR],
+        log_likelihood=logs[LOG_LIKELIHOOD],
     )
 
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import arviz as az
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -64,9 +65,11 @@ SCHEMA_VERSION = 2
 """Version 2 files carry a checksum of what `load_posterior` reads (`draws.tree_checksum`); version 1 files do not."""
 GROUP = "gradient_model"
 ITERATES = "dpvi"
-READ_GROUPS = (GROUP, ITERATES)
-"""The groups `load_posterior` reads back, which the file's checksum covers (`posterior` is for ArviZ only)."""
 """The file's and `to_arviz`'s group of the trace's iterates μ_t."""
+LOG_PRIOR, LOG_LIKELIHOOD = "log_prior", "log_likelihood"
+"""The groups of each φ* draw's gradient-model log prior and log-likelihood (ArviZ's names: `az.psense_summary`)."""
+READ_GROUPS = (GROUP, ITERATES, LOG_PRIOR, LOG_LIKELIHOOD)
+"""The groups `load_posterior` reads back, which the file's checksum covers (`posterior` is for ArviZ only)."""
 DEFAULT_THETA_DRAWS = DRAWS
 NOISE_AWARE = "noise-aware posterior"
 NAIVE = "naive posterior"
@@ -92,7 +95,9 @@ class MixturePosterior(PosteriorBase):
     θ coordinates the trace checks trust; None when the checks were off. notes: the fit's remarks (`Note`s: weak
     identification, grid edges, mixing, the repair) as data, issued as warnings by `fit`. kind: what it is, in
     words (NOISE_AWARE, "naive posterior", "DPVIm posterior", …); the one-line description takes its details
-    from the diagnostics where they have their own (`Diagnostics.describe`).
+    from the diagnostics where they have their own (`Diagnostics.describe`). log_prior, log_likelihood (C, K) or
+    None: each φ* draw's log prior and log-likelihood of the trace under the gradient model that drew it (up to
+    constants), for power-scaling prior sensitivity (`prior_sensitivity`).
     """
 
     optimum_chains: np.ndarray
@@ -110,6 +115,8 @@ class MixturePosterior(PosteriorBase):
     factor: str = "mean"
     notes: tuple[Note, ...] = ()
     kind: str = NOISE_AWARE
+    log_prior: np.ndarray | None = None
+    log_likelihood: np.ndarray | None = None
 
     def __post_init__(self):
         if not isinstance(self.diagnostics, Diagnostics):
@@ -133,6 +140,13 @@ class MixturePosterior(PosteriorBase):
                 value = np.asarray(value, np.float64)
                 if value.shape != optimum.shape:
                     raise ValueError(f"{name} must have the shape of optimum_chains {optimum.shape}; got {value.shape}")
+                object.__setattr__(self, name, value)
+        for name in ("log_prior", "log_likelihood"):
+            value = getattr(self, name)
+            if value is not None:
+                value = np.asarray(value, np.float64)
+                if value.shape != optimum.shape[:2]:
+                    raise ValueError(f"{name} must be (chains, draws) {optimum.shape[:2]}; got {value.shape}")
                 object.__setattr__(self, name, value)
         if len(self.param_names) != optimum.shape[-1]:
             raise ValueError(f"param_names has {len(self.param_names)} labels for P = {optimum.shape[-1]} parameters")
@@ -354,7 +368,29 @@ class MixturePosterior(PosteriorBase):
         }
         if self.iterates is not None:
             groups[ITERATES] = self._iterates_dataset()
+        for group, name, values in (
+            (LOG_PRIOR, "gradient_model", self.log_prior),
+            (LOG_LIKELIHOOD, "trace", self.log_likelihood),
+        ):
+            if values is not None:
+                groups[group] = xr.Dataset(
+                    {name: (("chain", "draw"), values)}, coords={k: model_coords[k] for k in ("chain", "draw")}
+                )
         return xr.DataTree.from_dict(groups)
+
+    def prior_sensitivity(self, key, **options):
+        """ArviZ's power-scaling sensitivity of each site to the gradient model's prior and to the trace
+        (`az.psense_summary` of `to_arviz(key)`; options go to it): how far each site's posterior moves when the
+        prior on (φ*, a, u), or the trace's likelihood, is raised to a power near 1. A prior sensitivity above the
+        threshold (0.05) with a small likelihood one is "strong prior / weak likelihood": the trace says little, the
+        intervals are mostly the prior's. A pandas DataFrame, one row per site element; a ValueError for a posterior
+        without the log densities (a baseline, or a file written before they were kept)."""
+        if self.log_prior is None or self.log_likelihood is None:
+            raise ValueError(
+                f"this {self.kind} keeps no log prior and log-likelihood of its draws (a baseline, or a file written "
+                "before they were kept): refit the trace with the gradient model (exact, laplace or nuts)"
+            )
+        return az.psense_summary(self.to_arviz(key), **options)
 
     def _iterates_dataset(self) -> xr.Dataset:
         """μ_t per site, unconstrained, (chain 1, draw T, *unconstrained shape); `mu` (1, T, theta_dim) without
