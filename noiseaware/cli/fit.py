@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import math
 import sys
 from pathlib import Path
@@ -205,6 +207,7 @@ def run(args) -> int:
     print(comparison_table(posteriors, args.level, key=key_theta))
     for line in _diagnostics_lines(post, args.method):
         print(line)
+    print(_sensitivity_line(post, key_theta))
     with outputs.writing():
         if out is not None:
             post.save(out, key=key_theta, overwrite=args.force)
@@ -287,6 +290,23 @@ def _diagnostics_lines(post: MixturePosterior, method: str) -> list[str]:
         if names:
             lines.append(f"{label}: " + ", ".join(f"{name} {_scalar(scalars[name])}" for name in names))
     return lines
+
+
+def _sensitivity_line(post: MixturePosterior, key) -> str:
+    """One line of ArviZ's power-scaling prior sensitivity (`post.prior_sensitivity`): the site elements it flags,
+    up to five, or that it flags none."""
+    with contextlib.redirect_stdout(io.StringIO()):  # ArviZ prints its own pointer to its docs
+        table = post.prior_sensitivity(key)
+    flagged = table[table["diagnosis"] != "✓"]
+    head = "prior sensitivity (ArviZ's power scaling of the gradient model's prior)"
+    if flagged.empty:
+        return f"{head}: no site flagged (largest {table['prior'].max():.3f}, threshold 0.05)"
+    named = ", ".join(
+        f"{name}: {row.diagnosis.removeprefix('potential ')} (prior {row.prior:.2f}, likelihood {row.likelihood:.2f})"
+        for name, row in flagged.head(5).iterrows()
+    )
+    more = "" if len(flagged) <= 5 else f", and {len(flagged) - 5} more"
+    return f"{head}: {named}{more}; their intervals lean on that prior (docs/gradient-model.md)"
 
 
 def _scalar(value) -> str:
