@@ -112,6 +112,12 @@ def test_without_the_model_a_trace_that_says_nothing_is_a_typed_failure(silent_t
         na.fit(trace, "exact", key=0, checks="off")
     assert caught.value.reason == UNINFORMATIVE
     mentions(caught, "model=bm", "--model", "ε")
+    # the baselines that read the iterates answer, and say the trace cannot locate the optimum
+    for method in ("naive", "dpvim", "random-scaling"):
+        with pytest.warns(UserWarning) as warned:
+            post = na.fit(trace, method, key=0, checks="off")
+        assert [note.kind for note in post.notes][-1] == "trace uninformative"
+        mentions([w for w in warned if "uninformative" in str(w.message)], "iterates", "method='exact'")
 
 
 def test_a_tiny_data_set_is_never_narrower_than_its_non_private_posterior():

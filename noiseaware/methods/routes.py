@@ -54,6 +54,7 @@ __all__ = [
     "NUTS",
     "NutsOptions",
     "check_constant_settings",
+    "uninformative_note",
 ]
 
 WEAK_SLOPE = 2.0
@@ -294,6 +295,13 @@ def _reach_text(reach: float) -> str:
 
 def _uninformative(reach: float) -> Note:
     return Note("trace uninformative", UNINFORMATIVE_ADVICE, value=reach, combine="max")
+
+
+def uninformative_note(trace: Run, burn_in: float, advice: str) -> Note | None:
+    """The note "trace uninformative" with `advice` for a trace whose clip bounds every mean gradient below
+    UNINFORMATIVE_REACH standard errors of its DP noise over the kept steps (`clip_reach`); None otherwise."""
+    reach = clip_reach(trace.settings, kept_steps(trace, burn_in))
+    return None if reach >= UNINFORMATIVE_REACH else Note("trace uninformative", advice, value=reach, combine="max")
 
 
 UNINFORMATIVE_ADVICE = (

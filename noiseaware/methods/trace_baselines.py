@@ -15,6 +15,28 @@ from ..trace import BURN_IN
 from ..util.checks import choice, fraction, positive_float, positive_int
 from ..util.defaults import DRAWS
 from .base import Batch, Method, Outcome, outcome_of, per_trace
+from .routes import UNINFORMATIVE_REACH, uninformative_note
+
+BASELINE_ADVICE = (
+    "the clip bounds every mean gradient of the trace by q·N·√n/σ standard errors of its DP noise (the value; "
+    f"below {UNINFORMATIVE_REACH:g}), so the iterates wander where the noise takes them: these intervals, read off "
+    "them, do not locate the optimum and may be narrow and misplaced; fit with the gradient model and the trace's "
+    "model (method='exact', model=bm; noiseaware fit --model NAME), or record on more examples, steps or a larger ε"
+)
+
+
+def _told(fit_one):
+    """`fit_one(trace, key, options)`, its posterior carrying the note on a trace that cannot locate the optimum
+    (`uninformative_note`, at the options' burn-in)."""
+
+    def fit(trace, key, options):
+        post = fit_one(trace, key, options)
+        note = uninformative_note(trace, getattr(options, "burn_in", BURN_IN), BASELINE_ADVICE)
+        return post if note is None else dataclasses.replace(post, notes=(*post.notes, note))
+
+    fit.__doc__ = fit_one.__doc__
+    return fit
+
 
 __all__ = ["BOOTSTRAP", "BootstrapOptions", "DPVIM", "DPVImOptions", "NAIVE", "RANDOM_SCALING", "RandomScalingOptions"]
 
@@ -38,13 +60,15 @@ class DPVImOptions:
 
 NAIVE = per_trace(
     "naive",
-    lambda trace, key, options: naive_posterior(trace),
+    _told(lambda trace, key, options: naive_posterior(trace)),
     description="naive: the last DPVI iterate q_{φ_T}, unaware of the DP noise",
 )
 DPVIM = per_trace(
     "dpvim",
-    lambda trace, key, o: dpvim_posterior(
-        trace, key=key, draws=o.draws, centre=o.centre, threshold=o.threshold, windows=o.windows
+    _told(
+        lambda trace, key, o: dpvim_posterior(
+            trace, key=key, draws=o.draws, centre=o.centre, threshold=o.threshold, windows=o.windows
+        )
     ),
     options=DPVImOptions,
     description="DPVIm-style: φ spread by the variance of the converged tail",
@@ -65,7 +89,7 @@ class RandomScalingOptions:
 
 RANDOM_SCALING = per_trace(
     "random-scaling",
-    lambda trace, key, o: random_scaling_posterior(trace, key=key, draws=o.draws, burn_in=o.burn_in),
+    _told(lambda trace, key, o: random_scaling_posterior(trace, key=key, draws=o.draws, burn_in=o.burn_in)),
     options=RandomScalingOptions,
     description="random scaling (Lee et al. 2022; Xia, Zhang & Cai 2025): φ* from the iterate average's pivot, "
     "frequentist",
@@ -95,12 +119,8 @@ def _bootstrap_batch(batch: Batch, keys, opts: BootstrapOptions) -> list[Outcome
             "the parametric bootstrap simulates data from the model: pass it, "
             "e.g. na.fit(trace, 'bootstrap', key=0, model=na.models.get('M1'))"
         )
-    return [
-        outcome_of(
-            lambda t=t, k=k: bootstrap_posterior(t, model, key=k, replicates=opts.replicates, burn_in=opts.burn_in)
-        )
-        for t, k in zip(batch.traces, keys)
-    ]
+    fit = _told(lambda t, k, o: bootstrap_posterior(t, model, key=k, replicates=o.replicates, burn_in=o.burn_in))
+    return [outcome_of(lambda t=t, k=k: fit(t, k, opts)) for t, k in zip(batch.traces, keys)]
 
 
 BOOTSTRAP = Method(
