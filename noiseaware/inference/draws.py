@@ -74,4 +74,4 @@ def draw_log_densities(model: GradientModel, draws: Draws) -> tuple[np.ndarray, 
             log_prior = log_prior + priors["extra_noise"].log_prob(u)
             extra_var = u**2
         likelihood = log_likelihood(model, optimum, hessian, extra_var)
-        return np.asarray(log_prior, np.float64), np.asarray(likelihood, np.float64)
+        return np.array(log_prior, np.float64), np.array(likelihood, np.float64)  # copies: writable
