@@ -147,10 +147,14 @@ def main() -> None:
                     print(f"d = {d}, ε = {epsilon:g}: {m + 1} of {args.simulations} runs", flush=True)
             done = [r for r in runs if r is not None]
             cell = {
-                "d": d, "epsilon": epsilon, "kappa": args.kappa, "noise_multiplier": sigma,
-                "simulations": args.simulations, "failed": len(runs) - len(done),
+                "d": d,
+                "epsilon": epsilon,
+                "kappa": args.kappa,
+                "noise_multiplier": sigma,
+                "simulations": args.simulations,
+                "failed": len(runs) - len(done),
                 "seconds": round(time.time() - start, 1),
-            }  # fmt: skip
+            }
             print(f"d = {d}, ε = {epsilon:g}, σ = {sigma:.3g}, κ = {args.kappa:g}: {len(done)} of {len(runs)} fitted")
             for row in ROWS if done else ():
                 covered = np.mean([r[row][0] for r in done], axis=0)

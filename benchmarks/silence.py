@@ -53,7 +53,7 @@ CASES = {
         "3",
         "--out",
         "linreg.npz",
-    ],  # fmt: skip
+    ],
     "fit-linreg": CLI + ["fit", "linreg.npz", "--model", "linreg-10d", "--burn-in", "0.4"],
     "preflight": CLI + ["preflight", "--model", "M1", "--epsilon", "1"],
     "coverage": CLI
@@ -68,7 +68,7 @@ CASES = {
         "exact,nuts,naive",
         "--out",
         "coverage/",
-    ],  # fmt: skip
+    ],
     "demo": CLI + ["demo", "--epsilon", "0.3", "--out", "demo-eps0.3"],
     "studies-script": [sys.executable, "study.py"],
 }
@@ -97,8 +97,13 @@ def silences(command: list[str], folder: Path, timeout: float) -> dict:
     if end - last > longest:
         longest, before = end - last, "(the end)"
     text = " ".join(before.replace("\r", "\n").split())
-    return {"seconds": round(end - start, 1), "status": status, "longest_silence": round(longest, 1),
-            "ended_by": text[-120:], "within_limit": longest <= LIMIT}  # fmt: skip
+    return {
+        "seconds": round(end - start, 1),
+        "status": status,
+        "longest_silence": round(longest, 1),
+        "ended_by": text[-120:],
+        "within_limit": longest <= LIMIT,
+    }
 
 
 def main() -> None:
@@ -117,8 +122,11 @@ def main() -> None:
         shown = "noiseaware " + " ".join(CASES[name][3:]) if CASES[name][:3] == CLI else " ".join(CASES[name][1:])
         print(f"{name}: {shown}", flush=True)
         row = silences(CASES[name], folder, args.timeout) | provenance(f"python benchmarks/silence.py --cases {name}")
-        print(f"  {row['seconds']:.0f} s, status {row['status']}, longest silence {row['longest_silence']:.1f} s "
-              f"(ended by: {row['ended_by'][-60:]!r})", flush=True)  # fmt: skip
+        print(
+            f"  {row['seconds']:.0f} s, status {row['status']}, longest silence {row['longest_silence']:.1f} s "
+            f"(ended by: {row['ended_by'][-60:]!r})",
+            flush=True,
+        )
         merge_results(RESULTS, {name: row})
 
 

@@ -52,7 +52,7 @@ def sgd_trace(steps=4000, contraction=(0.02, 0.02), seed=0, learning_rate=True, 
         sampling_rate=q,
         n_examples=5000,
         learning_rate=rate if learning_rate else None,
-        epsilon=1.0,
+        epsilon=na.epsilon_spent(5.0, 1e-5, q, steps),  # what σ = 5 spends over these steps
         delta=1e-5,
         sites=[SiteSpec("x", (), "identity")] if sites else None,
     )

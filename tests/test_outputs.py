@@ -31,7 +31,7 @@ def small_trace() -> na.Trace:
         sampling_rate=0.1,
         n_examples=100,
         learning_rate=1e-3,
-        epsilon=1.0,
+        epsilon=na.epsilon_spent(1.0, 1e-5, 0.1, 200),  # what σ = 1 spends over these 200 steps
         delta=1e-5,
         sites=[SiteSpec("a", (), "identity"), SiteSpec("b", (), "identity")],
     )

@@ -41,7 +41,7 @@ def test_a_fixed_size_run_stating_the_poisson_epsilon_is_relabelled_with_both_nu
     mentions(str(caught[0].message), "relabelled", f"{spent:.3g}", "stated", "sampling='fixed'", "dataset_size=N")
 
 
-def test_a_fixed_size_run_calibrated_for_its_scheme_keeps_its_epsilon_and_a_poisson_run_is_not_checked():
+def test_runs_calibrated_for_their_scheme_keep_their_epsilon():
     params, grads = _arrays()
     sigma = na.noise_multiplier(1.0, DELTA, B / N, T, sampling="fixed", dataset_size=N)
     with warnings.catch_warnings():
@@ -51,10 +51,28 @@ def test_a_fixed_size_run_calibrated_for_its_scheme_keeps_its_epsilon_and_a_pois
             epsilon=1.0, delta=DELTA, convention=FIXED,
         )  # fmt: skip
         poisson = Trace.from_arrays(
+            params, grads, noise_multiplier=na.noise_multiplier(0.5, DELTA, B / N, T), clip=1.0, sampling_rate=B / N,
+            n_examples=N, epsilon=0.5, delta=DELTA,
+        )  # fmt: skip
+        looser = Trace.from_arrays(  # another accountant's upper bound (RDP's, Opacus's) is larger: kept
+            params, grads, noise_multiplier=1.0, clip=1.0, sampling_rate=B / N, n_examples=N,
+            epsilon=1.2 * na.epsilon_spent(1.0, DELTA, B / N, T), delta=DELTA,
+        )  # fmt: skip
+    assert trace.epsilon == 1.0 and trace.accountant == "rdp-fixed"
+    assert poisson.epsilon == 0.5 and poisson.accountant is None and looser.accountant is None
+
+
+def test_a_poisson_run_stating_less_than_its_settings_spend_is_relabelled():
+    """σ = 1 at q = 0.05 over T = 400 steps spends ε ≈ 6.7 (PLD, δ = 10⁻⁵): a trace stating 0.5 for it states an
+    ε far below what the run spent; it is relabelled with both numbers and what to check."""
+    params, grads = _arrays()
+    spent = na.epsilon_spent(1.0, DELTA, B / N, T)
+    with pytest.warns(PrivacyWarning) as caught:
+        trace = Trace.from_arrays(
             params, grads, noise_multiplier=1.0, clip=1.0, sampling_rate=B / N, n_examples=N, epsilon=0.5, delta=DELTA
         )
-    assert trace.epsilon == 1.0 and trace.accountant == "rdp-fixed"
-    assert poisson.epsilon == 0.5 and poisson.accountant is None
+    assert spent > 1.0 and trace.epsilon == spent and trace.accountant == "pld"
+    mentions(str(caught[0].message), "relabelled", "Poisson", f"{spent:.3g}", "0.5", "na.noise_multiplier(ε,")
 
 
 def test_a_file_that_understates_its_epsilon_is_relabelled_on_reading(tmp_path):

@@ -15,7 +15,7 @@ from noiseaware.checks.statistics import checks_of_moments
 from noiseaware.trace.sites import SiteSpec
 from noiseaware.util.errors import DIVERGED, NON_FINITE
 
-SETTINGS = dict(noise_multiplier=5.0, clip=2.0, sampling_rate=0.1, n_examples=5000, epsilon=1.0, delta=1e-5)
+SETTINGS = dict(noise_multiplier=5.0, clip=2.0, sampling_rate=0.1, n_examples=5000)
 
 
 def runaway_trace(steps=2000, learning_rate=1e9, seed=0) -> na.Trace:

@@ -104,9 +104,18 @@ def fit_batch(
         raise ValueError("fit_batch needs at least one trace")
     keys = split_keys(key, len(traces))
     return _fit(
-        traces, method, keys, options, registry, on_error, checks, option_values, stacklevel=3, model=model,
+        traces,
+        method,
+        keys,
+        options,
+        registry,
+        on_error,
+        checks,
+        option_values,
+        stacklevel=3,
+        model=model,
         progress=progress,
-    )  # fmt: skip
+    )
 
 
 def _fit(

@@ -169,51 +169,71 @@ class Trace(TraceData):
 
 
 def as_spent(trace: Trace, run_steps: int | None = None) -> Trace:
-    """The trace, with the ε its sampling scheme spent where it states less. A run of fixed-size batches
-    (`Convention(sampling="fixed")`: B = q·N drawn without replacement each step, replace-one) accounted by a
-    Poisson accountant states several times too small an ε: its ε is recomputed by the fixed-size accountant from
-    σ_t (with the released clipped count's σ_b, `combined_noise_multiplier`), δ, q, N and T = `run_steps` (default:
-    the trace's rows), and where it exceeds the stated one the trace is relabelled (epsilon, accountant "rdp-fixed")
-    with a PrivacyWarning naming both; a stated ε that matches it, with no accountant named, is labelled
-    "rdp-fixed". A trace's own accountant label is not taken on trust (a file may come from someone else): every
-    fixed-size trace is recomputed (remembered per σ, δ, N, B and T). Traces without ε and δ, Poisson traces and
-    microbatch clipping are kept."""
+    """The trace, with the ε its sampling scheme spent where it states less, recomputed from its own settings: σ_t
+    (with the released clipped count's σ_b, `combined_noise_multiplier`), δ, q, N and T = `run_steps` (default: the
+    trace's rows). A trace's own accountant label is not taken on trust (a file may come from someone else).
+
+    * Fixed-size batches (`Convention(sampling="fixed")`: B = q·N drawn without replacement each step, replace-one):
+      the fixed-size accountant's ε; a Poisson accountant's would be several times too small. Where it exceeds the
+      stated ε the trace is relabelled (epsilon, accountant "rdp-fixed"); a stated ε that matches it, with no
+      accountant named, is labelled "rdp-fixed".
+    * Poisson batches with one σ for the run: the PLD accountant's ε (the recorder's own); where it exceeds the
+      stated ε by more than POISSON_SLACK the trace is relabelled (epsilon, accountant "pld"). A σ that varies per
+      step (each distinct value costs the accountant about a second) is kept as stated.
+
+    Each relabelling warns (PrivacyWarning) naming both numbers. Traces without ε and δ, and microbatch clipping,
+    are kept."""
     convention = trace.convention
-    if (
-        convention.sampling != "fixed"
-        or convention.clip_factor != 1
-        or trace.epsilon is None
-        or trace.delta is None
-        or not math.isfinite(trace.epsilon)
-    ):
+    if convention.clip_factor != 1 or trace.epsilon is None or trace.delta is None or not math.isfinite(trace.epsilon):
         return trace
     sigmas = trace.step_noise_multipliers
     steps = trace.params.shape[0] if run_steps is None else run_steps
+    fixed = convention.sampling == "fixed"
+    if not fixed and sigmas is not None and np.unique(sigmas).size > 1:
+        return trace
     sigmas = np.full(steps, trace.noise_multiplier) if sigmas is None else np.asarray(sigmas, np.float64)
     if trace.count_noise_multiplier is not None:
         sigmas = combined_noise_multiplier(sigmas, trace.count_noise_multiplier)
     try:
         spent = epsilon_spent_per_step(
-            sigmas, trace.delta, trace.sampling_rate, sampling="fixed", dataset_size=trace.n_examples
+            sigmas, trace.delta, trace.sampling_rate, sampling=convention.sampling, dataset_size=trace.n_examples
         )
     except ValueError as error:
-        raise TraceError(f"the trace declares fixed-size batches (sampling='fixed'), but {error}") from None
-    if spent <= trace.epsilon * (1 + 1e-3):
-        matches = trace.accountant is None and spent >= trace.epsilon * 0.98  # σ calibrated to 0.5 %: ε to ~1 %
-        return replace(trace, accountant=ACCOUNTANTS["fixed"]) if matches else trace
-    batch = round(trace.sampling_rate * trace.n_examples)
+        raise TraceError(f"the trace declares {convention.sampling} batches, but {error}") from None
+    accountant = ACCOUNTANTS[convention.sampling]
+    if spent <= trace.epsilon * (1 + (1e-3 if fixed else POISSON_SLACK)):
+        matches = fixed and trace.accountant is None and spent >= trace.epsilon * 0.98  # σ to 0.5 %: ε to ~1 %
+        return replace(trace, accountant=accountant) if matches else trace
+    if fixed:
+        batch = round(trace.sampling_rate * trace.n_examples)
+        scheme = (
+            f"drew fixed-size batches (sampling='fixed', B = {batch} of N = {trace.n_examples} without replacement "
+            "each step, replace-one neighbours)"
+        )
+        hint = (
+            "as a Poisson accountant's ε would be. The trace now states the larger ε; to spend the smaller one, "
+            "calibrate σ for the run's scheme: na.noise_multiplier(ε, δ, q, T, sampling='fixed', dataset_size=N)"
+        )
+    else:
+        scheme = f"drew Poisson batches (q = {trace.sampling_rate:g}, add/remove neighbours)"
+        hint = (
+            "as no accountant's bound would be. The trace now states the larger ε; check the run's σ, q and T (a mean "
+            "gradient recorded as a sum, or "
+            "steps left out of the trace, changes them), or calibrate σ with na.noise_multiplier(ε, δ, q, T)"
+        )
     warnings.warn(
-        f"privacy relabelled: the run drew fixed-size batches (sampling='fixed', B = {batch} of N = "
-        f"{trace.n_examples} without replacement each step, replace-one neighbours), which spend ε = {spent:.3g} at "
-        f"δ = {trace.delta:g} with σ = {trace.noise_multiplier:.4g} over T = {steps} steps; the stated ε = "
-        f"{trace.epsilon:.3g} ({trace.accountant or 'accountant not named'}) is below that, as a Poisson "
-        "accountant's ε would be. The trace now states the larger ε; to spend the smaller one, calibrate σ for the "
-        "run's scheme: "
-        "na.noise_multiplier(ε, δ, q, T, sampling='fixed', dataset_size=N)",
+        f"privacy relabelled: the run {scheme}, which spend ε = {spent:.3g} at δ = {trace.delta:g} with σ = "
+        f"{trace.noise_multiplier:.4g} over T = {steps} steps; the stated ε = {trace.epsilon:.3g} "
+        f"({trace.accountant or 'accountant not named'}) is below that, {hint}",
         PrivacyWarning,
         stacklevel=3,
     )
-    return replace(trace, epsilon=spent, accountant=ACCOUNTANTS["fixed"])
+    return replace(trace, epsilon=spent, accountant=accountant)
+
+
+POISSON_SLACK = 0.01
+"""How far a Poisson trace's stated ε may fall below the PLD accountant's before it is relabelled: σ is calibrated
+to 0.5 %, and another accountant's upper bound (RDP's, Opacus's) is larger, never smaller."""
 
 
 def _per_step(name: str, value, ndim: int, steps: int | None) -> tuple:
