@@ -13,6 +13,7 @@ directory's lock. The progress bar counts done / running / failed tasks; every e
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 from collections.abc import Callable, Mapping
@@ -23,6 +24,7 @@ from tqdm.auto import tqdm
 
 from ..util.checks import positive_int
 from ..util.errors import UserError
+from ..util.progress import TICK, every
 from .directory import StudyDirectory, StudyError
 from .executors import InProcessExecutor
 from .kind import KINDS
@@ -177,23 +179,26 @@ class _Counter:
         self.counts = {"done": done, "running": 0, "failed": 0, "total": total}
         self.progress = progress
         self.bar = None
+        self.stack = contextlib.ExitStack()
 
     def __enter__(self):
         if self.progress is True:
-            self.bar = tqdm(
-                total=self.counts["total"],
-                initial=self.counts["done"],
-                desc="study",
-                unit="task",
-                file=sys.stderr,
-                dynamic_ncols=True,
+            self.bar = self.stack.enter_context(
+                tqdm(
+                    total=self.counts["total"],
+                    initial=self.counts["done"],
+                    desc="study",
+                    unit="task",
+                    file=sys.stderr,
+                    dynamic_ncols=True,
+                )
             )
             self._show()
+            self.stack.enter_context(every(TICK, self.bar.refresh))  # a task may run minutes: the clock moves
         return self
 
     def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.close()
+        self.stack.close()
 
     def update(self, *, done: int = 0, failed: int = 0, running: int | None = None) -> None:
         self.counts["done"] += done

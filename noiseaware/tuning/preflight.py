@@ -28,7 +28,7 @@ from ..util.checks import positive_float, positive_int
 from ..util.defaults import field_default
 from ..util.hints import hint
 from ..util.keys import as_key, key_repr
-from ..util.progress import Progress, progress_bar
+from ..util.progress import Progress, busy, progress_bar
 from .design import TUNING
 from .facts import SimulationFacts, facts_for_settings
 from .preflight_report import LIMITS, PreflightReport, PreflightWarning, rmse_limit
@@ -167,9 +167,12 @@ def check_settings(
         traces = record_batches(
             bm, facts.data, keys, batch=chunk, advance=advance, noise_multiplier=sigma, delta=delta, **settings
         )
-    score = score_traces(facts, traces, settings, fit_key=k_fit, model=bm, batch=chunk)
+    shown = progress is True
+    with busy(f"fitting the {len(facts)} simulations", shown):
+        score = score_traces(facts, traces, settings, fit_key=k_fit, model=bm, batch=chunk)
     sims = Simulations(Batch(tuple(traces), bm, facts.data, epsilon, delta), facts.truth, sigma)
-    result = evaluate(sims, ["exact"], references=references, samples=samples, key=k_tarp)
+    with busy(f"coverage of the {len(facts)} fits (TARP)", shown):
+        result = evaluate(sims, ["exact"], references=references, samples=samples, key=k_tarp)
     rmse = result.rmse["exact"]
     return PreflightReport(
         model=bm.name,

@@ -13,6 +13,9 @@ Progress = bool | Callable[[int, int], None]
 
 BUSY_DELAY = 10.0
 """Seconds a block without steps to count (a compile, a solve) runs before `busy` shows its line."""
+TICK = 5.0
+"""Seconds between redraws of a bar whose steps are long (a study's task, a part of simulations), so that its
+elapsed time keeps moving."""
 
 
 def check_progress(progress) -> None:
@@ -29,7 +32,8 @@ def progress_bar(
     when it is a callable, nothing when it is False."""
     if progress is True:
         with tqdm(total=total, desc=description, file=sys.stderr, unit=unit, dynamic_ncols=True) as bar:
-            yield bar.update
+            with every(TICK, bar.refresh):
+                yield bar.update
         return
     done = 0
 
@@ -43,23 +47,30 @@ def progress_bar(
 
 
 @contextmanager
+def every(seconds: float, action: Callable[[], None]) -> Iterator[None]:
+    """Call `action` every `seconds` from a daemon thread while the block runs (a bar's redraw, a clock's tick)."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(seconds):
+            action()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@contextmanager
 def busy(description: str, progress: Progress, delay: float = BUSY_DELAY) -> Iterator[None]:
     """While the block runs, a tqdm line on stderr counting its seconds, shown once it has run `delay` s: work with
     no steps to count (compiling and solving a fit) is never silent for long. Nothing unless progress is True."""
     if progress is not True:
         yield
         return
-    stop = threading.Event()
     with tqdm(desc=description, file=sys.stderr, unit="s", delay=delay, bar_format="{desc}: {elapsed} elapsed") as bar:
-
-        def tick() -> None:
-            while not stop.wait(1.0):
-                bar.update(1)
-
-        thread = threading.Thread(target=tick, daemon=True)
-        thread.start()
-        try:
+        with every(1.0, lambda: bar.update(1)):
             yield
-        finally:
-            stop.set()
-            thread.join()

@@ -138,7 +138,7 @@ def calibration_study(
     executor: Executor | None = None,
     slots: int = 1,
     resume: bool = True,
-    progress: bool = False,
+    progress: bool = True,
     verify: int = 0,
     **arguments,
 ) -> dict[Level, CalibrationResult]:

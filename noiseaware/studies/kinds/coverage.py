@@ -103,7 +103,7 @@ def coverage_study(
     executor: Executor | None = None,
     slots: int = 1,
     resume: bool = True,
-    progress: bool = False,
+    progress: bool = True,
     verify: int = 0,
     **arguments,
 ) -> dict[Level, CoverageResult]:
