@@ -57,7 +57,7 @@ def fit(
     `na.models.get("M1")`, or `na.models.from_numpyro(...)` of your own); under the default prior its prior on θ
     becomes the prior of the VI optimum's mean μ* (docs/method.md §2.3), so a trace that says little about a
     coordinate gives back its prior rather than a narrow interval around the iterates. Without it, μ*'s prior is
-    centred on the trace. progress: a line on stderr counting the seconds of a fit that runs over 10 s (the first
+    centred on the trace. progress: a line on stderr counting the seconds of a fit that runs over 5 s (the first
     fit of a shape compiles its route) unless False; given, it is also the method's own `progress` option where it
     has one (exact's bar over the blocks of a long fit, NUTS's over traces).
     """

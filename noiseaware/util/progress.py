@@ -11,7 +11,7 @@ from tqdm.auto import tqdm
 
 Progress = bool | Callable[[int, int], None]
 
-BUSY_DELAY = 10.0
+BUSY_DELAY = 5.0
 """Seconds a block without steps to count (a compile, a solve) runs before `busy` shows its line."""
 TICK = 5.0
 """Seconds between redraws of a bar whose steps are long (a study's task, a part of simulations), so that its
