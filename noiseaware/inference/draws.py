@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..util.diagnostics import Diagnostics, NoDiagnostics
-from .gradient_model import GradientModel, log_likelihood, prior_distributions
+from .gradient_model import GradientModel, log_likelihood, prior_distributions, select_rows
 
-__all__ = ["Draws", "draw_log_densities", "prior_draws"]
+__all__ = ["Draws", "draw_log_densities", "prior_draws", "summed_log_densities"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,3 +75,17 @@ def draw_log_densities(model: GradientModel, draws: Draws) -> tuple[np.ndarray, 
             extra_var = u**2
         likelihood = log_likelihood(model, optimum, hessian, extra_var)
         return np.array(log_prior, np.float64), np.array(likelihood, np.float64)  # copies: writable
+
+
+def summed_log_densities(model: GradientModel, draws: Draws, repaired, curved) -> tuple[np.ndarray, np.ndarray]:
+    """Each draw's log prior and log-likelihood summed over the rows, (C, K) each (`draw_log_densities`): the rows
+    `repaired` (indices) under the model they were drawn from, `curved()` (the scale rows linear in ψ)."""
+    log_prior, log_likelihood = draw_log_densities(model, draws)
+    if len(repaired):
+        rows = np.asarray(repaired)
+        columns = (
+            None if x is None else np.asarray(x)[..., rows] for x in (draws.optimum, draws.hessian, draws.extra_noise)
+        )
+        part = Draws(*columns, draws.diagnostics)
+        log_prior[..., rows], log_likelihood[..., rows] = draw_log_densities(select_rows(curved(), rows), part)
+    return log_prior.sum(axis=-1), log_likelihood.sum(axis=-1)

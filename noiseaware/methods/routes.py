@@ -17,16 +17,14 @@ import jax
 import numpy as np
 
 from ..checks import MIN_STEPS
-from ..checks.clipping import UNINFORMATIVE_REACH, clip_reach
 from ..inference import exact, laplace, nuts
 from ..inference.blocks import BLOCK
-from ..inference.draws import Draws, draw_log_densities, prior_draws
+from ..inference.draws import Draws, prior_draws, summed_log_densities
 from ..inference.gradient_model import (
     GradientModel,
     Prior,
     gradient_model,
     resolve_prior,
-    select_rows,
     slope_estimates,
 )
 from ..inference.stein import shared_curvature_notes
@@ -36,12 +34,13 @@ from ..trace.run import Run, varying_settings_reason
 from ..util.checks import choice, flag, fraction, positive_int, probability
 from ..util.defaults import DRAWS, WARMUP
 from ..util.diagnostics import MAX_RHAT
-from ..util.errors import UNINFORMATIVE, VARYING_SETTINGS, FitFailure
+from ..util.errors import VARYING_SETTINGS, FitFailure
 from ..util.notes import Note
 from ..util.progress import Progress, check_progress
 from .base import Batch, Method, Outcome, outcome_of
 from .model_match import model_contradiction
 from .model_prior import model_prior_of
+from .reach import PRIOR_ONLY_ADVICE, uninformative_failure, uninformative_note
 from .repairs import repair_scale_rows
 
 __all__ = [
@@ -54,7 +53,6 @@ __all__ = [
     "NUTS",
     "NutsOptions",
     "check_constant_settings",
-    "uninformative_note",
 ]
 
 WEAK_SLOPE = 2.0
@@ -200,14 +198,14 @@ def _route(
                 contradicted[m] = note
                 outcomes[m] = outcome_of(lambda t=trace: _gradient_model(t, prior, opts.burn_in, None))
         kept = [m for m, model in enumerate(outcomes) if not isinstance(model, FitFailure)]
-        # an uninformative trace (`clip_reach`) has the model's prior as its posterior: drawn, not solved
-        reach = {m: clip_reach(batch.traces[m].settings, kept_steps(batch.traces[m], opts.burn_in)) for m in kept}
-        flat = [m for m in kept if reach[m] < UNINFORMATIVE_REACH]
+        # an uninformative trace (`reach`) has the model's prior as its posterior: drawn, not solved
+        said = {m: uninformative_note(batch.traces[m], opts.burn_in, PRIOR_ONLY_ADVICE) for m in kept}
+        flat = [m for m in kept if said[m] is not None]
         for m in flat:
             model = outcomes[m]
-            notes = (_uninformative(reach[m]), *shared_curvature_notes(model, batch.traces[m].param_names))
+            notes = (said[m], *shared_curvature_notes(model, batch.traces[m].param_names))
             draws = prior_draws(model, keys[m], opts.draws)
-            logs = _log_densities(model, draws, [], None)
+            logs = summed_log_densities(model, draws, [], None)
             outcomes[m] = _posterior(
                 batch.traces[m], draws, name, "model's prior only", opts.burn_in, True, notes, logs
             )
@@ -235,7 +233,7 @@ def _route(
             notes = _weak_slopes(model, names, from_model) + shared_curvature_notes(model, names)
             notes += remarks(result, names) + ([contradicted[m]] if m in contradicted else [])
             rows = [] if repair is None else [names.index(parameter) for parameter in repair.parameters]
-            logs = _log_densities(
+            logs = summed_log_densities(
                 model,
                 result,
                 rows,
@@ -277,61 +275,12 @@ def _gradient_model(trace: Run, prior: Prior, burn_in: float, model_prior=None) 
             f"the trace has {trace.steps} steps, {kept} after a burn-in of {burn_in:g}: the gradient model needs "
             f"at least {MIN_STEPS} stationary steps (thousands for useful intervals); record a longer trace"
         )
-    reach = clip_reach(trace.settings, kept)
-    if reach < UNINFORMATIVE_REACH:
+    if uninformative_note(trace, burn_in, "") is not None:
         if model_prior is None:
-            raise FitFailure(UNINFORMATIVE, f"{_reach_text(reach)}; {UNINFORMATIVE_TRACE_ADVICE}")
+            raise uninformative_failure(trace, burn_in)
         # its posterior is the prior (`prior_draws`): the model's, on (μ*, ρ*) and the slopes
         prior = dataclasses.replace(prior, scale_model="linear", terms=("diagonal",))
     return gradient_model(trace, prior, burn_in, model_prior)
-
-
-def _reach_text(reach: float) -> str:
-    return (
-        f"the clip bounds every mean gradient of the trace by {reach:.2g} standard errors of its DP noise "
-        f"(q·N·√n/σ, below {UNINFORMATIVE_REACH:g}), so the trace cannot tell where the VI optimum is"
-    )
-
-
-def _uninformative(reach: float) -> Note:
-    return Note("trace uninformative", UNINFORMATIVE_ADVICE, value=reach, combine="max")
-
-
-def uninformative_note(trace: Run, burn_in: float, advice: str) -> Note | None:
-    """The note "trace uninformative" with `advice` for a trace whose clip bounds every mean gradient below
-    UNINFORMATIVE_REACH standard errors of its DP noise over the kept steps (`clip_reach`); None otherwise."""
-    reach = clip_reach(trace.settings, kept_steps(trace, burn_in))
-    return None if reach >= UNINFORMATIVE_REACH else Note("trace uninformative", advice, value=reach, combine="max")
-
-
-UNINFORMATIVE_ADVICE = (
-    "the clip bounds every mean gradient of the trace by q·N·√n/σ standard errors of its DP noise (the value; "
-    f"below {UNINFORMATIVE_REACH:g}), so the trace cannot tell where the VI optimum is: the posterior is the "
-    "model's prior on the optimum and its curvature at the trace's N, about as wide as the model's prior predictive; "
-    "to learn from the data, record on more examples, more steps or a larger ε"
-)
-UNINFORMATIVE_TRACE_ADVICE = (
-    "without the model the fit would centre its prior on the trace's own position, a confident wrong answer: fit "
-    "with the trace's model (fit(trace, model=bm), noiseaware fit --model NAME) to get its prior, or record on more "
-    "examples, more steps or a larger ε"
-)
-
-
-def _log_densities(model: GradientModel, result: Draws, repaired: list[int], curved) -> tuple[np.ndarray, np.ndarray]:
-    """Each draw's log prior and log-likelihood, summed over the rows, (C, K) each (`draw_log_densities`): the
-    `repaired` rows under the model they were drawn from, `curved()`'s (the scale rows linear in ψ)."""
-    log_prior, log_likelihood = draw_log_densities(model, result)
-    if repaired:
-        rows = np.asarray(repaired)
-        part = Draws(
-            *(
-                None if x is None else np.asarray(x)[..., rows]
-                for x in (result.optimum, result.hessian, result.extra_noise)
-            ),
-            result.diagnostics,
-        )
-        log_prior[..., rows], log_likelihood[..., rows] = draw_log_densities(select_rows(curved(), rows), part)
-    return log_prior.sum(axis=-1), log_likelihood.sum(axis=-1)
 
 
 def _posterior(

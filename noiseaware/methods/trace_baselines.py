@@ -15,14 +15,7 @@ from ..trace import BURN_IN
 from ..util.checks import choice, fraction, positive_float, positive_int
 from ..util.defaults import DRAWS
 from .base import Batch, Method, Outcome, outcome_of, per_trace
-from .routes import UNINFORMATIVE_REACH, uninformative_note
-
-BASELINE_ADVICE = (
-    "the clip bounds every mean gradient of the trace by q·N·√n/σ standard errors of its DP noise (the value; "
-    f"below {UNINFORMATIVE_REACH:g}), so the iterates wander where the noise takes them: these intervals, read off "
-    "them, do not locate the optimum and may be narrow and misplaced; fit with the gradient model and the trace's "
-    "model (method='exact', model=bm; noiseaware fit --model NAME), or record on more examples, steps or a larger ε"
-)
+from .reach import BASELINE_ADVICE, uninformative_note
 
 
 def _told(fit_one):
