@@ -1,13 +1,13 @@
 """A newcomer's walk, timed: the longest stretch each step of the README's and the docs' tours prints nothing.
 
-    python benchmarks/silence.py [--cases record,fit,…] [--timeout 900]
+    python benchmarks/silence.py [--cases record,fit,…] [--timeout 900] [--again]
 
 Each case runs as a reader runs it (a `noiseaware …` line of the README at its documented size, or a document's
 script), in one scratch folder shared by the cases in order (a later one reads what an earlier one wrote), with its
 standard output and error read as they come: every chunk of output, a line or a progress bar's redraw, is an event.
 Stored per case: the seconds it ran, its exit status, and its longest silence (from its start to its first output,
 between two outputs, or from its last output to its end), where in the output that silence ended, and whether it is
-within LIMIT. Resumable: cases already in the results file are skipped unless named in --cases.
+within LIMIT. Resumable: cases already in the results file are skipped unless --again is given.
 """
 
 from __future__ import annotations
@@ -111,13 +111,15 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--folder", type=Path, default=None, help="the scratch folder (default: a new one)")
+    parser.add_argument("--again", action="store_true", help="rerun the cases the results file already holds")
     args = parser.parse_args()
     names = chosen(parser, args.cases, CASES)
     done = read_results(RESULTS).get("results", {})
     folder = args.folder or Path(tempfile.mkdtemp(prefix="silence-"))
     (folder / "study.py").write_text(STUDY_SCRIPT)
     for name in names:
-        if name in done and args.cases == ",".join(CASES):
+        if name in done and not args.again:
+            print(f"{name}: kept from {RESULTS.name} (--again reruns it)")
             continue
         shown = "noiseaware " + " ".join(CASES[name][3:]) if CASES[name][:3] == CLI else " ".join(CASES[name][1:])
         print(f"{name}: {shown}", flush=True)
