@@ -14,11 +14,14 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from noiseaware.privacy import epsilon_spent
 from noiseaware.trace import Trace, TraceError
 from noiseaware.trace.sites import SiteSpec
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "trace-format.md"
 SUFFIXES = (".npz", ".nc")
+PRIVACY = ((0.7, 0.01, 1e-9), (2.0, 0.3, 1e-5), (9.0, 0.9, 0.3))
+"""(σ, q, δ) of the random round trips."""
 SITES = (SiteSpec("scale", (), "softplus"), SiteSpec("p", (2,), "alr"))
 
 CONVENTION_SCALARS = (
@@ -139,11 +142,14 @@ def test_random_traces_round_trip_through_both_formats(steps, dim, dtype, with_o
     def vector(low, high):
         return (10.0 ** rng.uniform(low, high, n_params)).astype(dtype)
 
+    # the privacy settings from a few (each new one costs the accountant up to a second when the file is read back)
+    sigma, rate, delta = PRIVACY[int(rng.integers(len(PRIVACY)))]
     optionals = dict(
         learning_rate=vector(-5, 0),
         final_params=rng.normal(size=n_params).astype(dtype),
-        epsilon=float(rng.uniform(0.01, 10)),
-        delta=float(rng.uniform(1e-9, 0.5)),
+        # at least what σ, q and T spend: a file stating less is relabelled on reading (tests/test_privacy_spent.py)
+        epsilon=max(epsilon_spent(sigma, delta, rate, steps), 0.01) * float(rng.uniform(1, 3)),
+        delta=delta,
         mc_draws=int(rng.integers(1, 20)),
         optimizer="adam",
         sites=(SiteSpec("theta", (dim,), "identity"),),
@@ -151,9 +157,9 @@ def test_random_traces_round_trip_through_both_formats(steps, dim, dtype, with_o
     trace = Trace(
         params=(rng.normal(size=(steps, n_params)) * 10.0 ** rng.uniform(-3, 3)).astype(dtype),
         grads=(rng.normal(size=(steps, n_params)) * 10.0 ** rng.uniform(-3, 3)).astype(dtype),
-        noise_multiplier=float(rng.uniform(0.1, 10)),
+        noise_multiplier=sigma,
         clip=float(10.0 ** rng.uniform(-2, 2)),
-        sampling_rate=float(rng.uniform(1e-4, 1)),
+        sampling_rate=rate,
         n_examples=int(rng.integers(1, 10**6)),
         grad_scale=vector(-2, 3),
         **(optionals if with_optionals else {}),
