@@ -12,7 +12,7 @@ from ..trace.run import Run
 from ..util.errors import UNINFORMATIVE, FitFailure
 from ..util.notes import Note
 
-__all__ = ["BASELINE_ADVICE", "PRIOR_ONLY_ADVICE", "uninformative_failure", "uninformative_note"]
+__all__ = ["BASELINE_ADVICE", "PRIOR_ONLY_ADVICE", "is_uninformative", "uninformative_failure", "uninformative_note"]
 
 _BOUND = (
     "the clip bounds every mean gradient of the trace by q·N·√n/σ standard errors of its DP noise (the value; "
@@ -31,17 +31,27 @@ BASELINE_ADVICE = (
 """What a baseline that reads the iterates (naive, DPVIm, random scaling, the bootstrap) says of such a trace."""
 
 
+def _reach(trace: Run, burn_in: float) -> float:
+    """q·N·√n/σ over the steps kept after `burn_in` (`clip_reach`)."""
+    return clip_reach(trace.settings, kept_steps(trace, burn_in))
+
+
+def is_uninformative(trace: Run, burn_in: float) -> bool:
+    """Whether the trace's reach over its kept steps is below UNINFORMATIVE_REACH."""
+    return _reach(trace, burn_in) < UNINFORMATIVE_REACH
+
+
 def uninformative_note(trace: Run, burn_in: float, advice: str) -> Note | None:
     """The note "trace uninformative" with `advice` (its value q·N·√n/σ over the kept steps) for a trace below
     UNINFORMATIVE_REACH; None for any other."""
-    reach = clip_reach(trace.settings, kept_steps(trace, burn_in))
+    reach = _reach(trace, burn_in)
     return None if reach >= UNINFORMATIVE_REACH else Note("trace uninformative", advice, value=reach, combine="max")
 
 
 def uninformative_failure(trace: Run, burn_in: float) -> FitFailure:
     """The failure of a gradient-model fit of such a trace without the model: its prior would be centred on the
     trace's own position."""
-    reach = clip_reach(trace.settings, kept_steps(trace, burn_in))
+    reach = _reach(trace, burn_in)
     return FitFailure(
         UNINFORMATIVE,
         f"the clip bounds every mean gradient of the trace by {reach:.2g} standard errors of its DP noise (q·N·√n/σ, "

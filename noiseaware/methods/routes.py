@@ -40,7 +40,7 @@ from ..util.progress import Progress, check_progress
 from .base import Batch, Method, Outcome, outcome_of
 from .model_match import model_contradiction
 from .model_prior import model_prior_of
-from .reach import PRIOR_ONLY_ADVICE, uninformative_failure, uninformative_note
+from .reach import PRIOR_ONLY_ADVICE, is_uninformative, uninformative_failure, uninformative_note
 from .repairs import repair_scale_rows
 
 __all__ = [
@@ -275,7 +275,7 @@ def _gradient_model(trace: Run, prior: Prior, burn_in: float, model_prior=None) 
             f"the trace has {trace.steps} steps, {kept} after a burn-in of {burn_in:g}: the gradient model needs "
             f"at least {MIN_STEPS} stationary steps (thousands for useful intervals); record a longer trace"
         )
-    if uninformative_note(trace, burn_in, "") is not None:
+    if is_uninformative(trace, burn_in):
         if model_prior is None:
             raise uninformative_failure(trace, burn_in)
         # its posterior is the prior (`prior_draws`): the model's, on (μ*, ρ*) and the slopes
