@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..util.diagnostics import Diagnostics, NoDiagnostics
+from ..util.numerics import sigmoid, softplus, softplus_inverse
 from .gradient_model import GradientModel, log_likelihood, prior_distributions, select_rows
 
 __all__ = ["Draws", "draw_log_densities", "prior_draws", "summed_log_densities"]
@@ -59,11 +60,10 @@ def draw_log_densities(model: GradientModel, draws: Draws) -> tuple[np.ndarray, 
     rows = np.asarray(model.scale_rows)
     optimum, hessian = np.asarray(draws.optimum), np.asarray(draws.hessian)
     if rows.any():
-        sd = np.logaddexp(0.0, optimum)
-        optimum = np.where(rows, sd**2, optimum)
-        hessian = np.where(rows, hessian / (2.0 * (1.0 / (1.0 + np.exp(-draws.optimum))) ** 2), hessian)
+        optimum = np.where(rows, softplus(optimum) ** 2, optimum)
+        hessian = np.where(rows, hessian / (2.0 * sigmoid(draws.optimum) ** 2), hessian)
     hessian = np.maximum(hessian, np.finfo(np.float64).tiny)
-    raw = np.log(hessian) if model.hessian_link == "exp" else hessian + np.log(-np.expm1(-hessian))
+    raw = np.log(hessian) if model.hessian_link == "exp" else softplus_inverse(hessian)
     with jax.enable_x64(True):  # sums over thousands of steps: float32 would lose the differences between draws
         model = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64) if np.ndim(x) or np.isscalar(x) else x, model)
         priors = prior_distributions(model)

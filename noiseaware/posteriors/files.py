@@ -36,6 +36,7 @@ from .mixture import (
     ITERATES,
     LOG_LIKELIHOOD,
     LOG_PRIOR,
+    LOG_VARIABLES,
     NAIVE,
     NOISE_AWARE,
     PVI,
@@ -115,7 +116,7 @@ def _mixture(tree: xr.DataTree, attrs: dict) -> MixturePosterior:
     checks = json.loads(attrs.get("checks", "null"))  # older files: no trace checks
     logs = {
         group: tree[group].dataset[name].values if group in tree.children else None  # older files: none
-        for group, name in ((LOG_PRIOR, "gradient_model"), (LOG_LIKELIHOOD, "trace"))
+        for group, name in LOG_VARIABLES.items()
     }
     return MixturePosterior(
         kind=OLDER_KINDS.get(kind, kind),

@@ -68,6 +68,8 @@ ITERATES = "dpvi"
 """The file's and `to_arviz`'s group of the trace's iterates μ_t."""
 LOG_PRIOR, LOG_LIKELIHOOD = "log_prior", "log_likelihood"
 """The groups of each φ* draw's gradient-model log prior and log-likelihood (ArviZ's names: `az.psense_summary`)."""
+LOG_VARIABLES = {LOG_PRIOR: "gradient_model", LOG_LIKELIHOOD: "trace"}
+"""The variable each of those groups holds, (chain, draw)."""
 READ_GROUPS = (GROUP, ITERATES, LOG_PRIOR, LOG_LIKELIHOOD)
 """The groups `load_posterior` reads back, which the file's checksum covers (`posterior` is for ArviZ only)."""
 DEFAULT_THETA_DRAWS = DRAWS
@@ -368,10 +370,7 @@ class MixturePosterior(PosteriorBase):
         }
         if self.iterates is not None:
             groups[ITERATES] = self._iterates_dataset()
-        for group, name, values in (
-            (LOG_PRIOR, "gradient_model", self.log_prior),
-            (LOG_LIKELIHOOD, "trace", self.log_likelihood),
-        ):
+        for (group, name), values in zip(LOG_VARIABLES.items(), (self.log_prior, self.log_likelihood), strict=True):
             if values is not None:
                 groups[group] = xr.Dataset(
                     {name: (("chain", "draw"), values)}, coords={k: model_coords[k] for k in ("chain", "draw")}
