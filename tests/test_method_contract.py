@@ -19,13 +19,14 @@ SMALL = {
     "exact": {"draws": 200},
     "laplace": {"draws": 200},
     "nuts": {"draws": 100, "warmup": 100, "backend": "numpyro"},
+    "sandwich": {"draws": 200},
     "naive": {},
     "dpvim": {"draws": 200},
     "random-scaling": {"draws": 200},
     "bootstrap": {"replicates": 20},
 }
 """Each trace method's options at sizes that take seconds; the table must name every registered trace method."""
-NEEDS_MOVEMENT = {"exact", "laplace", "nuts"}
+NEEDS_MOVEMENT = {"exact", "laplace", "nuts", "sandwich"}
 """The methods that fit the gradients' response to the iterates: a trace whose iterates never moved fails them."""
 TRACE_METHODS = na.DEFAULT_REGISTRY.names("trace")
 HEAVY = {"nuts", "bootstrap"}
@@ -38,11 +39,23 @@ def test_the_table_names_every_registered_trace_method():
 
 
 @pytest.fixture(scope="module")
-def traces():
+def recorded():
+    """Two DPVI traces of M1, and two plain DP-SGD traces (family "point") of the same data."""
     _, data = jax.vmap(M1.simulate)(jax.random.split(jax.random.key(0), 2))
-    return na.record_dpvi_batch(
-        M1.model, data, keys=jax.random.split(jax.random.key(1), 2), epsilon=1.0, **M1.dpvi_settings | {"steps": 600}
-    )
+    keys = jax.random.split(jax.random.key(1), 2)
+    settings = M1.dpvi_settings | {"steps": 600}
+    point = {"steps": 600, "sampling_rate": 0.1, "clip": 2.0, "learning_rate": 1e-3, "family": "point"}
+    point["transforms"] = M1.dpvi_settings["transforms"]
+    return {
+        None: na.record_dpvi_batch(M1.model, data, keys=keys, epsilon=1.0, **settings),
+        ("point",): na.record_dpvi_batch(M1.model, data, keys=keys, epsilon=1.0, mc_draws=1, **point),
+    }
+
+
+@pytest.fixture
+def traces(recorded, name):
+    """The traces of the family the method fits."""
+    return recorded[na.DEFAULT_REGISTRY[name].families]
 
 
 def draws_of(post) -> np.ndarray:

@@ -254,4 +254,4 @@ def test_the_stein_model_of_a_large_trace_keeps_its_mean_rows_apart():
     trace = na.Trace.from_arrays(params, rng.normal(size=(300, size)), noise_multiplier=1.0, clip=1.0,
                                  sampling_rate=0.1, n_examples=1000)  # fmt: skip
     model = gradient_model(trace, "stein")
-    assert model.stats.mu_phiphi is None and not model.stats.partial and not np.any(model.partner.others)
+    assert model.stats.mu_phiphi is None and not model.stats.partial and not np.any(model.others)

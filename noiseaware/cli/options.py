@@ -17,6 +17,7 @@ from ..methods.reference import NonPrivateOptions
 from ..models.builtin import RESEARCH_COMMON
 from ..privacy import epsilon_spent, noise_multiplier
 from ..recording.settings import DEFAULT_DELTA, check_delta
+from ..trace.families import FAMILY_KINDS
 from ..util.defaults import WARM_START_WARMUP, WARMUP, field_default
 
 SIMULATION_SEED = 0
@@ -71,7 +72,7 @@ class MethodLists:
     calibration: tuple[str, ...]
     """`calibrate --methods`: the trace methods and nonprivate."""
     calibration_default: tuple[str, ...]
-    """The default of `calibrate --methods`: the trace methods."""
+    """The default of `calibrate --methods`: the trace methods that fit any family (the recorded runs are DPVI)."""
 
 
 def method_lists() -> MethodLists:
@@ -82,7 +83,7 @@ def method_lists() -> MethodLists:
         routes=routes,
         coverage=tuple(name for name, m in DEFAULT_REGISTRY.items() if m.private),
         calibration=calibration,
-        calibration_default=DEFAULT_REGISTRY.names("trace"),
+        calibration_default=tuple(n for n in DEFAULT_REGISTRY.names("trace") if DEFAULT_REGISTRY[n].families is None),
     )
 
 
@@ -199,9 +200,9 @@ def add_family(parser) -> None:
     """--family and --rank: the variational family of the recorded traces."""
     parser.add_argument(
         "--family",
-        choices=("mean-field", "full-rank", "low-rank"),
-        help="variational family: mean-field N(μ, diag sd²) (default), full-rank N(μ, L Lᵀ), or low-rank "
-        "N(μ, diag sd² + B Bᵀ) with --rank columns in B",
+        choices=tuple(FAMILY_KINDS),
+        help="variational family: mean-field N(μ, diag sd²) (default), full-rank N(μ, L Lᵀ), low-rank "
+        "N(μ, diag sd² + B Bᵀ) with --rank columns in B, or point: plain DP-SGD of the MAP (docs/dp-sgd.md)",
     )
     parser.add_argument("--rank", type=positive_int, metavar="R", help="columns of B for --family low-rank")
 

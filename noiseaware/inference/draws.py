@@ -24,12 +24,15 @@ class Draws:
     gradient-noise sd (None when the prior has no extra noise). diagnostics: the route's typed record of its
     facts (R-hat, ESS, divergences, convergence flags, grid sizes …): `ExactDiagnostics`, `LaplaceDiagnostics`
     or `NutsDiagnostics`, each a frozen `noiseaware.util.diagnostics.Diagnostics` that also reads as a mapping.
+    hessian_matrix: where the μ rows are coupled and drawn jointly (`coupled.coupled_draws`), Λ per draw
+    (chains, K, d, d), E G_μ = qΛ(μ − μ*); else None.
     """
 
     optimum: np.ndarray
     hessian: np.ndarray
     extra_noise: np.ndarray | None
     diagnostics: Diagnostics
+    hessian_matrix: np.ndarray | None = None
 
     def __post_init__(self):
         for name in ("optimum", "hessian", "extra_noise"):

@@ -31,6 +31,7 @@ from ..util.diagnostics import Diagnostics
 from ..util.errors import NON_FINITE, FitFailure
 from ..util.progress import Progress
 from .blocks import solve_in_blocks
+from .coupled import coupled_draws, is_coupled
 from .draws import Draws
 from .expansion import solve_optimum
 from .gradient_model import (
@@ -54,7 +55,7 @@ __all__ = [
 
 WIDTH = 9.0
 STEIN_STREAM = 7
-"""The key stream (fold_in of a trace's key) of the Stein model's coupled coefficients (`stein.stein_draws`)."""
+"""The key stream (fold_in of a trace's key) of the coupled μ rows' other coefficients (`coupled.coupled_draws`)."""
 GRID_DEFAULTS = {"hessian_nodes": 96, "extra_nodes": 32, "passes": 3}
 PARTNER_NODES = 32
 """Nodes over the extra noise u of the Stein model's partner scale rows (`_partner_weight`)."""
@@ -394,11 +395,19 @@ def fit_exact_batch(models: Sequence[GradientModel], *, keys, options: ExactSett
         devices=options.devices,
     )
     return [
-        result
-        if isinstance(result, FitFailure) or model.partner is None
-        else stein_draws(model, result, jax.random.fold_in(key, STEIN_STREAM))
+        _joint_draws(model, result, jax.random.fold_in(key, STEIN_STREAM))
         for model, result, key in zip(models, results, keys)
     ]
+
+
+def _joint_draws(model: GradientModel, result: Draws | FitFailure, key) -> Draws | FitFailure:
+    """The per-column draws made joint where columns share unknowns: the Stein model's ρ rows from their μ partners
+    (`stein_draws`, coupled μ rows included), a point trace's coupled μ rows (`coupled_draws`)."""
+    if isinstance(result, FitFailure):
+        return result
+    if model.partner is not None:
+        return stein_draws(model, result, key)
+    return coupled_draws(model, result, key) if is_coupled(model) else result
 
 
 def _fit_whole(models: Sequence[GradientModel], *, keys, options: ExactSettings) -> list[Draws | FitFailure]:

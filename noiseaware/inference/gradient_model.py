@@ -52,6 +52,7 @@ from .statistics import (
     model_moments,
     noise_reference,
     ols_fit,
+    others_of,
     partial_slopes,
     residual_squares,
     scale_partner,
@@ -91,7 +92,14 @@ def log_likelihood(model: GradientModel, optimum, hessian, extra_var=0.0):
     var = model.noise_var + extra_var
     if model.terms:
         return jax.nn.logsumexp(set_log_likelihoods(stats, model.terms, delta, qa, var, model.sampling_rate), axis=-2)
-    return -0.5 * stats.count * jnp.log(2.0 * jnp.pi * var) - 0.5 * residual_squares(stats, delta, qa) / var
+    own = -0.5 * stats.count * jnp.log(2.0 * jnp.pi * var) - 0.5 * residual_squares(stats, delta, qa) / var
+    return own + others_log_factor(model, var)
+
+
+def others_log_factor(model: GradientModel, var):
+    """½·others·log 2πv per column (…, P): a partial row's other coefficients (`statistics.partial_on_others`)
+    integrated out of its likelihood under a flat prior (0 on rows that are not partial)."""
+    return 0.5 * model.others * jnp.log(2.0 * jnp.pi * var)
 
 
 PSI_MODELS = ("variance", "stein")
@@ -108,7 +116,8 @@ class GradientModel:
     optimum ~ N(optimum_loc, optimum_sd²); hessian_raw ã ~ N(hessian_loc, hessian_sd²), a = `hessian(ã)`
     (softplus or exp by `hessian_link`); extra noise u ~ `extra_noise`(0, extra_sd²) (half-normal or normal;
     extra_sd = 0 with "none"); partner: the scale rows that share the μ rows' slopes (`ScalePartner`, the Stein
-    model), or None. A pytree: stacked models (leading axis M) vmap over traces; `extra_noise`
+    model), or None; others (P,): how many other μ coordinates each row's sums were regressed on (`others_of`).
+    A pytree: stacked models (leading axis M) vmap over traces; `extra_noise`
     and `hessian_link` are static.
     """
 
@@ -121,6 +130,7 @@ class GradientModel:
     hessian_loc: jax.Array
     hessian_sd: jax.Array
     extra_sd: jax.Array
+    others: jax.Array
     extra_noise: str = dataclasses.field(metadata={"static": True})
     hessian_link: str = dataclasses.field(metadata={"static": True})
     terms: tuple[TermStatistics, ...] = ()
@@ -182,7 +192,9 @@ def gradient_model(
     # the wander's curvature from the model: a trace's ρ may still lag far behind ρ* (M3's research preset)
     curvature = None if coupling is None else np.median(model_prior.curvature, axis=0)
     # the Stein model's coupled μ rows need the d × d cross moments: up to the size windowed traces keep them
-    partial = prior.scale_model == "stein" and trace.family.dim <= COUPLING_LIMIT
+    # (and so does a point trace, whose Laplace posterior reads the whole Hessian: docs/method.md §6)
+    partial = prior.scale_model == "stein" or trace.family.kind == "point"
+    partial = partial and trace.family.dim <= COUPLING_LIMIT
     stats = model_moments(trace, burn_in, scale_rows, coupling, curvature, partial=partial)
     noise_var, q = np.asarray(trace.settings.noise_sd, np.float64) ** 2, float(trace.settings.sampling_rate)
     if prior.extra_noise == "none" and is_non_private(noise_var):
@@ -257,6 +269,7 @@ def gradient_model(
         hessian_loc=loc,
         hessian_sd=prior.hessian_width * sd,
         extra_sd=np.zeros_like(extra) if prior.extra_noise == "none" else extra,
+        others=others_of(stats, trace.n_params, trace.family.dim),
         extra_noise=prior.extra_noise,
         hessian_link=prior.hessian_link,
         terms=terms,
@@ -367,6 +380,7 @@ def _integrate(model: GradientModel, c, var, sum_gg, sum_gphi, sum_phiphi, log_f
     shift = -c * (stats.sum_g - c * stats.sum_phi) / var + offset / tau2
     log_marginal = (
         log_factor
+        + others_log_factor(model, var)
         - 0.5 * stats.count * jnp.log(2.0 * jnp.pi * var)
         - 0.5 * residual / var
         - 0.5 * offset**2 / tau2

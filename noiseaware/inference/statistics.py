@@ -30,6 +30,7 @@ __all__ = [
     "noise_reference",
     "ols_fit",
     "partial_slopes",
+    "others_of",
     "partial_on_others",
     "residual_squares",
     "ScalePartner",
@@ -171,7 +172,6 @@ class ScalePartner(NamedTuple):
     residual: jax.Array
     slope: jax.Array
     slope_se: jax.Array
-    others: jax.Array
 
 
 def scale_partner(stats: Moments, noise_var, extra_sd, sampling_rate: float, dim: int) -> ScalePartner:
@@ -203,8 +203,13 @@ def scale_partner(stats: Moments, noise_var, extra_sd, sampling_rate: float, dim
         residual=keep(residual),
         slope=keep(slope),
         slope_se=keep(np.sqrt(var / square) / q),
-        others=keep(np.full(size, dim - 1.0 if stats.partial else 0.0)),
     )
+
+
+def others_of(stats: Moments, n_params: int, dim: int) -> np.ndarray:
+    """(P,): how many other μ coordinates each row was regressed on, d − 1 on the μ rows where the sums are partial
+    (`partial_on_others`), else 0."""
+    return np.where(np.arange(n_params) < dim, dim - 1.0 if stats.partial else 0.0, 0.0)
 
 
 def partial_on_others(moments: Moments, dim: int, noise_var) -> Moments:

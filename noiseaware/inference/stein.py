@@ -20,6 +20,7 @@ import numpyro.distributions as dist
 
 from ..util.notes import Note
 from ..util.numerics import sigmoid, softplus_inverse
+from .coupled import coupled_draws, is_coupled
 from .draws import Draws
 from .gradient_model import GradientModel
 from .statistics import centred_phiphi, ols_fit, residual_squares
@@ -37,8 +38,8 @@ def partner_log_likelihood(model: GradientModel, hessian, extra_var, nodes, log_
     = `extra_var` (…, P): log p(ρ_j's row | a_j), the partner scale row's likelihood at ψ*_j = 1/a_j and slope a_j
     (Stein's identity, docs/method.md §2.11), its own extra noise integrated out under its prior over `nodes` (n, P)
     with the quadrature's log weights `log_rule` (n, P) (the exact route's); and where the μ row's sums are partial
-    (`partial_on_others`), ½·(d − 1)·log 2πv for the other coordinates' coefficients integrated out under a flat
-    prior. 0 where the column has no partner (and for models without one)."""
+    (`partial_on_others`), the other coordinates' coefficients integrated out (`gradient_model.others_log_factor`, in
+    the μ column's own likelihood). 0 where the column has no partner (and for models without one)."""
     partner = model.partner
     if partner is None:
         return jnp.zeros_like(hessian)
@@ -49,8 +50,7 @@ def partner_log_likelihood(model: GradientModel, hessian, extra_var, nodes, log_
     if model.extra_noise != "none":
         prior = dist.HalfNormal(jnp.where(partner.active, partner.extra_sd, 1.0))
         log_like = log_like + prior.log_prob(jnp.maximum(nodes, jnp.finfo(nodes.dtype).tiny))
-    others = 0.5 * partner.others * jnp.log(2.0 * jnp.pi * (model.noise_var + extra_var))
-    return jnp.where(partner.active, jax.nn.logsumexp(log_like, axis=-2) + others, 0.0)
+    return jnp.where(partner.active, jax.nn.logsumexp(log_like, axis=-2), 0.0)
 
 
 def partner_conflict(model: GradientModel) -> np.ndarray:
@@ -74,59 +74,31 @@ def partner_conflict(model: GradientModel) -> np.ndarray:
 
 
 def stein_draws(model: GradientModel, draws: Draws, key) -> Draws:
-    """The Stein model's draws of φ* from the exact route's per-column draws (docs/method.md §2.11).
-
-    Coupled μ rows (partial sums): per draw, row j's slope b_j = q·a_j, its other coefficients β_j,−j ~
-    N(K_−j⁻¹(g_−j,j − b_j K_−j,j), v_j K_−j⁻¹) and its intercept c_j = −b_j (μ'_j − μ̄_j) from the column's draw μ'_j
-    (its root with the others at their means), B = (b, β) row by row, and μ* = μ̄ − B⁻¹c. Then each ρ_j from its μ_j
-    partner's slope a_j = Λ_jj: ρ*_j = softplus⁻¹(a_j^(−½)) (the root of E G_ρj = q ω (a ψ − 1)), its slope in ρ
-    there over q, 2·a_j·sigmoid(ρ*_j)². φ*'s and the slopes' moments of the redrawn rows are those of the draws.
+    """The Stein model's draws of φ* from the exact route's per-column draws (docs/method.md §2.11): coupled μ rows
+    (partial sums) drawn jointly (`coupled.coupled_draws`), then each ρ_j from its μ_j partner's slope a_j = Λ_jj:
+    ρ*_j = softplus⁻¹(a_j^(−½)) (the root of E G_ρj = q ω (a ψ − 1)), its slope in ρ there over q,
+    2·a_j·sigmoid(ρ*_j)². φ*'s and the slopes' moments of the redrawn rows are those of the draws.
     draws: (1, K, P) each; key: the coupled rows' jax key."""
     partner = model.partner
     active = np.asarray(partner.active, bool)
-    mean_rows, rows = np.flatnonzero(active), np.flatnonzero(~active)
+    rows = np.flatnonzero(~active)
+    if is_coupled(model):
+        draws = coupled_draws(model, draws, key)
     optimum, hessian = np.array(draws.optimum, np.float64), np.array(draws.hessian, np.float64)
-    coupled = bool(np.any(np.asarray(partner.others) > 0))
-    if coupled:
-        extra = 0.0 if draws.extra_noise is None else np.asarray(draws.extra_noise, np.float64)[0][:, mean_rows] ** 2
-        noise = np.broadcast_to(np.asarray(model.noise_var, np.float64), active.shape)[mean_rows] + extra
-        optimum[0][:, mean_rows] = _coupled_optimum(
-            model, optimum[0][:, mean_rows], hessian[0][:, mean_rows], noise, key
-        )
     shared = hessian[..., np.asarray(partner.column)[rows]]
     with np.errstate(over="ignore"):
         rho = softplus_inverse(np.maximum(shared, np.finfo(np.float64).tiny) ** -0.5)
     optimum[..., rows], hessian[..., rows] = rho, 2.0 * shared * sigmoid(rho) ** 2
-    changed = np.arange(active.size) if coupled else rows
     facts = draws.diagnostics
     moments = {}
     for name, values in (("optimum", optimum), ("hessian", hessian)):
         for stat, of in (("mean", np.mean), ("sd", np.std)):
             column = np.array(getattr(facts, f"{name}_{stat}"), np.float64)
-            column[changed] = of(values[0][:, changed], axis=0)
+            column[rows] = of(values[0][:, rows], axis=0)
             moments[f"{name}_{stat}"] = column
-    return Draws(optimum, hessian, draws.extra_noise, dataclasses.replace(facts, **moments))
-
-
-def _coupled_optimum(model: GradientModel, own, slope, noise, key) -> np.ndarray:
-    """μ* (K, d) = μ̄ − B⁻¹c per draw from the rows' own roots `own` (K, d), slopes a (K, d) and noise variances
-    v (K, d) (`stein_draws`)."""
-    stats = model.stats
-    phiphi, gphi = np.asarray(stats.mu_phiphi, np.float64), np.asarray(stats.mu_gphi, np.float64)
-    draws, dim = own.shape
-    centre = np.asarray(stats.centre, np.float64)[:dim]
-    b = float(model.sampling_rate) * slope
-    z = np.asarray(jax.random.normal(key, (dim, draws, dim - 1)), np.float64)
-    matrix = np.zeros((draws, dim, dim))
-    for j in range(dim):
-        others = np.delete(np.arange(dim), j)
-        inverse = np.linalg.inv(phiphi[np.ix_(others, others)])
-        mean = (gphi[others, j][None, :] - b[:, j : j + 1] * phiphi[others, j][None, :]) @ inverse
-        spread = np.linalg.cholesky(0.5 * (inverse + inverse.T))
-        matrix[:, j, others] = mean + np.sqrt(noise[:, j : j + 1]) * (z[j] @ spread.T)
-        matrix[:, j, j] = b[:, j]
-    intercept = -b * (own - centre)
-    return centre - np.linalg.solve(matrix, intercept[..., None])[..., 0]
+    return dataclasses.replace(
+        draws, optimum=optimum, hessian=hessian, diagnostics=dataclasses.replace(facts, **moments)
+    )
 
 
 STEIN_CONFLICT = 3.0

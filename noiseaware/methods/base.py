@@ -146,7 +146,8 @@ class Method:
     given by σ alone must say which ε σ stands for); transforms: "research" when its posteriors' θ uses the
     built-in models' research transforms whatever the run's (the sufficient-statistic baselines), None when it
     uses the run's own; reads_rows: it reads a trace's rows, so a run kept as windows (`Run.rows()` is None) is
-    refused (False: it reads a run only through its moments, as the gradient-model routes do); description: one
+    refused (False: it reads a run only through its moments, as the gradient-model routes do); families: the
+    family kinds of the traces it fits (None: any; ("point",) for the sandwich), others refused; description: one
     line for tables and --help; version: the
     method's own version, which names it in a study's fingerprint instead of its code (bump it when its
     results change; without one, a study hashes fit_batch's code and closure values, so a changed body is new
@@ -164,6 +165,7 @@ class Method:
     version: str | None = None
     transforms: str | None = None
     reads_rows: bool = True
+    families: tuple[str, ...] | None = None
 
     def __fingerprint__(self) -> dict[str, Any]:
         """What names the method in a study: its declared version, or its fields with fit_batch's code."""
@@ -246,7 +248,15 @@ def research_transforms(methods: Sequence[Method]) -> str | None:
 def fit_problems(method: Method, batch: Batch, keys, options) -> list[Outcome]:
     """method.fit_batch with its promise checked: one Outcome per problem (one in all for a non-private
     reference on shared data); a FitFailure raised by the method becomes every problem's outcome. Anything
-    else it raises propagates (a bug), and so does an outcome that is neither a posterior nor a FitFailure."""
+    else it raises propagates (a bug), and so does an outcome that is neither a posterior nor a FitFailure. A
+    trace of a family the method does not fit is a ValueError before any work."""
+    if method.families is not None and method.reads == "trace":
+        other = sorted({t.family.kind for t in batch.traces} - set(method.families))
+        if other:
+            raise ValueError(
+                f"method {method.name!r} fits traces of the {' and '.join(method.families)} family only, and these "
+                f"are {', '.join(other)}: fit them with a method for any family (method='exact', the noise-aware one)"
+            )
     try:
         outcomes = list(method.fit_batch(batch, keys, options))
     except FitFailure as failure:

@@ -34,6 +34,8 @@ def repair_scale_rows(traces, results, keys, prior: Prior, opts, solve, build):
     none was)."""
     variance = dataclasses.replace(prior, scale_model="variance")
     scale = np.flatnonzero(scale_coordinates(traces[0]))  # only these rows differ between the two models
+    if not scale.size:  # a point trace has no scale rows to repair
+        return results, [None] * len(results)
     others = [outcome_of(lambda t=trace: build(t, variance)) for trace in traces]
     built = [i for i, model in enumerate(others) if not isinstance(model, FitFailure)]  # ψ can freeze where ρ moves
     if built:

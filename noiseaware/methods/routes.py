@@ -1,10 +1,15 @@
-"""The gradient model's three routes as methods: exact quadrature, Laplace and NUTS (docs/method.md §2).
+"""The gradient model's three routes as methods: exact quadrature, Laplace and NUTS (docs/method.md §2), and the
+sandwich of a point trace (§6), the exact route read the frequentist way.
 
 Each fits the same Bayesian linear gradient model to every trace of a batch in one vmapped computation
-and returns noise-aware `MixturePosterior`s. Their options share the gradient-model settings (prior, burn-in, K
+and returns noise-aware `MixturePosterior`s (for a plain DP-SGD trace of a point estimate, its noise-aware Laplace
+posterior or sandwich: `posteriors.laplace`). Their options share the gradient-model settings (prior, burn-in, K
 draws of φ*) and add the route's own. Warnings that concern the model (weakly identified slopes) or the
 route (grid edges, mixing) are `Note`s kept on each posterior (`post.notes`); `fit` issues them as warnings,
 the studies and the tuner count them.
+
+Why this module is long: the routes share one batch fit (models, contradicted and uninformative traces, the repair,
+the notes, the posterior of each trace's family), and its options classes are the routes' public settings.
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ from ..inference.gradient_model import (
     slope_estimates,
 )
 from ..inference.stein import shared_curvature_notes
+from ..posteriors.laplace import POINT_KINDS, point_components
 from ..posteriors.mixture import MixturePosterior
 from ..trace import BURN_IN, kept_steps
 from ..trace.run import Run, varying_settings_reason
+from ..trace.sums import COUPLING_LIMIT
 from ..util.checks import choice, flag, fraction, positive_int, probability
 from ..util.defaults import DRAWS, WARMUP
 from ..util.diagnostics import MAX_RHAT
@@ -166,12 +173,20 @@ def _route(
     remarks: Callable[[Draws, Sequence[str]], list[Note]],
     options: type,
     description: str,
+    reading: str = "laplace",
 ) -> Method:
     """A gradient-model method: the models of all traces, one batched solve, posteriors with their notes (weak
     slopes, the repair, and the route's own `remarks` on its solution). A trace whose model cannot be set up (a
-    coordinate that never moved, …) gets its FitFailure; the others are solved."""
+    coordinate that never moved, …) gets its FitFailure; the others are solved. reading: what a point trace's
+    posterior is, "laplace" (every route) or "sandwich" (the method of that name, point traces only)."""
 
     def fit_batch(batch: Batch, keys, opts: GradientModelOptions) -> list[Outcome]:
+        coupled = any(t.family.kind == "point" and 2 <= t.family.dim <= COUPLING_LIMIT for t in batch.traces)
+        if coupled and solve is not exact.fit_exact_batch:
+            raise ValueError(
+                f"a point trace's coupled coordinates are drawn jointly by the exact route only: use method='exact' "
+                f"(or 'sandwich') for it, not {name!r}"
+            )
         prior = resolve_prior(opts.prior)
         if (prior.terms != ("diagonal",) or prior.scale_model != "linear") and name != "exact":
             raise ValueError(
@@ -248,10 +263,12 @@ def _route(
                 from_model,
                 tuple(notes) + (() if repair is None else (repair,)),
                 logs,
+                reading,
             )
         return outcomes
 
-    return Method(name, fit_batch, options, "trace", description=description, reads_rows=False)
+    families = ("point",) if reading == "sandwich" else None
+    return Method(name, fit_batch, options, "trace", description=description, reads_rows=False, families=families)
 
 
 def check_constant_settings(trace: Run) -> None:
@@ -292,19 +309,42 @@ def _posterior(
     model_prior: bool,
     notes: tuple[Note, ...],
     logs: tuple[np.ndarray, np.ndarray],
+    reading: str = "laplace",
 ) -> MixturePosterior:
+    """The posterior of `trace` from the gradient model's draws: a mixture over the VI optimum, or for a point
+    trace its noise-aware Laplace posterior or sandwich (`posteriors.laplace`, by `reading`)."""
+    fields = {
+        "method": method,
+        "prior": prior,
+        "diagnostics": result.diagnostics,
+        "info": {"burn_in": burn_in, "optimum_prior": "model" if model_prior else "trace"},
+    }
+    if trace.family.kind != "point":
+        return MixturePosterior.from_trace(
+            trace,
+            result.optimum,
+            hessian=result.hessian,
+            extra_noise=result.extra_noise,
+            notes=notes,
+            log_prior=logs[0],
+            log_likelihood=logs[1],
+            **fields,
+        )
+    matrix = None if result.hessian_matrix is None else result.hessian_matrix[0]
+    extra = None if result.extra_noise is None else result.extra_noise[0]
+    rate = float(trace.settings.sampling_rate)
+    family, phi, kept, more = point_components(result.optimum[0], result.hessian[0], matrix, extra, rate, reading)
     return MixturePosterior.from_trace(
         trace,
-        result.optimum,
-        method=method,
-        hessian=result.hessian,
-        extra_noise=result.extra_noise,
-        prior=prior,
-        diagnostics=result.diagnostics,
-        info={"burn_in": burn_in, "optimum_prior": "model" if model_prior else "trace"},
-        notes=notes,
-        log_prior=logs[0],
-        log_likelihood=logs[1],
+        phi[None],
+        family=family.name,
+        param_names=family.param_names([name.removeprefix("mu:") for name in trace.param_names]),
+        factor="mixture",
+        kind=POINT_KINDS[reading],
+        notes=notes + tuple(more),
+        log_prior=logs[0][:, kept],
+        log_likelihood=logs[1][:, kept],
+        **fields,
     )
 
 
@@ -375,6 +415,14 @@ LAPLACE = _route(
     _no_remarks,
     LaplaceOptions,
     "noise-aware: Newton MAP and a Gaussian over all unknowns, per coordinate",
+)
+SANDWICH = _route(
+    "sandwich",
+    exact.fit_exact_batch,
+    _grid_edges,
+    ExactOptions,
+    "frequentist, a point trace: the exact route's θ̂ and Λ with V = Σ g_i gᵢᵀ from the extra noise, Λ⁻¹VΛ⁻¹",
+    reading="sandwich",
 )
 NUTS = _route(
     "nuts",

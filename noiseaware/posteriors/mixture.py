@@ -54,8 +54,10 @@ __all__ = [
     "MixturePosterior",
     "NAIVE",
     "NOISE_AWARE",
+    "LAPLACE",
     "PVI",
     "RANDOM_SCALING",
+    "SANDWICH",
     "trace_facts",
     "trace_iterates",
 ]
@@ -79,6 +81,9 @@ DPVIM = "DPVIm posterior"
 RANDOM_SCALING = "random-scaling posterior (frequentist, from the iterates)"
 PVI = "partitioned-VI posterior (clients' factors combined)"
 """The kinds of posterior over the VI optimum: the gradient model's, and the trace baselines'."""
+LAPLACE = "noise-aware Laplace posterior (a point trace)"
+SANDWICH = "sandwich (frequentist, a point trace)"
+"""The kinds of a point trace's posteriors (`posteriors.laplace`)."""
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -164,19 +169,19 @@ class MixturePosterior(PosteriorBase):
     @classmethod
     def from_trace(cls, trace: Run, optimum, *, method: str, hessian=None, extra_noise=None, **fields):
         """A posterior of `trace` from draws of φ* (C, K, P) (and of A, u): the trace's names, family, sites, facts
-        and iterates μ_t filled in; fields: the rest (diagnostics, prior, and info facts beyond the trace's)."""
+        and iterates μ_t filled in; fields: the rest (diagnostics, prior, and info facts beyond the trace's), and
+        the family and param_names where the components are not in the trace's layout (a point trace's)."""
         info = trace_facts(trace, **fields.pop("info", {}))
+        layout = {"param_names": trace.param_names, "family": trace.settings.variational_family}
         return cls(
             optimum_chains=optimum,
             hessian_chains=hessian,
             extra_noise_chains=extra_noise,
             method=method,
-            param_names=trace.param_names,
-            family=trace.settings.variational_family,
             sites=trace.settings.sites,
             info=info,
             iterates=trace_iterates(trace),
-            **fields,
+            **(layout | fields),
         )
 
     # ------------------------------------------------------------------ shapes and draws
@@ -480,14 +485,17 @@ def trace_iterates(trace: Run) -> np.ndarray:
 def mixture_quantile(means: np.ndarray, sds: np.ndarray, probability: float) -> np.ndarray:
     """The `probability` quantile of (1/K) Σ_k N(means_k, sds_k²) per column: bisection on the CDF, (d,).
 
-    means, sds (K, d). The quantile lies between the extreme components' own quantiles; 60 halvings of
-    that bracket give it to machine precision.
+    means, sds (K, d); a component with sd 0 is a point mass (a sandwich's where the extra noise is 0). The
+    quantile lies between the extreme components' own quantiles; 60 halvings of that bracket give it to machine
+    precision.
     """
     z = math.sqrt(2.0) * special.erfinv(2.0 * probability - 1.0)
     low = np.min(means + z * sds, axis=0)
     high = np.max(means + z * sds, axis=0)
     for _ in range(60):
         middle = 0.5 * (low + high)
-        below = np.mean(special.ndtr((middle - means) / sds), axis=0) < probability
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cdf = np.where(sds > 0, special.ndtr((middle - means) / sds), middle >= means)
+        below = np.mean(cdf, axis=0) < probability
         low, high = np.where(below, middle, low), np.where(below, high, middle)
     return 0.5 * (low + high)

@@ -110,14 +110,14 @@ class TraceData(RunLayout):
 
     def moments(self, burn_in: float = BURN_IN, *, cross: bool = False) -> Moments:
         """The moments of the rows t ≥ B = ⌊burn_in·T⌋ (`moments_of_rows`); with cross, the μ rows' cross moments of
-        a mean-field trace. A ValueError for a burn-in outside [0, 1) or fewer than 2 kept steps."""
+        a mean-field or point trace. A ValueError for a burn-in outside [0, 1) or fewer than 2 kept steps."""
         start = kept_start(self, burn_in)
         if self.steps - start < 2:
             raise ValueError(
                 f"the trace has {self.steps} steps, leaving {self.steps - start} after a burn-in of {burn_in:g}: "
                 "the gradient model needs at least 2 (and many more for a useful posterior)"
             )
-        coupled = self.dim if cross and self.family.kind == "mean-field" else 0
+        coupled = self.dim if cross and self.family.cross_moments else 0
         return moments_of_rows(self.params, self.grads, start, scale_rows_of(self.family), coupled)
 
     def clip_counts(self, burn_in: float = BURN_IN) -> ClipCounts | None:

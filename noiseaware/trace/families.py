@@ -5,11 +5,15 @@
     full-rank-normal-softplus       (μ, ρ, ℓ)      L: diagonal softplus ρ, strictly lower ℓ     2d + d(d−1)/2
     low-rank-normal-softplus(r)     (μ, ρ, b)      [diag(softplus ρ), B], B (d, r) lower        2d + dr − r(r−1)/2
                                                    trapezoidal (B_ij = 0 for j > i), entries b
+    point                           (μ)            none (m = 0): q is the point mass at μ = θ   d
 
 θ = μ + A ε with ε ~ N(0, I_m) (m = d, or d + r for low-rank), so Σ = A Aᵀ: L Lᵀ (full-rank) or
 diag(softplus(ρ)²) + B Bᵀ (low-rank). ℓ and b list their entries row by row (row-major over (i, j)). Every
-family starts with the mean-field layout (μ, ρ) (its first 2d coordinates), so with d = 1 full-rank is
-mean-field. The lower-trapezoidal B fixes the rotation B → BQ that leaves Σ unchanged (any B can be rotated
+Gaussian family starts with the mean-field layout (μ, ρ) (its first 2d coordinates), so with d = 1 full-rank is
+mean-field. The point family is a plain DP-SGD run on the negative log joint, a MAP or M-estimate: φ = θ, no scale
+rows, its "entropy" 0, so the ELBO's gradient is the log joint's (docs/dp-sgd.md).
+
+The lower-trapezoidal B fixes the rotation B → BQ that leaves Σ unchanged (any B can be rotated
 into that form), so the optimum φ* is a point, not an orbit; only column signs remain free.
 
 A family is a frozen `VariationalFamily` subclass with its dimension d, one class per family in the registry
@@ -37,6 +41,8 @@ __all__ = [
     "LowRank",
     "MeanField",
     "MEAN_FIELD",
+    "POINT",
+    "Point",
     "FULL_RANK",
     "LOW_RANK",
     "FamilyError",
@@ -48,7 +54,8 @@ __all__ = [
 MEAN_FIELD = "diagonal-normal-softplus"
 FULL_RANK = "full-rank-normal-softplus"
 LOW_RANK = "low-rank-normal-softplus"
-FAMILY_KINDS = {"mean-field": MEAN_FIELD, "full-rank": FULL_RANK, "low-rank": LOW_RANK}
+POINT = "point"
+FAMILY_KINDS = {"mean-field": MEAN_FIELD, "full-rank": FULL_RANK, "low-rank": LOW_RANK, "point": POINT}
 """The user's names of the families → their names in a trace."""
 _LOW_RANK_NAME = re.compile(r"^low-rank-normal-softplus\((\d+)\)$")
 
@@ -81,6 +88,9 @@ class VariationalFamily:
     """The name of the block after (μ, ρ): "offdiag" (L's entries), "factor" (B's), or None."""
     extra_label: ClassVar[str] = ""
     """The prefix of that block's parameter names: "L" or "B"."""
+    cross_moments: ClassVar[bool] = False
+    """Whether its runs keep the μ rows' cross moments (d × d), read for coupled coordinates: mean-field and point,
+    whose μ rows are the whole of what couples them."""
 
     def __post_init__(self):
         if not isinstance(self.dim, int) or self.dim < 1:
@@ -213,6 +223,7 @@ class MeanField(VariationalFamily):
     """q = N(μ, diag(softplus(ρ)²)): φ = (μ, ρ), P = 2d."""
 
     kind: ClassVar[str] = "mean-field"
+    cross_moments: ClassVar[bool] = True
 
     def sample(self, phi, eps):
         return self.mean(phi) + _softplus(phi[..., self.dim :]) * eps
@@ -302,7 +313,57 @@ class LowRank(VariationalFamily):
         return f"P = 2d + {rank}d − {rank * (rank - 1) // 2} (μ, ρ, then B's entries)"
 
 
-FAMILIES: dict[str, type[VariationalFamily]] = {cls.kind: cls for cls in (MeanField, FullRank, LowRank)}
+@dataclass(frozen=True)
+class Point(VariationalFamily):
+    """A point estimate, the limit A → 0: φ = μ = θ, P = d, m = 0. A run of this family is plain DP-SGD on the
+    negative log joint L(θ) = −Σ_i log p(x_i | θ) − log p(θ), and the gradient model reads its rows' slopes as the
+    Hessian diagonal of L (docs/method.md §6)."""
+
+    kind: ClassVar[str] = "point"
+    cross_moments: ClassVar[bool] = True
+
+    @property
+    def noise_dim(self) -> int:
+        return 0
+
+    @cached_property
+    def entries(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+
+    @property
+    def blocks(self) -> tuple[tuple[str, slice], ...]:
+        return (("mu", slice(0, self.dim)),)
+
+    def param_names(self, theta_names) -> tuple[str, ...]:
+        return tuple(f"mu:{n}" for n in theta_names)
+
+    def sample(self, phi, eps):
+        """θ = μ, broadcast to the draws: φ (…, d), ε (…, 0) → (…, d)."""
+        shape = np.broadcast_shapes(np.shape(phi)[:-1], np.shape(eps)[:-1]) + (self.dim,)
+        return _xp(phi).broadcast_to(self.mean(phi), shape)
+
+    def marginal_sd(self, phi):
+        return _xp(phi).zeros_like(self.mean(phi))
+
+    def entropy(self, phi):
+        return _xp(phi).zeros(phi.shape[:-1], phi.dtype)
+
+    def scale_gradients(self, phi, eps, grads):
+        return jnp.zeros(grads.shape[1:-1] + (0,), grads.dtype)
+
+    def initial_rest(self, rho0) -> np.ndarray:
+        return np.zeros(0)
+
+    @classmethod
+    def dim_for(cls, n_params, rank):
+        return n_params
+
+    @classmethod
+    def layout_text(cls, rank):
+        return "P = d (θ itself)"
+
+
+FAMILIES: dict[str, type[VariationalFamily]] = {cls.kind: cls for cls in (MeanField, FullRank, LowRank, Point)}
 """The registry of families by the user's name (one class each, like numpyro's autoguides)."""
 
 
@@ -318,12 +379,14 @@ def _kind_and_rank(name) -> tuple[str, int | None]:
         return "mean-field", None
     if name == FULL_RANK:
         return "full-rank", None
+    if name == POINT:
+        return "point", None
     match = _LOW_RANK_NAME.match(name) if isinstance(name, str) else None
     if match:
         return "low-rank", int(match.group(1))
     raise FamilyError(
-        f"variational_family is {name!r}; noiseaware reads {MEAN_FIELD!r}, {FULL_RANK!r} and "
-        f"'{LOW_RANK}(r)' for a rank r ≥ 1 (docs/trace-format.md)"
+        f"variational_family is {name!r}; noiseaware reads {MEAN_FIELD!r}, {FULL_RANK!r}, "
+        f"'{LOW_RANK}(r)' for a rank r ≥ 1 and {POINT!r} (docs/trace-format.md)"
     )
 
 

@@ -96,8 +96,8 @@ def _settings_lines(trace: TraceData, title: str | None, steps: int) -> list[str
 
 
 def _coordinate_table(trace: TraceData, kept, steps: int) -> str:
-    """One row per θ coordinate j: final μ_j and sd_j = sqrt(Σ_jj) (softplus(ρ_j) for mean-field), post-burn-in
-    mean of μ_j, and the sd of G vs σC/s."""
+    """One row per θ coordinate j: final μ_j and sd_j = sqrt(Σ_jj) (softplus(ρ_j) for mean-field; none for a point
+    estimate), post-burn-in mean of μ_j, and the sd of G vs σC/s."""
     try:
         final, source = trace.final_iterate(), "φ_T"
     except TraceError:
@@ -109,17 +109,13 @@ def _coordinate_table(trace: TraceData, kept, steps: int) -> str:
             trace.params[start:, :d].mean(axis=0), trace.grads[start:].std(axis=0), None, 1 - BURN_IN, steps
         )
     mean_mu, grad_sd = kept.mean_mu, kept.grad_sd
-    header = (
-        "θ (unconstrained)",
-        f"μ at {source}",
-        "sd of q",
-        f"mean μ last {kept.kept:.0%}",
-        "sd G_μ",
-        "noise sd_μ",
-        "sd G_ρ",
-        "noise sd_ρ",
-    )
-    columns = (final[:d], final_sd, mean_mu, grad_sd[:d], noise_sd[:d], grad_sd[d : 2 * d], noise_sd[d : 2 * d])
+    header = ("θ (unconstrained)", f"μ at {source}", "sd of q", f"mean μ last {kept.kept:.0%}", "sd G_μ", "noise sd_μ")
+    columns = (final[:d], final_sd, mean_mu, grad_sd[:d], noise_sd[:d])
+    if trace.family.kind == "point":  # a point estimate: no q to have an sd, no ρ rows
+        header, columns = header[:2] + header[3:], columns[:1] + columns[2:]
+    else:
+        header += ("sd G_ρ", "noise sd_ρ")
+        columns += (grad_sd[d : 2 * d], noise_sd[d : 2 * d])
     rows = [
         (label.removeprefix("mu:"), *(f"{float(column[j]):.4g}" for column in columns))
         for j, label in enumerate(trace.param_names[:d])

@@ -170,8 +170,8 @@ class Run(Protocol):
 
 
 def scale_rows_of(family: VariationalFamily) -> slice:
-    """The family's ρ block (the scale rows), a slice of φ."""
-    return dict(family.blocks)["rho"]
+    """The family's ρ block (the scale rows), a slice of φ; empty (d:d) for a point estimate, which has none."""
+    return dict(family.blocks).get("rho", slice(family.dim, family.dim))
 
 
 def kept_start(run, burn_in: float) -> int:

@@ -22,7 +22,7 @@ from .sites import SiteMap, SiteSpec, transform_from_name
 
 __all__ = ["TraceError", "VARIATIONAL_FAMILIES", "validate"]
 
-VARIATIONAL_FAMILIES = (MEAN_FIELD, "full-rank-normal-softplus", "low-rank-normal-softplus(r)")
+VARIATIONAL_FAMILIES = (MEAN_FIELD, "full-rank-normal-softplus", "low-rank-normal-softplus(r)", "point")
 """The families a trace may name (r: the rank, an integer ≥ 1); the first is the default."""
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 """The dtypes of a trace's arrays (docs/trace-format.md); other arrays are refused, never converted."""

@@ -268,8 +268,8 @@ def clipped_window_sums(counts: np.ndarray | None, bounds: np.ndarray) -> np.nda
 
 
 def coupled_dim(family: VariationalFamily) -> int:
-    """d for a mean-field family of d ≤ COUPLING_LIMIT (the cross moments are kept), else 0."""
-    return family.dim if family.kind == "mean-field" and family.dim <= COUPLING_LIMIT else 0
+    """d for a mean-field or point family of d ≤ COUPLING_LIMIT (the cross moments are kept), else 0."""
+    return family.dim if family.cross_moments and family.dim <= COUPLING_LIMIT else 0
 
 
 @partial(jax.jit, static_argnames=("starts", "scale_rows", "coupled"))
