@@ -41,6 +41,8 @@ import noiseaware as na
 RESULTS = Path(__file__).parent / "results" / "point_sgd.json"
 N, Q, T, CLIP, PRIOR_SD, DELTA = 2000, 0.05, 4000, 2.0, 5.0, 1e-5
 Z90 = stats.norm.ppf(0.95)
+RUN = {"family": "point", "steps": T, "sampling_rate": Q, "clip": CLIP, "mc_draws": 1, "init": 0.0}
+"""The DP-SGD run's settings besides ε and the step size."""
 ROWS = ("laplace", "laplace_hat", "sandwich", "random_scaling", "naive", "nonprivate")
 
 
@@ -88,20 +90,7 @@ def one_simulation(m, theta0, epsilon, kappa):
     data = {"X": jnp.asarray(X), "y": jnp.asarray(y)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        trace = na.record_dpvi(
-            logistic,
-            data,
-            key=10**6 + m,
-            epsilon=epsilon,
-            delta=DELTA,
-            family="point",
-            steps=T,
-            sampling_rate=Q,
-            clip=CLIP,
-            learning_rate=rate,
-            mc_draws=1,
-            init=0.0,
-        )
+        trace = na.record_dpvi(logistic, data, key=10**6 + m, epsilon=epsilon, delta=DELTA, learning_rate=rate, **RUN)
         out, failed = {}, []
         for row, method, target in (
             ("laplace", "exact", theta0),

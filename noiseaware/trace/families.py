@@ -20,6 +20,9 @@ A family is a frozen `VariationalFamily` subclass with its dimension d, one clas
 `FAMILIES` (`MeanField`, `FullRank`, `LowRank`); `family_for(name, P)` rebuilds it from a trace,
 `variational_family(kind, d, rank)` from a user's choice. Its array functions work on numpy arrays
 (float64 stays float64) and inside jax programs alike.
+
+Why this module is long: the four families are one registry of small classes over one shared layout; apart, each
+would re-derive the layout it overrides.
 """
 
 from __future__ import annotations
