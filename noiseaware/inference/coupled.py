@@ -16,7 +16,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from .draws import Draws
+from .draws import Draws, redrawn
 from .gradient_model import GradientModel
 
 __all__ = ["coupled_draws", "is_coupled"]
@@ -39,18 +39,8 @@ def coupled_draws(model: GradientModel, draws: Draws, key) -> Draws:
     centre = np.asarray(model.stats.centre, np.float64)[:dim]
     intercept = -float(model.sampling_rate) * slope * (own - centre)
     optimum[0][:, :dim] = centre - np.linalg.solve(matrix, intercept[..., None])[..., 0]
-    facts = draws.diagnostics
-    moments = {}
-    for stat, of in (("mean", np.mean), ("sd", np.std)):
-        column = np.array(getattr(facts, f"optimum_{stat}"), np.float64)
-        column[:dim] = of(optimum[0][:, :dim], axis=0)
-        moments[f"optimum_{stat}"] = column
-    return dataclasses.replace(
-        draws,
-        optimum=optimum,
-        diagnostics=dataclasses.replace(facts, **moments),
-        hessian_matrix=(matrix / float(model.sampling_rate))[None],
-    )
+    joint = redrawn(draws, np.arange(dim), optimum=optimum)
+    return dataclasses.replace(joint, hessian_matrix=(matrix / float(model.sampling_rate))[None])
 
 
 def _slope_matrix(model: GradientModel, slope, noise, key) -> np.ndarray:

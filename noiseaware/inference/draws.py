@@ -12,7 +12,7 @@ from ..util.diagnostics import Diagnostics, NoDiagnostics
 from ..util.numerics import sigmoid, softplus, softplus_inverse
 from .gradient_model import GradientModel, log_likelihood, prior_distributions, select_rows
 
-__all__ = ["Draws", "draw_log_densities", "prior_draws", "summed_log_densities"]
+__all__ = ["Draws", "draw_log_densities", "prior_draws", "redrawn", "summed_log_densities"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +39,19 @@ class Draws:
             value = getattr(self, name)
             if value is not None and np.ndim(value) != 3:
                 raise ValueError(f"Draws.{name} must be (chains, draws, P); got shape {np.shape(value)}")
+
+
+def redrawn(draws: Draws, columns, **values) -> Draws:
+    """`draws` with the arrays `values` (optimum=…, hessian=…, each (1, K, P)) in place of theirs and, for the
+    `columns` (an index array) redrawn in them, the diagnostics' `<name>_mean` and `<name>_sd` those of the draws."""
+    facts = draws.diagnostics
+    moments = {}
+    for name, value in values.items():
+        for stat, of in (("mean", np.mean), ("sd", np.std)):
+            column = np.array(getattr(facts, f"{name}_{stat}"), np.float64)
+            column[columns] = of(value[0][:, columns], axis=0)
+            moments[f"{name}_{stat}"] = column
+    return dataclasses.replace(draws, **values, diagnostics=dataclasses.replace(facts, **moments))
 
 
 def prior_draws(model: GradientModel, key, draws: int) -> Draws:

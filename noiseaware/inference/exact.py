@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 WIDTH = 9.0
-STEIN_STREAM = 7
+JOINT_STREAM = 7
 """The key stream (fold_in of a trace's key) of the coupled μ rows' other coefficients (`coupled.coupled_draws`)."""
 GRID_DEFAULTS = {"hessian_nodes": 96, "extra_nodes": 32, "passes": 3}
 PARTNER_NODES = 32
@@ -395,7 +395,7 @@ def fit_exact_batch(models: Sequence[GradientModel], *, keys, options: ExactSett
         devices=options.devices,
     )
     return [
-        _joint_draws(model, result, jax.random.fold_in(key, STEIN_STREAM))
+        _joint_draws(model, result, jax.random.fold_in(key, JOINT_STREAM))
         for model, result, key in zip(models, results, keys)
     ]
 

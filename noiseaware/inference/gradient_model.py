@@ -40,7 +40,6 @@ from ..models.benchmark import ModelOptimumPrior
 from ..trace import BURN_IN
 from ..trace.moments import Moments
 from ..trace.run import Run, scale_rows_of
-from ..trace.sums import COUPLING_LIMIT
 from ..util.numerics import sigmoid, softplus_inverse
 from .expansion import TermStatistics, set_log_likelihoods, term_statistics
 from .model_prior import model_optimum_prior
@@ -57,6 +56,7 @@ from .statistics import (
     residual_squares,
     scale_partner,
     slope_estimates,
+    solves_partial_rows,
 )
 
 __all__ = [
@@ -191,11 +191,9 @@ def gradient_model(
     coupling = model_prior.coupling if from_model and trace.family.kind == "mean-field" else None
     # the wander's curvature from the model: a trace's ρ may still lag far behind ρ* (M3's research preset)
     curvature = None if coupling is None else np.median(model_prior.curvature, axis=0)
-    # the Stein model's coupled μ rows need the d × d cross moments: up to the size windowed traces keep them
-    # (and so does a point trace, whose Laplace posterior reads the whole Hessian: docs/method.md §6)
-    partial = prior.scale_model == "stein" or trace.family.kind == "point"
-    partial = partial and trace.family.dim <= COUPLING_LIMIT
-    stats = model_moments(trace, burn_in, scale_rows, coupling, curvature, partial=partial)
+    stats = model_moments(
+        trace, burn_in, scale_rows, coupling, curvature, partial=solves_partial_rows(prior.scale_model, trace)
+    )
     noise_var, q = np.asarray(trace.settings.noise_sd, np.float64) ** 2, float(trace.settings.sampling_rate)
     if prior.extra_noise == "none" and is_non_private(noise_var):
         raise ValueError(

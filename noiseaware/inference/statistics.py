@@ -21,6 +21,7 @@ import numpy as np
 from ..trace import BURN_IN
 from ..trace.moments import Moments, coupling, in_psi, row_moments, without_wander
 from ..trace.run import Run, scale_rows_of
+from ..trace.sums import COUPLING_LIMIT
 from ..util.errors import FROZEN, NO_NOISE, FitFailure
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "ScalePartner",
     "scale_partner",
     "slope_estimates",
+    "solves_partial_rows",
 ]
 
 
@@ -204,6 +206,14 @@ def scale_partner(stats: Moments, noise_var, extra_sd, sampling_rate: float, dim
         slope=keep(slope),
         slope_se=keep(np.sqrt(var / square) / q),
     )
+
+
+def solves_partial_rows(scale_model: str, run: Run) -> bool:
+    """Whether the μ rows of `run` are solved on their partial sums where it shows their coupling
+    (`partial_on_others`): the Stein model's rows, and a point trace's, whose Laplace posterior reads the whole
+    Hessian (docs/method.md §6), for 2 ≤ d ≤ COUPLING_LIMIT (the d × d cross moments windowed traces keep)."""
+    coupled = scale_model == "stein" or run.family.kind == "point"
+    return coupled and 2 <= run.family.dim <= COUPLING_LIMIT
 
 
 def others_of(stats: Moments, n_params: int, dim: int) -> np.ndarray:

@@ -11,8 +11,6 @@ column's grid (`partner_log_likelihood`); φ*'s draws, of coupled μ rows and of
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,7 +19,7 @@ import numpyro.distributions as dist
 from ..util.notes import Note
 from ..util.numerics import sigmoid, softplus_inverse
 from .coupled import coupled_draws, is_coupled
-from .draws import Draws
+from .draws import Draws, redrawn
 from .gradient_model import GradientModel
 from .statistics import centred_phiphi, ols_fit, residual_squares
 
@@ -89,16 +87,7 @@ def stein_draws(model: GradientModel, draws: Draws, key) -> Draws:
     with np.errstate(over="ignore"):
         rho = softplus_inverse(np.maximum(shared, np.finfo(np.float64).tiny) ** -0.5)
     optimum[..., rows], hessian[..., rows] = rho, 2.0 * shared * sigmoid(rho) ** 2
-    facts = draws.diagnostics
-    moments = {}
-    for name, values in (("optimum", optimum), ("hessian", hessian)):
-        for stat, of in (("mean", np.mean), ("sd", np.std)):
-            column = np.array(getattr(facts, f"{name}_{stat}"), np.float64)
-            column[rows] = of(values[0][:, rows], axis=0)
-            moments[f"{name}_{stat}"] = column
-    return dataclasses.replace(
-        draws, optimum=optimum, hessian=hessian, diagnostics=dataclasses.replace(facts, **moments)
-    )
+    return redrawn(draws, rows, optimum=optimum, hessian=hessian)
 
 
 STEIN_CONFLICT = 3.0

@@ -32,12 +32,12 @@ from ..inference.gradient_model import (
     resolve_prior,
     slope_estimates,
 )
+from ..inference.statistics import solves_partial_rows
 from ..inference.stein import shared_curvature_notes
 from ..posteriors.laplace import POINT_KINDS, point_components
 from ..posteriors.mixture import MixturePosterior
 from ..trace import BURN_IN, kept_steps
 from ..trace.run import Run, varying_settings_reason
-from ..trace.sums import COUPLING_LIMIT
 from ..util.checks import choice, flag, fraction, positive_int, probability
 from ..util.defaults import DRAWS, WARMUP
 from ..util.diagnostics import MAX_RHAT
@@ -181,18 +181,17 @@ def _route(
     posterior is, "laplace" (every route) or "sandwich" (the method of that name, point traces only)."""
 
     def fit_batch(batch: Batch, keys, opts: GradientModelOptions) -> list[Outcome]:
-        coupled = any(t.family.kind == "point" and 2 <= t.family.dim <= COUPLING_LIMIT for t in batch.traces)
-        if coupled and solve is not exact.fit_exact_batch:
-            raise ValueError(
-                f"a point trace's coupled coordinates are drawn jointly by the exact route only: use method='exact' "
-                f"(or 'sandwich') for it, not {name!r}"
-            )
         prior = resolve_prior(opts.prior)
         if (prior.terms != ("diagonal",) or prior.scale_model != "linear") and name != "exact":
             raise ValueError(
                 f"the gradient model with extra terms ({', '.join(prior.terms)}) or scale_model="
                 f"{prior.scale_model!r} is solved by the exact route only: use method='exact', or a prior without "
                 f"them (Prior(terms=('diagonal',), scale_model='linear')) for method={name!r}"
+            )
+        if solve is not exact.fit_exact_batch and any(solves_partial_rows(prior.scale_model, t) for t in batch.traces):
+            raise ValueError(
+                f"a point trace's coupled coordinates are drawn jointly by the exact route only: use method='exact' "
+                f"(or 'sandwich') for it, not {name!r}"
             )
         if len({trace.n_params for trace in batch.traces}) > 1:
             raise TypeError("a batch needs traces of one model (the same number of parameters P); fit the others apart")
